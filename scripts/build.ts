@@ -1,0 +1,72 @@
+// Builds the single-binary executables (reference/toolchain.md §1, §2).
+//   bun scripts/build.ts            -> dist/outpost-linux-x64
+//   bun scripts/build.ts --arm64    -> dist/outpost-linux-arm64 (runtime and addon from npm, see vendorArm64)
+//   bun scripts/build.ts --all      -> both
+// libsql loads its native addon with a dynamic require the bundler cannot follow; the plugin
+// below rewrites it to a static require so the .node file is embedded in the binary.
+import type { BunPlugin } from "bun";
+import { existsSync, mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "..");
+const BUN_VERSION = Bun.version;
+const LIBSQL_VERSION = (await Bun.file(join(ROOT, "node_modules/libsql/package.json")).json()).version as string;
+
+function libsqlStaticNative(nativeSpec: string): BunPlugin {
+  return {
+    name: "libsql-static-native",
+    setup(build) {
+      build.onLoad({ filter: /[\\/]node_modules[\\/]libsql[\\/](index|promise)\.js$/ }, async (args) => {
+        const src = await Bun.file(args.path).text();
+        const out = src.replace("require(`@libsql/${target}`)", `require(${JSON.stringify(nativeSpec)})`);
+        if (out === src) throw new Error("libsql-static-native: pattern not found in " + args.path + " (libsql changed?)");
+        return { contents: out, loader: "js" };
+      });
+    },
+  };
+}
+
+/** The arm64 Bun runtime and libsql addon, from npm, kept out of the app's own dependencies. */
+async function vendorArm64(): Promise<{ bun: string; addon: string }> {
+  const dir = join(ROOT, "vendor-arm64");
+  const bun = join(dir, "node_modules/@oven/bun-linux-aarch64/bin/bun");
+  const addon = join(dir, "node_modules/@libsql/linux-arm64-gnu/index.node");
+  if (!existsSync(bun) || !existsSync(addon)) {
+    mkdirSync(dir, { recursive: true });
+    await Bun.write(join(dir, "package.json"), JSON.stringify({ name: "outpost-vendor-arm64", private: true }));
+    const p = Bun.spawnSync(["npm", "install", "--force", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund",
+      `@oven/bun-linux-aarch64@${BUN_VERSION}`, `@libsql/linux-arm64-gnu@${LIBSQL_VERSION}`], { cwd: dir, stdout: "inherit", stderr: "inherit" });
+    if (p.exitCode !== 0 || !existsSync(bun) || !existsSync(addon)) throw new Error("could not install the arm64 runtime from npm");
+  }
+  return { bun, addon };
+}
+
+async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: string) {
+  const t0 = performance.now();
+  let nativeSpec = "@libsql/linux-x64-gnu";
+  let executablePath: string | undefined;
+  if (target === "bun-linux-arm64") {
+    const v = await vendorArm64();
+    nativeSpec = v.addon;
+    executablePath = v.bun;
+  }
+  const res = await Bun.build({
+    entrypoints: [join(ROOT, "src/main.ts")],
+    plugins: [libsqlStaticNative(nativeSpec)],
+    minify: true,
+    bytecode: true,
+    format: "esm",
+    sourcemap: "linked",
+    compile: { target, outfile: join(ROOT, outfile), autoloadDotenv: false, autoloadBunfig: false, ...(executablePath ? { executablePath } : {}) },
+  } as Parameters<typeof Bun.build>[0]);
+  if (!res.success) {
+    for (const l of res.logs) console.error(l);
+    process.exit(1);
+  }
+  console.log(`built ${outfile} (${target}) in ${Math.round(performance.now() - t0)} ms`);
+}
+
+const args = new Set(process.argv.slice(2));
+mkdirSync(join(ROOT, "dist"), { recursive: true });
+if (!args.has("--arm64") || args.has("--all")) await build("bun-linux-x64", "dist/outpost-linux-x64");
+if (args.has("--arm64") || args.has("--all")) await build("bun-linux-arm64", "dist/outpost-linux-arm64");

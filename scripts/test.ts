@@ -1,0 +1,93 @@
+// The whole test suite: `npm test`.
+//  1. builds the x64 binary if it is missing or older than the sources (black-box tests run it);
+//  2. unit and in-process tests with `bun test` (test/unit);
+//  3. black-box tests with tap on Node against the binary (test/e2e, bundled to .e2e-build first,
+//     because tap cannot run inside Bun and Node 20 cannot run TypeScript by itself);
+//  4. prints one closing line: `N passed, N failed`.
+// Arguments filter both suites by file path substring: `npm test -- users`.
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "..");
+const BIN = join(ROOT, "dist/outpost-linux-x64");
+const filters = process.argv.slice(2).filter((a) => !a.startsWith("-"));
+const only = new Set(process.argv.slice(2).filter((a) => a === "--unit" || a === "--e2e"));
+const match = (f: string) => filters.length === 0 || filters.some((x) => f.includes(x));
+
+function newestMtime(dir: string): number {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+function files(dir: string, suffix: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...files(p, suffix));
+    else if (e.name.endsWith(suffix)) out.push(p);
+  }
+  return out.sort();
+}
+
+async function run(cmd: string[], env: Record<string, string> = {}): Promise<{ code: number; out: string }> {
+  const p = Bun.spawn(cmd, { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  let out = "";
+  const pump = async (s: ReadableStream<Uint8Array>, to: NodeJS.WriteStream) => {
+    const dec = new TextDecoder();
+    for await (const chunk of s) { const t = dec.decode(chunk); out += t; to.write(t); }
+  };
+  await Promise.all([pump(p.stdout, process.stdout), pump(p.stderr, process.stderr)]);
+  return { code: await p.exited, out };
+}
+
+let passed = 0, failed = 0, ran = 0;
+
+// 1. binary
+if (!existsSync(BIN) || statSync(BIN).mtimeMs < Math.max(newestMtime(join(ROOT, "src")), statSync(join(ROOT, "package.json")).mtimeMs)) {
+  const b = await run([process.execPath, join(ROOT, "scripts/build.ts")]);
+  if (b.code !== 0) { console.log("0 passed, 1 failed"); process.exit(1); }
+}
+
+// 2. unit tests
+const unit = files(join(ROOT, "test/unit"), ".test.ts").filter(match);
+if (unit.length && !only.has("--e2e")) {
+  const r = await run([process.execPath, "test", ...unit.map((f) => "./" + f.slice(ROOT.length + 1))]);
+  const pass = /^\s*(\d+) pass/m.exec(r.out), fail = /^\s*(\d+) fail/m.exec(r.out);
+  passed += Number(pass?.[1] ?? 0);
+  failed += Number(fail?.[1] ?? 0);
+  if (r.code !== 0 && !fail?.[1]) failed += 1; // crashed before reporting
+  ran++;
+}
+
+// 3. black-box tests
+const e2e = files(join(ROOT, "test/e2e"), ".test.ts").filter(match);
+if (e2e.length && !only.has("--unit")) {
+  const outdir = join(ROOT, ".e2e-build");
+  rmSync(outdir, { recursive: true, force: true });
+  const built = await Bun.build({
+    entrypoints: e2e, outdir, target: "node", format: "esm", splitting: true, naming: "[name].mjs", root: join(ROOT, "test/e2e"),
+    packages: "external",
+  });
+  if (!built.success) {
+    for (const l of built.logs) console.error(l);
+    failed += 1;
+  } else {
+    const tests = e2e.map((f) => join(outdir, f.slice(join(ROOT, "test/e2e").length + 1).replace(/\.ts$/, ".mjs")));
+    const r = await run(["node", join(ROOT, "node_modules/tap/dist/esm/run.mjs"), ...tests], { OUTPOST_BIN: BIN });
+    const sum = /# \{ total: (\d+), pass: (\d+)(?:, fail: (\d+))?/.exec(r.out);
+    if (sum) {
+      passed += Number(sum[2]);
+      failed += Number(sum[1]) - Number(sum[2]);
+    } else failed += 1;
+    if (r.code !== 0 && sum && Number(sum[1]) === Number(sum[2])) failed += 1;
+    ran++;
+  }
+}
+
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(failed > 0 || ran === 0 || passed === 0 ? 1 : 0);

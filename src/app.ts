@@ -1,0 +1,79 @@
+// Composition root: builds the parts for a mode, starts them in order, stops them in reverse.
+import { mkdirSync } from "node:fs";
+import { Permissions } from "./auth/permissions.ts";
+import { Tokens } from "./auth/tokens.ts";
+import type { Config } from "./config.ts";
+import { EventBus } from "./core/events.ts";
+import { createLogger, type Logger } from "./core/log.ts";
+import type { DomainDeps } from "./domain/deps.ts";
+import { Developers } from "./domain/developers.ts";
+import { Roles } from "./domain/roles.ts";
+import { Systems } from "./domain/systems.ts";
+import { Users } from "./domain/users.ts";
+import { createHttpApp, type HttpServer, listenHttp } from "./http/server.ts";
+import type { Services } from "./http/services.ts";
+import { type Db, openDb } from "./store/db.ts";
+import { migrate } from "./store/migrations.ts";
+import { VERSION } from "./version.ts";
+
+export interface App {
+  config: Config;
+  log: Logger;
+  db: Db;
+  services: Services;
+  events: EventBus;
+  http: HttpServer;
+  stop(): Promise<void>;
+}
+
+/** A part with a lifecycle; stopped in reverse order of start. */
+interface Stoppable { name: string; stop(): Promise<void> | void }
+
+export async function start(config: Config, opts: { log?: Logger } = {}): Promise<App> {
+  const log = opts.log ?? createLogger(config.logLevel, { mode: config.mode });
+  const started: Stoppable[] = [];
+  const stop = async () => {
+    while (started.length) {
+      const part = started.pop()!;
+      try { await part.stop(); } catch (err) { log.error("stop failed", { part: part.name, err }); }
+    }
+  };
+  try {
+    if (config.db.startsWith("file:")) mkdirSync(config.dataDir, { recursive: true });
+    const db = await openDb({ url: config.db, authToken: config.dbAuthToken, driver: config.dbDriver });
+    started.push({ name: "db", stop: () => db.close() });
+    const applied = await migrate(db);
+    if (applied.length) log.info("migrations applied", { versions: applied });
+
+    const events = new EventBus(log);
+    const tokens = new Tokens(db);
+    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config };
+    const systems = new Systems(deps);
+    const roles = new Roles(deps, systems);
+    const developers = new Developers(deps);
+    const users = new Users(deps, systems, roles);
+    const services: Services = { config, log, tokens, developers, systems, users, roles };
+
+    if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
+    else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
+
+    await tokens.purgeExpired();
+    const purge = setInterval(() => tokens.purgeExpired().catch((err) => log.warn("token purge failed", { err })), 3_600_000);
+    purge.unref();
+    started.push({ name: "token-purge", stop: () => clearInterval(purge) });
+
+    if (config.mode === "edge") {
+      log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
+    }
+
+    const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
+    started.push({ name: "http", stop: () => http.stop() });
+    log.info("outpost started", { version: VERSION, http: http.port, db: config.db.startsWith("file:") ? config.db : "remote" });
+
+    let stopping: Promise<void> | undefined;
+    return { config, log, db, services, events, http, stop: () => (stopping ??= stop()) };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

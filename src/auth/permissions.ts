@@ -1,0 +1,135 @@
+// Role permissions and the one check every route, the broker and the code engine use.
+//
+// A role grants a level bitmask (read 1, create 2, update 4, delete 8) on named items
+// (collections by id, services, topics, ...) and on whole resource kinds (users list, devices
+// list, all collections, ...). A caller's rights are the union of its roles; the built-in
+// Administrator role and a system's developers may do everything in the system.
+import { ApiError } from "../core/errors.ts";
+import { rolesRepo } from "../store/roles.ts";
+import type { Db } from "../store/db.ts";
+import type { Principal } from "./principal.ts";
+
+export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as const;
+
+/** Kinds granted per item. */
+export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks"] as const;
+export type ItemKind = (typeof ITEM_KINDS)[number];
+
+/** Kinds granted as a whole. */
+export const SCALAR_KINDS = [
+  "allcollections", "allservices", "users", "devices", "edges", "msgHistory", "push", "roles", "timers",
+  "triggers", "deployments", "manageusers", "allexternaldatabases", "usersecrets", "adapters", "filestores",
+  "edgeremoteadmin", "webhooks", "allservicecaches",
+] as const;
+export type ScalarKind = (typeof SCALAR_KINDS)[number];
+
+export interface ItemGrant { id?: string; name: string; level: number }
+export interface RolePermissions {
+  items: Partial<Record<ItemKind, ItemGrant[]>>;
+  scalars: Partial<Record<ScalarKind, number>>;
+}
+
+export const emptyPermissions = (): RolePermissions => ({ items: {}, scalars: {} });
+
+export const BUILTIN_ROLES = ["Administrator", "Authenticated", "Anonymous"] as const;
+export const isBuiltinRole = (id: string) => (BUILTIN_ROLES as readonly string[]).includes(id);
+
+export type Resource =
+  | { kind: "collection"; id: string; name?: string }
+  | { kind: "service"; name: string }
+  | { kind: "topic"; name: string }
+  | { kind: "item"; itemKind: ItemKind; name: string }
+  | { kind: ScalarKind };
+
+/** MQTT topic filter match (+ one level, # the rest). */
+export function topicMatches(filter: string, topic: string): boolean {
+  if (filter === topic || filter === "#") return true;
+  const f = filter.split("/");
+  const t = topic.split("/");
+  for (let i = 0; i < f.length; i++) {
+    const seg = f[i]!;
+    if (seg === "#") return true;
+    if (i >= t.length) return false;
+    if (seg !== "+" && seg !== t[i]) return false;
+  }
+  return f.length === t.length;
+}
+
+/** Union of levels granted by a set of role permissions on a resource. */
+export function grantedLevel(perms: RolePermissions[], res: Resource): number {
+  let level = 0;
+  for (const p of perms) {
+    switch (res.kind) {
+      case "collection":
+        level |= p.scalars.allcollections ?? 0;
+        for (const g of p.items.collections ?? []) if (g.id === res.id || (!g.id && g.name === res.name)) level |= g.level;
+        break;
+      case "service":
+        level |= p.scalars.allservices ?? 0;
+        for (const g of p.items.services ?? []) if (g.name === res.name) level |= g.level;
+        break;
+      case "topic":
+        for (const g of p.items.topics ?? []) if (topicMatches(g.name, res.name)) level |= g.level;
+        break;
+      case "item":
+        for (const g of p.items[res.itemKind] ?? []) if (g.name === res.name) level |= g.level;
+        break;
+      default:
+        level |= p.scalars[res.kind] ?? 0;
+    }
+  }
+  return level;
+}
+
+/** Role permissions per system, cached until a role changes. */
+export class Permissions {
+  private readonly cache = new Map<string, Map<string, RolePermissions>>();
+  constructor(private readonly db: Db) {}
+
+  invalidate(systemKey: string) { this.cache.delete(systemKey); }
+
+  private async roles(systemKey: string): Promise<Map<string, RolePermissions>> {
+    let m = this.cache.get(systemKey);
+    if (!m) {
+      m = new Map();
+      for (const r of await rolesRepo.all(this.db, systemKey)) m.set(r.role_id, parsePermissions(r.permissions));
+      this.cache.set(systemKey, m);
+    }
+    return m;
+  }
+
+  /** The level a principal holds on a resource in its own system. Developers hold everything. */
+  async level(p: Principal, res: Resource): Promise<number> {
+    if (p.kind === "developer") return LEVEL.ALL;
+    if (p.kind === "edge") return LEVEL.ALL; // an edge acts for its system's platform
+    if (p.roles.includes("Administrator")) return LEVEL.ALL;
+    const all = await this.roles(p.systemKey);
+    const perms: RolePermissions[] = [];
+    for (const id of p.roles) { const r = all.get(id); if (r) perms.push(r); }
+    return grantedLevel(perms, res);
+  }
+
+  async can(p: Principal, res: Resource, level: number): Promise<boolean> {
+    return ((await this.level(p, res)) & level) === level;
+  }
+
+  /** Throws PERMISSION_DENIED (401) unless the principal holds `level` on the resource. */
+  async require(p: Principal, res: Resource, level: number, what?: string): Promise<void> {
+    if (!(await this.can(p, res, level))) throw new ApiError("PERMISSION_DENIED", `not allowed to ${verb(level)} ${what ?? describe(res)}`);
+  }
+}
+
+const verb = (level: number) =>
+  level & LEVEL.DELETE ? "delete" : level & LEVEL.UPDATE ? "update" : level & LEVEL.CREATE ? "create" : "read";
+const describe = (r: Resource) =>
+  r.kind === "collection" ? `collection '${r.name ?? r.id}'` : r.kind === "service" ? `service '${r.name}'`
+    : r.kind === "topic" ? `topic '${r.name}'` : r.kind === "item" ? `${r.itemKind} '${r.name}'` : r.kind;
+
+export function parsePermissions(json: string): RolePermissions {
+  try {
+    const p = JSON.parse(json) as Partial<RolePermissions>;
+    return { items: p.items ?? {}, scalars: p.scalars ?? {} };
+  } catch {
+    return emptyPermissions();
+  }
+}

@@ -1,0 +1,16 @@
+// Who is calling. Every token resolves to one of these; routes, the broker and the code engine
+// all pass a Principal to the domain layer.
+export type Principal =
+  | { kind: "developer"; id: string; email: string; admin: boolean; tokenHash: string }
+  | { kind: "user"; systemKey: string; id: string; email: string; roles: string[]; tokenHash: string }
+  | { kind: "anonymous"; systemKey: string; id: "anon"; email: "anon"; roles: string[]; tokenHash: string }
+  | { kind: "device"; systemKey: string; id: string; name: string; roles: string[]; tokenHash: string }
+  | { kind: "edge"; systemKey: string; id: string; name: string; tokenHash: string };
+
+export type SystemPrincipal = Exclude<Principal, { kind: "developer" }>;
+
+/** The id written into records and given to code as `userid`. */
+export const principalId = (p: Principal) => (p.kind === "device" ? p.name : p.id);
+/** Email for users and developers, device name for devices (the throttler's "email" slot). */
+export const principalEmail = (p: Principal): string =>
+  p.kind === "developer" || p.kind === "user" ? p.email : p.kind === "anonymous" ? "anon" : p.name;

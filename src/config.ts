@@ -1,0 +1,193 @@
+// Configuration: one zod schema, filled from flags > environment (OUTPOST_*) > config file > defaults.
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { LOG_LEVELS } from "./core/log.ts";
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bool = z.union([z.boolean(), z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => ["true", "1", "yes"].includes(v))]);
+
+export const ConfigSchema = z.object({
+  mode: z.enum(["platform", "edge"]).default("platform"),
+  httpPort: port.default(9000),
+  httpHost: z.string().default("0.0.0.0"),
+  mqttPort: port.default(1883),
+  mqttWsPort: port.default(8903),
+  mqttTlsPort: port.default(1884),
+  mqttWssPort: port.default(8904),
+  tlsCert: z.string().optional(),
+  tlsKey: z.string().optional(),
+  dataDir: z.string().min(1).default("./data"),
+  db: z.string().optional(),
+  dbAuthToken: z.string().optional(),
+  dbDriver: z.enum(["auto", "native", "client"]).default("auto"),
+  logLevel: z.enum(LOG_LEVELS).default("info"),
+  developmentMode: bool.default(false),
+  adminEmail: z.string().email().optional(),
+  adminPassword: z.string().min(1).optional(),
+  registrationKey: z.string().optional(),
+  devTokenTtl: z.coerce.number().int().default(432000),
+  // edge
+  platformUrl: z.string().url().optional(),
+  systemKey: z.string().regex(/^[0-9a-f]{20,40}$/, "must be a system key (hex)").optional(),
+  edgeName: z.string().min(1).optional(),
+  edgeToken: z.string().min(1).optional(),
+  adaptersDir: z.string().optional(),
+  // throttling (document 001 §2.8)
+  enableDefaultThrottlers: bool.default(true),
+  enableGlobalThrottlers: bool.default(false),
+  redisUrl: z.string().optional(),
+}).strict().superRefine((c, ctx) => {
+  if (c.mode === "edge") {
+    for (const k of ["platformUrl", "systemKey", "edgeName", "edgeToken"] as const)
+      if (!c[k]) ctx.addIssue({ code: "custom", path: [k], message: "required in edge mode" });
+  }
+  if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
+    ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
+});
+
+export type Config = z.infer<typeof ConfigSchema> & { db: string };
+
+export class ConfigError extends Error {}
+
+const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
+const camel = (s: string) => s.replace(/[-_]([a-z])/g, (_, c: string) => c.toUpperCase());
+const KEYS = Object.keys(ConfigSchema.shape) as (keyof typeof ConfigSchema.shape)[];
+const BOOLEAN_KEYS = new Set(["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers"]);
+
+/** Spellings existing ClearBlade edge installs use (wire reference §9.3). */
+const FLAG_ALIASES: Record<string, string> = {
+  "edge-id": "edgeName",
+  "edge-cookie": "edgeToken",
+  "parent-system": "systemKey",
+  "edge-listen-port": "httpPort",
+  "broker-tcp-port": "mqttPort",
+  "broker-ws-port": "mqttWsPort",
+  "broker-tls-port": "mqttTlsPort",
+  "broker-wss-port": "mqttWssPort",
+  "adaptors-root-dir": "adaptersDir",
+};
+/** Flags that are combined into platformUrl. */
+const PLATFORM_HOST_FLAGS = new Set(["platform-ip", "novi-ip"]);
+
+export interface ParsedArgs { values: Record<string, unknown>; help: boolean; version: boolean }
+
+export function parseArgs(argv: string[]): ParsedArgs {
+  const values: Record<string, unknown> = {};
+  let help = false, version = false, platformHost: string | undefined, platformPort: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const m = /^--?([A-Za-z][A-Za-z0-9-]*)(?:=(.*))?$/s.exec(arg);
+    if (!m) throw new ConfigError(`unexpected argument '${arg}' (flags look like --name value or --name=value)`);
+    const name = m[1]!.toLowerCase();
+    if (name === "help" || name === "h") { help = true; continue; }
+    if (name === "version" || name === "v") { version = true; continue; }
+    const key = FLAG_ALIASES[name] ?? (PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" ? name : camel(name));
+    const special = PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" || name === "config";
+    if (!special && !(KEYS as string[]).includes(key)) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    const isBool = BOOLEAN_KEYS.has(key);
+    let value: string | undefined = m[2];
+    if (value === undefined) {
+      const next = argv[i + 1];
+      if (isBool && (next === undefined || !/^(true|false|1|0|yes|no)$/.test(next))) value = "true";
+      else if (next === undefined) throw new ConfigError(`flag --${name} needs a value`);
+      else { value = next; i++; }
+    }
+    if (PLATFORM_HOST_FLAGS.has(name)) { platformHost = value; continue; }
+    if (name === "platform-port") { platformPort = value; continue; }
+    if (name === "config") { values.config = value; continue; }
+    values[key] = value;
+  }
+  if (platformHost !== undefined || platformPort !== undefined) {
+    if (!platformHost) throw new ConfigError("--platform-port needs --platform-ip");
+    const withScheme = /^[a-z]+:\/\//.test(platformHost) ? platformHost : `http://${platformHost}`;
+    const u = new URL(withScheme);
+    if (platformPort) u.port = platformPort;
+    else if (!u.port && !/^[a-z]+:\/\//.test(platformHost)) u.port = "9000";
+    values.platformUrl ??= u.toString().replace(/\/$/, "");
+  }
+  return { values, help, version };
+}
+
+function fromEnv(env: Record<string, string | undefined>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of KEYS) {
+    const v = env[`OUTPOST_${kebab(k).replace(/-/g, "_").toUpperCase()}`];
+    if (v !== undefined && v !== "") out[k] = v;
+  }
+  return out;
+}
+
+function fromFile(path: string): Record<string, unknown> {
+  let text: string;
+  try { text = readFileSync(path, "utf8"); } catch (e) { throw new ConfigError(`cannot read config file ${path}: ${(e as Error).message}`); }
+  let raw: unknown;
+  try {
+    raw = path.endsWith(".toml") ? Bun.TOML.parse(text) : JSON.parse(text);
+  } catch (e) { throw new ConfigError(`config file ${path} is not valid ${path.endsWith(".toml") ? "TOML" : "JSON"}: ${(e as Error).message}`); }
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`config file ${path} must hold an object`);
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw as Record<string, unknown>)) out[camel(k)] = v;
+  return out;
+}
+
+export function loadConfig(argv: string[], env: Record<string, string | undefined> = process.env): Config & { help: boolean; version: boolean } {
+  const args = parseArgs(argv);
+  const envValues = fromEnv(env);
+  const file = (args.values.config as string | undefined) ?? (env.OUTPOST_CONFIG || undefined);
+  delete args.values.config;
+  const fileValues = file ? fromFile(file) : {};
+  const merged = { ...fileValues, ...envValues, ...args.values };
+  const r = ConfigSchema.safeParse(merged);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => {
+      if (i.code === "unrecognized_keys") return `unknown setting${i.keys.length > 1 ? "s" : ""}: ${i.keys.join(", ")}`;
+      const key = String(i.path[0] ?? "");
+      return `--${kebab(key)}: ${i.message}`;
+    });
+    throw new ConfigError(lines.join("\n"));
+  }
+  const c = r.data;
+  return { ...c, db: c.db ?? `file:${c.dataDir.replace(/\/$/, "")}/outpost.db`, help: args.help, version: args.version };
+}
+
+export const HELP = `outpost — IoT platform and edge runtime in one binary
+
+Usage: outpost --mode platform|edge [flags]
+
+General
+  --mode platform|edge        run as the cloud platform (default) or as an edge
+  --http-port N               HTTP API port (9000)
+  --mqtt-port N               MQTT over TCP (1883)
+  --mqtt-ws-port N            MQTT over WebSocket, path /mqtt (8903)
+  --mqtt-tls-port N           MQTT over TLS when --tls-cert/--tls-key are set (1884)
+  --mqtt-wss-port N           MQTT over secure WebSocket when TLS is set (8904)
+  --tls-cert FILE --tls-key FILE
+  --data-dir DIR              where local state lives (./data)
+  --db URL                    libSQL database: file:PATH, libsql://, http(s)://
+                              (default file:<data-dir>/outpost.db)
+  --db-auth-token TOKEN       token for a remote libSQL server
+  --config FILE               JSON or TOML file with any of these settings
+  --log-level LEVEL           debug|info|warn|error|silent (info)
+  --development-mode          development mode (disables the built-in throttling cases)
+  --admin-email E --admin-password P
+                              create a platform admin developer on first start
+  --registration-key KEY      require this key in developer registration
+
+Edge
+  --platform-url URL          the platform this edge syncs with (also --platform-ip/--platform-port)
+  --system-key KEY            the edge's system (also --parent-system)
+  --edge-name NAME            the edge's name (also --edge-id)
+  --edge-token TOKEN          the edge's token (also --edge-cookie)
+  --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
+
+Throttling
+  --enable-default-throttlers true|false   the two built-in cases (true)
+  --enable-global-throttlers true|false    share frequency windows through Redis (false)
+  --redis-url URL             Redis for global throttling
+
+Every flag can also be set as OUTPOST_<NAME> in the environment (e.g. OUTPOST_HTTP_PORT=9001)
+or in the config file. Precedence: flags > environment > config file > defaults.
+Single or double dashes both work; --name=value and --name value both work.
+
+  --help, --version
+`;

@@ -1,0 +1,92 @@
+// The one place errors are built. Every failure that leaves the process (HTTP, MQTT, code engine)
+// goes through ApiError and `envelope()`, so clients always get the ClearBlade error shape
+// (wire reference §0.3) and never a stack trace.
+
+export type ErrorCategory =
+  | "Router" | "User" | "User Permissions" | "Data" | "Code" | "Messaging" | "Events" | "Triggers"
+  | "Timers" | "Devices" | "Sync" | "Admin" | "Edge" | "Adaptors" | "Throttle" | "Webhooks"
+  | "External Database";
+
+interface ErrorKind {
+  /** application code (go-utils numbering where one exists) */
+  code: number;
+  status: number;
+  category: ErrorCategory;
+  message: string;
+}
+
+const kind = (code: number, status: number, category: ErrorCategory, message: string): ErrorKind =>
+  ({ code, status, category, message });
+
+/** The catalogue. Tests assert on these codes, not on message text. */
+export const ErrorKinds = {
+  INVALID_METHOD: kind(101, 405, "Router", "Invalid method"),
+  INTERNAL: kind(102, 500, "Router", "Internal error"),
+  ROUTE_NOT_FOUND: kind(103, 404, "Router", "Route not found"),
+  BAD_JSON: kind(106, 400, "Router", "Malformed JSON"),
+  BODY_REQUIRED: kind(110, 400, "Router", "Request body required"),
+  INVALID_ARGUMENT: kind(111, 400, "Router", "Invalid argument"),
+  PAYLOAD_TOO_LARGE: kind(112, 413, "Router", "Request body too large"),
+  PERMISSION_DENIED: kind(200, 401, "User Permissions", "Permission denied"),
+  FORBIDDEN: kind(200, 403, "User Permissions", "Forbidden"),
+  NOT_AUTHORIZED_FOR_SYSTEM: kind(201, 401, "User Permissions", "Not authorized for this system"),
+  AUTH_REQUIRED: kind(202, 401, "User", "Authentication required"),
+  BAD_CREDENTIALS: kind(203, 401, "User", "Invalid credentials"),
+  INVALID_TOKEN: kind(204, 400, "User", "Invalid or expired token"),
+  DEVELOPER_ONLY: kind(205, 401, "User Permissions", "Developer authentication required"),
+  ADMIN_ONLY: kind(206, 401, "User Permissions", "Platform admin required"),
+  ALREADY_EXISTS: kind(207, 400, "User", "Already exists"),
+  NOT_FOUND: kind(208, 404, "User", "Not found"),
+  INVALID_SECRET: kind(209, 401, "User", "Invalid system key or secret"),
+  SYSTEM_NOT_FOUND: kind(210, 404, "Admin", "System not found"),
+  BAD_QUERY: kind(305, 400, "Data", "Invalid query"),
+  THROTTLED: kind(429, 429, "Throttle", "Too many requests"),
+} as const;
+
+export type ErrorKindName = keyof typeof ErrorKinds;
+
+export class ApiError extends Error {
+  readonly kind: ErrorKind;
+  readonly detail: string;
+  readonly lowLevel: unknown;
+  constructor(kindName: ErrorKindName | ErrorKind, detail?: string, lowLevel?: unknown) {
+    const k = typeof kindName === "string" ? ErrorKinds[kindName] : kindName;
+    super(detail ?? k.message);
+    this.kind = k;
+    this.detail = detail ?? k.message;
+    this.lowLevel = lowLevel;
+  }
+  get status() { return this.kind.status; }
+  get code() { return this.kind.code; }
+}
+
+/** Shorthand: `throw fail("NOT_FOUND", "collection 'x' does not exist")`. */
+export const fail = (k: ErrorKindName, detail?: string, lowLevel?: unknown) => new ApiError(k, detail, lowLevel);
+
+/** A missing resource, with the category of the resource kind. */
+export const notFound = (what: string, name: string, category: ErrorCategory = "Admin") =>
+  new ApiError({ ...ErrorKinds.NOT_FOUND, category }, `${what} '${name}' does not exist`);
+
+export interface ErrorEnvelope {
+  error: { id: string; code: number; level: number; category: string; message: string; detail: string; line: string; lowLevelError: Record<string, unknown> };
+  statusCode: number;
+}
+
+/** Turns any thrown value into the envelope. Unknown errors become a 500 without internals. */
+export function envelope(e: unknown): ErrorEnvelope {
+  const err = e instanceof ApiError ? e : new ApiError("INTERNAL", "internal error");
+  const low = err.lowLevel;
+  return {
+    error: {
+      id: crypto.randomUUID(),
+      code: err.kind.code,
+      level: err.kind.status >= 500 ? 3 : 1,
+      category: err.kind.category,
+      message: err.kind.message,
+      detail: err.detail,
+      line: "",
+      lowLevelError: low && typeof low === "object" && !(low instanceof Error) ? (low as Record<string, unknown>) : {},
+    },
+    statusCode: err.kind.status,
+  };
+}

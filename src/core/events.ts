@@ -1,0 +1,50 @@
+// Typed domain events. Domain modules emit them after their transaction commits; triggers,
+// sync and tests subscribe. Handlers run after the emitting call returns and cannot fail it.
+import type { Logger } from "./log.ts";
+
+/** Payload per event type ("Module::Action"), with the keys of wire reference §7.2. */
+export interface EventPayloads {
+  "User::UserCreated": { user: { email: string; user_id: string; creation_date: string } };
+  "User::UserUpdated": { user: { email: string; user_id: string }; userId: string; changes: Record<string, unknown> };
+  "User::UserDeleted": { user: { email: string; user_id: string }; userId: string };
+  "User::UserAuth": { email: string; is_error: boolean; error: string };
+  "UserRoles::UserRoleAdded": { userID: string; roleID: string; roles: string[] };
+  "UserRoles::UserRoleRemoved": { userID: string; roleID: string; roles: string[] };
+}
+export type EventType = keyof EventPayloads;
+
+export interface DomainEvent<K extends EventType = EventType> {
+  type: K;
+  systemKey: string;
+  payload: EventPayloads[K];
+  /** Set when the change came in through edge sync, so it is not sent back where it came from. */
+  origin?: string;
+  at: number;
+}
+
+export type EventHandler = (e: DomainEvent) => void | Promise<void>;
+
+export class EventBus {
+  private readonly handlers = new Set<EventHandler>();
+  constructor(private readonly log?: Logger) {}
+
+  on(h: EventHandler): () => void {
+    this.handlers.add(h);
+    return () => this.handlers.delete(h);
+  }
+
+  emit<K extends EventType>(type: K, systemKey: string, payload: EventPayloads[K], origin?: string) {
+    if (this.handlers.size === 0) return;
+    const e: DomainEvent<K> = { type, systemKey, payload, origin, at: Date.now() };
+    queueMicrotask(() => {
+      for (const h of this.handlers) {
+        try {
+          const r = h(e as DomainEvent);
+          if (r instanceof Promise) r.catch((err) => this.log?.error("event handler failed", { event: type, err }));
+        } catch (err) {
+          this.log?.error("event handler failed", { event: type, err });
+        }
+      }
+    });
+  }
+}

@@ -1,0 +1,28 @@
+// Request-body validation with zod, turned into the API's 400 naming the offending field.
+import { z } from "zod";
+import { ApiError } from "./errors.ts";
+
+export function validate<T extends z.ZodType>(schema: T, input: unknown, what = "body"): z.infer<T> {
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  throw new ApiError("INVALID_ARGUMENT", describeIssues(r.error, what));
+}
+
+export function describeIssues(err: z.ZodError, what: string): string {
+  return err.issues.slice(0, 5).map((i) => {
+    const path = i.path.length ? i.path.join(".") : what;
+    if (i.code === "unrecognized_keys") return `${what}: unknown field${i.keys.length > 1 ? "s" : ""} ${i.keys.map((k) => `'${k}'`).join(", ")}`;
+    return `${path}: ${i.message}`;
+  }).join("; ");
+}
+
+/** An object body: anything else (array, string, number) is a 400. */
+export function objectBody(body: unknown, what = "body"): Record<string, unknown> {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("INVALID_ARGUMENT", `${what} must be a JSON object`);
+  return body as Record<string, unknown>;
+}
+
+export const email = z.string().trim().min(3).max(254).regex(/^[^\s@]+@[^\s@]+$/, "must be an email address");
+export const nonEmpty = z.string().min(1, "must not be empty");
+export const password = z.string().min(1, "must not be empty").max(1024);

@@ -1,0 +1,16 @@
+// What every domain module is built with (wired in app.ts).
+import type { Config } from "../config.ts";
+import type { Permissions } from "../auth/permissions.ts";
+import type { Tokens } from "../auth/tokens.ts";
+import type { EventBus } from "../core/events.ts";
+import type { Logger } from "../core/log.ts";
+import type { Db } from "../store/db.ts";
+
+export interface DomainDeps {
+  db: Db;
+  tokens: Tokens;
+  perms: Permissions;
+  events: EventBus;
+  log: Logger;
+  config: Config;
+}

@@ -1,0 +1,218 @@
+// Roles: named permission sets inside a system, assigned to users and devices.
+import {
+  BUILTIN_ROLES, ITEM_KINDS, type ItemGrant, type ItemKind, LEVEL, type RolePermissions, SCALAR_KINDS,
+  type ScalarKind, emptyPermissions, isBuiltinRole, parsePermissions,
+} from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { ApiError, fail, notFound } from "../core/errors.ts";
+import { newKey } from "../core/ids.ts";
+import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import type { Executor } from "../store/db.ts";
+import { type MemberKind, type RoleRow, rolesRepo } from "../store/roles.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
+  for (const name of BUILTIN_ROLES) {
+    const perms = emptyPermissions();
+    // Administrator may do everything (the check special-cases it); show that in its listing too.
+    if (name === "Administrator") for (const k of SCALAR_KINDS) perms.scalars[k] = LEVEL.ALL;
+    await rolesRepo.insert(ex, { role_id: name, system_key: systemKey, name, description: `built-in ${name} role`, permissions: JSON.stringify(perms) });
+  }
+}
+
+const ROLE_COLUMNS: ColumnMap = {
+  name: { sql: "name", type: "string" }, Name: { sql: "name", type: "string" },
+  description: { sql: "description", type: "string" }, Description: { sql: "description", type: "string" },
+  role_id: { sql: "role_id", type: "string" }, ID: { sql: "role_id", type: "string" }, id: { sql: "role_id", type: "string" },
+};
+
+/** Wire names of the item kinds in a role's GET form. */
+const ITEM_WIRE: Record<ItemKind, string> = {
+  collections: "Collections", services: "CodeServices", topics: "Topics", portals: "Portals",
+  servicecaches: "ServiceCaches", externaldatabases: "ExternalDatabases", edges: "Edges", adapters: "Adapters", webhooks: "Webhooks",
+};
+const SCALAR_WIRE: Record<ScalarKind, string> = {
+  allcollections: "AllCollections", allservices: "AllServices", users: "UsersList", devices: "DevicesList",
+  edges: "EdgesList", msgHistory: "MsgHistory", push: "Push", roles: "Roles", timers: "Timers", triggers: "Triggers",
+  deployments: "Deployments", manageusers: "ManageUsers", allexternaldatabases: "AllExternalDatabases",
+  usersecrets: "UserSecrets", adapters: "AllAdapters", filestores: "Filestores", edgeremoteadmin: "EdgeRemoteAdmin",
+  webhooks: "AllWebhooks", allservicecaches: "AllServiceCaches",
+};
+
+export function roleToWire(r: RoleRow) {
+  const p = parsePermissions(r.permissions);
+  const Permissions: Record<string, unknown> = {};
+  for (const k of ITEM_KINDS) {
+    const grants = p.items[k] ?? [];
+    Permissions[ITEM_WIRE[k]] = grants.map((g) =>
+      k === "collections" ? { ID: g.id ?? "", Name: g.name, Level: g.level, Columns: [], Items: [] }
+        : k === "services" || k === "portals" ? { Name: g.name, SystemKey: r.system_key, Level: g.level }
+          : { Name: g.name, Level: g.level });
+  }
+  for (const k of SCALAR_KINDS) Permissions[SCALAR_WIRE[k]] = { Level: p.scalars[k] ?? 0 };
+  return { ID: r.role_id, Name: r.name, Description: r.description, Permissions, role_id: r.role_id, name: r.name, description: r.description };
+}
+
+const level = (v: unknown, where: string): number => {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > LEVEL.ALL)
+    throw new ApiError("INVALID_ARGUMENT", `${where}: permissions must be an integer level between 0 and 15 (read 1, create 2, update 4, delete 8)`);
+  return v;
+};
+
+/** Applies a `changes` object (wire reference §4.3) to a permission set. List kinds take
+ *  `[{itemInfo:{id|name}, permissions}]` (level 0 removes the grant); whole kinds take `{permissions}`. */
+export function applyPermissionChanges(base: RolePermissions, changes: Record<string, unknown>): RolePermissions {
+  const out: RolePermissions = { items: structuredClone(base.items), scalars: { ...base.scalars } };
+  for (const [kind, v] of Object.entries(changes)) {
+    if (Array.isArray(v)) {
+      if (!(ITEM_KINDS as readonly string[]).includes(kind)) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}: unknown permission list (one of ${ITEM_KINDS.join(", ")})`);
+      const list: ItemGrant[] = out.items[kind as ItemKind] ?? [];
+      for (const [i, entry] of v.entries()) {
+        const e = objectBody(entry, `changes.${kind}[${i}]`);
+        const info = objectBody(e.itemInfo, `changes.${kind}[${i}].itemInfo`);
+        const id = typeof info.id === "string" && info.id ? info.id : undefined;
+        const name = typeof info.name === "string" && info.name ? info.name : undefined;
+        if (!id && !name) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}[${i}].itemInfo needs an id or a name`);
+        const lvl = level(e.permissions ?? e.level, `changes.${kind}[${i}]`);
+        const at = list.findIndex((g) => (id && g.id === id) || (!id && g.name === name) || (id && !g.id && g.name === name));
+        if (lvl === 0) { if (at >= 0) list.splice(at, 1); }
+        else if (at >= 0) list[at] = { ...list[at]!, level: lvl, ...(name ? { name } : {}), ...(id ? { id } : {}) };
+        else list.push({ ...(id ? { id } : {}), name: name ?? id!, level: lvl });
+      }
+      out.items[kind as ItemKind] = list;
+    } else {
+      if (!(SCALAR_KINDS as readonly string[]).includes(kind)) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}: unknown permission kind`);
+      const e = typeof v === "number" ? { permissions: v } : objectBody(v, `changes.${kind}`);
+      out.scalars[kind as ScalarKind] = level(e.permissions ?? e.level, `changes.${kind}`);
+    }
+  }
+  return out;
+}
+
+export class Roles {
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+
+  /** Role id for a reference that may be an id or a name (clients send either). */
+  async resolve(ex: Executor, systemKey: string, ref: unknown): Promise<string> {
+    if (typeof ref !== "string" || !ref) throw fail("INVALID_ARGUMENT", "role must be a role id or name");
+    const r = (await rolesRepo.byId(ex, systemKey, ref)) ?? (await rolesRepo.byName(ex, systemKey, ref));
+    if (!r) throw notFound("role", ref, "User");
+    return r.role_id;
+  }
+
+  private async guard(p: Principal, systemKey: string, lvl: number) {
+    await this.systems.access(p, systemKey);
+    await this.d.perms.require(p, { kind: "roles" }, lvl, "roles");
+  }
+
+  async list(p: Principal, systemKey: string, params: { query?: string | null; user?: string | null; device?: string | null }) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    if (params.user || params.device) {
+      const kind: MemberKind = params.user ? "user" : "device";
+      const ids = await rolesRepo.rolesOf(this.d.db, systemKey, kind, (params.user ?? params.device)!);
+      const rows = await Promise.all(ids.map((id) => rolesRepo.byId(this.d.db, systemKey, id)));
+      return rows.filter((r): r is RoleRow => !!r).map(roleToWire);
+    }
+    const q = parseQuery(params.query ?? undefined, { defaultPageSize: 0 });
+    const where = compileWhere(q.filters, ROLE_COLUMNS);
+    const rows = await rolesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, ROLE_COLUMNS, "rowid") + compileLimit(q));
+    return rows.map(roleToWire);
+  }
+
+  async count(p: Principal, systemKey: string, query?: string | null) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const q = parseQuery(query ?? undefined);
+    return { count: await rolesRepo.count(this.d.db, systemKey, compileWhere(q.filters, ROLE_COLUMNS)) };
+  }
+
+  async create(p: Principal, systemKey: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.CREATE);
+    const b = objectBody(body);
+    const name = b.name;
+    if (typeof name !== "string" || !name.trim() || name.length > 200) throw fail("INVALID_ARGUMENT", "name: a role name is required");
+    const description = b.description === undefined ? "" : b.description;
+    if (typeof description !== "string") throw fail("INVALID_ARGUMENT", "description must be a string");
+    const { name: _n, description: _d, permissions: nested, ...rest } = b;
+    const changes = nested && typeof nested === "object" && !Array.isArray(nested) ? { ...(nested as object), ...rest } : rest;
+    const perms = applyPermissionChanges(emptyPermissions(), changes as Record<string, unknown>);
+    const role_id = newKey();
+    await this.d.db.tx(async (tx) => {
+      if (await rolesRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `role '${name}' already exists`);
+      await rolesRepo.insert(tx, { role_id, system_key: systemKey, name, description, permissions: JSON.stringify(perms) });
+    });
+    this.d.perms.invalidate(systemKey);
+    return { role_id };
+  }
+
+  async update(p: Principal, systemKey: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (!["id", "role_id", "name", "description", "changes"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const ref = b.id ?? b.role_id ?? b.name;
+    await this.d.db.tx(async (tx) => {
+      const id = await this.resolve(tx, systemKey, ref);
+      const row = (await rolesRepo.byId(tx, systemKey, id))!;
+      const changes = b.changes === undefined ? {} : objectBody(b.changes, "changes");
+      let name = row.name;
+      const newName = (changes as Record<string, unknown>).name ?? (b.id !== undefined && typeof b.name === "string" && b.name !== row.name ? b.name : undefined);
+      if (newName !== undefined) {
+        if (typeof newName !== "string" || !newName.trim()) throw fail("INVALID_ARGUMENT", "name must be a non-empty string");
+        if (isBuiltinRole(row.role_id) && newName !== row.name) throw fail("INVALID_ARGUMENT", `built-in role '${row.name}' cannot be renamed`);
+        if (newName !== row.name && (await rolesRepo.byName(tx, systemKey, newName))) throw fail("ALREADY_EXISTS", `role '${newName}' already exists`);
+        name = newName;
+      }
+      const { name: _n, description: cd, ...permChanges } = changes as Record<string, unknown>;
+      const description = cd ?? b.description ?? row.description;
+      if (typeof description !== "string") throw fail("INVALID_ARGUMENT", "description must be a string");
+      const perms = applyPermissionChanges(parsePermissions(row.permissions), permChanges);
+      await rolesRepo.update(tx, systemKey, id, name, description, JSON.stringify(perms));
+    });
+    this.d.perms.invalidate(systemKey);
+    return {};
+  }
+
+  async remove(p: Principal, systemKey: string, ref: unknown) {
+    await this.guard(p, systemKey, LEVEL.DELETE);
+    let members: { subject_kind: MemberKind; subject_id: string }[] = [];
+    await this.d.db.tx(async (tx) => {
+      const id = await this.resolve(tx, systemKey, ref);
+      if (isBuiltinRole(id)) throw fail("INVALID_ARGUMENT", `built-in role '${id}' cannot be deleted`);
+      members = await rolesRepo.members(tx, systemKey, id);
+      await rolesRepo.delete(tx, systemKey, id);
+    });
+    this.d.perms.invalidate(systemKey);
+    for (const m of members) this.d.tokens.forgetSubject(m.subject_kind, m.subject_id);
+    return {};
+  }
+
+  removeSubject(ex: Executor, systemKey: string, kind: MemberKind, id: string) {
+    return rolesRepo.removeSubject(ex, systemKey, kind, id);
+  }
+
+  rolesOf(ex: Executor, systemKey: string, kind: MemberKind, id: string) {
+    return rolesRepo.rolesOf(ex, systemKey, kind, id);
+  }
+
+  /** Adds and removes role memberships (`{add:[...], delete:[...]}`, ids or names). Returns what changed. */
+  async changeMembership(tx: Executor, systemKey: string, kind: MemberKind, subjectId: string, change: unknown) {
+    const c = objectBody(change, "roles");
+    const added: string[] = [], removed: string[] = [];
+    const list = (v: unknown, what: string): unknown[] => {
+      if (v === undefined || v === null) return [];
+      if (!Array.isArray(v)) throw fail("INVALID_ARGUMENT", `roles.${what} must be an array of role ids or names`);
+      return v;
+    };
+    for (const k of Object.keys(c)) if (!["add", "delete", "remove"].includes(k)) throw fail("INVALID_ARGUMENT", `roles: unknown field '${k}'`);
+    for (const ref of list(c.add, "add")) {
+      const id = await this.resolve(tx, systemKey, ref);
+      if ((await rolesRepo.addMember(tx, systemKey, kind, subjectId, id)).changes) added.push(id);
+    }
+    for (const ref of [...list(c.delete, "delete"), ...list(c.remove, "remove")]) {
+      const id = await this.resolve(tx, systemKey, ref);
+      if ((await rolesRepo.removeMember(tx, systemKey, kind, subjectId, id)).changes) removed.push(id);
+    }
+    return { added, removed };
+  }
+}

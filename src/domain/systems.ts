@@ -1,0 +1,167 @@
+// Systems: created and owned by a developer; every other resource lives inside one.
+import { z } from "zod";
+import type { Principal } from "../auth/principal.ts";
+import { ApiError, fail } from "../core/errors.ts";
+import { newSystemKey, newSystemSecret, nowIso } from "../core/ids.ts";
+import { validate } from "../core/validate.ts";
+import { type SystemChanges, type SystemRow, systemsRepo } from "../store/systems.ts";
+import type { DomainDeps } from "./deps.ts";
+import { seedBuiltinRoles } from "./roles.ts";
+
+const SYSTEM_CACHE_MS = 5_000;
+const DEFAULT_TOKEN_TTL = 432_000;
+
+const ttl = z.number().int().refine((n) => n === -1 || n > 0, "must be -1 (never expires) or a positive number of seconds");
+const CreateBody = z.object({
+  name: z.string().trim().min(1, "must not be empty").max(200),
+  description: z.string().max(10_000).default(""),
+  auth_required: z.boolean().optional(),
+  token_ttl: ttl.optional(),
+}).strict();
+const UpdateBody = z.object({
+  id: z.string().min(1),
+  name: z.string().trim().min(1).max(200).optional(),
+  description: z.string().max(10_000).optional(),
+  auth_required: z.boolean().optional(),
+  registration: z.boolean().optional(),
+  token_ttl: ttl.optional(),
+  token_ttl_user: ttl.optional(),
+  token_ttl_device: ttl.optional(),
+}).strict();
+
+/** The settings object clients read (wire reference §2: Go asserts appID, appSecret, name, description, numeric token_ttl). */
+export function systemToWire(s: SystemRow) {
+  return {
+    appID: s.system_key,
+    appId: s.system_key,
+    appSecret: s.system_secret,
+    systemKey: s.system_key,
+    systemSecret: s.system_secret,
+    name: s.name,
+    description: s.description,
+    Dev: s.owner_id,
+    token_ttl: s.token_ttl,
+    token_ttl_user: s.token_ttl_user ?? s.token_ttl,
+    token_ttl_device: s.token_ttl_device ?? s.token_ttl,
+    auth_required: s.auth_required === 1,
+    registration: s.registration === 1,
+    created_at: s.created_at,
+  };
+}
+
+export class Systems {
+  private readonly cache = new Map<string, { row: SystemRow; until: number }>();
+  constructor(private readonly d: DomainDeps) {}
+
+  /** A system by key (cached briefly: every request looks its system up). */
+  async find(key: string): Promise<SystemRow | undefined> {
+    const hit = this.cache.get(key);
+    if (hit && hit.until > Date.now()) return hit.row;
+    const row = await systemsRepo.byKey(this.d.db, key);
+    if (row) this.cache.set(key, { row, until: Date.now() + SYSTEM_CACHE_MS });
+    else this.cache.delete(key);
+    return row;
+  }
+
+  async get(key: unknown): Promise<SystemRow> {
+    if (typeof key !== "string" || !key) throw fail("INVALID_ARGUMENT", "system key is required");
+    const row = await this.find(key);
+    if (!row) throw fail("SYSTEM_NOT_FOUND", `system '${key}' does not exist`);
+    return row;
+  }
+
+  /** The system, if the caller may act in it: its owner (or a platform admin), or a token of that system. */
+  async access(p: Principal, key: unknown): Promise<SystemRow> {
+    if (typeof key !== "string" || !key) throw fail("INVALID_ARGUMENT", "system key is required");
+    const row = await this.find(key);
+    if (p.kind === "developer") {
+      if (!row) throw fail("SYSTEM_NOT_FOUND", `system '${key}' does not exist`);
+      if (row.owner_id !== p.id && !p.admin) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", `system '${key}' belongs to another developer`);
+      return row;
+    }
+    if (p.systemKey !== key) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", "the token does not belong to this system");
+    if (!row) throw fail("SYSTEM_NOT_FOUND", `system '${key}' does not exist`);
+    return row;
+  }
+
+  /** Developer-only access: the caller must be the system's developer (or a platform admin). */
+  async accessAsDeveloper(p: Principal, key: unknown): Promise<SystemRow> {
+    if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", "this operation needs a developer token");
+    return this.access(p, key);
+  }
+
+  /** Checks a key/secret pair (user auth, registration, anonymous login). */
+  async checkSecret(key: string | null, secret: string | null): Promise<SystemRow> {
+    if (!key || !secret) throw fail("INVALID_SECRET", "system key and system secret headers are required");
+    const row = await this.find(key);
+    if (!row || row.system_secret !== secret) throw fail("INVALID_SECRET", "invalid system key or secret");
+    return row;
+  }
+
+  async create(p: Principal, body: unknown): Promise<SystemRow> {
+    if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", "only developers create systems");
+    const b = validate(CreateBody, body);
+    const row: SystemRow = {
+      system_key: newSystemKey(), system_secret: newSystemSecret(), name: b.name, description: b.description,
+      owner_id: p.id, token_ttl: b.token_ttl ?? DEFAULT_TOKEN_TTL, token_ttl_user: null, token_ttl_device: null,
+      auth_required: b.auth_required === false ? 0 : 1, registration: 1, created_at: nowIso(),
+    };
+    await this.d.db.tx(async (tx) => {
+      await systemsRepo.insert(tx, row);
+      await seedBuiltinRoles(tx, row.system_key);
+    });
+    this.d.log.info("system created", { systemKey: row.system_key, owner: p.id });
+    return row;
+  }
+
+  async update(p: Principal, body: unknown): Promise<SystemRow> {
+    const b = validate(UpdateBody, body);
+    const current = await this.accessAsDeveloper(p, b.id);
+    const changes: SystemChanges = {};
+    if (b.name !== undefined) changes.name = b.name;
+    if (b.description !== undefined) changes.description = b.description;
+    if (b.auth_required !== undefined) changes.auth_required = b.auth_required ? 1 : 0;
+    if (b.registration !== undefined) changes.registration = b.registration ? 1 : 0;
+    if (b.token_ttl !== undefined) changes.token_ttl = b.token_ttl;
+    if (b.token_ttl_user !== undefined) changes.token_ttl_user = b.token_ttl_user;
+    if (b.token_ttl_device !== undefined) changes.token_ttl_device = b.token_ttl_device;
+    await systemsRepo.update(this.d.db, current.system_key, changes);
+    this.cache.delete(current.system_key);
+    return (await this.find(current.system_key))!;
+  }
+
+  async remove(p: Principal, key: unknown): Promise<void> {
+    const s = await this.accessAsDeveloper(p, key);
+    await this.d.db.tx(async (tx) => {
+      await this.d.tokens.revokeSystem(tx, s.system_key);
+      await systemsRepo.delete(tx, s.system_key);
+    });
+    this.cache.delete(s.system_key);
+    this.d.tokens.forgetSystem(s.system_key);
+    this.d.perms.invalidate(s.system_key);
+    this.d.log.info("system deleted", { systemKey: s.system_key });
+  }
+
+  async list(p: Principal): Promise<SystemRow[]> {
+    if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", "this operation needs a developer token");
+    return systemsRepo.byOwner(this.d.db, p.id);
+  }
+
+  /** New secret; the old one stops working at once. Issued tokens stay valid. */
+  async regenerateSecret(p: Principal, body: unknown): Promise<SystemRow> {
+    const b = validate(z.object({ id: z.string().min(1).optional(), systemKey: z.string().min(1).optional(), system_key: z.string().min(1).optional() }).strict(), body);
+    const key = b.id ?? b.systemKey ?? b.system_key;
+    if (!key) throw new ApiError("INVALID_ARGUMENT", "body: id (the system key) is required");
+    const s = await this.accessAsDeveloper(p, key);
+    await systemsRepo.update(this.d.db, s.system_key, { system_secret: newSystemSecret() });
+    this.cache.delete(s.system_key);
+    return (await this.find(s.system_key))!;
+  }
+
+  /** Token lifetime for a kind of principal of this system. */
+  static ttlFor(s: SystemRow, kind: "user" | "device"): number {
+    return (kind === "user" ? s.token_ttl_user : s.token_ttl_device) ?? s.token_ttl;
+  }
+
+  forget(key: string) { this.cache.delete(key); }
+}

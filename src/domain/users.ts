@@ -1,0 +1,402 @@
+// Users of a system: registration, sign-in (password, refresh, anonymous), profile, password,
+// roles, listing, and the developer's user administration with custom columns.
+import { z } from "zod";
+import { LEVEL } from "../auth/permissions.ts";
+import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import type { Principal } from "../auth/principal.ts";
+import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } from "../core/columns.ts";
+import { ApiError, fail, notFound } from "../core/errors.ts";
+import { newKey, nowIso } from "../core/ids.ts";
+import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { email as emailSchema, objectBody, password as passwordSchema, validate } from "../core/validate.ts";
+import { customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
+import type { Executor } from "../store/db.ts";
+import type { TokenRow } from "../store/tokens.ts";
+import { type UserRow, usersRepo } from "../store/users.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Roles } from "./roles.ts";
+import { Systems } from "./systems.ts";
+
+/** Columns every user row has (besides user_id, email, creation_date), kept in its data document. */
+const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int", phone: "string" };
+const FIXED_COLUMNS: Record<string, ColumnType> = { user_id: "string", email: "string", creation_date: "timestamp" };
+const RESERVED = new Set(["password", "roles", "user_token", "cb_token", ...Object.keys(FIXED_COLUMNS), ...Object.keys(STANDARD_DATA_COLUMNS)]);
+
+const AuthBody = z.union([
+  z.object({ grant_type: z.literal("refresh_token", { error: "grant_type must be 'refresh_token'" }), refresh_token: z.string().min(1), access_token: z.string().min(1) }).strict(),
+  z.object({ email: z.string().min(1).optional(), username: z.string().min(1).optional(), password: z.string() }).passthrough()
+    .refine((b) => b.email || b.username, "email (or username) is required"),
+]);
+const PassBody = z.object({ old_password: z.string(), new_password: passwordSchema }).strict();
+
+type Schema = { map: ColumnMap; custom: Record<string, ColumnType> };
+
+export class Users {
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles) {
+    d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
+      const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
+      if (!u) return null;
+      return { kind: "user", systemKey: u.system_key, id: u.user_id, email: u.email, roles: await roles.rolesOf(d.db, u.system_key, "user", u.user_id), tokenHash: row.token_hash };
+    });
+    d.tokens.registerLoader("anon", async (row: TokenRow): Promise<Principal | null> =>
+      (await systems.find(row.system_key!)) ? { kind: "anonymous", systemKey: row.system_key!, id: "anon", email: "anon", roles: ["Anonymous"], tokenHash: row.token_hash } : null);
+  }
+
+  // ---- schema ---------------------------------------------------------------------------------
+
+  private async schema(ex: Executor, systemKey: string): Promise<Schema> {
+    const custom: Record<string, ColumnType> = { ...STANDARD_DATA_COLUMNS };
+    for (const c of await customColumnsRepo.list(ex, systemKey, "users")) custom[c.name] = c.type;
+    const map: ColumnMap = {};
+    for (const [n, t] of Object.entries(FIXED_COLUMNS)) map[n] = { sql: n, type: t };
+    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
+    return { map, custom };
+  }
+
+  private toWire(u: UserRow, schema: Schema): Record<string, unknown> {
+    const data = JSON.parse(u.data) as Record<string, unknown>;
+    const out: Record<string, unknown> = { user_id: u.user_id, email: u.email, creation_date: u.creation_date };
+    for (const [n, t] of Object.entries(schema.custom)) out[n] = n in data ? fromSql(t, data[n]) : null;
+    return out;
+  }
+
+  /** Checks custom column values of a create/update body; unknown keys are a 400 naming them. */
+  private columnValues(schema: Schema, values: Record<string, unknown>, data: Record<string, unknown> = {}) {
+    for (const [k, v] of Object.entries(values)) {
+      const t = schema.custom[k];
+      if (!t) throw fail("INVALID_ARGUMENT", `unknown user column '${k}'`);
+      data[k] = toJsonValue(t, v, k);
+    }
+    return data;
+  }
+
+  // ---- sessions -------------------------------------------------------------------------------
+
+  private async session(ex: Executor, systemKey: string, userId: string) {
+    const s = await this.systems.get(systemKey);
+    const t = await this.d.tokens.issue(ex, "user", userId, systemKey, Systems.ttlFor(s, "user"));
+    return { user_token: t.token, user_id: userId, refresh_token: t.refreshToken, expires_at: t.expiresAt };
+  }
+
+  private async insertUser(tx: Executor, systemKey: string, body: Record<string, unknown>, roles: unknown[] = ["Authenticated"]) {
+    const { email, password, roles: _r, ...rest } = body;
+    const e = emailSchema.safeParse(email);
+    if (!e.success) throw fail("INVALID_ARGUMENT", "email: a valid email address is required");
+    const pw = passwordSchema.safeParse(password);
+    if (!pw.success) throw fail("INVALID_ARGUMENT", "password: must be a non-empty string");
+    const schema = await this.schema(tx, systemKey);
+    const data = this.columnValues(schema, rest);
+    if (await usersRepo.byEmail(tx, systemKey, e.data)) throw fail("ALREADY_EXISTS", `user '${e.data}' already exists`);
+    const row: UserRow = {
+      user_id: newKey(), system_key: systemKey, email: e.data, email_lower: e.data.toLowerCase(),
+      password_hash: await hashPassword(pw.data), creation_date: nowIso(), data: JSON.stringify(data),
+    };
+    await usersRepo.insert(tx, row);
+    for (const r of roles) await this.roles.changeMembership(tx, systemKey, "user", row.user_id, { add: [r] });
+    return row;
+  }
+
+  /** POST /api/v/1/user/reg: needs the system key and secret (and, if sent, a token of that system). */
+  async register(key: string | null, secret: string | null, caller: Principal | null, body: unknown) {
+    const s = await this.systems.checkSecret(key, secret);
+    if (caller && caller.kind !== "developer" && caller.systemKey !== s.system_key) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", "the token does not belong to this system");
+    if (!s.registration && caller?.kind !== "developer") throw fail("PERMISSION_DENIED", "user registration is closed in this system");
+    const b = objectBody(body);
+    const row = await this.d.db.tx((tx) => this.insertUser(tx, s.system_key, b));
+    const sess = await this.session(this.d.db, s.system_key, row.user_id);
+    this.d.events.emit("User::UserCreated", s.system_key, { user: { email: row.email, user_id: row.user_id, creation_date: row.creation_date } });
+    return { ...sess, email: row.email, creation_date: row.creation_date, options: {} };
+  }
+
+  async authenticate(key: string | null, secret: string | null, body: unknown) {
+    const s = await this.systems.checkSecret(key, secret);
+    const b = validate(AuthBody, body);
+    if ("grant_type" in b) {
+      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "user"));
+      if (row.system_key !== s.system_key) throw fail("BAD_CREDENTIALS", "invalid refresh token");
+      return { user_token: issued.token, user_id: row.subject_id, refresh_token: issued.refreshToken, expires_at: issued.expiresAt };
+    }
+    const login = ((b.email ?? b.username) as string);
+    const u = await usersRepo.byEmail(this.d.db, s.system_key, login);
+    const ok = await verifyPassword(b.password, u?.password_hash);
+    this.d.events.emit("User::UserAuth", s.system_key, { email: login, is_error: !ok || !u, error: ok && u ? "" : "invalid credentials" });
+    if (!ok || !u) throw fail("BAD_CREDENTIALS", "invalid email or password");
+    return this.session(this.d.db, s.system_key, u.user_id);
+  }
+
+  async anonymous(key: string | null, secret: string | null) {
+    const s = await this.systems.checkSecret(key, secret);
+    const t = await this.d.tokens.issue(this.d.db, "anon", "anon", s.system_key, Systems.ttlFor(s, "user"));
+    return { user_token: t.token, expires_at: t.expiresAt, refresh_token: t.refreshToken };
+  }
+
+  async checkAuth(p: Principal, systemKey: string | null) {
+    if (systemKey && p.kind !== "developer" && p.systemKey !== systemKey) throw fail("INVALID_TOKEN", "not authenticated with this system");
+    return { is_authenticated: true };
+  }
+
+  async logout(p: Principal) {
+    await this.d.tokens.revoke(this.d.db, p.tokenHash);
+    return {};
+  }
+
+  // ---- the caller's own record ----------------------------------------------------------------
+
+  private async self(p: Principal): Promise<UserRow> {
+    if (p.kind !== "user") throw fail("INVALID_ARGUMENT", p.kind === "anonymous" ? "an anonymous session has no user record" : "this operation needs a user token");
+    const u = await usersRepo.byId(this.d.db, p.systemKey, p.id);
+    if (!u) throw fail("INVALID_TOKEN", "user no longer exists");
+    return u;
+  }
+
+  async info(p: Principal) {
+    const u = await this.self(p);
+    return this.toWire(u, await this.schema(this.d.db, u.system_key));
+  }
+
+  async updateInfo(p: Principal, body: unknown) {
+    const u = await this.self(p);
+    return this.applyChanges(p, u, objectBody(body), { allowRoles: false, allowPassword: false });
+  }
+
+  async changePassword(p: Principal, body: unknown) {
+    const u = await this.self(p);
+    const b = validate(PassBody, body);
+    if (!(await verifyPassword(b.old_password, u.password_hash))) throw fail("BAD_CREDENTIALS", "old_password is wrong");
+    const hash = await hashPassword(b.new_password);
+    await this.d.db.tx(async (tx) => {
+      await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
+      await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.tokenHash);
+    });
+    return "Success";
+  }
+
+  // ---- managing other users -------------------------------------------------------------------
+
+  private async findUser(ex: Executor, systemKey: string, ref: unknown): Promise<UserRow> {
+    if (typeof ref !== "string" || !ref) throw fail("INVALID_ARGUMENT", "user: a user id or email is required");
+    const u = (await usersRepo.byId(ex, systemKey, ref)) ?? (await usersRepo.byEmail(ex, systemKey, ref));
+    if (!u) throw notFound("user", ref, "User");
+    return u;
+  }
+
+  /** Applies column, email, password and role changes to a user in one transaction. */
+  private async applyChanges(p: Principal, u: UserRow, changes: Record<string, unknown>, opts: { allowRoles: boolean; allowPassword: boolean }) {
+    const { password, roles, email, user_id: _id, creation_date: _cd, ...cols } = changes;
+    if (_id !== undefined && _id !== u.user_id) throw fail("INVALID_ARGUMENT", "user_id cannot be changed");
+    if (password !== undefined && !opts.allowPassword) throw fail("INVALID_ARGUMENT", "password cannot be changed here (use PUT /api/v/1/user/pass)");
+    if (roles !== undefined && !opts.allowRoles) throw fail("INVALID_ARGUMENT", "roles cannot be changed here");
+    let newEmail = u.email;
+    if (email !== undefined) {
+      const e = emailSchema.safeParse(email);
+      if (!e.success) throw fail("INVALID_ARGUMENT", "email: must be an email address");
+      newEmail = e.data;
+    }
+    let pwHash: string | undefined;
+    if (password !== undefined) {
+      const pw = passwordSchema.safeParse(password);
+      if (!pw.success) throw fail("INVALID_ARGUMENT", "password: must be a non-empty string");
+      pwHash = await hashPassword(pw.data);
+    }
+    let roleChange = { added: [] as string[], removed: [] as string[] };
+    const out = await this.d.db.tx(async (tx) => {
+      const schema = await this.schema(tx, u.system_key);
+      const data = this.columnValues(schema, cols, JSON.parse(u.data) as Record<string, unknown>);
+      if (newEmail.toLowerCase() !== u.email_lower) {
+        const other = await usersRepo.byEmail(tx, u.system_key, newEmail);
+        if (other) throw fail("ALREADY_EXISTS", `user '${newEmail}' already exists`);
+      }
+      await usersRepo.update(tx, u.system_key, u.user_id, newEmail, JSON.stringify(data));
+      if (pwHash) {
+        await usersRepo.setPassword(tx, u.system_key, u.user_id, pwHash);
+        await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.kind === "user" && p.id === u.user_id ? p.tokenHash : undefined);
+      }
+      if (roles !== undefined) roleChange = await this.roles.changeMembership(tx, u.system_key, "user", u.user_id, roles);
+      return this.toWire((await usersRepo.byId(tx, u.system_key, u.user_id))!, schema);
+    });
+    this.d.tokens.forgetSubject("user", u.user_id);
+    this.d.events.emit("User::UserUpdated", u.system_key, { user: { email: newEmail, user_id: u.user_id }, userId: u.user_id, changes: { ...cols, ...(email !== undefined ? { email } : {}) } });
+    if (roleChange.added.length || roleChange.removed.length) {
+      const current = await this.roles.rolesOf(this.d.db, u.system_key, "user", u.user_id);
+      for (const r of roleChange.added) this.d.events.emit("UserRoles::UserRoleAdded", u.system_key, { userID: u.user_id, roleID: r, roles: current });
+      for (const r of roleChange.removed) this.d.events.emit("UserRoles::UserRoleRemoved", u.system_key, { userID: u.user_id, roleID: r, roles: current });
+    }
+    return out;
+  }
+
+  /** PUT /api/v/4/user/manage: roles and password of another user; needs the Manage Users permission. */
+  async manage(p: Principal, body: unknown) {
+    const systemKey = this.systemOf(p);
+    await this.d.perms.require(p, { kind: "manageusers" }, LEVEL.UPDATE, "manage users");
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (k !== "user" && k !== "changes") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const changes = objectBody(b.changes, "changes");
+    for (const k of Object.keys(changes)) if (k !== "password" && k !== "roles") throw fail("INVALID_ARGUMENT", `changes: unknown field '${k}' (password, roles)`);
+    const u = await this.findUser(this.d.db, systemKey, b.user);
+    await this.applyChanges(p, u, changes, { allowRoles: true, allowPassword: true });
+    return {};
+  }
+
+  private systemOf(p: Principal): string {
+    if (p.kind === "developer") throw fail("INVALID_ARGUMENT", "a developer token does not name a system here; use the /admin/user/{systemKey} routes");
+    return p.systemKey;
+  }
+
+  /** GET /api/v/1/user: users the caller may see (needs read on the users list, else 403). */
+  async list(p: Principal, query: string | null, systemKeyHint?: string | null) {
+    const systemKey = p.kind === "developer" ? (await this.systems.access(p, systemKeyHint)).system_key : p.systemKey;
+    if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to list users");
+    return this.query(systemKey, query);
+  }
+
+  async count(p: Principal, query: string | null, systemKeyHint?: string | null) {
+    const systemKey = p.kind === "developer" ? (await this.systems.access(p, systemKeyHint)).system_key : p.systemKey;
+    if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to count users");
+    const schema = await this.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined);
+    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+  }
+
+  private async query(systemKey: string, query: string | null | undefined) {
+    const schema = await this.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined);
+    const where = compileWhere(q.filters, schema.map);
+    const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id") + compileLimit(q));
+    const total = await usersRepo.count(this.d.db, systemKey, where);
+    let data = rows.map((r) => this.toWire(r, schema));
+    if (q.select) {
+      for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
+      data = data.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
+    }
+    return { Data: data, Total: total };
+  }
+
+  /** DELETE /api/v/1/user/info: deletes the user named in the body; needs delete on the users list. */
+  async deleteBySecret(p: Principal, key: string | null, secret: string | null, body: unknown) {
+    const s = await this.systems.checkSecret(key, secret);
+    await this.systems.access(p, s.system_key);
+    await this.d.perms.require(p, { kind: "users" }, LEVEL.DELETE, "users");
+    const b = objectBody(body);
+    const u = await this.findUser(this.d.db, s.system_key, b.user_id ?? b.user ?? b.email);
+    await this.deleteUser(s.system_key, u);
+    return {};
+  }
+
+  private async deleteUser(systemKey: string, u: UserRow) {
+    await this.d.db.tx(async (tx) => {
+      await this.d.tokens.revokeSubject(tx, "user", u.user_id);
+      await this.roles.removeSubject(tx, systemKey, "user", u.user_id);
+      await usersRepo.delete(tx, systemKey, u.user_id);
+    });
+    this.d.tokens.forgetSubject("user", u.user_id);
+    this.d.events.emit("User::UserDeleted", systemKey, { user: { email: u.email, user_id: u.user_id }, userId: u.user_id });
+  }
+
+  /** POST /api/v/1/user/info: a user with the create permission on the users list adds a user. */
+  async createAsUser(p: Principal, body: unknown) {
+    const systemKey = this.systemOf(p);
+    await this.d.perms.require(p, { kind: "users" }, LEVEL.CREATE, "users");
+    return this.createIn(systemKey, body, false);
+  }
+
+  /** PUT /api/v/2/user/info: `{query, changes}` applied to every matching user (update on the users list). */
+  async updateByQuery(p: Principal, body: unknown) {
+    const systemKey = this.systemOf(p);
+    await this.d.perms.require(p, { kind: "users" }, LEVEL.UPDATE, "users");
+    const b = objectBody(body);
+    if (b.query === undefined) return this.updateInfo(p, b);
+    const changes = objectBody(b.changes ?? b.$set, "changes");
+    const schema = await this.schema(this.d.db, systemKey);
+    const q = parseQuery(b.query, { defaultPageSize: 0 });
+    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), "");
+    for (const u of rows) await this.applyChanges(p, u, changes, { allowRoles: false, allowPassword: false });
+    return { count: rows.length };
+  }
+
+  // ---- developer administration (/admin/user/{systemKey}) -------------------------------------
+
+  async adminList(p: Principal, systemKey: string, query: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const r = await this.query(systemKey, query);
+    // Go's GetUsersWithQuery wants a bare array, GetAllUsers an object (wire reference §4.2)
+    return query !== null ? r.Data : r;
+  }
+
+  async adminCount(p: Principal, systemKey: string, query: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const schema = await this.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined);
+    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+  }
+
+  async adminCreate(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    return this.createIn(systemKey, body, true);
+  }
+
+  private async createIn(systemKey: string, body: unknown, allowRoles: boolean) {
+    const b = objectBody(body);
+    let roles: unknown[] = ["Authenticated"];
+    if (b.roles !== undefined) {
+      if (!allowRoles) throw fail("INVALID_ARGUMENT", "roles cannot be set here");
+      if (!Array.isArray(b.roles)) throw fail("INVALID_ARGUMENT", "roles must be an array of role ids or names");
+      roles = b.roles;
+    }
+    const row = await this.d.db.tx((tx) => this.insertUser(tx, systemKey, b, roles));
+    const sess = await this.session(this.d.db, systemKey, row.user_id);
+    this.d.events.emit("User::UserCreated", systemKey, { user: { email: row.email, user_id: row.user_id, creation_date: row.creation_date } });
+    return { ...sess, email: row.email, creation_date: row.creation_date };
+  }
+
+  async adminUpdate(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (k !== "user" && k !== "user_id" && k !== "changes") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const u = await this.findUser(this.d.db, systemKey, b.user ?? b.user_id);
+    return this.applyChanges(p, u, objectBody(b.changes, "changes"), { allowRoles: true, allowPassword: true });
+  }
+
+  async adminDelete(p: Principal, systemKey: string, ref: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const u = await this.findUser(this.d.db, systemKey, ref);
+    await this.deleteUser(systemKey, u);
+    return {};
+  }
+
+  // ---- columns --------------------------------------------------------------------------------
+
+  async columns(p: Principal, systemKey?: string | null) {
+    const key = p.kind === "developer" ? (await this.systems.access(p, systemKey)).system_key : (await this.systems.access(p, p.systemKey)).system_key;
+    const schema = await this.schema(this.d.db, key);
+    const builtins = new Set([...Object.keys(FIXED_COLUMNS), ...Object.keys(STANDARD_DATA_COLUMNS)]);
+    return Object.entries({ ...FIXED_COLUMNS, ...schema.custom }).map(([n, t]) => ({
+      ColumnName: n, ColumnType: t, PK: n === "user_id", UserDefined: !builtins.has(n),
+    }));
+  }
+
+  async addColumn(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (!["column_name", "name", "type"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const name = checkName(b.column_name ?? b.name, "column");
+    const type = parseColumnType(b.type, name);
+    if (RESERVED.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in user column`);
+    await this.d.db.tx(async (tx) => {
+      if ((await customColumnsRepo.list(tx, systemKey, "users")).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
+      await customColumnsRepo.add(tx, systemKey, "users", name, type);
+    });
+    return {};
+  }
+
+  async deleteColumn(p: Principal, systemKey: string, name: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    if (!name) throw fail("INVALID_ARGUMENT", "column: the column name is required");
+    await this.d.db.tx(async (tx) => {
+      if (!(await customColumnsRepo.list(tx, systemKey, "users")).some((c) => c.name === name))
+        throw new ApiError("NOT_FOUND", `column '${name}' does not exist`);
+      await customColumnsRepo.remove(tx, systemKey, "users", name);
+      await usersRepo.dropDataKey(tx, systemKey, name);
+    });
+    return {};
+  }
+}

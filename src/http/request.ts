@@ -1,0 +1,72 @@
+// Reading requests the way existing clients send them (wire reference §0.1, §15): header spellings
+// in any case, a token that identifies its system by itself, JSON bodies whatever the
+// Content-Type, the first of repeated query parameters.
+import type { Principal } from "../auth/principal.ts";
+import type { Tokens } from "../auth/tokens.ts";
+import { ApiError, fail } from "../core/errors.ts";
+
+const TOKEN_HEADERS = [
+  "clearblade-usertoken", "platform-usertoken",
+  "clearblade-devtoken", "platform-devtoken",
+  "clearblade-devicetoken", "platform-devicetoken",
+] as const;
+
+export function tokenOf(req: Request): string | null {
+  const h = req.headers;
+  for (const name of TOKEN_HEADERS) {
+    const v = h.get(name);
+    if (v) return v;
+  }
+  return null;
+}
+
+export const systemKeyOf = (req: Request) => req.headers.get("clearblade-systemkey") ?? req.headers.get("platform-systemkey");
+export const systemSecretOf = (req: Request) => req.headers.get("clearblade-systemsecret") ?? req.headers.get("platform-systemsecret");
+
+/** The caller of a request, resolved from its token. */
+export async function principalOf(tokens: Tokens, req: Request): Promise<Principal> {
+  const token = tokenOf(req);
+  if (!token) throw fail("AUTH_REQUIRED", "a token header is required (ClearBlade-UserToken, ClearBlade-DevToken or ClearBlade-DeviceToken)");
+  const p = await tokens.resolve(token);
+  if (!p) throw fail("INVALID_TOKEN", "the token is invalid, expired or logged out");
+  return p;
+}
+
+/** Like principalOf, but a request without a token is anonymous (null). A bad token is still an error. */
+export async function optionalPrincipalOf(tokens: Tokens, req: Request): Promise<Principal | null> {
+  return tokenOf(req) ? principalOf(tokens, req) : null;
+}
+
+export const MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+/** Parses a JSON body regardless of Content-Type. Empty body: undefined. */
+export async function jsonBody(req: Request): Promise<unknown> {
+  if (req.method === "GET" || req.method === "HEAD") return undefined;
+  const len = Number(req.headers.get("content-length") ?? "0");
+  if (len > MAX_BODY_BYTES) throw fail("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
+  let text: string;
+  try { text = await req.text(); } catch { throw fail("BAD_JSON", "could not read the request body"); }
+  if (text.length > MAX_BODY_BYTES) throw fail("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
+  if (!text.trim()) return undefined;
+  try { return JSON.parse(text); } catch (e) {
+    throw new ApiError("BAD_JSON", `request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** Query parameters with the FIRST value winning (clients sometimes repeat `query`). */
+export class QueryParams {
+  private params: URLSearchParams | undefined;
+  constructor(private readonly url: string) {}
+  private all(): URLSearchParams {
+    if (!this.params) {
+      const i = this.url.indexOf("?");
+      this.params = new URLSearchParams(i < 0 ? "" : this.url.slice(i + 1));
+    }
+    return this.params;
+  }
+  get(name: string): string | null { return this.all().get(name); }
+  /** Every value of every parameter, in order (webhooks pass them all on). */
+  entries(): [string, string][] { return [...this.all().entries()]; }
+}
+
+export const queryOf = (req: Request) => new QueryParams(req.url);

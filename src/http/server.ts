@@ -1,0 +1,67 @@
+// The HTTP API: one Elysia app serving every route group, with the conventions of spec §4 and
+// wire reference §0: repeated slashes normalised, one error envelope for every failure.
+import { Elysia } from "elysia";
+import { ApiError, envelope } from "../core/errors.ts";
+import { developerRoutes } from "./routes/developer.ts";
+import { roleRoutes } from "./routes/roles.ts";
+import { systemRoutes } from "./routes/systems.ts";
+import { userRoutes } from "./routes/users.ts";
+import { MAX_BODY_BYTES } from "./request.ts";
+import type { Services } from "./services.ts";
+import { VERSION } from "../version.ts";
+
+const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
+
+export function errorResponse(e: unknown): Response {
+  const env = envelope(e);
+  return new Response(JSON.stringify(env), { status: env.statusCode, headers: JSON_HEADERS });
+}
+
+/** Elysia's own error codes mapped onto the envelope. */
+function fromElysia(code: string | number, error: unknown): ApiError | unknown {
+  switch (code) {
+    case "NOT_FOUND": return new ApiError("ROUTE_NOT_FOUND", "no such route");
+    case "PARSE": return new ApiError("BAD_JSON", "request body is not valid JSON");
+    case "VALIDATION": return new ApiError("INVALID_ARGUMENT", "invalid request");
+    case "INVALID_COOKIE_SIGNATURE": return new ApiError("INVALID_ARGUMENT", "invalid cookie");
+    default: return error;
+  }
+}
+
+export function createHttpApp(s: Services) {
+  const app: Elysia = new Elysia({ name: "outpost" })
+    .onRequest(({ request }) => {
+      // Go clients build some paths with "//"; route them as if the slashes were single.
+      const start = request.url.indexOf("/", request.url.indexOf("//") + 2);
+      const q = request.url.indexOf("?", start);
+      const path = q < 0 ? request.url.slice(start) : request.url.slice(start, q);
+      if (path.includes("//")) {
+        const fixed = request.url.slice(0, start) + path.replace(/\/{2,}/g, "/") + (q < 0 ? "" : request.url.slice(q));
+        return app.handle(new Request(fixed, request));
+      }
+    })
+    .onError({ as: "global" }, ({ code, error }) => {
+      const e = fromElysia(code, error);
+      if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
+      return errorResponse(e);
+    })
+    .get("/health", () => ({ status: "ok" }))
+    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
+    .use(developerRoutes(s))
+    .use(systemRoutes(s))
+    .use(userRoutes(s))
+    .use(roleRoutes(s)) as unknown as Elysia;
+  return app;
+}
+
+
+export interface HttpServer { port: number; stop(): Promise<void> }
+
+export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string): HttpServer {
+  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 });
+  const server = app.server!;
+  return {
+    port: server.port!,
+    stop: async () => { await app.stop(true); },
+  };
+}

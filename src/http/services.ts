@@ -1,0 +1,18 @@
+// What the HTTP routes call: the domain modules, plus the token resolver.
+import type { Tokens } from "../auth/tokens.ts";
+import type { Config } from "../config.ts";
+import type { Developers } from "../domain/developers.ts";
+import type { Roles } from "../domain/roles.ts";
+import type { Systems } from "../domain/systems.ts";
+import type { Users } from "../domain/users.ts";
+import type { Logger } from "../core/log.ts";
+
+export interface Services {
+  config: Config;
+  log: Logger;
+  tokens: Tokens;
+  developers: Developers;
+  systems: Systems;
+  users: Users;
+  roles: Roles;
+}

@@ -1,0 +1,35 @@
+// CLI entry: flags -> Config -> start(mode). Exit status 2 for a bad command line.
+import { start } from "./app.ts";
+import { ConfigError, HELP, loadConfig } from "./config.ts";
+import { VERSION } from "./version.ts";
+
+async function main() {
+  let config;
+  try {
+    config = loadConfig(process.argv.slice(2));
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`outpost: ${e.message.split("\n").join("\noutpost: ")}\nRun 'outpost --help' for the flags.\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  if (config.help) { process.stdout.write(HELP); return; }
+  if (config.version) { process.stdout.write(`outpost ${VERSION}\n`); return; }
+
+  let app;
+  try {
+    app = await start(config);
+  } catch (e) {
+    process.stderr.write(`outpost: could not start: ${(e as Error).message}\n`);
+    process.exit(1);
+  }
+  const shutdown = (signal: string) => {
+    app.log.info("shutting down", { signal });
+    app.stop().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+await main();

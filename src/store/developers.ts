@@ -1,0 +1,32 @@
+// Developer accounts (platform level).
+import type { Executor } from "./db.ts";
+
+export interface DeveloperRow {
+  id: string; email: string; email_lower: string; password_hash: string;
+  fname: string; lname: string; org: string; phone: string; admin: number;
+  two_factor_enabled: number; two_factor_method: string; creation_date: string; last_login: string | null;
+}
+
+/** Columns a developer may change about themselves (PUT /admin/userinfo). */
+export type DeveloperChanges = Partial<Pick<DeveloperRow, "fname" | "lname" | "org" | "phone" | "two_factor_enabled" | "two_factor_method" | "email" | "email_lower">>;
+
+export const developersRepo = {
+  byId: (ex: Executor, id: string) => ex.get<DeveloperRow>(`SELECT * FROM developers WHERE id = ?`, [id]),
+  byEmail: (ex: Executor, email: string) => ex.get<DeveloperRow>(`SELECT * FROM developers WHERE email_lower = ?`, [email.toLowerCase()]),
+  count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM developers`))!.n,
+  async insert(ex: Executor, d: Omit<DeveloperRow, "last_login" | "two_factor_enabled" | "two_factor_method" | "phone"> & { phone?: string }) {
+    await ex.run(
+      `INSERT INTO developers(id, email, email_lower, password_hash, fname, lname, org, phone, admin, creation_date) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+      [d.id, d.email, d.email_lower, d.password_hash, d.fname, d.lname, d.org, d.phone ?? "", d.admin, d.creation_date],
+    );
+  },
+  async update(ex: Executor, id: string, changes: DeveloperChanges) {
+    const keys = Object.keys(changes) as (keyof DeveloperChanges)[];
+    if (!keys.length) return;
+    // keys come from the DeveloperChanges type, validated by the domain layer, never from request text
+    await ex.run(`UPDATE developers SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`, [...keys.map((k) => changes[k]), id]);
+  },
+  setPassword: (ex: Executor, id: string, hash: string) => ex.run(`UPDATE developers SET password_hash = ? WHERE id = ?`, [hash, id]),
+  setAdmin: (ex: Executor, id: string, admin: boolean) => ex.run(`UPDATE developers SET admin = ? WHERE id = ?`, [admin ? 1 : 0, id]),
+  touchLogin: (ex: Executor, id: string, at: string) => ex.run(`UPDATE developers SET last_login = ? WHERE id = ?`, [at, id]),
+};

@@ -1,0 +1,109 @@
+// Versioned schema. Each migration runs once, in a transaction together with its record in
+// schema_migrations; a failure leaves the database as it was. Append only: never edit a
+// released migration, add a new one.
+import type { Db } from "./db.ts";
+
+export interface Migration { version: number; name: string; up: string[] }
+
+export const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: "accounts",
+    up: [
+      `CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+      `CREATE TABLE developers (
+        id TEXT PRIMARY KEY,
+        email TEXT NOT NULL,
+        email_lower TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        fname TEXT NOT NULL DEFAULT '',
+        lname TEXT NOT NULL DEFAULT '',
+        org TEXT NOT NULL DEFAULT '',
+        phone TEXT NOT NULL DEFAULT '',
+        admin INTEGER NOT NULL DEFAULT 0,
+        two_factor_enabled INTEGER NOT NULL DEFAULT 0,
+        two_factor_method TEXT NOT NULL DEFAULT '',
+        creation_date TEXT NOT NULL,
+        last_login TEXT
+      )`,
+      `CREATE TABLE systems (
+        system_key TEXT PRIMARY KEY,
+        system_secret TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        owner_id TEXT NOT NULL REFERENCES developers(id),
+        token_ttl INTEGER NOT NULL DEFAULT 432000,
+        token_ttl_user INTEGER,
+        token_ttl_device INTEGER,
+        auth_required INTEGER NOT NULL DEFAULT 1,
+        registration INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL
+      )`,
+      `CREATE INDEX systems_owner ON systems(owner_id)`,
+      // kind: dev | user | anon | device | edge. expires_at 0 = never (token_ttl -1).
+      `CREATE TABLE tokens (
+        token_hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        subject_id TEXT NOT NULL,
+        system_key TEXT,
+        expires_at INTEGER NOT NULL,
+        refresh_hash TEXT UNIQUE,
+        refresh_expires_at INTEGER,
+        created_at INTEGER NOT NULL
+      )`,
+      `CREATE INDEX tokens_subject ON tokens(kind, subject_id)`,
+      `CREATE INDEX tokens_system ON tokens(system_key)`,
+      `CREATE TABLE users (
+        user_id TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        email TEXT NOT NULL,
+        email_lower TEXT NOT NULL,
+        password_hash TEXT NOT NULL,
+        creation_date TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        UNIQUE(system_key, email_lower)
+      )`,
+      // Custom columns of the users, devices and edges tables of a system (table = users|devices|edges).
+      `CREATE TABLE custom_columns (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        tbl TEXT NOT NULL,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        PRIMARY KEY (system_key, tbl, name)
+      )`,
+      `CREATE TABLE roles (
+        role_id TEXT NOT NULL,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        permissions TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (system_key, role_id),
+        UNIQUE (system_key, name)
+      )`,
+      // subject_kind: user | device
+      `CREATE TABLE role_members (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        subject_kind TEXT NOT NULL,
+        subject_id TEXT NOT NULL,
+        role_id TEXT NOT NULL,
+        PRIMARY KEY (system_key, subject_kind, subject_id, role_id)
+      )`,
+      `CREATE INDEX role_members_role ON role_members(system_key, role_id)`,
+    ],
+  },
+];
+
+export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
+  await db.run(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+  const done = new Set((await db.all<{ version: number }>(`SELECT version FROM schema_migrations`)).map((r) => r.version));
+  const applied: number[] = [];
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (done.has(m.version)) continue;
+    await db.tx(async (tx) => {
+      for (const sql of m.up) await tx.run(sql);
+      await tx.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`, [m.version, m.name, new Date().toISOString()]);
+    });
+    applied.push(m.version);
+  }
+  return applied;
+}

@@ -1,0 +1,37 @@
+// Roles of a system and their members (users and devices).
+import type { CompiledWhere } from "../core/query.ts";
+import type { Executor } from "./db.ts";
+
+export interface RoleRow { role_id: string; system_key: string; name: string; description: string; permissions: string }
+export type MemberKind = "user" | "device";
+
+export const rolesRepo = {
+  byId: (ex: Executor, systemKey: string, id: string) =>
+    ex.get<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND role_id = ?`, [systemKey, id]),
+  byName: (ex: Executor, systemKey: string, name: string) =>
+    ex.get<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  all: (ex: Executor, systemKey: string) =>
+    ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? ORDER BY rowid`, [systemKey]),
+  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
+    ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
+  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM roles WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  insert: (ex: Executor, r: RoleRow) =>
+    ex.run(`INSERT INTO roles(role_id, system_key, name, description, permissions) VALUES (?,?,?,?,?)`, [r.role_id, r.system_key, r.name, r.description, r.permissions]),
+  update: (ex: Executor, systemKey: string, id: string, name: string, description: string, permissions: string) =>
+    ex.run(`UPDATE roles SET name = ?, description = ?, permissions = ? WHERE system_key = ? AND role_id = ?`, [name, description, permissions, systemKey, id]),
+  async delete(ex: Executor, systemKey: string, id: string) {
+    await ex.run(`DELETE FROM role_members WHERE system_key = ? AND role_id = ?`, [systemKey, id]);
+    return ex.run(`DELETE FROM roles WHERE system_key = ? AND role_id = ?`, [systemKey, id]);
+  },
+  rolesOf: async (ex: Executor, systemKey: string, kind: MemberKind, subjectId: string) =>
+    (await ex.all<{ role_id: string }>(`SELECT role_id FROM role_members WHERE system_key = ? AND subject_kind = ? AND subject_id = ? ORDER BY role_id`, [systemKey, kind, subjectId])).map((r) => r.role_id),
+  addMember: (ex: Executor, systemKey: string, kind: MemberKind, subjectId: string, roleId: string) =>
+    ex.run(`INSERT INTO role_members(system_key, subject_kind, subject_id, role_id) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`, [systemKey, kind, subjectId, roleId]),
+  removeMember: (ex: Executor, systemKey: string, kind: MemberKind, subjectId: string, roleId: string) =>
+    ex.run(`DELETE FROM role_members WHERE system_key = ? AND subject_kind = ? AND subject_id = ? AND role_id = ?`, [systemKey, kind, subjectId, roleId]),
+  removeSubject: (ex: Executor, systemKey: string, kind: MemberKind, subjectId: string) =>
+    ex.run(`DELETE FROM role_members WHERE system_key = ? AND subject_kind = ? AND subject_id = ?`, [systemKey, kind, subjectId]),
+  members: (ex: Executor, systemKey: string, roleId: string) =>
+    ex.all<{ subject_kind: MemberKind; subject_id: string }>(`SELECT subject_kind, subject_id FROM role_members WHERE system_key = ? AND role_id = ?`, [systemKey, roleId]),
+};

@@ -1,0 +1,32 @@
+// Users of a system.
+import type { CompiledWhere } from "../core/query.ts";
+import type { Executor } from "./db.ts";
+
+export interface UserRow {
+  user_id: string; system_key: string; email: string; email_lower: string;
+  password_hash: string; creation_date: string; data: string;
+}
+
+export const usersRepo = {
+  byId: (ex: Executor, systemKey: string, id: string) =>
+    ex.get<UserRow>(`SELECT * FROM users WHERE user_id = ? AND system_key = ?`, [id, systemKey]),
+  byEmail: (ex: Executor, systemKey: string, email: string) =>
+    ex.get<UserRow>(`SELECT * FROM users WHERE system_key = ? AND email_lower = ?`, [systemKey, email.toLowerCase()]),
+  async insert(ex: Executor, u: UserRow) {
+    await ex.run(`INSERT INTO users(user_id, system_key, email, email_lower, password_hash, creation_date, data) VALUES (?,?,?,?,?,?,?)`,
+      [u.user_id, u.system_key, u.email, u.email_lower, u.password_hash, u.creation_date, u.data]);
+  },
+  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
+    ex.all<UserRow>(`SELECT * FROM users WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
+  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  update: (ex: Executor, systemKey: string, id: string, email: string, data: string) =>
+    ex.run(`UPDATE users SET email = ?, email_lower = ?, data = ? WHERE user_id = ? AND system_key = ?`, [email, email.toLowerCase(), data, id, systemKey]),
+  setPassword: (ex: Executor, systemKey: string, id: string, hash: string) =>
+    ex.run(`UPDATE users SET password_hash = ? WHERE user_id = ? AND system_key = ?`, [hash, id, systemKey]),
+  delete: (ex: Executor, systemKey: string, id: string) =>
+    ex.run(`DELETE FROM users WHERE user_id = ? AND system_key = ?`, [id, systemKey]),
+  /** Drops a custom column's values from every user of the system. */
+  dropDataKey: (ex: Executor, systemKey: string, name: string) =>
+    ex.run(`UPDATE users SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+};

@@ -1,0 +1,186 @@
+// Black-box harness: starts the built binary on free ports with its own data directory and
+// talks to it over real HTTP. Runs on Node (tap); no Bun APIs here.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = net.createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+export interface RunResult { code: number | null; stdout: string; stderr: string }
+
+/** Runs the binary to completion (for --help, --version, bad flags). */
+export function runBin(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}): Promise<RunResult> {
+  return new Promise((res) => {
+    const p = spawn(BIN, args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...opts.env } });
+    let stdout = "", stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => p.kill("SIGKILL"), opts.timeoutMs ?? 15_000);
+    p.on("exit", (code) => { clearTimeout(timer); res({ code, stdout, stderr }); });
+  });
+}
+
+export interface Outpost {
+  url: string;
+  httpPort: number;
+  mqttPort: number;
+  mqttWsPort: number;
+  dataDir: string;
+  proc: ChildProcess;
+  logs(): string;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<number | null>;
+  /** SIGKILL and wait for exit. */
+  kill(): Promise<void>;
+}
+
+export interface StartOptions {
+  args?: string[];
+  env?: Record<string, string>;
+  dataDir?: string;
+  cwd?: string;
+  /** keep the data directory after stop (for restart tests) */
+  keepData?: boolean;
+  waitForHealth?: boolean;
+}
+
+export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "outpost-e2e-"));
+  const [httpPort, mqttPort, mqttWsPort, tls, wss] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const args = [
+    "--http-port", String(httpPort), "--http-host", "127.0.0.1", "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(mqttWsPort),
+    "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
+    "--data-dir", dataDir, "--log-level", "warn", ...(opts.args ?? []),
+  ];
+  const proc = spawn(BIN, args, {
+    cwd: opts.cwd ?? dataDir,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...opts.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  proc.stdout!.on("data", (d) => (out += d));
+  proc.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => proc.on("exit", (code) => r(code)));
+  const url = `http://127.0.0.1:${httpPort}`;
+  const o: Outpost = {
+    url, httpPort, mqttPort, mqttWsPort, dataDir, proc,
+    logs: () => out,
+    stop: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+      const code = await exited;
+      if (!opts.keepData && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+    kill: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+      await exited;
+    },
+  };
+  if (opts.waitForHealth !== false) {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`outpost exited with ${proc.exitCode}:\n${out}`);
+      try {
+        const r = await request(url, "GET", "/health");
+        if (r.status === 200) break;
+      } catch { /* not up yet */ }
+      if (Date.now() > deadline) { await o.kill(); throw new Error(`outpost did not come up:\n${out}`); }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  return o;
+}
+
+export interface HttpResponse<T = any> { status: number; headers: http.IncomingHttpHeaders; text: string; body: T }
+
+/** A raw HTTP request (node:http, so GET and DELETE may carry bodies). A string body is sent as is. */
+export function request<T = any>(base: string, method: string, path: string, opts: { headers?: Record<string, string>; body?: unknown } = {}): Promise<HttpResponse<T>> {
+  const u = new URL(base);
+  const payload = opts.body === undefined ? undefined : typeof opts.body === "string" || Buffer.isBuffer(opts.body) ? opts.body : JSON.stringify(opts.body);
+  return new Promise((res, rej) => {
+    const req = http.request({
+      host: u.hostname, port: u.port, method, path,
+      headers: { ...(payload !== undefined ? { "content-length": String(Buffer.byteLength(payload)) } : {}), ...opts.headers },
+      agent: false,
+    }, (r) => {
+      const chunks: Buffer[] = [];
+      r.on("data", (c) => chunks.push(c));
+      r.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        let body: any = text;
+        try { body = JSON.parse(text); } catch { /* not JSON */ }
+        res({ status: r.statusCode ?? 0, headers: r.headers, text, body });
+      });
+    });
+    req.on("error", rej);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** A client bound to one server and a set of headers. */
+export class Client {
+  constructor(readonly base: string, readonly headers: Record<string, string> = {}) {}
+  with(headers: Record<string, string>) { return new Client(this.base, { ...this.headers, ...headers }); }
+  req<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    return request<T>(this.base, method, path, { headers: { ...this.headers, ...headers }, body });
+  }
+  get<T = any>(path: string, headers?: Record<string, string>) { return this.req<T>("GET", path, undefined, headers); }
+  post<T = any>(path: string, body?: unknown, headers?: Record<string, string>) { return this.req<T>("POST", path, body, headers); }
+  put<T = any>(path: string, body?: unknown, headers?: Record<string, string>) { return this.req<T>("PUT", path, body, headers); }
+  del<T = any>(path: string, body?: unknown, headers?: Record<string, string>) { return this.req<T>("DELETE", path, body, headers); }
+}
+
+let seq = 0;
+export const uniq = (prefix = "x") => `${prefix}${Date.now().toString(36)}${(seq++).toString(36)}`;
+
+export interface DevSystem {
+  dev: Client; devToken: string; devId: string; email: string; password: string;
+  systemKey: string; systemSecret: string;
+  /** key + secret headers, no token */
+  app: Client;
+}
+
+/** Registers a developer and creates a system. */
+export async function devWithSystem(o: { url: string }, name = "sys"): Promise<DevSystem> {
+  const email = `${uniq("dev")}@example.com`, password = "dev-password-1";
+  const reg = await request(o.url, "POST", "/admin/reg", { body: { email, password, fname: "D", lname: "V", org: "Org" } });
+  if (reg.status !== 200) throw new Error(`register failed: ${reg.text}`);
+  const dev = new Client(o.url, { "ClearBlade-DevToken": reg.body.dev_token });
+  const sys = await dev.post("/admin/systemmanagement", { name, description: "test system" });
+  if (sys.status !== 200) throw new Error(`system create failed: ${sys.text}`);
+  return {
+    dev, devToken: reg.body.dev_token, devId: reg.body.user_id, email, password,
+    systemKey: sys.body.appID, systemSecret: sys.body.appSecret,
+    app: new Client(o.url, { "ClearBlade-SystemKey": sys.body.appID, "ClearBlade-SystemSecret": sys.body.appSecret }),
+  };
+}
+
+/** Registers a user in the system and returns a client carrying its token. */
+export async function newUser(s: DevSystem, extra: Record<string, unknown> = {}) {
+  const email = `${uniq("user")}@example.com`, password = "user-password-1";
+  const r = await s.app.post("/api/v/1/user/reg", { email, password, ...extra });
+  if (r.status !== 200) throw new Error(`user reg failed: ${r.text}`);
+  return { email, password, userId: r.body.user_id as string, token: r.body.user_token as string, client: new Client(s.app.base, { "ClearBlade-UserToken": r.body.user_token }), reg: r.body };
+}
+
+/** Checks the ClearBlade error envelope and returns it. */
+export function isEnvelope(body: any, status: number): boolean {
+  return !!body && typeof body === "object" && !!body.error && typeof body.error.id === "string" &&
+    /^[0-9a-f-]{36}$/.test(body.error.id) && typeof body.error.code === "number" && typeof body.error.message === "string" &&
+    typeof body.error.detail === "string" && body.statusCode === status && !/\bat \S+:\d+/.test(JSON.stringify(body));
+}

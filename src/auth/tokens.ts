@@ -8,9 +8,9 @@ import { hashToken, newToken, nowSeconds } from "../core/ids.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { type TokenKind, type TokenRow, tokensRepo } from "../store/tokens.ts";
 import type { Principal } from "./principal.ts";
+import { TtlCache } from "../core/cache.ts";
 
 export const TOKEN_CACHE_MS = 5_000;
-const CACHE_MAX = 50_000;
 /** Refresh tokens outlive their access token by this factor (and at least a day). */
 const REFRESH_FACTOR = 4;
 
@@ -19,10 +19,11 @@ export interface IssuedToken { token: string; refreshToken: string; expiresAt: n
 /** Builds the principal for a token row, or null if its subject no longer exists. */
 export type SubjectLoader = (row: TokenRow) => Promise<Principal | null>;
 
-interface CacheEntry { principal: Principal; expiresAt: number; until: number }
+interface CacheEntry { principal: Principal; expiresAt: number }
 
 export class Tokens {
-  private readonly cache = new Map<string, CacheEntry>();
+  /** Keyed by the token itself: a hit costs no hashing. */
+  private readonly cache = new TtlCache<string, CacheEntry>(TOKEN_CACHE_MS, 50_000);
   private readonly loaders = new Map<TokenKind, SubjectLoader>();
 
   constructor(private readonly db: Db) {}
@@ -47,22 +48,21 @@ export class Tokens {
 
   /** The principal of a valid token, or null (unknown, expired, revoked, subject gone). */
   async resolve(token: string): Promise<Principal | null> {
-    const hash = hashToken(token);
-    const now = Date.now();
-    const hit = this.cache.get(hash);
-    if (hit && hit.until > now) {
-      if (hit.expiresAt !== 0 && hit.expiresAt * 1000 <= now) { this.cache.delete(hash); return null; }
+    const hit = this.cache.get(token);
+    if (hit) {
+      if (hit.expiresAt !== 0 && hit.expiresAt * 1000 <= Date.now()) { this.cache.delete(token); return null; }
       return hit.principal;
     }
-    const row = await tokensRepo.byHash(this.db, hash);
-    if (!row || (row.expires_at !== 0 && row.expires_at <= nowSeconds())) { this.cache.delete(hash); return null; }
+    const row = await tokensRepo.byHash(this.db, hashToken(token));
+    if (!row || (row.expires_at !== 0 && row.expires_at <= nowSeconds())) return null;
     const loader = this.loaders.get(row.kind);
     const principal = loader ? await loader(row) : null;
     if (!principal) return null;
-    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(hash, { principal, expiresAt: row.expires_at, until: now + TOKEN_CACHE_MS });
+    this.cache.set(token, { principal, expiresAt: row.expires_at });
     return principal;
   }
+
+  private forgetHash(hash: string) { this.cache.deleteWhere((e) => e.principal.tokenHash === hash); }
 
   /** Exchanges a refresh token (with the access token it was issued with) for a new pair. */
   async refresh(kind: TokenKind | TokenKind[], refreshToken: unknown, accessToken: unknown, ttl: (row: TokenRow) => Promise<number>): Promise<{ row: TokenRow; issued: IssuedToken }> {
@@ -76,7 +76,7 @@ export class Tokens {
           (row.refresh_expires_at && row.refresh_expires_at > 0 && row.refresh_expires_at <= now))
         throw new ApiError("BAD_CREDENTIALS", "invalid refresh token");
       await tokensRepo.delete(tx, row.token_hash);
-      this.cache.delete(row.token_hash);
+      this.forgetHash(row.token_hash);
       const issued = await this.issue(tx, row.kind, row.subject_id, row.system_key, await ttl(row));
       return { row, issued };
     });
@@ -84,27 +84,26 @@ export class Tokens {
 
   async revoke(ex: Executor, tokenHash: string) {
     await tokensRepo.delete(ex, tokenHash);
-    this.cache.delete(tokenHash);
+    this.forgetHash(tokenHash);
   }
 
   /** Revokes every token of a subject (optionally keeping one, e.g. the caller's own session). */
   async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, exceptHash?: string) {
-    for (const h of await tokensRepo.deleteForSubject(ex, kind, subjectId, exceptHash)) this.cache.delete(h);
+    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, exceptHash));
+    if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
   }
 
   async revokeSystem(ex: Executor, systemKey: string) {
-    for (const h of await tokensRepo.deleteForSystem(ex, systemKey)) this.cache.delete(h);
+    await tokensRepo.deleteForSystem(ex, systemKey);
+    this.forgetSystem(systemKey);
   }
 
   /** Makes the next request of this subject reload its principal (roles or email changed). */
   forgetSubject(kind: Principal["kind"], id: string) {
-    for (const [h, e] of this.cache) {
-      const p = e.principal;
-      if (p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id))) this.cache.delete(h);
-    }
+    this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)));
   }
   forgetSystem(systemKey: string) {
-    for (const [h, e] of this.cache) if ("systemKey" in e.principal && e.principal.systemKey === systemKey) this.cache.delete(h);
+    this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);
   }
 
   purgeExpired() { return tokensRepo.purgeExpired(this.db, nowSeconds()); }

@@ -1,6 +1,7 @@
 // Systems: created and owned by a developer; every other resource lives inside one.
 import { z } from "zod";
 import type { Principal } from "../auth/principal.ts";
+import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { newSystemKey, newSystemSecret, nowIso } from "../core/ids.ts";
 import { validate } from "../core/validate.ts";
@@ -50,17 +51,12 @@ export function systemToWire(s: SystemRow) {
 }
 
 export class Systems {
-  private readonly cache = new Map<string, { row: SystemRow; until: number }>();
+  private readonly cache = new TtlCache<string, SystemRow>(SYSTEM_CACHE_MS);
   constructor(private readonly d: DomainDeps) {}
 
   /** A system by key (cached briefly: every request looks its system up). */
-  async find(key: string): Promise<SystemRow | undefined> {
-    const hit = this.cache.get(key);
-    if (hit && hit.until > Date.now()) return hit.row;
-    const row = await systemsRepo.byKey(this.d.db, key);
-    if (row) this.cache.set(key, { row, until: Date.now() + SYSTEM_CACHE_MS });
-    else this.cache.delete(key);
-    return row;
+  find(key: string): Promise<SystemRow | undefined> {
+    return this.cache.getOr(key, () => systemsRepo.byKey(this.d.db, key));
   }
 
   async get(key: unknown): Promise<SystemRow> {

@@ -5,6 +5,7 @@ import { LEVEL } from "../auth/permissions.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import type { Principal } from "../auth/principal.ts";
 import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } from "../core/columns.ts";
+import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newKey, nowIso } from "../core/ids.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
@@ -31,7 +32,14 @@ const PassBody = z.object({ old_password: z.string(), new_password: passwordSche
 
 type Schema = { map: ColumnMap; custom: Record<string, ColumnType> };
 
+/** How long a node may serve a user row or a system's user schema from memory. */
+const USER_CACHE_MS = 5_000;
+
 export class Users {
+  private readonly schemas = new TtlCache<string, Schema>(USER_CACHE_MS, 1_000);
+  /** key: systemKey + "/" + user_id */
+  private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
+
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles) {
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
@@ -45,6 +53,12 @@ export class Users {
   // ---- schema ---------------------------------------------------------------------------------
 
   private async schema(ex: Executor, systemKey: string): Promise<Schema> {
+    // inside a transaction read fresh: the schema may be changing in it
+    if (ex !== this.d.db) return this.loadSchema(ex, systemKey);
+    return (await this.schemas.getOr(systemKey, () => this.loadSchema(ex, systemKey)))!;
+  }
+
+  private async loadSchema(ex: Executor, systemKey: string): Promise<Schema> {
     const custom: Record<string, ColumnType> = { ...STANDARD_DATA_COLUMNS };
     for (const c of await customColumnsRepo.list(ex, systemKey, "users")) custom[c.name] = c.type;
     const map: ColumnMap = {};
@@ -144,7 +158,7 @@ export class Users {
 
   private async self(p: Principal): Promise<UserRow> {
     if (p.kind !== "user") throw fail("INVALID_ARGUMENT", p.kind === "anonymous" ? "an anonymous session has no user record" : "this operation needs a user token");
-    const u = await usersRepo.byId(this.d.db, p.systemKey, p.id);
+    const u = await this.rows.getOr(`${p.systemKey}/${p.id}`, () => usersRepo.byId(this.d.db, p.systemKey, p.id));
     if (!u) throw fail("INVALID_TOKEN", "user no longer exists");
     return u;
   }
@@ -168,6 +182,7 @@ export class Users {
       await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
       await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.tokenHash);
     });
+    this.rows.delete(`${u.system_key}/${u.user_id}`);
     return "Success";
   }
 
@@ -214,6 +229,7 @@ export class Users {
       if (roles !== undefined) roleChange = await this.roles.changeMembership(tx, u.system_key, "user", u.user_id, roles);
       return this.toWire((await usersRepo.byId(tx, u.system_key, u.user_id))!, schema);
     });
+    this.rows.delete(`${u.system_key}/${u.user_id}`);
     this.d.tokens.forgetSubject("user", u.user_id);
     this.d.events.emit("User::UserUpdated", u.system_key, { user: { email: newEmail, user_id: u.user_id }, userId: u.user_id, changes: { ...cols, ...(email !== undefined ? { email } : {}) } });
     if (roleChange.added.length || roleChange.removed.length) {
@@ -288,6 +304,7 @@ export class Users {
       await this.roles.removeSubject(tx, systemKey, "user", u.user_id);
       await usersRepo.delete(tx, systemKey, u.user_id);
     });
+    this.rows.delete(`${systemKey}/${u.user_id}`);
     this.d.tokens.forgetSubject("user", u.user_id);
     this.d.events.emit("User::UserDeleted", systemKey, { user: { email: u.email, user_id: u.user_id }, userId: u.user_id });
   }
@@ -385,6 +402,7 @@ export class Users {
       if ((await customColumnsRepo.list(tx, systemKey, "users")).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
       await customColumnsRepo.add(tx, systemKey, "users", name, type);
     });
+    this.schemas.delete(systemKey);
     return {};
   }
 
@@ -397,6 +415,8 @@ export class Users {
       await customColumnsRepo.remove(tx, systemKey, "users", name);
       await usersRepo.dropDataKey(tx, systemKey, name);
     });
+    this.schemas.delete(systemKey);
+    this.rows.deleteWhere((r) => r.system_key === systemKey);
     return {};
   }
 }

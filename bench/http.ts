@@ -1,0 +1,61 @@
+// bench/http.ts: authenticated GET /api/v/1/user/info on the Outpost binary against a bare Elysia
+// route (target ratio >= 0.5); the binary's cold start to the first 200 (target median < 200 ms);
+// its idle memory.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BIN, alternate, fmt, load, median, port, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+
+export async function benchHttp() {
+  const outpost = await startOutpost();
+  const baseline = await startBaseline("elysia.ts");
+  try {
+    const s = await setupSystem(outpost.url);
+    const headers = { "ClearBlade-UserToken": s.userToken };
+    // warm both up
+    await load(outpost.url + "/api/v/1/user/info", headers, 1);
+    await load(baseline.url + "/", {}, 1);
+    const [ours, bare] = await alternate(
+      () => load(outpost.url + "/api/v/1/user/info", headers, SECONDS),
+      () => load(baseline.url + "/", {}, SECONDS),
+    );
+    const ratio = ours / bare;
+    report("HTTP: authenticated GET /api/v/1/user/info vs bare Elysia route", [
+      ["outpost req/s", fmt(ours)],
+      ["bare Elysia req/s", fmt(bare)],
+      ["ratio", `${fmt(ratio, 2)}  ${verdict(ratio, 0.5)}`],
+    ]);
+  } finally {
+    await outpost.stop();
+    await baseline.stop();
+  }
+
+  // cold start: spawn -> first 200 on /health, polling every 2 ms, from an empty directory
+  const times: number[] = [];
+  let idleKb = 0;
+  for (let i = 0; i < 15; i++) {
+    const dir = mkdtempSync(join(tmpdir(), "outpost-cold-"));
+    const hp = port();
+    const t0 = performance.now();
+    const p = Bun.spawn([BIN, "--http-port", String(hp), "--mqtt-port", String(port()), "--mqtt-ws-port", String(port()), "--log-level", "error"], { cwd: dir, stdout: "ignore", stderr: "ignore" });
+    for (;;) {
+      try { if ((await fetch(`http://127.0.0.1:${hp}/health`)).status === 200) break; } catch { await Bun.sleep(2); }
+      if (performance.now() - t0 > 10_000) throw new Error("cold start timed out");
+    }
+    times.push(performance.now() - t0);
+    if (i === 0) { await Bun.sleep(1000); idleKb = Number(/VmRSS:\s+(\d+)/.exec(await Bun.file(`/proc/${p.pid}/status`).text())?.[1] ?? 0); }
+    p.kill("SIGKILL");
+    await p.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const med = median(times);
+  report("Binary cold start and idle memory", [
+    ["cold start to first 200, median of 15", `${fmt(med, 1)} ms  ${verdict(med, 200, false)}`],
+    ["cold start min / max", `${fmt(Math.min(...times), 1)} / ${fmt(Math.max(...times), 1)} ms`],
+    ["idle RSS after start", `${fmt(idleKb / 1024, 1)} MB`],
+  ]);
+}
+
+if (import.meta.main) await benchHttp();

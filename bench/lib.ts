@@ -1,0 +1,106 @@
+// Shared benchmark helpers. Every benchmark measures its baseline in the same run and prints the
+// ratio, because this machine is shared and absolute numbers drift.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dir, "..");
+export const BIN = process.env.OUTPOST_BIN ?? join(ROOT, "dist/outpost-linux-x64");
+export const BUN = process.execPath;
+
+export const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]!; };
+export const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]!; };
+export const fmt = (n: number, d = 0) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+
+let nextPort = 30000 + Math.floor(Math.random() * 10000);
+export const port = () => nextPort++;
+
+export async function waitHttp(url: string, timeoutMs = 20_000, everyMs = 5): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try { if ((await fetch(url)).status === 200) return; } catch { /* not up */ }
+    if (Date.now() > end) throw new Error(`${url} did not answer`);
+    await Bun.sleep(everyMs);
+  }
+}
+
+export interface Proc { pid: number; url: string; stop(): Promise<void>; rssKb(): number }
+
+/** Starts the Outpost binary on fresh ports and an empty data directory. */
+export async function startOutpost(args: string[] = []): Promise<Proc & { httpPort: number; mqttPort: number; dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), "outpost-bench-"));
+  const httpPort = port(), mqttPort = port(), wsPort = port();
+  const p = Bun.spawn([BIN, "--http-port", String(httpPort), "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(wsPort),
+    "--data-dir", dataDir, "--log-level", "error", ...args], { cwd: dataDir, stdout: "ignore", stderr: "inherit" });
+  const url = `http://127.0.0.1:${httpPort}`;
+  await waitHttp(url + "/health");
+  return { pid: p.pid, url, httpPort, mqttPort, dataDir, rssKb: () => rssKb(p.pid), stop: async () => { p.kill("SIGTERM"); await p.exited; } };
+}
+
+/** Starts a bun script from bench/baselines with a port argument. */
+export async function startBaseline(script: string, args: string[] = [], health = "/"): Promise<Proc> {
+  const httpPort = port();
+  const p = Bun.spawn([BUN, join(ROOT, "bench/baselines", script), String(httpPort), ...args], { stdout: "ignore", stderr: "inherit" });
+  const url = `http://127.0.0.1:${httpPort}`;
+  await waitHttp(url + health);
+  return { pid: p.pid, url, rssKb: () => rssKb(p.pid), stop: async () => { p.kill("SIGTERM"); await p.exited; } };
+}
+
+export function rssKb(pid: number): number {
+  try {
+    const s = require("node:fs").readFileSync(`/proc/${pid}/status`, "utf8") as string;
+    return Number(/VmRSS:\s+(\d+)/.exec(s)?.[1] ?? 0);
+  } catch { return 0; }
+}
+
+export const hasWrk = () => Bun.spawnSync(["which", "wrk"]).exitCode === 0;
+
+/** Requests per second of GET url with headers, from a separate process (wrk, or bench/load.ts). */
+export async function load(url: string, headers: Record<string, string> = {}, seconds = 5, connections = 64): Promise<number> {
+  if (hasWrk()) {
+    const h = Object.entries(headers).flatMap(([k, v]) => ["-H", `${k}: ${v}`]);
+    const p = Bun.spawnSync(["wrk", "-t1", `-c${connections}`, `-d${seconds}s`, ...h, url]);
+    const out = p.stdout.toString();
+    const m = /Requests\/sec:\s+([\d.]+)/.exec(out);
+    const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+    if (non2xx) throw new Error(`load: ${non2xx[1]} non-2xx responses from ${url}`);
+    if (!m) throw new Error("wrk output not understood: " + out);
+    return Number(m[1]);
+  }
+  const p = Bun.spawnSync([BUN, join(ROOT, "bench/load.ts"), url, JSON.stringify(headers), String(seconds), String(connections)]);
+  const r = JSON.parse(p.stdout.toString()) as { rps: number; errors: number };
+  if (r.errors) throw new Error(`load: ${r.errors} failed requests from ${url}`);
+  return r.rps;
+}
+
+/** Runs A and B alternately `rounds` times and returns the medians (drift hits both alike). */
+export async function alternate(a: () => Promise<number>, b: () => Promise<number>, rounds = 3): Promise<[number, number]> {
+  const as: number[] = [], bs: number[] = [];
+  for (let i = 0; i < rounds; i++) { as.push(await a()); bs.push(await b()); }
+  return [median(as), median(bs)];
+}
+
+export async function json<T = any>(url: string, method = "GET", body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  const r = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const t = await r.json();
+  if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${JSON.stringify(t)}`);
+  return t as T;
+}
+
+/** A developer, a system and a user on a running Outpost. */
+export async function setupSystem(url: string) {
+  const dev = await json(url + "/admin/reg", "POST", { email: `bench${Date.now()}@example.com`, password: "pw" });
+  const sys = await json(url + "/admin/systemmanagement", "POST", { name: "bench" }, { "ClearBlade-DevToken": dev.dev_token });
+  const keys = { "ClearBlade-SystemKey": sys.appID, "ClearBlade-SystemSecret": sys.appSecret };
+  const user = await json(url + "/api/v/1/user/reg", "POST", { email: "u@example.com", password: "pw" }, keys);
+  return { devToken: dev.dev_token as string, systemKey: sys.appID as string, systemSecret: sys.appSecret as string, userToken: user.user_token as string };
+}
+
+export function report(title: string, rows: [string, string][]) {
+  console.log(`\n== ${title}`);
+  const w = Math.max(...rows.map((r) => r[0].length));
+  for (const [k, v] of rows) console.log(`  ${k.padEnd(w)}  ${v}`);
+}
+
+export const verdict = (ratio: number, target: number, higherIsBetter = true) =>
+  (higherIsBetter ? ratio >= target : ratio <= target) ? `ok (target ${higherIsBetter ? ">=" : "<="} ${target})` : `BELOW TARGET (${target})`;

@@ -1,0 +1,13 @@
+// npm run bench: every benchmark, one after another. `npm run bench -- http` runs one.
+import { existsSync } from "node:fs";
+import { BIN, hasWrk } from "./lib.ts";
+import { benchHttp } from "./http.ts";
+
+const benches: Record<string, () => Promise<void>> = { http: benchHttp };
+const pick = process.argv.slice(2);
+if (!existsSync(BIN)) {
+  const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });
+  if (b.exitCode !== 0) process.exit(1);
+}
+if (!hasWrk()) console.log("(wrk not installed: using bench/load.ts as the load generator; `apt-get install wrk` gives steadier numbers)");
+for (const [name, fn] of Object.entries(benches)) if (!pick.length || pick.includes(name)) await fn();

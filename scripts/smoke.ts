@@ -1,0 +1,34 @@
+// Smoke test of a built binary: run it from an empty directory (arm64 under qemu-user), wait for
+// /health, register a developer (touches libSQL), stop it.
+//   bun scripts/smoke.ts dist/outpost-linux-x64
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const bin = resolve(process.argv[2] ?? "dist/outpost-linux-x64");
+const arm = bin.includes("arm64") && process.arch !== "arm64";
+const dir = mkdtempSync(join(tmpdir(), "outpost-smoke-"));
+const port = 20000 + Math.floor(Math.random() * 20000);
+const cmd = [...(arm ? ["qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"] : []), bin,
+  "--http-port", String(port), "--mqtt-port", String(port + 1), "--mqtt-ws-port", String(port + 2), "--log-level", "warn"];
+const t0 = performance.now();
+const p = Bun.spawn(cmd, { cwd: dir, env: { PATH: process.env.PATH ?? "", TMPDIR: dir }, stdout: "inherit", stderr: "inherit" });
+let ok = false;
+try {
+  for (let i = 0; i < 600 && !ok; i++) {
+    try { ok = (await fetch(`http://127.0.0.1:${port}/health`)).status === 200; } catch { await Bun.sleep(50); }
+  }
+  if (!ok) throw new Error("no /health within 30 s");
+  const up = Math.round(performance.now() - t0);
+  const reg = await fetch(`http://127.0.0.1:${port}/admin/reg`, { method: "POST", body: JSON.stringify({ email: "smoke@example.com", password: "pw" }) });
+  const body = (await reg.json()) as { dev_token?: string };
+  if (reg.status !== 200 || !body.dev_token) throw new Error(`register failed: ${reg.status} ${JSON.stringify(body)}`);
+  console.log(`smoke ok: ${bin}${arm ? " (qemu)" : ""}, first 200 after ${up} ms`);
+} catch (e) {
+  console.error(`smoke FAILED: ${bin}: ${(e as Error).message}`);
+  process.exitCode = 1;
+} finally {
+  p.kill("SIGKILL");
+  await p.exited;
+  rmSync(dir, { recursive: true, force: true });
+}

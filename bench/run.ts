@@ -1,9 +1,10 @@
 // npm run bench: every benchmark, one after another. `npm run bench -- http` runs one.
 import { existsSync } from "node:fs";
 import { BIN, hasWrk } from "./lib.ts";
+import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

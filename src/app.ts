@@ -6,6 +6,7 @@ import type { Config } from "./config.ts";
 import { EventBus } from "./core/events.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import type { DomainDeps } from "./domain/deps.ts";
+import { Collections } from "./domain/collections.ts";
 import { Developers } from "./domain/developers.ts";
 import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
@@ -52,7 +53,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const roles = new Roles(deps, systems);
     const developers = new Developers(deps);
     const users = new Users(deps, systems, roles);
-    const services: Services = { config, log, tokens, developers, systems, users, roles };
+    const collections = new Collections(deps, systems);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");

@@ -10,6 +10,13 @@ export interface EventPayloads {
   "User::UserAuth": { email: string; is_error: boolean; error: string };
   "UserRoles::UserRoleAdded": { userID: string; roleID: string; roles: string[] };
   "UserRoles::UserRoleRemoved": { userID: string; roleID: string; roles: string[] };
+  "Data::CollectionCreated": { collectionId: string; collectionName: string };
+  "Data::CollectionUpdated": { collectionId: string; collectionName: string };
+  "Data::CollectionDeleted": { collectionId: string; collectionName: string };
+  "Data::ItemCreated": { collectionId: string; collectionName: string; items: { item_id: string }[] };
+  "Data::ItemUpdated": { collectionId: string; collectionName: string; items: { item_id: string }[]; query: unknown };
+  "Data::ItemDeleted": { collectionId: string; collectionName: string; items: { item_id: string }[]; query: unknown };
+  "Data::ItemUpserted": { collectionId: string; collectionName: string; items: { item_id: string }[] };
 }
 export type EventType = keyof EventPayloads;
 

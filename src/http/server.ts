@@ -2,6 +2,7 @@
 // wire reference §0: repeated slashes normalised, one error envelope for every failure.
 import { Elysia } from "elysia";
 import { ApiError, envelope } from "../core/errors.ts";
+import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
 import { roleRoutes } from "./routes/roles.ts";
 import { systemRoutes } from "./routes/systems.ts";
@@ -28,19 +29,25 @@ function fromElysia(code: string | number, error: unknown): ApiError | unknown {
   }
 }
 
+/** The URL with repeated slashes in its path collapsed, or null if there were none. */
+function withSingleSlashes(url: string): string | null {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return null;
+  const q = url.indexOf("?", start);
+  const path = q < 0 ? url.slice(start) : url.slice(start, q);
+  if (!path.includes("//")) return null;
+  return url.slice(0, start) + path.replace(/\/{2,}/g, "/") + (q < 0 ? "" : url.slice(q));
+}
+
 export function createHttpApp(s: Services) {
   const app: Elysia = new Elysia({ name: "outpost" })
-    .onRequest(({ request }) => {
-      // Go clients build some paths with "//"; route them as if the slashes were single.
-      const start = request.url.indexOf("/", request.url.indexOf("//") + 2);
-      const q = request.url.indexOf("?", start);
-      const path = q < 0 ? request.url.slice(start) : request.url.slice(start, q);
-      if (path.includes("//")) {
-        const fixed = request.url.slice(0, start) + path.replace(/\/{2,}/g, "/") + (q < 0 ? "" : request.url.slice(q));
-        return app.handle(new Request(fixed, request));
+    .onError({ as: "global" }, ({ code, error, request }) => {
+      // Go clients build some paths with "//": route them as if the slashes were single. Done
+      // only when no route matched, so normal requests pay nothing for it.
+      if (code === "NOT_FOUND") {
+        const fixed = withSingleSlashes(request.url);
+        if (fixed) return app.handle(new Request(fixed, request));
       }
-    })
-    .onError({ as: "global" }, ({ code, error }) => {
       const e = fromElysia(code, error);
       if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
       return errorResponse(e);
@@ -50,7 +57,8 @@ export function createHttpApp(s: Services) {
     .use(developerRoutes(s))
     .use(systemRoutes(s))
     .use(userRoutes(s))
-    .use(roleRoutes(s)) as unknown as Elysia;
+    .use(roleRoutes(s))
+    .use(dataRoutes(s)) as unknown as Elysia;
   return app;
 }
 
@@ -58,7 +66,8 @@ export function createHttpApp(s: Services) {
 export interface HttpServer { port: number; stop(): Promise<void> }
 
 export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string): HttpServer {
-  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES + 1024 * 1024 });
+  // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
+  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2 });
   const server = app.server!;
   return {
     port: server.port!,

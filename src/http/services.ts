@@ -1,6 +1,7 @@
 // What the HTTP routes call: the domain modules, plus the token resolver.
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
+import type { Collections } from "../domain/collections.ts";
 import type { Developers } from "../domain/developers.ts";
 import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
@@ -15,4 +16,5 @@ export interface Services {
   systems: Systems;
   users: Users;
   roles: Roles;
+  collections: Collections;
 }

@@ -91,6 +91,36 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX role_members_role ON role_members(system_key, role_id)`,
     ],
   },
+  {
+    version: 2,
+    name: "collections",
+    up: [
+      // Each collection's rows live in their own table "c_<collection_id>" (created by the
+      // collections repository); this is their schema. connection: set for a collection that
+      // represents an external database (JSON of the connection details).
+      `CREATE TABLE collections (
+        collection_id TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        connection TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (system_key, name)
+      )`,
+      `CREATE TABLE collection_columns (
+        collection_id TEXT NOT NULL REFERENCES collections(collection_id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (collection_id, name)
+      )`,
+      `CREATE TABLE collection_indexes (
+        collection_id TEXT NOT NULL REFERENCES collections(collection_id) ON DELETE CASCADE,
+        column_name TEXT NOT NULL,
+        is_unique INTEGER NOT NULL,
+        PRIMARY KEY (collection_id, column_name, is_unique)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

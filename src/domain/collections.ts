@@ -1,0 +1,455 @@
+// Collections and their items (spec §4.3, wire reference §3): schema management, fetch with the
+// query language, insert, update, delete, count, upsert and indexes, with per-collection role
+// permissions and typed domain events.
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { TtlCache } from "../core/cache.ts";
+import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../core/columns.ts";
+import { ApiError, ErrorKinds, fail, notFound } from "../core/errors.ts";
+import { newKey, newUuid, nowIso } from "../core/ids.ts";
+import {
+  type ColumnMap, type CompiledWhere, type Query, compileLimit, compileOrder, compileWhere, parseQuery, serializeQuery,
+} from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
+import type { SqlValue } from "../store/db.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+/** A collection as the rest of the code sees it: metadata, columns, indexes and the query column map. */
+export interface Collection {
+  row: CollectionRow;
+  columns: ColumnDef[];
+  indexes: IndexRow[];
+  map: ColumnMap;
+  types: Map<string, ColumnType>;
+  /** Compiled fetch queries by query text; lives as long as this schema snapshot. */
+  compiled: Map<string, CompiledFetch>;
+}
+
+interface CompiledFetch { q: Query; where: CompiledWhere; sql: string }
+const COMPILED_MAX = 200;
+
+const COLLECTION_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
+const META_CACHE_MS = 5_000;
+/** Rows per insert request; a bigger array is a 400, not an out-of-memory. */
+export const MAX_INSERT_ROWS = 100_000;
+
+const dataError = (detail: string) => new ApiError({ ...ErrorKinds.INVALID_ARGUMENT, category: "Data" }, detail);
+
+function collectionName(v: unknown): string {
+  if (typeof v !== "string" || !COLLECTION_NAME_RE.test(v))
+    throw dataError(`invalid collection name '${String(v)}': use letters, digits, '_', '-' and '.' (max 100)`);
+  return v;
+}
+
+/** Connection keys of a collection that represents an external database (wire reference §3.1). */
+const CONNECTION_KEYS = ["dbtype", "user", "password", "address", "port", "dbname", "tablename"] as const;
+
+function build(row: CollectionRow, columns: ColumnDef[], indexes: IndexRow[]): Collection {
+  const map: ColumnMap = { item_id: { sql: `"item_id"`, type: "string" } };
+  const types = new Map<string, ColumnType>([["item_id", "uuid"]]);
+  for (const c of columns) { map[c.name] = { sql: `"${c.name}"`, type: c.type }; types.set(c.name, c.type); }
+  return { row, columns, indexes, map, types, compiled: new Map() };
+}
+
+export interface FetchPage {
+  DATA: Record<string, unknown>[];
+  TOTAL: number;
+  CURRENTPAGE: number;
+  NEXTPAGEURL: string | null;
+  PREVPAGEURL: string | null;
+}
+
+export class Collections {
+  private readonly byId = new TtlCache<string, Collection>(META_CACHE_MS, 5_000);
+  private readonly idByName = new TtlCache<string, string>(META_CACHE_MS, 5_000);
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+
+  private forget(c: CollectionRow) {
+    this.byId.delete(c.collection_id);
+    this.idByName.delete(`${c.system_key}/${c.name}`);
+  }
+
+  private async load(id: string): Promise<Collection | undefined> {
+    return this.byId.getOr(id, async () => {
+      const row = await collectionsRepo.byId(this.d.db, id);
+      if (!row) return undefined;
+      return build(row, await collectionsRepo.columns(this.d.db, id), await collectionsRepo.indexes(this.d.db, id));
+    });
+  }
+
+  /** A collection by id, if the caller may act in its system. */
+  async byIdFor(p: Principal, id: string): Promise<Collection> {
+    const c = /^[0-9a-f]{30}$/.test(id) ? await this.load(id) : undefined;
+    if (!c) throw notFound("collection", id, "Data");
+    await this.systems.access(p, c.row.system_key);
+    return c;
+  }
+
+  /** A collection by system key and name, if the caller may act in that system. */
+  async byNameFor(p: Principal, systemKey: string, name: string): Promise<Collection> {
+    await this.systems.access(p, systemKey);
+    const key = `${systemKey}/${name}`;
+    const id = await this.idByName.getOr(key, async () => (await collectionsRepo.byName(this.d.db, systemKey, name))?.collection_id);
+    const c = id ? await this.load(id) : undefined;
+    if (!c) throw notFound("collection", name, "Data");
+    return c;
+  }
+
+  private async require(p: Principal, c: Collection, level: number) {
+    await this.d.perms.require(p, { kind: "collection", id: c.row.collection_id, name: c.row.name }, level);
+  }
+
+  private async requireSchema(p: Principal, level: number) {
+    await this.d.perms.require(p, { kind: "allcollections" }, level, "collections");
+  }
+
+  private assertTable(c: Collection) {
+    if (c.row.connection !== null)
+      throw dataError(`collection '${c.row.name}' is a database connection; its data operations go through the external database API`);
+  }
+
+  // ---- management -----------------------------------------------------------------------------
+
+  /** POST collectionmanagement: `{name, appID}` (or a connection with `dbtype`). */
+  async createCollection(p: Principal, body: unknown, headerSystemKey?: string | null) {
+    const b = objectBody(body);
+    const systemKey = (b.appID ?? b.appId ?? b.systemKey ?? b.system_key ?? headerSystemKey) as unknown;
+    if (typeof systemKey !== "string" || !systemKey) throw fail("INVALID_ARGUMENT", "appID: the system key is required");
+    await this.systems.access(p, systemKey);
+    await this.requireSchema(p, LEVEL.CREATE);
+    const name = collectionName(b.name);
+    let connection: string | null = null;
+    const columns: ColumnDef[] = [];
+    const allowed = new Set(["name", "appID", "appId", "systemKey", "system_key", "columns", ...CONNECTION_KEYS]);
+    for (const k of Object.keys(b)) if (!allowed.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    if (b.dbtype !== undefined) {
+      if (typeof b.dbtype !== "string" || !b.dbtype) throw fail("INVALID_ARGUMENT", "dbtype must be a database type name");
+      const conn: Record<string, unknown> = {};
+      for (const k of CONNECTION_KEYS) if (b[k] !== undefined) conn[k] = b[k];
+      connection = JSON.stringify(conn);
+    } else if (b.columns !== undefined) {
+      if (!Array.isArray(b.columns)) throw fail("INVALID_ARGUMENT", "columns must be an array of {name, type}");
+      for (const c of b.columns) columns.push(this.columnDef(c, columns));
+    }
+    const row: CollectionRow = { collection_id: newKey(), system_key: systemKey, name, connection, created_at: nowIso() };
+    await this.d.db.tx(async (tx) => {
+      if (await collectionsRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `collection '${name}' already exists`);
+      await collectionsRepo.create(tx, row, columns);
+    });
+    this.idByName.delete(`${systemKey}/${name}`);
+    this.d.events.emit("Data::CollectionCreated", systemKey, { collectionId: row.collection_id, collectionName: name });
+    return { collectionID: row.collection_id };
+  }
+
+  private columnDef(v: unknown, existing: { name: string }[]): ColumnDef {
+    const o = objectBody(v, "column");
+    const name = checkName(o.name ?? o.column_name, "column");
+    if (name === "item_id" || name.startsWith("_")) throw dataError(`column '${name}' is reserved`);
+    if (existing.some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
+    return { name, type: parseColumnType(o.type, name) };
+  }
+
+  /** PUT collectionmanagement: add, delete or rename a column, rename the collection, or change a connection. */
+  async updateCollection(p: Principal, body: unknown) {
+    const b = objectBody(body);
+    let c: Collection;
+    if (typeof b.id === "string") c = await this.byIdFor(p, b.id);
+    else if (typeof (b.appID ?? b.appId) === "string" && typeof b.name === "string") c = await this.byNameFor(p, (b.appID ?? b.appId) as string, b.name);
+    else throw fail("INVALID_ARGUMENT", "id: the collection id is required");
+    await this.requireSchema(p, LEVEL.UPDATE);
+    const ops = ["addColumn", "deleteColumn", "renameColumn", "renameCollection", "connectionStringMap"].filter((k) => b[k] !== undefined);
+    for (const k of Object.keys(b)) if (!["id", "appID", "appId", "name", ...ops].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    if (ops.length !== 1) throw fail("INVALID_ARGUMENT", "body needs exactly one of addColumn, deleteColumn, renameColumn, renameCollection, connectionStringMap");
+    const id = c.row.collection_id;
+    const op = ops[0]!;
+    if (op !== "renameCollection" && op !== "connectionStringMap") this.assertTable(c);
+    await this.d.db.tx(async (tx) => {
+      const columns = await collectionsRepo.columns(tx, id);
+      switch (op) {
+        case "addColumn": {
+          const add = objectBody(b.addColumn, "addColumn");
+          const { id: _ignored, ...def } = add; // Python clients repeat the id inside
+          await collectionsRepo.addColumn(tx, id, this.columnDef(def, columns));
+          break;
+        }
+        case "deleteColumn": {
+          const name = typeof b.deleteColumn === "string" ? b.deleteColumn : objectBody(b.deleteColumn, "deleteColumn").name;
+          if (name === "item_id") throw dataError("item_id cannot be deleted");
+          if (typeof name !== "string" || !columns.some((x) => x.name === name)) throw notFound("column", String(name), "Data");
+          await collectionsRepo.dropColumn(tx, id, name);
+          break;
+        }
+        case "renameColumn": {
+          const r = objectBody(b.renameColumn, "renameColumn");
+          if (r.from === "item_id") throw dataError("item_id cannot be renamed");
+          if (typeof r.from !== "string" || !columns.some((x) => x.name === r.from)) throw notFound("column", String(r.from), "Data");
+          const to = checkName(r.to, "column");
+          if (to === "item_id" || to.startsWith("_")) throw dataError(`column '${to}' is reserved`);
+          if (columns.some((x) => x.name === to)) throw fail("ALREADY_EXISTS", `column '${to}' already exists`);
+          await collectionsRepo.renameColumn(tx, id, r.from, to);
+          break;
+        }
+        case "renameCollection": {
+          const name = collectionName(b.renameCollection);
+          if (name !== c.row.name && (await collectionsRepo.byName(tx, c.row.system_key, name))) throw fail("ALREADY_EXISTS", `collection '${name}' already exists`);
+          await collectionsRepo.rename(tx, id, name);
+          break;
+        }
+        case "connectionStringMap": {
+          if (c.row.connection === null) throw dataError(`collection '${c.row.name}' is not a database connection`);
+          const m = objectBody(b.connectionStringMap, "connectionStringMap");
+          const conn = JSON.parse(c.row.connection) as Record<string, unknown>;
+          for (const [k, v] of Object.entries(m)) {
+            if (!(CONNECTION_KEYS as readonly string[]).includes(k)) throw fail("INVALID_ARGUMENT", `connectionStringMap: unknown field '${k}'`);
+            conn[k] = v;
+          }
+          await collectionsRepo.setConnection(tx, id, JSON.stringify(conn));
+          break;
+        }
+      }
+    });
+    this.forget(c.row);
+    this.d.events.emit("Data::CollectionUpdated", c.row.system_key, { collectionId: id, collectionName: op === "renameCollection" ? (b.renameCollection as string) : c.row.name });
+    return {};
+  }
+
+  async removeCollection(p: Principal, id: string | null) {
+    if (!id) throw fail("INVALID_ARGUMENT", "id: the collection id is required");
+    const c = await this.byIdFor(p, id);
+    await this.requireSchema(p, LEVEL.DELETE);
+    await this.d.db.tx((tx) => collectionsRepo.drop(tx, id, c.row.connection === null));
+    this.forget(c.row);
+    this.d.events.emit("Data::CollectionDeleted", c.row.system_key, { collectionId: id, collectionName: c.row.name });
+    return {};
+  }
+
+  static toWire(c: CollectionRow) {
+    const base: Record<string, unknown> = { name: c.name, collectionID: c.collection_id, appID: c.system_key, isConnect: c.connection !== null, created_at: c.created_at };
+    if (c.connection !== null) {
+      const conn = JSON.parse(c.connection) as Record<string, unknown>;
+      // connection collections carry dbtype (clients skip those when exporting); never the password
+      for (const k of CONNECTION_KEYS) if (k !== "password" && conn[k] !== undefined) base[k] = conn[k];
+    }
+    return base;
+  }
+
+  async describe(p: Principal, id: string | null) {
+    if (!id) throw fail("INVALID_ARGUMENT", "id: the collection id is required");
+    const c = await this.byIdFor(p, id);
+    return Collections.toWire(c.row);
+  }
+
+  async list(p: Principal, systemKey: string | null) {
+    const s = await this.systems.access(p, systemKey);
+    const rows = await collectionsRepo.list(this.d.db, s.system_key);
+    if (p.kind === "developer") return rows.map(Collections.toWire);
+    const visible: Record<string, unknown>[] = [];
+    for (const r of rows) if (await this.d.perms.can(p, { kind: "collection", id: r.collection_id, name: r.name }, LEVEL.READ)) visible.push(Collections.toWire(r));
+    return visible;
+  }
+
+  columnsOf(c: Collection) {
+    return [{ ColumnName: "item_id", ColumnType: "uuid", PK: true }, ...c.columns.map((x) => ({ ColumnName: x.name, ColumnType: x.type, PK: false }))];
+  }
+
+  async columns(p: Principal, c: Collection) {
+    await this.require(p, c, LEVEL.READ);
+    return this.columnsOf(c);
+  }
+
+  // ---- items ----------------------------------------------------------------------------------
+
+  private rowToWire(c: Collection, r: Record<string, unknown>): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const k in r) { const t = c.types.get(k); out[k] = t ? fromSql(t, r[k]) : r[k]; }
+    return out;
+  }
+
+  /** GET items: one page of rows matching the query, with the total and page links. */
+  async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+    await this.require(p, c, LEVEL.READ);
+    this.assertTable(c);
+    const { q, where, sql } = this.compileFetch(c, queryParam);
+    const rows = await collectionsRepo.selectPrepared(this.d.db, sql, where.args);
+    // A page that is not full tells the total without a second query.
+    const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
+    const total = q.pageSize === 0 || (rows.length < q.pageSize && (rows.length > 0 || offset === 0))
+      ? offset + rows.length
+      : await collectionsRepo.count(this.d.db, c.row.collection_id, where);
+    return {
+      DATA: rows.map((r) => this.rowToWire(c, r)),
+      TOTAL: total,
+      CURRENTPAGE: q.pageNum,
+      NEXTPAGEURL: q.pageSize && q.pageNum * q.pageSize < total ? pageUrl(pageBase, q, q.pageNum + 1) : null,
+      PREVPAGEURL: q.pageSize && q.pageNum > 1 ? pageUrl(pageBase, q, q.pageNum - 1) : null,
+    };
+  }
+
+  private compileFetch(c: Collection, queryParam: unknown): CompiledFetch {
+    const key = typeof queryParam === "string" ? queryParam : undefined;
+    const hit = key === undefined ? undefined : c.compiled.get(key);
+    if (hit) return hit;
+    const q = parseQuery(queryParam);
+    const where = compileWhere(q.filters, c.map);
+    const select = q.select ? q.select.map((s) => { if (!c.map[s]) throw fail("BAD_QUERY", `unknown column '${s}'`); return s; }) : ["item_id", ...c.columns.map((x) => x.name)];
+    const out: CompiledFetch = { q, where, sql: collectionsRepo.selectSql(c.row.collection_id, select, where, compileOrder(q.sort, c.map, "rowid") + compileLimit(q)) };
+    if (key !== undefined) {
+      if (c.compiled.size >= COMPILED_MAX) c.compiled.delete(c.compiled.keys().next().value!);
+      c.compiled.set(key, out);
+    }
+    return out;
+  }
+
+  async count(p: Principal, c: Collection, queryParam: unknown) {
+    await this.require(p, c, LEVEL.READ);
+    this.assertTable(c);
+    const q = parseQuery(queryParam);
+    return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map)) };
+  }
+
+  /** Checks one row of an insert against the columns; returns its values in column order. */
+  private rowValues(c: Collection, item: unknown, index: number): { itemId: string; values: SqlValue[] } {
+    if (!item || typeof item !== "object" || Array.isArray(item)) throw dataError(`item ${index}: must be an object of column values`);
+    const o = item as Record<string, unknown>;
+    for (const k in o) if (!c.types.has(k)) throw dataError(`item ${index}: unknown column '${k}'`);
+    let itemId: string = newUuid();
+    if (o.item_id !== undefined && o.item_id !== null) itemId = toSql("uuid", o.item_id, "item_id") as string;
+    const values: SqlValue[] = [itemId];
+    for (const col of c.columns) values.push(toSql(col.type, o[col.name], col.name));
+    return { itemId, values };
+  }
+
+  async insert(p: Principal, c: Collection, body: unknown) {
+    await this.require(p, c, LEVEL.CREATE);
+    this.assertTable(c);
+    const items = body === undefined ? [{}] : Array.isArray(body) ? body : [body];
+    if (items.length > MAX_INSERT_ROWS) throw dataError(`at most ${MAX_INSERT_ROWS} items per request`);
+    const rows = items.map((it, i) => this.rowValues(c, it, i));
+    const cols = ["item_id", ...c.columns.map((x) => x.name)];
+    try {
+      await this.d.db.tx((tx) => collectionsRepo.insertRows(tx, c.row.collection_id, cols, rows.map((r) => r.values), null));
+    } catch (e) { throw sqlToApi(e); }
+    const out = rows.map((r) => ({ item_id: r.itemId }));
+    this.d.events.emit("Data::ItemCreated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out });
+    return out;
+  }
+
+  /** PUT items: `{query, $set}` where query is a full query object or a bare FILTERS array. */
+  async update(p: Principal, c: Collection, body: unknown) {
+    await this.require(p, c, LEVEL.UPDATE);
+    this.assertTable(c);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (k !== "query" && k !== "$set") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (query, $set)`);
+    if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
+    const set = objectBody(b.$set, "$set");
+    const pairs: [string, SqlValue][] = [];
+    for (const [k, v] of Object.entries(set)) {
+      if (k === "item_id") throw dataError("item_id cannot be changed");
+      const t = c.types.get(k);
+      if (!t) throw dataError(`unknown column '${k}'`);
+      pairs.push([k, toSql(t, v, k)]);
+    }
+    if (!pairs.length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");
+    const q = parseQuery(b.query);
+    const where = compileWhere(q.filters, c.map);
+    let ids: string[];
+    try { ids = await this.d.db.tx((tx) => collectionsRepo.update(tx, c.row.collection_id, pairs, where, null)); }
+    catch (e) { throw sqlToApi(e); }
+    if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
+    return { count: ids.length };
+  }
+
+  /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */
+  async delete(p: Principal, c: Collection, queryParam: unknown) {
+    await this.require(p, c, LEVEL.DELETE);
+    this.assertTable(c);
+    if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
+    const q = parseQuery(queryParam);
+    const where = compileWhere(q.filters, c.map);
+    const ids = await this.d.db.tx((tx) => collectionsRepo.delete(tx, c.row.collection_id, where));
+    if (ids.length) this.d.events.emit("Data::ItemDeleted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: queryParam });
+    return { count: ids.length };
+  }
+
+  /** PUT upsert?conflictColumn=: needs a unique index on that column (spec §4.3 rules 1 and 2). */
+  async upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+    await this.require(p, c, LEVEL.CREATE | LEVEL.UPDATE);
+    this.assertTable(c);
+    if (!conflictColumn) throw fail("INVALID_ARGUMENT", "conflictColumn is required");
+    if (conflictColumn !== "item_id" && !c.types.has(conflictColumn)) throw dataError(`unknown column '${conflictColumn}'`);
+    if (conflictColumn !== "item_id" && !c.indexes.some((i) => i.column_name === conflictColumn && i.is_unique === 1))
+      throw dataError(`upsert needs a unique index on '${conflictColumn}' (a non-unique index does not serve it)`);
+    const items = Array.isArray(body) ? body : [body];
+    if (!items.length) throw fail("INVALID_ARGUMENT", "body: a row to upsert is required");
+    const out: Record<string, unknown>[] = [];
+    const all = ["item_id", ...c.columns.map((x) => x.name)];
+    await this.d.db.tx(async (tx) => {
+      for (const [i, item] of items.entries()) {
+        const o = objectBody(item, `item ${i}`);
+        if (o[conflictColumn] === undefined || o[conflictColumn] === null) throw dataError(`item ${i}: the conflict column '${conflictColumn}' needs a value`);
+        const { values } = this.rowValues(c, o, i);
+        // on conflict, change only the columns the caller sent (never the row's item_id)
+        const update = Object.keys(o).filter((k) => k !== "item_id" && k !== conflictColumn);
+        try {
+          const rows = await collectionsRepo.upsert(tx, c.row.collection_id, all, values, conflictColumn, update, null, all);
+          out.push(this.rowToWire(c, rows[0]!));
+        } catch (e) { throw sqlToApi(e); }
+      }
+    });
+    this.d.events.emit("Data::ItemUpserted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out.map((r) => ({ item_id: r.item_id as string })) });
+    return { DATA: out, TOTAL: out.length, count: out.length };
+  }
+
+  // ---- indexes --------------------------------------------------------------------------------
+
+  private async requireIndexAdmin(p: Principal) {
+    if (p.kind !== "developer") await this.requireSchema(p, LEVEL.UPDATE);
+  }
+
+  async createIndex(p: Principal, c: Collection, column: string | null, unique: boolean) {
+    await this.requireIndexAdmin(p);
+    this.assertTable(c);
+    if (!column) throw fail("INVALID_ARGUMENT", "columnName is required");
+    if (!c.types.has(column) || column === "item_id") throw dataError(column === "item_id" ? "item_id is the primary key and already indexed" : `unknown column '${column}'`);
+    if (c.indexes.some((i) => i.column_name === column && i.is_unique === (unique ? 1 : 0)))
+      throw dataError(`a ${unique ? "unique" : "non-unique"} index on '${column}' already exists`);
+    try { await this.d.db.tx((tx) => collectionsRepo.createIndex(tx, c.row.collection_id, column, unique)); }
+    catch (e) { throw sqlToApi(e, `cannot create a unique index on '${column}': it holds duplicate values`); }
+    this.forget(c.row);
+    return { success: true };
+  }
+
+  async dropIndex(p: Principal, c: Collection, column: string | null, unique: boolean) {
+    await this.requireIndexAdmin(p);
+    this.assertTable(c);
+    if (!column) throw fail("INVALID_ARGUMENT", "columnName is required");
+    const r = await this.d.db.tx((tx) => collectionsRepo.dropIndex(tx, c.row.collection_id, column, unique));
+    if (!r.changes) throw notFound(`${unique ? "unique" : "non-unique"} index on column`, column, "Data");
+    this.forget(c.row);
+    return { success: true };
+  }
+
+  async listIndexes(p: Principal, c: Collection) {
+    await this.requireIndexAdmin(p);
+    const data = c.indexes.map((i) => ({ name: i.column_name, type: i.is_unique ? "Unique Index" : "Nonunique Index" }));
+    return { Total: data.length, Data: data };
+  }
+}
+
+function pageUrl(base: string, q: Query, page: number): string {
+  return `${base}?query=${encodeURIComponent(serializeQuery(q, page))}`;
+}
+
+/** Constraint failures from SQLite become 400s that say what collided. */
+function sqlToApi(e: unknown, uniqueDetail?: string): unknown {
+  const msg = e instanceof Error ? e.message : String(e);
+  if (/UNIQUE constraint failed/i.test(msg)) {
+    const col = /UNIQUE constraint failed: \S+\.("?)(\w+)\1/.exec(msg)?.[2];
+    return dataError(uniqueDetail ?? (col === "item_id" ? "an item with this item_id already exists" : `duplicate value for unique column '${col ?? "?"}'`));
+  }
+  if (/too many SQL variables|string or blob too big/i.test(msg)) return dataError("request too large for one statement");
+  return e;
+}

@@ -1,0 +1,88 @@
+// Data (spec §4.3, wire reference §3): collection management and items, addressed by system key
+// and collection name or by collection id, on the spec's paths and the variants clients call.
+import { Elysia } from "elysia";
+import type { Principal } from "../../auth/principal.ts";
+import type { Collection } from "../../domain/collections.ts";
+import { jsonBody, principalOf, queryOf, systemKeyOf } from "../request.ts";
+import type { Services } from "../services.ts";
+
+type Params = Record<string, string>;
+type Resolve = (s: Services, p: Principal, params: Params) => Promise<Collection>;
+
+const byName: Resolve = (s, p, params) => s.collections.byNameFor(p, params.key!, params.name!);
+const byId: Resolve = (s, p, params) => s.collections.byIdFor(p, params.key!);
+
+/** The four item operations plus count and columns, under one addressing. */
+function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pageBase: (params: Params) => string, countBase: string) {
+  const ctx = async (request: Request, params: unknown) => {
+    const p = await principalOf(s.tokens, request);
+    return { p, c: await resolve(s, p, params as Params) };
+  };
+  return app
+    .get(base, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.fetch(p, c, queryOf(request).get("query") ?? undefined, pageBase(params as Params));
+    })
+    .post(base, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.insert(p, c, await jsonBody(request));
+    })
+    .put(base, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.update(p, c, await jsonBody(request));
+    })
+    .delete(base, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.delete(p, c, queryOf(request).get("query") ?? undefined);
+    })
+    .get(`${countBase}/count`, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.count(p, c, queryOf(request).get("query") ?? undefined);
+    })
+    .get(`${countBase}/columns`, async ({ request, params }) => {
+      const { p, c } = await ctx(request, params);
+      return s.collections.columns(p, c);
+    });
+}
+
+/** Upsert and index management under one addressing. */
+function schemaRoutes(app: Elysia, s: Services, base: string, resolve: Resolve) {
+  const ctx = async (request: Request, params: unknown) => {
+    const p = await principalOf(s.tokens, request);
+    return { p, c: await resolve(s, p, params as Params), q: queryOf(request) };
+  };
+  return app
+    .put(`${base}/upsert`, async ({ request, params }) => {
+      const { p, c, q } = await ctx(request, params);
+      return s.collections.upsert(p, c, q.get("conflictColumn"), await jsonBody(request));
+    })
+    .post(`${base}/index`, async ({ request, params }) => { const { p, c, q } = await ctx(request, params); return s.collections.createIndex(p, c, q.get("columnName"), false); })
+    .delete(`${base}/index`, async ({ request, params }) => { const { p, c, q } = await ctx(request, params); return s.collections.dropIndex(p, c, q.get("columnName"), false); })
+    .post(`${base}/uniqueindex`, async ({ request, params }) => { const { p, c, q } = await ctx(request, params); return s.collections.createIndex(p, c, q.get("columnName"), true); })
+    .delete(`${base}/uniqueindex`, async ({ request, params }) => { const { p, c, q } = await ctx(request, params); return s.collections.dropIndex(p, c, q.get("columnName"), true); })
+    .get(`${base}/listindexes`, async ({ request, params }) => { const { p, c } = await ctx(request, params); return s.collections.listIndexes(p, c); });
+}
+
+export const dataRoutes = (s: Services) => {
+  let app = new Elysia({ name: "routes:data" }) as unknown as Elysia;
+  for (const base of ["/api/v/3/collectionmanagement", "/admin/collectionmanagement"]) {
+    app = app
+      .get(base, async ({ request }) => s.collections.describe(await principalOf(s.tokens, request), queryOf(request).get("id")))
+      .post(base, async ({ request }) => s.collections.createCollection(await principalOf(s.tokens, request), await jsonBody(request), systemKeyOf(request)))
+      .put(base, async ({ request }) => s.collections.updateCollection(await principalOf(s.tokens, request), await jsonBody(request)))
+      .delete(base, async ({ request }) => s.collections.removeCollection(await principalOf(s.tokens, request), queryOf(request).get("id"))) as unknown as Elysia;
+  }
+  app = app
+    .get("/api/v/3/allcollections/:key", async ({ request, params }) => s.collections.list(await principalOf(s.tokens, request), params.key))
+    .get("/admin/allcollections", async ({ request }) => s.collections.list(await principalOf(s.tokens, request), queryOf(request).get("appid") ?? systemKeyOf(request))) as unknown as Elysia;
+
+  // by system key and name
+  app = itemRoutes(app, s, "/api/v/1/collection/:key/:name", byName, (p) => `/api/v/1/collection/${p.key}/${encodeURIComponent(p.name!)}`, "/api/v/2/collection/:key/:name");
+  // by collection id
+  app = itemRoutes(app, s, "/api/v/1/data/:key", byId, (p) => `/api/v/1/data/${p.key}`, "/api/v/1/data/:key");
+  // upsert and indexes: the spec's /api/v/4/data/{systemKey}/{name}, the clients' /api/v/4/collection/... and by id
+  app = schemaRoutes(app, s, "/api/v/4/data/:key/:name", byName);
+  app = schemaRoutes(app, s, "/api/v/4/collection/:key/:name", byName);
+  app = schemaRoutes(app, s, "/api/v/4/data/:key", byId);
+  return app;
+};

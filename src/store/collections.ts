@@ -1,0 +1,138 @@
+// Collections: metadata, and each collection's own table "c_<collection_id>".
+// Table and column names reaching SQL come only from validated metadata: the table from the
+// collection id (30 hex, generated here), columns from names that passed checkName.
+import { type ColumnType, ident, sqlType } from "../core/columns.ts";
+import type { CompiledWhere } from "../core/query.ts";
+import type { Executor, SqlValue } from "./db.ts";
+
+export interface CollectionRow { collection_id: string; system_key: string; name: string; connection: string | null; created_at: string }
+export interface ColumnDef { name: string; type: ColumnType }
+export interface IndexRow { column_name: string; is_unique: number }
+
+const ID_RE = /^[0-9a-f]{30}$/;
+export function tableOf(id: string): string {
+  if (!ID_RE.test(id)) throw new Error(`not a collection id: ${id}`);
+  return `"c_${id}"`;
+}
+const indexName = (id: string, column: string, unique: boolean) => ident(`${unique ? "ux" : "ix"}_${id}_${column}`);
+
+/** SQLite's limit on bound parameters per statement, with room to spare. */
+const MAX_PARAMS = 30_000;
+
+export const collectionsRepo = {
+  byId: (ex: Executor, id: string) => ex.get<CollectionRow>(`SELECT * FROM collections WHERE collection_id = ?`, [id]),
+  byName: (ex: Executor, systemKey: string, name: string) =>
+    ex.get<CollectionRow>(`SELECT * FROM collections WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  list: (ex: Executor, systemKey: string) =>
+    ex.all<CollectionRow>(`SELECT * FROM collections WHERE system_key = ? ORDER BY created_at, name`, [systemKey]),
+  listIds: async (ex: Executor, systemKey: string) =>
+    (await ex.all<{ collection_id: string; connection: string | null }>(`SELECT collection_id, connection FROM collections WHERE system_key = ?`, [systemKey])),
+
+  columns: (ex: Executor, id: string) =>
+    ex.all<ColumnDef>(`SELECT name, type FROM collection_columns WHERE collection_id = ? ORDER BY position`, [id]),
+  indexes: (ex: Executor, id: string) =>
+    ex.all<IndexRow>(`SELECT column_name, is_unique FROM collection_indexes WHERE collection_id = ? ORDER BY rowid`, [id]),
+
+  /** Creates the metadata and, unless it is a database connection, the table. */
+  async create(ex: Executor, c: CollectionRow, columns: ColumnDef[]) {
+    await ex.run(`INSERT INTO collections(collection_id, system_key, name, connection, created_at) VALUES (?,?,?,?,?)`,
+      [c.collection_id, c.system_key, c.name, c.connection, c.created_at]);
+    if (c.connection !== null) return;
+    const cols = columns.map((col) => `, ${ident(col.name)} ${sqlType(col.type)}`).join("");
+    // _hlc: hybrid logical clock of the row's last write (edge sync, last writer wins)
+    await ex.run(`CREATE TABLE ${tableOf(c.collection_id)} (item_id TEXT PRIMARY KEY NOT NULL${cols}, _hlc TEXT)`);
+    for (const [i, col] of columns.entries())
+      await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position) VALUES (?,?,?,?)`, [c.collection_id, col.name, col.type, i + 1]);
+  },
+
+  setConnection: (ex: Executor, id: string, connection: string) =>
+    ex.run(`UPDATE collections SET connection = ? WHERE collection_id = ?`, [connection, id]),
+  rename: (ex: Executor, id: string, name: string) => ex.run(`UPDATE collections SET name = ? WHERE collection_id = ?`, [name, id]),
+
+  async drop(ex: Executor, id: string, hasTable: boolean) {
+    if (hasTable) await ex.run(`DROP TABLE IF EXISTS ${tableOf(id)}`);
+    await ex.run(`DELETE FROM collections WHERE collection_id = ?`, [id]);
+  },
+
+  async addColumn(ex: Executor, id: string, col: ColumnDef) {
+    await ex.run(`ALTER TABLE ${tableOf(id)} ADD COLUMN ${ident(col.name)} ${sqlType(col.type)}`);
+    await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position)
+      VALUES (?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM collection_columns WHERE collection_id = ?))`, [id, col.name, col.type, id]);
+  },
+
+  async dropColumn(ex: Executor, id: string, name: string) {
+    for (const u of [0, 1]) await ex.run(`DROP INDEX IF EXISTS ${indexName(id, name, u === 1)}`);
+    await ex.run(`DELETE FROM collection_indexes WHERE collection_id = ? AND column_name = ?`, [id, name]);
+    await ex.run(`ALTER TABLE ${tableOf(id)} DROP COLUMN ${ident(name)}`);
+    await ex.run(`DELETE FROM collection_columns WHERE collection_id = ? AND name = ?`, [id, name]);
+  },
+
+  async renameColumn(ex: Executor, id: string, from: string, to: string) {
+    await ex.run(`ALTER TABLE ${tableOf(id)} RENAME COLUMN ${ident(from)} TO ${ident(to)}`);
+    await ex.run(`UPDATE collection_columns SET name = ? WHERE collection_id = ? AND name = ?`, [to, id, from]);
+    // keep index names derived from their column
+    for (const ix of await ex.all<IndexRow>(`SELECT column_name, is_unique FROM collection_indexes WHERE collection_id = ? AND column_name = ?`, [id, from])) {
+      const u = ix.is_unique === 1;
+      await ex.run(`DROP INDEX IF EXISTS ${indexName(id, from, u)}`);
+      await ex.run(`CREATE ${u ? "UNIQUE " : ""}INDEX ${indexName(id, to, u)} ON ${tableOf(id)}(${ident(to)})`);
+    }
+    await ex.run(`UPDATE collection_indexes SET column_name = ? WHERE collection_id = ? AND column_name = ?`, [to, id, from]);
+  },
+
+  async createIndex(ex: Executor, id: string, column: string, unique: boolean) {
+    await ex.run(`CREATE ${unique ? "UNIQUE " : ""}INDEX ${indexName(id, column, unique)} ON ${tableOf(id)}(${ident(column)})`);
+    await ex.run(`INSERT INTO collection_indexes(collection_id, column_name, is_unique) VALUES (?,?,?)`, [id, column, unique ? 1 : 0]);
+  },
+
+  async dropIndex(ex: Executor, id: string, column: string, unique: boolean) {
+    await ex.run(`DROP INDEX IF EXISTS ${indexName(id, column, unique)}`);
+    return ex.run(`DELETE FROM collection_indexes WHERE collection_id = ? AND column_name = ? AND is_unique = ?`, [id, column, unique ? 1 : 0]);
+  },
+
+  // ---- items ----------------------------------------------------------------------------------
+
+  /** Inserts rows (values in `columns` order), several per statement. */
+  async insertRows(ex: Executor, id: string, columns: string[], rows: SqlValue[][], hlc: string | null) {
+    const width = columns.length + 1;
+    const per = Math.max(1, Math.min(500, Math.floor(MAX_PARAMS / width)));
+    const head = `INSERT INTO ${tableOf(id)} (${[...columns.map(ident), "_hlc"].join(", ")}) VALUES `;
+    const tuple = `(${Array(width).fill("?").join(", ")})`;
+    for (let i = 0; i < rows.length; i += per) {
+      const chunk = rows.slice(i, i + per);
+      const args: SqlValue[] = [];
+      for (const r of chunk) { for (const v of r) args.push(v); args.push(hlc); }
+      await ex.run(head + Array(chunk.length).fill(tuple).join(", "), args);
+    }
+  },
+
+  /** The SELECT for a compiled query; callers cache it and run it with selectPrepared. */
+  selectSql: (id: string, columns: string[], where: CompiledWhere, orderAndLimit: string) =>
+    `SELECT ${columns.map(ident).join(", ")} FROM ${tableOf(id)} WHERE ${where.sql}${orderAndLimit}`,
+  selectPrepared: (ex: Executor, sql: string, args: readonly unknown[]) => ex.all<Record<string, unknown>>(sql, args),
+
+  count: async (ex: Executor, id: string, where: CompiledWhere) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${tableOf(id)} WHERE ${where.sql}`, where.args))!.n,
+
+  /** Updates matching rows; returns their item ids. */
+  async update(ex: Executor, id: string, set: [string, SqlValue][], where: CompiledWhere, hlc: string | null): Promise<string[]> {
+    const assignments = [...set.map(([c]) => `${ident(c)} = ?`), "_hlc = ?"].join(", ");
+    const rows = await ex.all<{ item_id: string }>(`UPDATE ${tableOf(id)} SET ${assignments} WHERE ${where.sql} RETURNING item_id`,
+      [...set.map(([, v]) => v), hlc, ...where.args]);
+    return rows.map((r) => r.item_id);
+  },
+
+  async delete(ex: Executor, id: string, where: CompiledWhere): Promise<string[]> {
+    const rows = await ex.all<{ item_id: string }>(`DELETE FROM ${tableOf(id)} WHERE ${where.sql} RETURNING item_id`, where.args);
+    return rows.map((r) => r.item_id);
+  },
+
+  /** Inserts a row or, when `conflict` collides with a unique index, updates the given columns. */
+  async upsert(ex: Executor, id: string, columns: string[], values: SqlValue[], conflict: string, updateColumns: string[], hlc: string | null, returning: string[]) {
+    const all = [...columns, "_hlc"];
+    const upd = [...updateColumns, "_hlc"].map((c) => `${ident(c)} = excluded.${ident(c)}`).join(", ");
+    return ex.all<Record<string, unknown>>(
+      `INSERT INTO ${tableOf(id)} (${all.map(ident).join(", ")}) VALUES (${all.map(() => "?").join(", ")})
+       ON CONFLICT(${ident(conflict)}) DO UPDATE SET ${upd} RETURNING ${returning.map(ident).join(", ")}`,
+      [...values, hlc]);
+  },
+};

@@ -3,7 +3,9 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { LOG_LEVELS } from "./core/log.ts";
 
-const port = z.coerce.number().int().min(0).max(65535);
+/** A number given as a number or as digits (flags and env are text); "" is not 0. */
+const intText = z.union([z.number(), z.string().trim().regex(/^-?\d+$/, "must be a whole number").transform(Number)]);
+const port = intText.pipe(z.number().int().min(0).max(65535));
 const bool = z.union([z.boolean(), z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => ["true", "1", "yes"].includes(v))]);
 
 export const ConfigSchema = z.object({
@@ -25,7 +27,7 @@ export const ConfigSchema = z.object({
   adminEmail: z.string().email().optional(),
   adminPassword: z.string().min(1).optional(),
   registrationKey: z.string().optional(),
-  devTokenTtl: z.coerce.number().int().default(432000),
+  devTokenTtl: intText.pipe(z.number().int()).default(432000),
   // edge
   platformUrl: z.string().url().optional(),
   systemKey: z.string().regex(/^[0-9a-f]{20,40}$/, "must be a system key (hex)").optional(),
@@ -89,7 +91,8 @@ export function parseArgs(argv: string[]): ParsedArgs {
     if (value === undefined) {
       const next = argv[i + 1];
       if (isBool && (next === undefined || !/^(true|false|1|0|yes|no)$/.test(next))) value = "true";
-      else if (next === undefined) throw new ConfigError(`flag --${name} needs a value`);
+      // the next word is another flag (not a negative number): this one was given no value
+      else if (next === undefined || /^--?[A-Za-z]/.test(next)) throw new ConfigError(`flag --${name} needs a value`);
       else { value = next; i++; }
     }
     if (PLATFORM_HOST_FLAGS.has(name)) { platformHost = value; continue; }

@@ -8,6 +8,7 @@ import { ApiError } from "../core/errors.ts";
 import { rolesRepo } from "../store/roles.ts";
 import type { Db } from "../store/db.ts";
 import type { Principal } from "./principal.ts";
+import { TtlCache } from "../core/cache.ts";
 
 export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as const;
 
@@ -81,9 +82,13 @@ export function grantedLevel(perms: RolePermissions[], res: Resource): number {
   return level;
 }
 
-/** Role permissions per system, cached until a role changes. */
+/** How long a node may use a system's role permissions from memory. Role changes on this node
+ *  take effect at once; other nodes of a multi-node platform see them within this time. */
+export const ROLE_CACHE_MS = 5_000;
+
+/** Role permissions per system, cached. */
 export class Permissions {
-  private readonly cache = new Map<string, Map<string, RolePermissions>>();
+  private readonly cache = new TtlCache<string, Map<string, RolePermissions>>(ROLE_CACHE_MS, 2_000);
   constructor(private readonly db: Db) {}
 
   invalidate(systemKey: string) { this.cache.delete(systemKey); }

@@ -34,7 +34,8 @@ export class Tokens {
   async issue(ex: Executor, kind: TokenKind, subjectId: string, systemKey: string | null, ttl: number): Promise<IssuedToken> {
     const token = newToken();
     const refreshToken = newToken();
-    const now = nowSeconds();
+    // rounded up: a token lives at least its whole ttl, never a fraction of a second less
+    const now = Math.ceil(Date.now() / 1000);
     const expiresAt = ttl > 0 ? now + ttl : 0;
     const refreshExpiresAt = ttl > 0 ? now + Math.max(ttl * REFRESH_FACTOR, 86_400) : 0;
     const hash = hashToken(token);
@@ -65,14 +66,15 @@ export class Tokens {
   private forgetHash(hash: string) { this.cache.deleteWhere((e) => e.principal.tokenHash === hash); }
 
   /** Exchanges a refresh token (with the access token it was issued with) for a new pair. */
-  async refresh(kind: TokenKind | TokenKind[], refreshToken: unknown, accessToken: unknown, ttl: (row: TokenRow) => Promise<number>): Promise<{ row: TokenRow; issued: IssuedToken }> {
+  /** `accept` is asked before anything changes (say, "is this token of the system being called?"). */
+  async refresh(kind: TokenKind | TokenKind[], refreshToken: unknown, accessToken: unknown, ttl: (row: TokenRow) => Promise<number>, accept: (row: TokenRow) => boolean = () => true): Promise<{ row: TokenRow; issued: IssuedToken }> {
     if (typeof refreshToken !== "string" || !refreshToken) throw new ApiError("INVALID_ARGUMENT", "refresh_token is required");
     if (typeof accessToken !== "string" || !accessToken) throw new ApiError("INVALID_ARGUMENT", "access_token is required");
     const kinds = Array.isArray(kind) ? kind : [kind];
     return this.db.tx(async (tx) => {
       const row = await tokensRepo.byRefreshHash(tx, hashToken(refreshToken));
       const now = nowSeconds();
-      if (!row || !kinds.includes(row.kind) || row.token_hash !== hashToken(accessToken) ||
+      if (!row || !kinds.includes(row.kind) || row.token_hash !== hashToken(accessToken) || !accept(row) ||
           (row.refresh_expires_at && row.refresh_expires_at > 0 && row.refresh_expires_at <= now))
         throw new ApiError("BAD_CREDENTIALS", "invalid refresh token");
       await tokensRepo.delete(tx, row.token_hash);

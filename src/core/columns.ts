@@ -17,7 +17,7 @@ const TYPE_ALIASES: Record<string, ColumnType> = {
 };
 
 export function parseColumnType(t: unknown, column: string): ColumnType {
-  const ct = typeof t === "string" ? TYPE_ALIASES[t.toLowerCase()] : undefined;
+  const ct = typeof t === "string" && Object.hasOwn(TYPE_ALIASES, t.toLowerCase()) ? TYPE_ALIASES[t.toLowerCase()] : undefined;
   if (!ct) throw new ApiError("INVALID_ARGUMENT", `column '${column}': unknown type '${String(t)}' (one of ${COLUMN_TYPES.join(", ")})`);
   return ct;
 }
@@ -61,7 +61,8 @@ export function toSql(type: ColumnType, v: unknown, column: string): string | nu
       throw badValue(column, type, v);
     case "int":
     case "bigint":
-      if (typeof v === "number" && Number.isInteger(v)) return v;
+      // numbers beyond 2^53 are not exact in JSON; such values must come as digit strings
+      if (typeof v === "number" && Number.isSafeInteger(v)) return v;
       if (typeof v === "string" && /^-?\d{1,19}$/.test(v)) {
         const b = BigInt(v);
         if (b >= -(2n ** 63n) && b < 2n ** 63n) return Number.isSafeInteger(Number(b)) ? Number(b) : b;
@@ -79,8 +80,13 @@ export function toSql(type: ColumnType, v: unknown, column: string): string | nu
     case "timestamp": {
       if (typeof v === "number" && Number.isFinite(v)) return new Date(v > 1e11 ? v : v * 1000).toISOString();
       if (typeof v === "string") {
+        const m = /^(\d{4})-(\d{2})-(\d{2})/.exec(v);
         const ms = Date.parse(v);
-        if (!Number.isNaN(ms) && /^\d{4}-\d{2}-\d{2}/.test(v)) return new Date(ms).toISOString();
+        // Date.parse rolls impossible days over (Feb 30 -> Mar 1): check the calendar date itself
+        if (m && !Number.isNaN(ms)) {
+          const day = new Date(Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!));
+          if (day.getUTCFullYear() === +m[1]! && day.getUTCMonth() === +m[2]! - 1 && day.getUTCDate() === +m[3]!) return new Date(ms).toISOString();
+        }
       }
       throw badValue(column, type, v);
     }

@@ -75,7 +75,7 @@ function parseFilters(f: unknown): Condition[][] {
     for (const item of items) {
       if (!item || typeof item !== "object" || Array.isArray(item)) throw badQuery("each filter must be an object like {\"EQ\":[{\"col\":value}]}");
       for (const [op, list] of Object.entries(item as Record<string, unknown>)) {
-        if (!(op in OPERATORS)) throw badQuery(`unknown operator '${op}' (one of ${Object.keys(OPERATORS).join(", ")})`);
+        if (!Object.hasOwn(OPERATORS, op)) throw badQuery(`unknown operator '${op}' (one of ${Object.keys(OPERATORS).join(", ")})`);
         const pairs = Array.isArray(list) ? list : [list];
         for (const pair of pairs) {
           if (!pair || typeof pair !== "object" || Array.isArray(pair)) throw badQuery(`operator ${op} takes objects like {"col":value}`);
@@ -104,7 +104,7 @@ function parseSort(s: unknown): Query["sort"] {
 }
 
 /** What the compiler knows about a queryable column: the SQL expression that reads it and its type. */
-export interface ColumnRef { sql: string; type: ColumnType }
+export interface ColumnRef { sql: string; type: ColumnType; /** a key inside a jsonb column: compared as JSON scalars */ jsonKey?: boolean }
 export type ColumnMap = Record<string, ColumnRef>;
 
 export interface CompiledWhere { sql: string; args: unknown[] }
@@ -118,7 +118,7 @@ function resolve(columns: ColumnMap, field: string): ColumnRef {
     const base = Object.hasOwn(columns, field.slice(0, arrow)) ? columns[field.slice(0, arrow)] : undefined;
     const key = field.slice(arrow + 3);
     if (base && base.type === "jsonb" && /^[A-Za-z0-9_]+$/.test(key))
-      return { sql: `json_extract(${base.sql}, '$.${key}')`, type: "string" };
+      return { sql: `json_extract(${base.sql}, '$.${key}')`, type: "jsonb", jsonKey: true };
   }
   throw new ApiError({ ...ErrorKinds.BAD_QUERY }, `unknown column '${field}'`);
 }
@@ -130,8 +130,7 @@ export function compileWhere(filters: Condition[][], columns: ColumnMap): Compil
     const col = resolve(columns, c.field);
     if (c.op === "RE") {
       if (typeof c.value !== "string") throw badQuery(`RE on '${c.field}' needs a string pattern`);
-      try { new RegExp(c.value); } catch { throw badQuery(`RE on '${c.field}': invalid regular expression`); }
-      args.push(c.value);
+      args.push(regexForEngine(c.value, c.field));
       return `CAST(${col.sql} AS TEXT) REGEXP ?`;
     }
     if (c.value === null) {
@@ -139,13 +138,56 @@ export function compileWhere(filters: Condition[][], columns: ColumnMap): Compil
       if (c.op === "NEQ") return `${col.sql} IS NOT NULL`;
       throw badQuery(`${c.op} on '${c.field}' cannot compare with null`);
     }
-    const v = col.type === "jsonb" && col.sql.startsWith("json_extract(") ? c.value : filterValue(col.type, c.value, c.field);
+    const v = col.jsonKey ? jsonScalar(c.value, c.field) : filterValue(col.type, c.value, c.field);
     args.push(v);
     const expr = `${col.sql} ${OPERATORS[c.op]} ?`;
     // NEQ also matches rows where the column is empty, as users expect from "not equal".
     return c.op === "NEQ" ? `(${expr} OR ${col.sql} IS NULL)` : expr;
   }).join(" AND "));
   return { sql: groups.length === 1 ? groups[0]! : groups.map((g) => `(${g})`).join(" OR "), args };
+}
+
+/**
+ * Checks an RE pattern against what libSQL's REGEXP engine (SQLite's regexp extension) does
+ * the same way as the usual regex syntax: . [] [^] * + ? {m,n} () | ^ $ and the escapes
+ * \d \w \s \b (and their capitals). Constructs that engine lacks or reads differently
+ * (groups starting "(?", lazy quantifiers, back-references) are a 400 rather than a silent
+ * mismatch. Top-level alternatives are parenthesised, because the engine would otherwise bind
+ * ^ and $ to the whole alternation ("^a|b$").
+ */
+export function regexForEngine(pattern: string, field: string): string {
+  const bad = (why: string) => badQuery(`RE on '${field}': ${why}`);
+  try { new RegExp(pattern); } catch { throw bad("invalid regular expression"); }
+  const branches: string[] = [];
+  let depth = 0, inClass = false, start = 0;
+  for (let i = 0; i < pattern.length; i++) {
+    const ch = pattern[i]!;
+    if (ch === "\\") {
+      const next = pattern[i + 1] ?? "";
+      if (/[1-9kpPAzZG]/.test(next)) throw bad(`the escape \\${next} is not supported`);
+      i++;
+      continue;
+    }
+    if (inClass) { if (ch === "]") inClass = false; continue; }
+    if (ch === "[") { inClass = true; if (pattern[i + 1] === "]") i++; continue; }
+    if (ch === "(") {
+      if (pattern[i + 1] === "?") throw bad("groups starting with (? (non-capturing, look-around, flags) are not supported");
+      depth++;
+    } else if (ch === ")") depth--;
+    else if ((ch === "*" || ch === "+" || ch === "?" || ch === "}") && pattern[i + 1] === "?" && !(ch === "?" && pattern[i - 1] === "(")) {
+      throw bad("lazy quantifiers (*? +? ?? {m,n}?) are not supported");
+    } else if (ch === "|" && depth === 0) { branches.push(pattern.slice(start, i)); start = i + 1; }
+  }
+  if (!branches.length) return pattern;
+  branches.push(pattern.slice(start));
+  return branches.map((b) => `(${b})`).join("|");
+}
+
+/** A value compared with json_extract(): JSON scalars as SQLite returns them (true/false as 1/0). */
+function jsonScalar(v: unknown, field: string): unknown {
+  if (typeof v === "boolean") return v ? 1 : 0;
+  if (typeof v === "string" || typeof v === "number") return v;
+  throw badQuery(`'${field}' compares with a string, number or boolean`);
 }
 
 function filterValue(type: ColumnType, v: unknown, field: string): unknown {

@@ -9,11 +9,18 @@ export function validate<T extends z.ZodType>(schema: T, input: unknown, what = 
 }
 
 export function describeIssues(err: z.ZodError, what: string): string {
-  return err.issues.slice(0, 5).map((i) => {
-    const path = i.path.length ? i.path.join(".") : what;
-    if (i.code === "unrecognized_keys") return `${what}: unknown field${i.keys.length > 1 ? "s" : ""} ${i.keys.map((k) => `'${k}'`).join(", ")}`;
-    return `${path}: ${i.message}`;
-  }).join("; ");
+  return err.issues.slice(0, 5).map((i) => describeIssue(i, what)).join("; ");
+}
+
+function describeIssue(i: z.core.$ZodIssue, what: string): string {
+  const path = i.path.length ? i.path.join(".") : what;
+  if (i.code === "unrecognized_keys") return `${what}: unknown field${i.keys.length > 1 ? "s" : ""} ${i.keys.map((k) => `'${k}'`).join(", ")}`;
+  if (i.code === "invalid_union" && i.errors.length) {
+    // Report the alternative the body came closest to: the one with the fewest problems.
+    const best = [...i.errors].sort((a, b) => a.length - b.length)[0]!;
+    return best.slice(0, 3).map((x) => describeIssue({ ...x, path: [...i.path, ...x.path] } as z.core.$ZodIssue, what)).join("; ");
+  }
+  return `${path}: ${i.message}`;
 }
 
 /** An object body: anything else (array, string, number) is a 400. */

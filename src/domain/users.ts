@@ -126,8 +126,7 @@ export class Users {
     const s = await this.systems.checkSecret(key, secret);
     const b = validate(AuthBody, body);
     if ("grant_type" in b) {
-      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "user"));
-      if (row.system_key !== s.system_key) throw fail("BAD_CREDENTIALS", "invalid refresh token");
+      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "user"), (r) => r.system_key === s.system_key);
       return { user_token: issued.token, user_id: row.subject_id, refresh_token: issued.refreshToken, expires_at: issued.expiresAt };
     }
     const login = ((b.email ?? b.username) as string);
@@ -241,8 +240,8 @@ export class Users {
   }
 
   /** PUT /api/v/4/user/manage: roles and password of another user; needs the Manage Users permission. */
-  async manage(p: Principal, body: unknown) {
-    const systemKey = this.systemOf(p);
+  async manage(p: Principal, body: unknown, headerSystemKey?: string | null) {
+    const systemKey = await this.systemOf(p, headerSystemKey);
     await this.d.perms.require(p, { kind: "manageusers" }, LEVEL.UPDATE, "manage users");
     const b = objectBody(body);
     for (const k of Object.keys(b)) if (k !== "user" && k !== "changes") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
@@ -253,20 +252,22 @@ export class Users {
     return {};
   }
 
-  private systemOf(p: Principal): string {
-    if (p.kind === "developer") throw fail("INVALID_ARGUMENT", "a developer token does not name a system here; use the /admin/user/{systemKey} routes");
-    return p.systemKey;
+  /** The system a request acts in: the token's own, or for a developer the ClearBlade-SystemKey header. */
+  private async systemOf(p: Principal, headerSystemKey?: string | null): Promise<string> {
+    if (p.kind !== "developer") return p.systemKey;
+    if (!headerSystemKey) throw fail("INVALID_ARGUMENT", "a developer token needs the ClearBlade-SystemKey header here");
+    return (await this.systems.access(p, headerSystemKey)).system_key;
   }
 
   /** GET /api/v/1/user: users the caller may see (needs read on the users list, else 403). */
   async list(p: Principal, query: string | null, systemKeyHint?: string | null) {
-    const systemKey = p.kind === "developer" ? (await this.systems.access(p, systemKeyHint)).system_key : p.systemKey;
+    const systemKey = await this.systemOf(p, systemKeyHint);
     if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to list users");
     return this.query(systemKey, query);
   }
 
   async count(p: Principal, query: string | null, systemKeyHint?: string | null) {
-    const systemKey = p.kind === "developer" ? (await this.systems.access(p, systemKeyHint)).system_key : p.systemKey;
+    const systemKey = await this.systemOf(p, systemKeyHint);
     if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to count users");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
@@ -310,15 +311,15 @@ export class Users {
   }
 
   /** POST /api/v/1/user/info: a user with the create permission on the users list adds a user. */
-  async createAsUser(p: Principal, body: unknown) {
-    const systemKey = this.systemOf(p);
+  async createAsUser(p: Principal, body: unknown, headerSystemKey?: string | null) {
+    const systemKey = await this.systemOf(p, headerSystemKey);
     await this.d.perms.require(p, { kind: "users" }, LEVEL.CREATE, "users");
     return this.createIn(systemKey, body, false);
   }
 
   /** PUT /api/v/2/user/info: `{query, changes}` applied to every matching user (update on the users list). */
-  async updateByQuery(p: Principal, body: unknown) {
-    const systemKey = this.systemOf(p);
+  async updateByQuery(p: Principal, body: unknown, headerSystemKey?: string | null) {
+    const systemKey = await this.systemOf(p, headerSystemKey);
     await this.d.perms.require(p, { kind: "users" }, LEVEL.UPDATE, "users");
     const b = objectBody(body);
     if (b.query === undefined) return this.updateInfo(p, b);
@@ -383,7 +384,7 @@ export class Users {
   // ---- columns --------------------------------------------------------------------------------
 
   async columns(p: Principal, systemKey?: string | null) {
-    const key = p.kind === "developer" ? (await this.systems.access(p, systemKey)).system_key : (await this.systems.access(p, p.systemKey)).system_key;
+    const key = await this.systemOf(p, systemKey);
     const schema = await this.schema(this.d.db, key);
     const builtins = new Set([...Object.keys(FIXED_COLUMNS), ...Object.keys(STANDARD_DATA_COLUMNS)]);
     return Object.entries({ ...FIXED_COLUMNS, ...schema.custom }).map(([n, t]) => ({

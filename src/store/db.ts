@@ -45,7 +45,7 @@ export async function openDb(opts: OpenOptions): Promise<Db> {
     return new NativeDb(url, path);
   }
   if (url.startsWith("file:")) mkdirSync(dirname(url.slice(5)), { recursive: true });
-  const client = createClient({ url, authToken: opts.authToken, intMode: "number" });
+  const client = createClient({ url, authToken: opts.authToken, intMode: "bigint" });
   const db = new ClientDb(url, client);
   if (url.startsWith("file:")) {
     await client.execute("PRAGMA journal_mode=WAL");
@@ -59,20 +59,69 @@ const toArgs = (args: readonly unknown[] | undefined): SqlValue[] =>
 
 // ---------------------------------------------------------------------------------------------
 
+/** One transaction at a time from this process, in arrival order. Async work started inside a
+ *  transaction (tracked with AsyncLocalStorage) runs straight through; `open` turns false at the
+ *  end so work that outlives the transaction (an event handler started in it) queues like any other. */
+class TxGate<X> {
+  private queue: Promise<unknown> = Promise.resolve();
+  active = false;
+  private readonly als = new AsyncLocalStorage<{ open: boolean; ex: X }>();
+
+  /** The executor of the transaction the caller is running inside, if any. */
+  current(): X | undefined { const s = this.als.getStore(); return s?.open ? s.ex : undefined; }
+
+  /** Waits while another caller's transaction is open. */
+  async idle(): Promise<void> {
+    while (this.active && !this.current()) await this.queue.catch(() => {});
+  }
+
+  async run<T>(begin: () => Promise<X>, fn: (ex: X) => Promise<T>, commit: (ex: X) => Promise<void>, rollback: (ex: X) => Promise<void>): Promise<T> {
+    const prev = this.queue;
+    let release!: () => void;
+    this.queue = prev.then(() => new Promise<void>((r) => (release = r)));
+    await prev.catch(() => {});
+    this.active = true;
+    let marker: { open: boolean; ex: X } | undefined;
+    try {
+      const ex = await begin();
+      marker = { open: true, ex };
+      const out = await this.als.run(marker, () => fn(ex)).catch(async (e) => { await rollback(ex); throw e; });
+      await commit(ex);
+      return out;
+    } finally {
+      if (marker) marker.open = false;
+      this.active = false;
+      release();
+    }
+  }
+
+  drained() { return this.queue.catch(() => {}); }
+}
+
 type Connection = InstanceType<typeof Database>;
 type NativeStatement = ReturnType<Connection["prepare"]>;
+
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER), MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** One shape of row from both drivers: integers are numbers when they fit exactly and bigint
+ *  otherwise (the drivers read integers as bigint so nothing is rounded); blobs are Uint8Array
+ *  (the native driver hands out ArrayBuffer from all() and Buffer from get()). */
+function fixValue(v: unknown): unknown {
+  if (typeof v === "bigint") return v >= MIN_SAFE && v <= MAX_SAFE ? Number(v) : v;
+  if (v instanceof ArrayBuffer) return new Uint8Array(v);
+  return v;
+}
+function fixRow(r: Row): Row {
+  for (const k in r) { const v = r[k]; if (typeof v === "bigint" || v instanceof ArrayBuffer) r[k] = fixValue(v); }
+  return r;
+}
 
 class NativeDb implements Db {
   readonly driver = "native" as const;
   private readonly conn: Connection;
   private readonly stmts = new Map<string, NativeStatement>();
-  /** Tail of the transaction queue; statements outside a transaction wait behind it. */
-  private txQueue: Promise<unknown> = Promise.resolve();
-  private txActive = false;
-  /** Marks async work that belongs to the open transaction; `open` turns false at its end so work
-   *  that outlives the transaction (say, an event handler started inside it) queues like any other. */
-  private readonly inTx = new AsyncLocalStorage<{ open: boolean }>();
-  private inOpenTx() { return this.inTx.getStore()?.open === true; }
+  /** A single connection is shared: while a transaction is open, everyone else waits. */
+  private readonly gate = new TxGate<NativeDb>();
 
   constructor(readonly url: string, path: string) {
     this.conn = new Database(path, { timeout: 5 });
@@ -81,78 +130,66 @@ class NativeDb implements Db {
       this.conn.exec("PRAGMA synchronous=NORMAL");
     }
     this.conn.exec("PRAGMA foreign_keys=ON");
+    this.conn.defaultSafeIntegers(true);
   }
 
-  private prepare(sql: string): NativeStatement {
+  /** Runs `use` on the cached statement; a statement that failed is dropped from the cache,
+   *  because the engine may keep it in a failed state. */
+  private withStmt<R>(sql: string, use: (s: NativeStatement) => R): R {
     let s = this.stmts.get(sql);
     if (!s) {
       s = this.conn.prepare(sql);
       if (this.stmts.size >= 1000) this.stmts.delete(this.stmts.keys().next().value!);
       this.stmts.set(sql, s);
     }
-    return s;
+    try { return use(s); } catch (e) { this.stmts.delete(sql); throw e; }
   }
 
-  // A single connection is shared: while a transaction is open, other callers wait for it,
-  // while the transaction's own callback (tracked with AsyncLocalStorage) runs straight through.
-  private async ready(): Promise<void> {
-    while (this.txActive && !this.inOpenTx()) await this.txQueue.catch(() => {});
+  allSync<T>(sql: string, args?: readonly unknown[]): T[] {
+    const rows = this.withStmt(sql, (s) => s.all(toArgs(args)) as Row[]);
+    for (const r of rows) fixRow(r);
+    return rows as T[];
   }
-
-  allSync<T>(sql: string, args?: readonly unknown[]): T[] { return this.prepare(sql).all(toArgs(args)) as T[]; }
-  getSync<T>(sql: string, args?: readonly unknown[]): T | undefined { return (this.prepare(sql).get(toArgs(args)) ?? undefined) as T | undefined; }
+  getSync<T>(sql: string, args?: readonly unknown[]): T | undefined {
+    const r = this.withStmt(sql, (s) => s.get(toArgs(args)) as Row | undefined);
+    if (!r) return undefined;
+    delete r._metadata;
+    return fixRow(r) as T;
+  }
   runSync(sql: string, args?: readonly unknown[]): RunResult {
-    const r = this.prepare(sql).run(toArgs(args)) as { changes: number; lastInsertRowid: number | bigint };
-    return { changes: r.changes, lastInsertRowid: Number(r.lastInsertRowid) };
+    const r = this.withStmt(sql, (s) => s.run(toArgs(args)) as { changes: number; lastInsertRowid: number | bigint });
+    return { changes: Number(r.changes), lastInsertRowid: Number(r.lastInsertRowid) };
   }
 
   async all<T = Row>(sql: string, args?: readonly unknown[]): Promise<T[]> {
-    if (this.txActive) await this.ready();
+    if (this.gate.active) await this.gate.idle();
     return this.allSync<T>(sql, args);
   }
   async get<T = Row>(sql: string, args?: readonly unknown[]): Promise<T | undefined> {
-    if (this.txActive) await this.ready();
+    if (this.gate.active) await this.gate.idle();
     return this.getSync<T>(sql, args);
   }
   async run(sql: string, args?: readonly unknown[]): Promise<RunResult> {
-    if (this.txActive) await this.ready();
+    if (this.gate.active) await this.gate.idle();
     return this.runSync(sql, args);
   }
   async batch(stmts: readonly Stmt[]): Promise<RunResult[]> {
-    if (this.inOpenTx()) return stmts.map((s) => this.runSync(s.sql, s.args));
+    if (this.gate.current()) return stmts.map((s) => this.runSync(s.sql, s.args));
     return this.tx(async () => stmts.map((s) => this.runSync(s.sql, s.args)));
   }
 
   async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
-    if (this.inOpenTx()) return fn(this); // nested: part of the outer transaction
-    const prev = this.txQueue;
-    let release!: () => void;
-    const mine = new Promise<void>((r) => (release = r));
-    this.txQueue = prev.then(() => mine);
-    await prev.catch(() => {});
-    this.txActive = true;
-    const marker = { open: true };
-    try {
-      return await this.inTx.run(marker, async () => {
-        this.conn.exec("BEGIN IMMEDIATE");
-        try {
-          const out = await fn(this);
-          this.conn.exec("COMMIT");
-          return out;
-        } catch (e) {
-          if (this.conn.inTransaction) this.conn.exec("ROLLBACK");
-          throw e;
-        }
-      });
-    } finally {
-      marker.open = false;
-      this.txActive = false;
-      release();
-    }
+    if (this.gate.current()) return fn(this); // nested: part of the outer transaction
+    return this.gate.run(
+      async () => { this.conn.exec("BEGIN IMMEDIATE"); return this; },
+      fn,
+      async () => { this.conn.exec("COMMIT"); },
+      async () => { if (this.conn.inTransaction) this.conn.exec("ROLLBACK"); },
+    );
   }
 
   async close(): Promise<void> {
-    await this.txQueue.catch(() => {});
+    await this.gate.drained();
     this.stmts.clear();
     this.conn.close();
   }
@@ -165,8 +202,7 @@ function rowsOf(rs: { columns: string[]; rows: ArrayLike<unknown>[] }): Row[] {
   return rs.rows.map((r) => {
     const o: Row = {};
     for (let i = 0; i < cols.length; i++) {
-      const v = r[i];
-      o[cols[i]!] = v instanceof ArrayBuffer ? new Uint8Array(v) : v;
+      o[cols[i]!] = fixValue(r[i]);
     }
     return o;
   });
@@ -195,35 +231,40 @@ class ClientExecutor implements Executor {
   }
 }
 
+/** @libsql/client: transactions (and writes outside them) are serialised through one gate, since
+ *  the client gives each transaction its own connection and concurrent writers would meet
+ *  SQLITE_BUSY; reads go straight through. */
 class ClientDb extends ClientExecutor implements Db {
   readonly driver = "client" as const;
-  private readonly inTx = new AsyncLocalStorage<{ ex: Executor; open: boolean }>();
+  private readonly gate = new TxGate<ClientExecutor>();
   constructor(readonly url: string, private readonly client: Client) { super(client); }
-  private txOf() { const s = this.inTx.getStore(); return s?.open ? s.ex : undefined; }
 
-  override all<T = Row>(sql: string, args?: readonly unknown[]) { const t = this.txOf(); return t ? t.all<T>(sql, args) : super.all<T>(sql, args); }
-  override get<T = Row>(sql: string, args?: readonly unknown[]) { const t = this.txOf(); return t ? t.get<T>(sql, args) : super.get<T>(sql, args); }
-  override run(sql: string, args?: readonly unknown[]) { const t = this.txOf(); return t ? t.run(sql, args) : super.run(sql, args); }
-  override batch(stmts: readonly Stmt[]) { const t = this.txOf(); return t ? t.batch(stmts) : super.batch(stmts); }
-
-  async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
-    const outer = this.txOf();
-    if (outer) return fn(outer);
-    const t = await this.client.transaction("write");
-    const ex = new ClientExecutor(t);
-    const marker = { ex: ex as Executor, open: true };
-    try {
-      const out = await this.inTx.run(marker, () => fn(ex));
-      await t.commit();
-      return out;
-    } catch (e) {
-      if (!t.closed) await t.rollback().catch(() => {});
-      throw e;
-    } finally {
-      marker.open = false;
-      t.close();
-    }
+  override all<T = Row>(sql: string, args?: readonly unknown[]) { const t = this.gate.current(); return t ? t.all<T>(sql, args) : super.all<T>(sql, args); }
+  override get<T = Row>(sql: string, args?: readonly unknown[]) { const t = this.gate.current(); return t ? t.get<T>(sql, args) : super.get<T>(sql, args); }
+  override async run(sql: string, args?: readonly unknown[]) {
+    const t = this.gate.current();
+    if (t) return t.run(sql, args);
+    await this.gate.idle();
+    return super.run(sql, args);
+  }
+  override async batch(stmts: readonly Stmt[]) {
+    const t = this.gate.current();
+    if (t) return t.batch(stmts);
+    await this.gate.idle();
+    return super.batch(stmts);
   }
 
-  async close(): Promise<void> { this.client.close(); }
+  async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+    const outer = this.gate.current();
+    if (outer) return fn(outer);
+    let t: Transaction | undefined;
+    return this.gate.run(
+      async () => { t = await this.client.transaction("write"); return new ClientExecutor(t); },
+      fn,
+      async () => { await t!.commit(); t!.close(); },
+      async () => { if (!t!.closed) await t!.rollback().catch(() => {}); t!.close(); },
+    );
+  }
+
+  async close(): Promise<void> { await this.gate.drained(); this.client.close(); }
 }

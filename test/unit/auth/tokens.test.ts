@@ -47,7 +47,7 @@ describe("issue", () => {
     expect(t.token).not.toBe(t.refreshToken);
     expect(t.hash).toBe(hashToken(t.token));
     expect(t.expiresAt).toBeGreaterThanOrEqual(before + 3600);
-    expect(t.expiresAt).toBeLessThanOrEqual(nowSeconds() + 3600);
+    expect(t.expiresAt).toBeLessThanOrEqual(nowSeconds() + 3600 + 1); // issue time rounds up
 
     const row = (await tokensRepo.byHash(db, t.hash))!;
     expect(row).toMatchObject({ kind: "user", subject_id: "u1", system_key: SK, expires_at: t.expiresAt, refresh_hash: hashToken(t.refreshToken) });
@@ -144,7 +144,7 @@ describe("refresh", () => {
     expect(issued.token).not.toBe(t.token);
     expect(issued.refreshToken).not.toBe(t.refreshToken);
     expect(issued.expiresAt).toBeGreaterThanOrEqual(before + 600);
-    expect(issued.expiresAt).toBeLessThanOrEqual(nowSeconds() + 600);
+    expect(issued.expiresAt).toBeLessThanOrEqual(nowSeconds() + 600 + 1); // issue time rounds up
     expect(await tokens.resolve(t.token)).toBeNull();
     expect(await tokens.resolve(issued.token)).toMatchObject({ kind: "user", id: "u1", systemKey: SK });
     expect(await rowCount()).toBe(1);
@@ -202,7 +202,7 @@ describe("refresh", () => {
   test("works after the access token expired, while the refresh token is valid", async () => {
     await atMsOfSecond(50);
     const t = await tokens.issue(db, "user", "u1", SK, 1);
-    await sleep(1100);
+    await sleep(2100); // a ttl of 1 s lasts until the end of the next whole second
     expect(await tokens.resolve(t.token)).toBeNull();
     const { issued } = await tokens.refresh("user", t.refreshToken, t.token, ttl);
     expect(await tokens.resolve(issued.token)).not.toBeNull();

@@ -18,14 +18,16 @@ export class TtlCache<K, V> {
     return v;
   }
 
-  /** The cached value, or the loaded one (cached unless undefined). */
-  async getOr(k: K, load: () => Promise<V | undefined>): Promise<V | undefined> {
+  /** The cached value, or the loaded one (cached unless undefined). A hit resolves without
+   *  running the loader (hot paths check `get` first to skip the promise entirely). */
+  getOr(k: K, load: () => Promise<V | undefined>): Promise<V | undefined> {
     const hit = this.get(k);
-    if (hit !== undefined) return hit;
-    const v = await load();
-    if (v !== undefined) this.set(k, v);
-    else this.map.delete(k);
-    return v;
+    if (hit !== undefined) return Promise.resolve(hit);
+    return load().then((v) => {
+      if (v !== undefined) this.set(k, v);
+      else this.map.delete(k);
+      return v;
+    });
   }
 
   delete(k: K) { this.map.delete(k); }

@@ -27,7 +27,14 @@ export interface Collection {
   compiled: Map<string, CompiledFetch>;
 }
 
-interface CompiledFetch { q: Query; where: CompiledWhere; sql: string }
+interface CompiledFetch {
+  q: Query; where: CompiledWhere; sql: string;
+  /** The last result, valid while the collection's write version is unchanged. */
+  result?: { version: number; data: Record<string, unknown>[]; total: number; at: number };
+}
+/** Results kept per compiled query: small pages only, and never older than this. */
+const RESULT_MAX_ROWS = 100;
+const RESULT_MAX_MS = 30_000;
 const COMPILED_MAX = 200;
 
 const COLLECTION_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
@@ -64,8 +71,18 @@ export interface FetchPage {
 export class Collections {
   private readonly byId = new TtlCache<string, Collection>(META_CACHE_MS, 5_000);
   private readonly idByName = new TtlCache<string, string>(META_CACHE_MS, 5_000);
+  /** Write version per collection. Query results are reused while it is unchanged, which is exact
+   *  only when this process is the database's one writer: a local file (native driver). */
+  private readonly versions = new Map<string, number>();
+  private readonly reuseResults: boolean;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
+    this.reuseResults = d.db.driver === "native";
+  }
+
+  private version(id: string) { return this.versions.get(id) ?? 0; }
+  /** Every write to a collection's rows calls this after its transaction. */
+  private written(id: string) { this.versions.set(id, this.version(id) + 1); }
 
   private forget(c: CollectionRow) {
     this.byId.delete(c.collection_id);
@@ -92,8 +109,8 @@ export class Collections {
   async byNameFor(p: Principal, systemKey: string, name: string): Promise<Collection> {
     await this.systems.access(p, systemKey);
     const key = `${systemKey}/${name}`;
-    const id = await this.idByName.getOr(key, async () => (await collectionsRepo.byName(this.d.db, systemKey, name))?.collection_id);
-    const c = id ? await this.load(id) : undefined;
+    const id = this.idByName.get(key) ?? (await this.idByName.getOr(key, async () => (await collectionsRepo.byName(this.d.db, systemKey, name))?.collection_id));
+    const c = id ? (this.byId.get(id) ?? (await this.load(id))) : undefined;
     if (!c) throw notFound("collection", name, "Data");
     return c;
   }
@@ -272,15 +289,27 @@ export class Collections {
   async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
     this.assertTable(c);
-    const { q, where, sql } = this.compileFetch(c, queryParam);
-    const rows = await collectionsRepo.selectPrepared(this.d.db, sql, where.args);
-    // A page that is not full tells the total without a second query.
-    const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
-    const total = q.pageSize === 0 || (rows.length < q.pageSize && (rows.length > 0 || offset === 0))
-      ? offset + rows.length
-      : await collectionsRepo.count(this.d.db, c.row.collection_id, where);
+    const compiled = this.compileFetch(c, queryParam);
+    const { q, where, sql } = compiled;
+    const id = c.row.collection_id;
+    const version = this.version(id);
+    let data: Record<string, unknown>[], total: number;
+    const hit = compiled.result;
+    if (this.reuseResults && hit && hit.version === version && Date.now() - hit.at < RESULT_MAX_MS) {
+      ({ data, total } = hit);
+    } else {
+      const rows = await collectionsRepo.selectPrepared(this.d.db, sql, where.args);
+      // A page that is not full tells the total without a second query.
+      const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
+      total = q.pageSize === 0 || (rows.length < q.pageSize && (rows.length > 0 || offset === 0))
+        ? offset + rows.length
+        : await collectionsRepo.count(this.d.db, id, where);
+      data = rows.map((r) => this.rowToWire(c, r));
+      if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.get(queryParam as string) === compiled)
+        compiled.result = { version, data, total, at: Date.now() };
+    }
     return {
-      DATA: rows.map((r) => this.rowToWire(c, r)),
+      DATA: data,
       TOTAL: total,
       CURRENTPAGE: q.pageNum,
       NEXTPAGEURL: q.pageSize && q.pageNum * q.pageSize < total ? pageUrl(pageBase, q, q.pageNum + 1) : null,
@@ -332,6 +361,7 @@ export class Collections {
     try {
       await this.d.db.tx((tx) => collectionsRepo.insertRows(tx, c.row.collection_id, cols, rows.map((r) => r.values), null));
     } catch (e) { throw sqlToApi(e); }
+    this.written(c.row.collection_id);
     const out = rows.map((r) => ({ item_id: r.itemId }));
     this.d.events.emit("Data::ItemCreated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out });
     return out;
@@ -358,6 +388,7 @@ export class Collections {
     let ids: string[];
     try { ids = await this.d.db.tx((tx) => collectionsRepo.update(tx, c.row.collection_id, pairs, where, null)); }
     catch (e) { throw sqlToApi(e); }
+    this.written(c.row.collection_id);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
     return { count: ids.length };
   }
@@ -370,6 +401,7 @@ export class Collections {
     const q = parseQuery(queryParam);
     const where = compileWhere(q.filters, c.map);
     const ids = await this.d.db.tx((tx) => collectionsRepo.delete(tx, c.row.collection_id, where));
+    this.written(c.row.collection_id);
     if (ids.length) this.d.events.emit("Data::ItemDeleted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: queryParam });
     return { count: ids.length };
   }
@@ -386,7 +418,8 @@ export class Collections {
     if (!items.length) throw fail("INVALID_ARGUMENT", "body: a row to upsert is required");
     const out: Record<string, unknown>[] = [];
     const all = ["item_id", ...c.columns.map((x) => x.name)];
-    await this.d.db.tx(async (tx) => {
+    // bumped whether the transaction commits or not: a failed upsert must not leave a stale result
+    try { await this.d.db.tx(async (tx) => {
       for (const [i, item] of items.entries()) {
         const o = objectBody(item, `item ${i}`);
         if (o[conflictColumn] === undefined || o[conflictColumn] === null) throw dataError(`item ${i}: the conflict column '${conflictColumn}' needs a value`);
@@ -398,7 +431,7 @@ export class Collections {
           out.push(this.rowToWire(c, rows[0]!));
         } catch (e) { throw sqlToApi(e); }
       }
-    });
+    }); } finally { this.written(c.row.collection_id); }
     this.d.events.emit("Data::ItemUpserted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out.map((r) => ({ item_id: r.item_id as string })) });
     return { DATA: out, TOTAL: out.length, count: out.length };
   }

@@ -69,7 +69,7 @@ export class Systems {
   /** The system, if the caller may act in it: its owner (or a platform admin), or a token of that system. */
   async access(p: Principal, key: unknown): Promise<SystemRow> {
     if (typeof key !== "string" || !key) throw fail("INVALID_ARGUMENT", "system key is required");
-    const row = await this.find(key);
+    const row = this.cache.get(key) ?? (await this.find(key));
     if (p.kind === "developer") {
       if (!row) throw fail("SYSTEM_NOT_FOUND", `system '${key}' does not exist`);
       if (row.owner_id !== p.id && !p.admin) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", `system '${key}' belongs to another developer`);

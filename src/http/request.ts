@@ -53,18 +53,34 @@ export async function jsonBody(req: Request): Promise<unknown> {
   }
 }
 
-/** Query parameters with the FIRST value winning (clients sometimes repeat `query`). */
+/** Query parameters with the FIRST value winning (clients sometimes repeat `query`);
+ *  both %20 and + decode to a space. */
 export class QueryParams {
   private params: URLSearchParams | undefined;
-  constructor(private readonly url: string) {}
-  private all(): URLSearchParams {
-    if (!this.params) {
-      const i = this.url.indexOf("?");
-      this.params = new URLSearchParams(i < 0 ? "" : this.url.slice(i + 1));
-    }
-    return this.params;
+  private readonly search: string;
+  constructor(url: string) {
+    const i = url.indexOf("?");
+    this.search = i < 0 ? "" : url.slice(i + 1);
   }
-  get(name: string): string | null { return this.all().get(name); }
+  private all(): URLSearchParams {
+    return (this.params ??= new URLSearchParams(this.search));
+  }
+  get(name: string): string | null {
+    // One scan for the common case of plain parameter names; URLSearchParams for the rest.
+    if (this.params || !/^[A-Za-z_]+$/.test(name)) return this.all().get(name);
+    const s = this.search;
+    let at = 0;
+    while (at < s.length) {
+      const end = s.indexOf("&", at);
+      const stop = end < 0 ? s.length : end;
+      if (s.startsWith(name, at) && (s.charCodeAt(at + name.length) === 61 /* = */ || at + name.length === stop)) {
+        const raw = at + name.length === stop ? "" : s.slice(at + name.length + 1, stop);
+        try { return decodeURIComponent(raw.includes("+") ? raw.replace(/\+/g, " ") : raw); } catch { return this.all().get(name); }
+      }
+      at = stop + 1;
+    }
+    return null;
+  }
   /** Every value of every parameter, in order (webhooks pass them all on). */
   entries(): [string, string][] { return [...this.all().entries()]; }
 }

@@ -108,15 +108,17 @@ export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
 export interface HttpResponse<T = any> { status: number; headers: http.IncomingHttpHeaders; text: string; body: T }
 
 /** A raw HTTP request (node:http, so GET and DELETE may carry bodies). A string body is sent as is. */
-export function request<T = any>(base: string, method: string, path: string, opts: { headers?: Record<string, string>; body?: unknown } = {}): Promise<HttpResponse<T>> {
+export function request<T = any>(base: string, method: string, path: string, opts: { headers?: Record<string, string>; body?: unknown; chunked?: boolean } = {}): Promise<HttpResponse<T>> {
   const u = new URL(base);
   const payload = opts.body === undefined ? undefined : typeof opts.body === "string" || Buffer.isBuffer(opts.body) ? opts.body : JSON.stringify(opts.body);
   return new Promise((res, rej) => {
+    let answered = false;
     const req = http.request({
       host: u.hostname, port: u.port, method, path,
-      headers: { ...(payload !== undefined ? { "content-length": String(Buffer.byteLength(payload)) } : {}), ...opts.headers },
+      headers: { ...(payload !== undefined && !opts.chunked ? { "content-length": String(Buffer.byteLength(payload)) } : {}), ...opts.headers },
       agent: false,
     }, (r) => {
+      answered = true;
       const chunks: Buffer[] = [];
       r.on("data", (c) => chunks.push(c));
       r.on("end", () => {
@@ -126,7 +128,12 @@ export function request<T = any>(base: string, method: string, path: string, opt
         res({ status: r.statusCode ?? 0, headers: r.headers, text, body });
       });
     });
-    req.on("error", rej);
+    // A server may answer before reading the whole body (a 413) and close: the answer counts.
+    req.on("error", (e: NodeJS.ErrnoException) => {
+      if (answered) return;
+      if (e.code === "EPIPE" || e.code === "ECONNRESET") setTimeout(() => { if (!answered) rej(e); }, 2000);
+      else rej(e);
+    });
     if (payload !== undefined) req.write(payload);
     req.end();
   });

@@ -8,6 +8,9 @@ import { createLogger, type Logger } from "./core/log.ts";
 import type { DomainDeps } from "./domain/deps.ts";
 import { Collections } from "./domain/collections.ts";
 import { Developers } from "./domain/developers.ts";
+import { Devices } from "./domain/devices.ts";
+import { Messages } from "./domain/messages.ts";
+import { MqttBroker } from "./broker/broker.ts";
 import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
 import { Users } from "./domain/users.ts";
@@ -24,6 +27,7 @@ export interface App {
   services: Services;
   events: EventBus;
   http: HttpServer;
+  broker: MqttBroker;
   stop(): Promise<void>;
 }
 
@@ -54,7 +58,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const developers = new Developers(deps);
     const users = new Users(deps, systems, roles);
     const collections = new Collections(deps, systems);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections };
+    const devices = new Devices(deps, systems, roles);
+    const messages = new Messages(deps, systems);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -68,12 +74,20 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
     }
 
+    await messages.start();
+    started.push({ name: "history", stop: () => messages.stop() });
+    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages });
+    await broker.start();
+    started.push({ name: "broker", stop: () => broker.stop() });
+    devices.setConnectionView(broker);
+    messages.setBroker(broker);
+
     const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
     started.push({ name: "http", stop: () => http.stop() });
-    log.info("outpost started", { version: VERSION, http: http.port, db: config.db.startsWith("file:") ? config.db : "remote" });
+    log.info("outpost started", { version: VERSION, http: http.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
 
     let stopping: Promise<void> | undefined;
-    return { config, log, db, services, events, http, stop: () => (stopping ??= stop()) };
+    return { config, log, db, services, events, http, broker, stop: () => (stopping ??= stop()) };
   } catch (err) {
     await stop();
     throw err;

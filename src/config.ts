@@ -34,6 +34,10 @@ export const ConfigSchema = z.object({
   edgeName: z.string().min(1).optional(),
   edgeToken: z.string().min(1).optional(),
   adaptersDir: z.string().optional(),
+  // messaging
+  historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
+  historyMaxAge: intText.pipe(z.number().int().min(1)).default(604800),
+  mqttOfflineQueueLimit: intText.pipe(z.number().int().min(1)).default(1000),
   // throttling (document 001 §2.8)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
@@ -182,6 +186,11 @@ Edge
   --edge-name NAME            the edge's name (also --edge-id)
   --edge-token TOKEN          the edge's token (also --edge-cookie)
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
+
+Messaging
+  --history-max-rows N        messages kept per topic by default (1000; 0 = no history)
+  --history-max-age SECONDS   age limit of message history (604800 = 7 days)
+  --mqtt-offline-queue-limit N  queued QoS 1/2 messages kept per offline client (1000)
 
 Throttling
   --enable-default-throttlers true|false   the two built-in cases (true)

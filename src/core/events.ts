@@ -17,6 +17,17 @@ export interface EventPayloads {
   "Data::ItemUpdated": { collectionId: string; collectionName: string; items: { item_id: string }[]; query: unknown };
   "Data::ItemDeleted": { collectionId: string; collectionName: string; items: { item_id: string }[]; query: unknown };
   "Data::ItemUpserted": { collectionId: string; collectionName: string; items: { item_id: string }[] };
+  "Device::DeviceCreated": { deviceName: string; device: Record<string, unknown> };
+  "Device::DeviceUpdated": { deviceName: string; changes: Record<string, unknown> };
+  "Device::DeviceDeleted": { deviceName: string; device: Record<string, unknown> };
+  "Device::DeviceAuth": { deviceName: string; is_error: boolean; error: string };
+  "Messaging::Publish": { topic: string; body: string; userId: string };
+  "Messaging::Subscribe": { topic: string; userId: string };
+  "Messaging::Unsubscribe": { topic: string; userId: string };
+  "Messaging::MQTTUserConnected": { email: string; userId: string; clientId: string };
+  "Messaging::MQTTUserDisconnected": { email: string; userId: string; clientId: string };
+  "Messaging::MQTTDeviceConnected": { deviceName: string; clientId: string };
+  "Messaging::MQTTDeviceDisconnected": { deviceName: string; clientId: string };
 }
 export type EventType = keyof EventPayloads;
 

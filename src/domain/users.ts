@@ -4,24 +4,23 @@ import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import type { Principal } from "../auth/principal.ts";
-import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } from "../core/columns.ts";
+import type { ColumnType } from "../core/columns.ts";
 import { TtlCache } from "../core/cache.ts";
-import { ApiError, fail, notFound } from "../core/errors.ts";
+import { fail, notFound } from "../core/errors.ts";
 import { newKey, nowIso } from "../core/ids.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { email as emailSchema, objectBody, password as passwordSchema, validate } from "../core/validate.ts";
-import { customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
 import type { Executor } from "../store/db.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { type UserRow, usersRepo } from "../store/users.ts";
+import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
 
-/** Columns every user row has (besides user_id, email, creation_date), kept in its data document. */
+/** Columns every user row has besides the table's own, kept in its data document. */
 const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int", phone: "string" };
-const FIXED_COLUMNS: Record<string, ColumnType> = { user_id: "string", email: "string", creation_date: "timestamp" };
-const RESERVED = new Set(["password", "roles", "user_token", "cb_token", ...Object.keys(FIXED_COLUMNS), ...Object.keys(STANDARD_DATA_COLUMNS)]);
+const FIXED_COLUMNS = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } } as const;
 
 const AuthBody = z.union([
   z.object({ grant_type: z.literal("refresh_token", { error: "grant_type must be 'refresh_token'" }), refresh_token: z.string().min(1), access_token: z.string().min(1) }).strict(),
@@ -30,17 +29,18 @@ const AuthBody = z.union([
 ]);
 const PassBody = z.object({ old_password: z.string(), new_password: passwordSchema }).strict();
 
-type Schema = { map: ColumnMap; custom: Record<string, ColumnType> };
+type Schema = CustomSchema;
 
-/** How long a node may serve a user row or a system's user schema from memory. */
+/** How long a node may serve a user row from memory. */
 const USER_CACHE_MS = 5_000;
 
 export class Users {
-  private readonly schemas = new TtlCache<string, Schema>(USER_CACHE_MS, 1_000);
+  private readonly columnsOf: CustomColumns;
   /** key: systemKey + "/" + user_id */
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles) {
+    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id");
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
       if (!u) return null;
@@ -52,36 +52,14 @@ export class Users {
 
   // ---- schema ---------------------------------------------------------------------------------
 
-  private async schema(ex: Executor, systemKey: string): Promise<Schema> {
-    // inside a transaction read fresh: the schema may be changing in it
-    if (ex !== this.d.db) return this.loadSchema(ex, systemKey);
-    return (await this.schemas.getOr(systemKey, () => this.loadSchema(ex, systemKey)))!;
-  }
-
-  private async loadSchema(ex: Executor, systemKey: string): Promise<Schema> {
-    const custom: Record<string, ColumnType> = { ...STANDARD_DATA_COLUMNS };
-    for (const c of await customColumnsRepo.list(ex, systemKey, "users")) custom[c.name] = c.type;
-    const map: ColumnMap = {};
-    for (const [n, t] of Object.entries(FIXED_COLUMNS)) map[n] = { sql: n, type: t };
-    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
-    return { map, custom };
-  }
+  private schema(ex: Executor, systemKey: string): Promise<Schema> { return this.columnsOf.schema(ex, systemKey); }
 
   private toWire(u: UserRow, schema: Schema): Record<string, unknown> {
-    const data = JSON.parse(u.data) as Record<string, unknown>;
-    const out: Record<string, unknown> = { user_id: u.user_id, email: u.email, creation_date: u.creation_date };
-    for (const [n, t] of Object.entries(schema.custom)) out[n] = n in data ? fromSql(t, data[n]) : null;
-    return out;
+    return this.columnsOf.wire(schema, u.data, { user_id: u.user_id, email: u.email, creation_date: u.creation_date });
   }
 
-  /** Checks custom column values of a create/update body; unknown keys are a 400 naming them. */
-  private columnValues(schema: Schema, values: Record<string, unknown>, data: Record<string, unknown> = {}) {
-    for (const [k, v] of Object.entries(values)) {
-      const t = schema.custom[k];
-      if (!t) throw fail("INVALID_ARGUMENT", `unknown user column '${k}'`);
-      data[k] = toJsonValue(t, v, k);
-    }
-    return data;
+  private columnValues(schema: Schema, values: Record<string, unknown>, data?: Record<string, unknown>) {
+    return this.columnsOf.values(schema, values, data);
   }
 
   // ---- sessions -------------------------------------------------------------------------------
@@ -384,39 +362,18 @@ export class Users {
   // ---- columns --------------------------------------------------------------------------------
 
   async columns(p: Principal, systemKey?: string | null) {
-    const key = await this.systemOf(p, systemKey);
-    const schema = await this.schema(this.d.db, key);
-    const builtins = new Set([...Object.keys(FIXED_COLUMNS), ...Object.keys(STANDARD_DATA_COLUMNS)]);
-    return Object.entries({ ...FIXED_COLUMNS, ...schema.custom }).map(([n, t]) => ({
-      ColumnName: n, ColumnType: t, PK: n === "user_id", UserDefined: !builtins.has(n),
-    }));
+    return this.columnsOf.list(await this.systemOf(p, systemKey));
   }
 
   async addColumn(p: Principal, systemKey: string, body: unknown) {
     await this.systems.accessAsDeveloper(p, systemKey);
-    const b = objectBody(body);
-    for (const k of Object.keys(b)) if (!["column_name", "name", "type"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
-    const name = checkName(b.column_name ?? b.name, "column");
-    const type = parseColumnType(b.type, name);
-    if (RESERVED.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in user column`);
-    await this.d.db.tx(async (tx) => {
-      if ((await customColumnsRepo.list(tx, systemKey, "users")).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
-      await customColumnsRepo.add(tx, systemKey, "users", name, type);
-    });
-    this.schemas.delete(systemKey);
+    await this.columnsOf.add(systemKey, body);
     return {};
   }
 
   async deleteColumn(p: Principal, systemKey: string, name: string | null) {
     await this.systems.accessAsDeveloper(p, systemKey);
-    if (!name) throw fail("INVALID_ARGUMENT", "column: the column name is required");
-    await this.d.db.tx(async (tx) => {
-      if (!(await customColumnsRepo.list(tx, systemKey, "users")).some((c) => c.name === name))
-        throw new ApiError("NOT_FOUND", `column '${name}' does not exist`);
-      await customColumnsRepo.remove(tx, systemKey, "users", name);
-      await usersRepo.dropDataKey(tx, systemKey, name);
-    });
-    this.schemas.delete(systemKey);
+    await this.columnsOf.remove(systemKey, name, (tx, n) => usersRepo.dropDataKey(tx, systemKey, n));
     this.rows.deleteWhere((r) => r.system_key === systemKey);
     return {};
   }

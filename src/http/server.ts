@@ -4,6 +4,8 @@ import { Elysia } from "elysia";
 import { ApiError, envelope } from "../core/errors.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
+import { deviceRoutes } from "./routes/devices.ts";
+import { messagingRoutes } from "./routes/messaging.ts";
 import { roleRoutes } from "./routes/roles.ts";
 import { systemRoutes } from "./routes/systems.ts";
 import { userRoutes } from "./routes/users.ts";
@@ -58,7 +60,9 @@ export function createHttpApp(s: Services) {
     .use(systemRoutes(s))
     .use(userRoutes(s))
     .use(roleRoutes(s))
-    .use(dataRoutes(s)) as unknown as Elysia;
+    .use(dataRoutes(s))
+    .use(deviceRoutes(s))
+    .use(messagingRoutes(s)) as unknown as Elysia;
   return app;
 }
 

@@ -3,6 +3,8 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Developers } from "../domain/developers.ts";
+import type { Devices } from "../domain/devices.ts";
+import type { Messages } from "../domain/messages.ts";
 import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
@@ -17,4 +19,6 @@ export interface Services {
   users: Users;
   roles: Roles;
   collections: Collections;
+  devices: Devices;
+  messages: Messages;
 }

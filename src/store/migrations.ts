@@ -121,6 +121,53 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: "devices and message history",
+    up: [
+      // active_key and rotating keys are credentials: stored as hashes only.
+      `CREATE TABLE devices (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL DEFAULT '',
+        description TEXT NOT NULL DEFAULT '',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        allow_key_auth INTEGER NOT NULL DEFAULT 1,
+        allow_certificate_auth INTEGER NOT NULL DEFAULT 0,
+        active_key_hash TEXT,
+        key_hashes TEXT NOT NULL DEFAULT '[]',
+        certificate TEXT NOT NULL DEFAULT '',
+        created_date INTEGER NOT NULL,
+        last_active_date INTEGER NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (system_key, name)
+      )`,
+      // time: epoch milliseconds
+      `CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        system_key TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        payload BLOB,
+        time INTEGER NOT NULL,
+        userid TEXT NOT NULL DEFAULT '',
+        ip TEXT NOT NULL DEFAULT '',
+        qos INTEGER NOT NULL DEFAULT 0
+      )`,
+      `CREATE INDEX messages_topic_time ON messages(system_key, topic, time)`,
+      `CREATE INDEX messages_time ON messages(time)`,
+      // per-topic history settings; max_rows/max_time 0 = the defaults, -1 = no history
+      `CREATE TABLE message_storage (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        topic TEXT NOT NULL,
+        max_rows INTEGER NOT NULL,
+        max_time INTEGER NOT NULL,
+        edge INTEGER NOT NULL DEFAULT 1,
+        platform INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (system_key, topic)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -1,0 +1,296 @@
+// The embedded MQTT broker (aedes): token authentication, per-system topic isolation, role
+// permissions on publish and subscribe, history, live connection registry, and the TCP, WebSocket,
+// TLS and secure WebSocket listeners.
+//
+// Isolation: every topic a client names is stored inside aedes as "<systemKey>/<topic>". Inbound
+// packets are rewritten as they are parsed (the system key is the CONNECT password, checked by
+// authenticate before anything else is processed); outbound publishes lose the prefix in
+// authorizeForward, which also drops anything of another system. So "#" in one system never sees
+// another system's messages, and retained messages of equal topics in two systems never collide.
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import net from "node:net";
+import tls from "node:tls";
+import { Aedes, type AedesOptions, type Client } from "aedes";
+import MQEmitter from "mqemitter";
+import { WebSocketServer, createWebSocketStream } from "ws";
+import { LEVEL, type Permissions } from "../auth/permissions.ts";
+import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
+import type { Tokens } from "../auth/tokens.ts";
+import type { Config } from "../config.ts";
+import type { EventBus } from "../core/events.ts";
+import type { Logger } from "../core/log.ts";
+import type { ConnectionView } from "../domain/devices.ts";
+import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
+import type { Systems } from "../domain/systems.ts";
+
+export interface BrokerDeps {
+  config: Config;
+  log: Logger;
+  tokens: Tokens;
+  perms: Permissions;
+  events: EventBus;
+  systems: Systems;
+  messages: Messages;
+  persistence?: AedesOptions["persistence"];
+}
+
+interface Session {
+  systemKey: string;
+  prefix: string;
+  principal: Principal | null;
+  ip: string;
+  connectedAt: string;
+  /** publish/subscribe decisions, cached like the role permissions they come from */
+  allowed: Map<string, { ok: boolean; until: number }>;
+}
+
+const DECISION_MS = 5_000;
+const DECISIONS_MAX = 500;
+/** Marks an offline-queue packet whose topic is already the client's own. */
+export const STRIPPED = Symbol("outpost.stripped");
+
+const NOT_AUTHORIZED = 5;
+
+function authError(message: string) {
+  return Object.assign(new Error(message), { returnCode: NOT_AUTHORIZED });
+}
+
+export class MqttBroker implements ConnectionView, MessagingBroker {
+  aedes!: Aedes;
+  private readonly sessions = new WeakMap<Client, Session>();
+  /** who published through the REST API, by payload buffer (see publish) */
+  private readonly restOrigins = new WeakMap<Buffer, Principal>();
+  /** live clients by system (for connection listings and counts) */
+  private readonly bySystem = new Map<string, Set<Client>>();
+  private readonly servers: { name: string; close(): Promise<void> }[] = [];
+  private wss: WebSocketServer[] = [];
+  readonly ports: Record<string, number> = {};
+
+  constructor(private readonly d: BrokerDeps) {}
+
+  async start() {
+    this.aedes = await Aedes.createBroker({
+      mq: MQEmitter({ concurrency: 100 }),
+      persistence: this.d.persistence,
+      queueLimit: 200,
+      maxClientsIdLength: 128,
+      authenticate: (client, username, password, done) => {
+        this.authenticate(client, username, password).then(() => done(null, true), (err) => done(err, false));
+      },
+      authorizePublish: (client, packet, cb) => {
+        if (!client) return cb(null); // the broker itself (wills, REST publishes checked already)
+        this.allowed(client, packet.topic, LEVEL.CREATE).then((ok) => cb(ok ? null : new Error("not allowed to publish to this topic")), cb);
+      },
+      authorizeSubscribe: (client, sub, cb) => {
+        this.allowed(client, sub.topic, LEVEL.READ).then((ok) => cb(null, ok ? sub : null), (err) => cb(err));
+      },
+      authorizeForward: (client, packet) => this.forward(client, packet),
+      published: (packet, client, cb) => { this.published(packet, client); cb(null); },
+    });
+    const a = this.aedes;
+    a.on("clientReady", (client) => this.connected(client));
+    a.on("clientDisconnect", (client) => this.disconnected(client));
+    a.on("subscribe", (subs, client) => this.subscribed(client, subs.map((s) => s.topic), "Messaging::Subscribe"));
+    a.on("unsubscribe", (topics, client) => this.subscribed(client, topics, "Messaging::Unsubscribe"));
+    a.on("clientError", (client, err) => this.d.log.debug("mqtt client error", { client: client?.id, err }));
+
+    const c = this.d.config;
+    await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
+    await this.listenWs("mqtt-ws", http.createServer(), c.mqttWsPort);
+    if (c.tlsCert && c.tlsKey) {
+      const creds = { cert: readFileSync(c.tlsCert), key: readFileSync(c.tlsKey) };
+      await this.listenTcp("mqtt-tls", tls.createServer(creds, (s) => this.accept(s)), c.mqttTlsPort);
+      await this.listenWs("mqtt-wss", https.createServer(creds), c.mqttWssPort);
+    }
+  }
+
+  private listenTcp(name: string, server: net.Server, port: number) {
+    return new Promise<void>((res, rej) => {
+      server.once("error", rej);
+      server.listen(port, this.d.config.httpHost, () => {
+        this.ports[name] = (server.address() as net.AddressInfo).port;
+        this.servers.push({ name, close: () => new Promise((r) => server.close(() => r())) });
+        res();
+      });
+    });
+  }
+
+  private listenWs(name: string, server: http.Server | https.Server, port: number) {
+    const wss = new WebSocketServer({ server, path: "/mqtt" });
+    wss.on("connection", (ws, req) => this.accept(createWebSocketStream(ws), req.socket.remoteAddress));
+    this.wss.push(wss);
+    return this.listenTcp(name, server as unknown as net.Server, port);
+  }
+
+  /** Hands a connection to aedes, rewriting the client's topics into its system's space. */
+  private accept(stream: net.Socket | import("node:stream").Duplex, ip?: string) {
+    const client = this.aedes.handle(stream as net.Socket);
+    const remote = ip ?? (stream as net.Socket).remoteAddress ?? "";
+    const c = client as unknown as { _parser: import("node:events").EventEmitter };
+    c._parser.prependListener("packet", (packet: Record<string, any>) => {
+      if (packet.cmd === "connect") {
+        const key = packet.password ? Buffer.from(packet.password).toString("utf8") : "";
+        const prefix = `${key}/`;
+        this.sessions.set(client, { systemKey: key, prefix, principal: null, ip: remote, connectedAt: "", allowed: new Map() });
+        if (packet.will) packet.will.topic = prefix + packet.will.topic;
+        return;
+      }
+      const s = this.sessions.get(client);
+      if (!s) return;
+      if (packet.cmd === "publish") packet.topic = s.prefix + packet.topic;
+      else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
+      else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
+    });
+  }
+
+  private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
+    const s = this.sessions.get(client);
+    if (!s || !username || !password || !s.systemKey) throw authError("username (a token) and password (the system key) are required");
+    const p = await this.d.tokens.resolve(username);
+    if (!p) throw authError("invalid token");
+    const system = await this.d.systems.find(s.systemKey);
+    if (!system) throw authError("unknown system");
+    if (p.kind === "developer" ? system.owner_id !== p.id && !p.admin : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
+    s.principal = p;
+    s.connectedAt = new Date().toISOString();
+  }
+
+  /** Publish/subscribe permission on a (prefixed) topic, cached per client for a few seconds. */
+  private async allowed(client: Client, topic: string, level: number): Promise<boolean> {
+    const s = this.sessions.get(client);
+    if (!s?.principal) return false;
+    const own = ownTopic(s.prefix, topic);
+    if (own === null) return false;
+    const key = level === LEVEL.READ ? "r" + topic : "w" + topic;
+    const hit = s.allowed.get(key);
+    const now = Date.now();
+    if (hit && hit.until > now) return hit.ok;
+    const ok = await this.d.perms.can(s.principal, { kind: "topic", name: own }, level);
+    if (s.allowed.size >= DECISIONS_MAX) s.allowed.clear();
+    s.allowed.set(key, { ok, until: now + DECISION_MS });
+    return ok;
+  }
+
+  /** Outbound: the client's own topic, and nothing from another system. */
+  private forward(client: Client, packet: any) {
+    if (packet[STRIPPED]) return packet;
+    const s = this.sessions.get(client);
+    if (!s || !packet.topic.startsWith(s.prefix)) return null;
+    const out = Object.assign(Object.create(Object.getPrototypeOf(packet)), packet);
+    out.topic = packet.topic.slice(s.prefix.length);
+    // aedes downgrades to the subscription's QoS by looking up the topic; do it on the stored one
+    const sub = (client as any).subscriptions?.[packet.topic];
+    if (sub && (sub.qos ?? 0) < out.qos) out.qos = sub.qos;
+    return out;
+  }
+
+  private published(packet: any, client: Client | null) {
+    const topic: string = packet.topic;
+    const slash = topic.indexOf("/");
+    if (slash <= 0 || topic.charCodeAt(0) === 36 /* $SYS */) return;
+    const systemKey = topic.slice(0, slash);
+    const own = topic.slice(slash + 1);
+    const s = client ? this.sessions.get(client) : undefined;
+    const payload: Buffer = packet.payload ?? Buffer.alloc(0);
+    const origin = this.restOrigins.get(payload) ?? s?.principal ?? null;
+    const userId = origin ? principalId(origin) : "";
+    this.d.messages.record(systemKey, own, payload, userId, s?.ip ?? "", packet.qos ?? 0);
+    this.d.events.emit("Messaging::Publish", systemKey, { topic: own, body: payload.toString("utf8"), userId });
+  }
+
+  private connected(client: Client) {
+    const s = this.sessions.get(client);
+    if (!s?.principal) return;
+    let set = this.bySystem.get(s.systemKey);
+    if (!set) this.bySystem.set(s.systemKey, (set = new Set()));
+    set.add(client);
+    const p = s.principal;
+    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceConnected", s.systemKey, { deviceName: p.name, clientId: client.id });
+    else this.d.events.emit("Messaging::MQTTUserConnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: client.id });
+  }
+
+  private disconnected(client: Client) {
+    const s = this.sessions.get(client);
+    if (!s?.principal) return;
+    const set = this.bySystem.get(s.systemKey);
+    if (set?.delete(client) && set.size === 0) this.bySystem.delete(s.systemKey);
+    const p = s.principal;
+    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceDisconnected", s.systemKey, { deviceName: p.name, clientId: client.id });
+    else this.d.events.emit("Messaging::MQTTUserDisconnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: client.id });
+  }
+
+  private subscribed(client: Client, topics: string[], type: "Messaging::Subscribe" | "Messaging::Unsubscribe") {
+    const s = this.sessions.get(client);
+    if (!s?.principal) return;
+    for (const t of topics) {
+      const own = ownTopic(s.prefix, t);
+      if (own !== null) this.d.events.emit(type, s.systemKey, { topic: own, userId: principalId(s.principal) });
+    }
+  }
+
+  // ---- for the domain -------------------------------------------------------------------------
+
+  publish(systemKey: string, topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean, origin: Principal | null): Promise<void> {
+    return new Promise((res, rej) => {
+      // aedes copies the packet; the payload buffer travels as is, so it carries the origin
+      if (origin) this.restOrigins.set(payload, origin);
+      const packet = { cmd: "publish" as const, topic: `${systemKey}/${topic}`, payload, qos, retain, dup: false };
+      this.aedes.publish(packet as any, (err) => (err ? rej(err) : res()));
+    });
+  }
+
+  subscriptions(systemKey: string): Map<string, number> {
+    const out = new Map<string, number>();
+    const prefix = `${systemKey}/`;
+    for (const client of this.bySystem.get(systemKey) ?? []) {
+      for (const t of Object.keys((client as any).subscriptions ?? {})) {
+        const own = ownTopic(prefix, t);
+        if (own !== null) out.set(own, (out.get(own) ?? 0) + 1);
+      }
+    }
+    return out;
+  }
+
+  deviceConnections(systemKey: string) {
+    const out = new Map<string, { client_id: string; time_connected: string }[]>();
+    for (const client of this.bySystem.get(systemKey) ?? []) {
+      const s = this.sessions.get(client);
+      if (s?.principal?.kind !== "device") continue;
+      const list = out.get(s.principal.name) ?? [];
+      list.push({ client_id: client.id, time_connected: s.connectedAt });
+      out.set(s.principal.name, list);
+    }
+    return out;
+  }
+
+  clientCount(systemKey?: string) {
+    return systemKey ? (this.bySystem.get(systemKey)?.size ?? 0) : this.aedes.connectedClients;
+  }
+
+  async stop() {
+    for (const w of this.wss) { for (const c of w.clients) c.terminate(); w.close(); }
+    await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
+    await Promise.all(this.servers.map((s) => s.close()));
+    this.servers.length = 0;
+  }
+}
+
+/** A client's topic or filter in its system's space ($share/group/ keeps its place in front). */
+export function inSystem(prefix: string, topic: string): string {
+  if (topic.startsWith("$share/")) {
+    const i = topic.indexOf("/", 7);
+    if (i > 0) return topic.slice(0, i + 1) + prefix + topic.slice(i + 1);
+  }
+  return prefix + topic;
+}
+
+/** The client's own form of a topic or filter in its system's space, or null if it is not in it. */
+export function ownTopic(prefix: string, topic: string): string | null {
+  if (topic.startsWith("$share/")) {
+    const i = topic.indexOf("/", 7);
+    return i > 0 && topic.startsWith(prefix, i + 1) ? topic.slice(0, i + 1) + topic.slice(i + 1 + prefix.length) : null;
+  }
+  return topic.startsWith(prefix) ? topic.slice(prefix.length) : null;
+}

@@ -1,0 +1,106 @@
+// The schema of a table with fixed columns plus developer-defined custom columns whose values
+// live in each row's `data` JSON document: users, devices and edges share it.
+import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } from "../core/columns.ts";
+import { TtlCache } from "../core/cache.ts";
+import { ApiError, fail } from "../core/errors.ts";
+import type { ColumnMap } from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import { type CustomTable, customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
+import type { Db, Executor } from "../store/db.ts";
+
+export interface CustomSchema {
+  /** every queryable column -> its SQL and type */
+  map: ColumnMap;
+  /** the columns kept in the data document (standard ones first, then the developer's) */
+  custom: Record<string, ColumnType>;
+}
+
+const SCHEMA_CACHE_MS = 5_000;
+
+export class CustomColumns {
+  private readonly cache = new TtlCache<string, CustomSchema>(SCHEMA_CACHE_MS, 1_000);
+  private readonly reserved: Set<string>;
+
+  /**
+   * @param fixed    real table columns (name -> SQL column and type)
+   * @param standard columns every row has, kept in the data document
+   * @param reserved names that may not become custom columns besides those two
+   */
+  constructor(
+    private readonly db: Db,
+    readonly table: CustomTable,
+    private readonly fixed: Record<string, { sql: string; type: ColumnType }>,
+    private readonly standard: Record<string, ColumnType>,
+    reserved: string[] = [],
+    private readonly pk = "",
+  ) {
+    this.reserved = new Set([...reserved, ...Object.keys(fixed), ...Object.keys(standard)]);
+  }
+
+  async schema(ex: Executor, systemKey: string): Promise<CustomSchema> {
+    // inside a transaction read fresh: the schema may be changing in it
+    if (ex !== this.db) return this.load(ex, systemKey);
+    return this.cache.get(systemKey) ?? (await this.cache.getOr(systemKey, () => this.load(ex, systemKey)))!;
+  }
+
+  private async load(ex: Executor, systemKey: string): Promise<CustomSchema> {
+    const custom: Record<string, ColumnType> = { ...this.standard };
+    for (const c of await customColumnsRepo.list(ex, systemKey, this.table)) custom[c.name] = c.type;
+    const map: ColumnMap = {};
+    for (const [n, f] of Object.entries(this.fixed)) map[n] = { sql: f.sql, type: f.type };
+    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
+    return { map, custom };
+  }
+
+  /** Checks custom column values; unknown keys are a 400 naming them. Returns the updated document. */
+  values(schema: CustomSchema, input: Record<string, unknown>, data: Record<string, unknown> = {}): Record<string, unknown> {
+    for (const [k, v] of Object.entries(input)) {
+      const t = schema.custom[k];
+      if (!t) throw fail("INVALID_ARGUMENT", `unknown ${this.table.slice(0, -1)} column '${k}'`);
+      data[k] = toJsonValue(t, v, k);
+    }
+    return data;
+  }
+
+  /** The custom part of a row on the wire (absent values are null). */
+  wire(schema: CustomSchema, dataJson: string, out: Record<string, unknown>): Record<string, unknown> {
+    const data = JSON.parse(dataJson) as Record<string, unknown>;
+    for (const [n, t] of Object.entries(schema.custom)) out[n] = n in data ? fromSql(t, data[n]) : null;
+    return out;
+  }
+
+  /** `[{ColumnName, ColumnType, PK, UserDefined}]` */
+  async list(systemKey: string) {
+    const s = await this.schema(this.db, systemKey);
+    const builtins = new Set([...Object.keys(this.fixed), ...Object.keys(this.standard)]);
+    return [...Object.entries(this.fixed).map(([n, f]) => [n, f.type] as const), ...Object.entries(s.custom)].map(([n, t]) => ({
+      ColumnName: n, ColumnType: t, PK: n === this.pk, UserDefined: !builtins.has(n),
+    }));
+  }
+
+  /** `{column_name, type}` (also `name`). */
+  async add(systemKey: string, body: unknown) {
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (!["column_name", "name", "type"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const name = checkName(b.column_name ?? b.name, "column");
+    const type = parseColumnType(b.type, name);
+    if (this.reserved.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in column`);
+    await this.db.tx(async (tx) => {
+      if ((await customColumnsRepo.list(tx, systemKey, this.table)).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
+      await customColumnsRepo.add(tx, systemKey, this.table, name, type);
+    });
+    this.cache.delete(systemKey);
+  }
+
+  /** Removes a column; `dropValues` clears its values from the rows in the same transaction. */
+  async remove(systemKey: string, name: string | null, dropValues: (tx: Executor, name: string) => Promise<unknown>) {
+    if (!name) throw fail("INVALID_ARGUMENT", "column: the column name is required");
+    await this.db.tx(async (tx) => {
+      if (!(await customColumnsRepo.list(tx, systemKey, this.table)).some((c) => c.name === name))
+        throw new ApiError("NOT_FOUND", `column '${name}' does not exist`);
+      await customColumnsRepo.remove(tx, systemKey, this.table, name);
+      await dropValues(tx, name);
+    });
+    this.cache.delete(systemKey);
+  }
+}

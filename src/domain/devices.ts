@@ -1,0 +1,370 @@
+// Devices (spec §4.2, device parts of §4.11 and §5, wire reference §1.3 and §5): records with
+// custom columns, key authentication with rotating keys, roles, bulk operations by query and the
+// broker's live connections.
+import { z } from "zod";
+import { LEVEL } from "../auth/permissions.ts";
+import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import type { Principal } from "../auth/principal.ts";
+import { fail, notFound } from "../core/errors.ts";
+import { deviceKey, newToken, nowSeconds } from "../core/ids.ts";
+import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { objectBody, validate } from "../core/validate.ts";
+import type { Executor } from "../store/db.ts";
+import { type DeviceChanges, type DeviceRow, devicesRepo } from "../store/devices.ts";
+import type { TokenRow } from "../store/tokens.ts";
+import { CustomColumns, type CustomSchema } from "./customColumns.ts";
+import type { DomainDeps } from "./deps.ts";
+import { roleToWire, type Roles } from "./roles.ts";
+import { Systems } from "./systems.ts";
+import { rolesRepo } from "../store/roles.ts";
+
+/** What the broker tells about live device connections. */
+export interface ConnectionView {
+  /** deviceName -> its MQTT connections */
+  deviceConnections(systemKey: string): Map<string, { client_id: string; time_connected: string }[]>;
+}
+
+const FIXED = {
+  name: { sql: "name", type: "string" }, type: { sql: "type", type: "string" }, state: { sql: "state", type: "string" },
+  description: { sql: "description", type: "string" }, enabled: { sql: "enabled", type: "bool" },
+  allow_key_auth: { sql: "allow_key_auth", type: "bool" }, allow_certificate_auth: { sql: "allow_certificate_auth", type: "bool" },
+  certificate: { sql: "certificate", type: "string" },
+  created_date: { sql: "created_date", type: "int" }, last_active_date: { sql: "last_active_date", type: "int" },
+} as const;
+const STANDARD = { cb_ttl_override: "int" } as const;
+/** Keys of a create/update body that are not columns. */
+const NON_COLUMNS = ["active_key", "keys", "causeTrigger", "device_key", "system_key", "has_keys", "__HostId__", "roles"];
+
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,127}$/;
+const MIN_KEY = 6;
+
+const AuthBody = z.union([
+  z.object({ grant_type: z.literal("refresh_token", { error: "grant_type must be 'refresh_token'" }), refresh_token: z.string().min(1), access_token: z.string().min(1) }).strict(),
+  z.object({ deviceName: z.string().min(1), activeKey: z.string().min(1) }).passthrough(),
+]);
+
+const bool = (v: unknown, field: string): number => {
+  if (typeof v === "boolean") return v ? 1 : 0;
+  if (v === "true" || v === "false") return v === "true" ? 1 : 0;
+  throw fail("INVALID_ARGUMENT", `${field} must be a boolean`);
+};
+const str = (v: unknown, field: string, max = 10_000): string => {
+  if (typeof v !== "string" || v.length > max) throw fail("INVALID_ARGUMENT", `${field} must be a string`);
+  return v;
+};
+
+export class Devices {
+  readonly columnsOf: CustomColumns;
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private connections?: ConnectionView) {
+    this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name");
+    d.tokens.registerLoader("device", async (row: TokenRow): Promise<Principal | null> => {
+      const dev = await devicesRepo.byName(d.db, row.system_key!, row.subject_id);
+      if (!dev || !dev.enabled) return null;
+      return { kind: "device", systemKey: dev.system_key, id: dev.name, name: dev.name, roles: await roles.rolesOf(d.db, dev.system_key, "device", dev.name), tokenHash: row.token_hash };
+    });
+  }
+
+  /** The broker registers itself once it is up. */
+  setConnectionView(v: ConnectionView) { this.connections = v; }
+
+  private toWire(row: DeviceRow, schema: CustomSchema): Record<string, unknown> {
+    const keys = JSON.parse(row.key_hashes) as string[];
+    return this.columnsOf.wire(schema, row.data, {
+      name: row.name, type: row.type, state: row.state, description: row.description,
+      enabled: row.enabled === 1, allow_key_auth: row.allow_key_auth === 1, allow_certificate_auth: row.allow_certificate_auth === 1,
+      certificate: row.certificate, has_keys: keys.length > 0, keys: "", device_key: deviceKey(row.system_key, row.name),
+      system_key: row.system_key, created_date: row.created_date, last_active_date: row.last_active_date,
+    });
+  }
+
+  private async guard(p: Principal, systemKey: string, level: number, self?: string) {
+    await this.systems.access(p, systemKey);
+    // a device may read and update its own record
+    if (p.kind === "device" && self !== undefined && p.name === self && (level & (LEVEL.READ | LEVEL.UPDATE)) === level) return;
+    await this.d.perms.require(p, { kind: "devices" }, level, "devices");
+  }
+
+  private async find(ex: Executor, systemKey: string, name: string): Promise<DeviceRow> {
+    const row = await devicesRepo.byName(ex, systemKey, name);
+    if (!row) throw notFound("device", name, "Devices");
+    return row;
+  }
+
+  // ---- authentication -------------------------------------------------------------------------
+
+  async authenticate(systemKey: string, body: unknown) {
+    const s = await this.systems.get(systemKey);
+    const b = validate(AuthBody, body);
+    if ("grant_type" in b) {
+      const { issued, row } = await this.d.tokens.refresh("device", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "device"), (r) => r.system_key === s.system_key);
+      return { deviceName: row.subject_id, deviceToken: issued.token, refreshToken: issued.refreshToken, expiresAt: issued.expiresAt };
+    }
+    const dev = await devicesRepo.byName(this.d.db, s.system_key, b.deviceName);
+    let ok = !!dev && dev.enabled === 1 && dev.allow_key_auth === 1;
+    if (ok) {
+      const hashes = [dev!.active_key_hash, ...(JSON.parse(dev!.key_hashes) as string[])].filter((h): h is string => !!h);
+      let match = false;
+      for (const h of hashes) if (await verifyPassword(b.activeKey, h)) { match = true; break; }
+      ok = match;
+    } else await verifyPassword(b.activeKey, undefined); // same timing for unknown devices
+    this.d.events.emit("Device::DeviceAuth", s.system_key, { deviceName: b.deviceName, is_error: !ok, error: ok ? "" : "invalid device name or key" });
+    if (!ok) throw fail("BAD_CREDENTIALS", "invalid device name or active key, or the device is disabled");
+    const t = await this.d.tokens.issue(this.d.db, "device", dev!.name, s.system_key, Systems.ttlFor(s, "device"));
+    await devicesRepo.touch(this.d.db, s.system_key, dev!.name, nowSeconds());
+    return { deviceName: dev!.name, deviceToken: t.token, refreshToken: t.refreshToken, expiresAt: t.expiresAt };
+  }
+
+  // ---- records --------------------------------------------------------------------------------
+
+  /** Splits a create/update body into table columns, custom column values and the key. */
+  private async parse(ex: Executor, systemKey: string, body: Record<string, unknown>, data: Record<string, unknown>, creating: boolean) {
+    const schema = await this.columnsOf.schema(ex, systemKey);
+    const cols: DeviceChanges = {};
+    const custom: Record<string, unknown> = {};
+    let activeKey: string | undefined;
+    for (const [k, v] of Object.entries(body)) {
+      switch (k) {
+        case "name": if (!creating) throw fail("INVALID_ARGUMENT", "Not allowed to update field 'name'"); break;
+        case "type": case "state": case "description": case "certificate": cols[k] = v === null ? "" : str(v, k); break;
+        case "enabled": case "allow_key_auth": case "allow_certificate_auth": cols[k] = bool(v, k); break;
+        case "active_key":
+          if (typeof v !== "string" || v.length < MIN_KEY) throw fail("INVALID_ARGUMENT", `active_key must be a string of at least ${MIN_KEY} characters`);
+          activeKey = v; break;
+        case "created_date": case "last_active_date": case "causeTrigger": case "device_key": case "system_key": case "has_keys": case "keys": case "__HostId__":
+          break; // server-set or client bookkeeping
+        default: custom[k] = v;
+      }
+    }
+    return { schema, cols, data: this.columnsOf.values(schema, custom, data), activeKey };
+  }
+
+  async create(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.CREATE);
+    const b = objectBody(body);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "name in the body differs from the name in the path");
+    if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid device name '${name}'`);
+    let generated: string | undefined;
+    const out = await this.d.db.tx(async (tx) => {
+      if (await devicesRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `device '${name}' already exists`);
+      const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, {}, true);
+      const key = activeKey ?? (generated = newToken());
+      const now = nowSeconds();
+      const row: DeviceRow = {
+        system_key: systemKey, name, type: cols.type ?? "", state: cols.state ?? "", description: cols.description ?? "",
+        enabled: cols.enabled ?? 1, allow_key_auth: cols.allow_key_auth ?? 1, allow_certificate_auth: cols.allow_certificate_auth ?? 0,
+        active_key_hash: await hashPassword(key), key_hashes: "[]", certificate: cols.certificate ?? "",
+        created_date: now, last_active_date: now, data: JSON.stringify(data),
+      };
+      await devicesRepo.insert(tx, row);
+      await this.roles.changeMembership(tx, systemKey, "device", name, { add: ["Authenticated"] });
+      return this.toWire(row, schema);
+    });
+    this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: name, device: out });
+    // a key the server chose is shown once, or nobody could ever use it
+    return generated ? { ...out, active_key: generated } : out;
+  }
+
+  async get(p: Principal, systemKey: string, name: string) {
+    await this.guard(p, systemKey, LEVEL.READ, name);
+    const row = await this.find(this.d.db, systemKey, name);
+    return this.toWire(row, await this.columnsOf.schema(this.d.db, systemKey));
+  }
+
+  async update(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.UPDATE, name);
+    const b = objectBody(body);
+    if (p.kind === "device" && p.name === name) {
+      for (const k of ["enabled", "allow_key_auth", "allow_certificate_auth", "active_key"]) if (k in b) throw fail("PERMISSION_DENIED", `a device cannot change its own '${k}'`);
+    }
+    return this.applyUpdate(systemKey, name, b);
+  }
+
+  private async applyUpdate(systemKey: string, name: string, b: Record<string, unknown>) {
+    const quiet = b.causeTrigger === false;
+    let disabled = false;
+    const out = await this.d.db.tx(async (tx) => {
+      const row = await this.find(tx, systemKey, name);
+      const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, JSON.parse(row.data) as Record<string, unknown>, false);
+      const changes: DeviceChanges = { ...cols, data: JSON.stringify(data) };
+      if (activeKey) changes.active_key_hash = await hashPassword(activeKey);
+      disabled = (cols.enabled === 0 && row.enabled === 1) || (cols.allow_key_auth === 0 && row.allow_key_auth === 1) || !!activeKey;
+      await devicesRepo.update(tx, systemKey, name, changes);
+      if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name);
+      return this.toWire((await devicesRepo.byName(tx, systemKey, name))!, schema);
+    });
+    if (disabled) this.d.tokens.forgetSubject("device", name);
+    const { causeTrigger: _c, active_key: _k, ...changes } = b;
+    if (!quiet) this.d.events.emit("Device::DeviceUpdated", systemKey, { deviceName: name, changes });
+    return out;
+  }
+
+  async remove(p: Principal, systemKey: string, name: string) {
+    await this.guard(p, systemKey, LEVEL.DELETE);
+    const device = await this.deleteOne(systemKey, name);
+    this.d.events.emit("Device::DeviceDeleted", systemKey, { deviceName: name, device });
+    return { success: true };
+  }
+
+  private async deleteOne(systemKey: string, name: string) {
+    const schema = await this.columnsOf.schema(this.d.db, systemKey);
+    const wire = await this.d.db.tx(async (tx) => {
+      const row = await this.find(tx, systemKey, name);
+      await this.d.tokens.revokeSubject(tx, "device", name);
+      await this.roles.removeSubject(tx, systemKey, "device", name);
+      await devicesRepo.delete(tx, systemKey, name);
+      return this.toWire(row, schema);
+    });
+    this.d.tokens.forgetSubject("device", name);
+    return wire;
+  }
+
+  // ---- many at once ---------------------------------------------------------------------------
+
+  private async matching(systemKey: string, query: unknown, paged: boolean) {
+    const schema = await this.columnsOf.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined, paged ? {} : { defaultPageSize: 0 });
+    const where = compileWhere(q.filters, schema.map);
+    const rows = await devicesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "created_date, name") + (paged ? compileLimit(q) : ""));
+    return { schema, q, rows };
+  }
+
+  async list(p: Principal, systemKey: string, query: string | null) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const { schema, rows, q } = await this.matching(systemKey, query, true);
+    let out = rows.map((r) => this.toWire(r, schema));
+    if (q.select) {
+      for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
+      out = out.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
+    }
+    return out;
+  }
+
+  async count(p: Principal, systemKey: string, query: string | null) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const schema = await this.columnsOf.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined);
+    return { count: await devicesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+  }
+
+  /** PUT /api/v/2/devices/{systemKey}: `{query, $set}` on every matching device. */
+  async bulkUpdate(p: Principal, systemKey: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (k !== "query" && k !== "$set") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (query, $set)`);
+    if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required");
+    const set = objectBody(b.$set, "$set");
+    if (!Object.keys(set).length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");
+    const { rows } = await this.matching(systemKey, b.query, false);
+    const out: Record<string, unknown>[] = [];
+    for (const r of rows) out.push(await this.applyUpdate(systemKey, r.name, { ...set }));
+    return { DATA: out, TOTAL: out.length };
+  }
+
+  /** DELETE /api/v/2/devices/{systemKey}?query=: the query is required. */
+  async bulkDelete(p: Principal, systemKey: string, query: string | null) {
+    await this.guard(p, systemKey, LEVEL.DELETE);
+    if (!query) throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every device)");
+    const { rows } = await this.matching(systemKey, query, false);
+    for (const r of rows) {
+      const device = await this.deleteOne(systemKey, r.name);
+      this.d.events.emit("Device::DeviceDeleted", systemKey, { deviceName: r.name, device });
+    }
+    return { success: true, count: rows.length };
+  }
+
+  // ---- columns --------------------------------------------------------------------------------
+
+  async columns(p: Principal, systemKey: string) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    return this.columnsOf.list(systemKey);
+  }
+  async addColumn(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.columnsOf.add(systemKey, body);
+    return {};
+  }
+  async deleteColumn(p: Principal, systemKey: string, name: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.columnsOf.remove(systemKey, name, (tx, n) => devicesRepo.dropDataKey(tx, systemKey, n));
+    return {};
+  }
+
+  // ---- rotating keys (developer) --------------------------------------------------------------
+
+  /** POST: creates `count` keys, any of which authenticates the device; they are shown once. */
+  async createKeys(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const b = objectBody(body);
+    const count = b.count ?? b.numberOfKeys ?? 1;
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 100) throw fail("INVALID_ARGUMENT", "count must be an integer from 1 to 100");
+    await this.find(this.d.db, systemKey, name);
+    const keys = Array.from({ length: count }, () => newToken());
+    const hashes = await Promise.all(keys.map((k) => hashPassword(k)));
+    await devicesRepo.update(this.d.db, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]! });
+    this.d.tokens.forgetSubject("device", name);
+    return { active_key: keys[0], keys };
+  }
+
+  async keyInfo(p: Principal, systemKey: string, name: string) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const row = await this.find(this.d.db, systemKey, name);
+    const n = (JSON.parse(row.key_hashes) as string[]).length;
+    return { has_keys: n > 0, count: n };
+  }
+
+  /** PUT: a fresh set of as many keys as before; the old ones stop working. */
+  async rotateKeys(p: Principal, systemKey: string, name: string) {
+    const info = await this.keyInfo(p, systemKey, name);
+    return this.createKeys(p, systemKey, name, { count: Math.max(1, info.count) });
+  }
+
+  async deleteKeys(p: Principal, systemKey: string, name: string) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.find(this.d.db, systemKey, name);
+    await devicesRepo.update(this.d.db, systemKey, name, { key_hashes: "[]" });
+    return {};
+  }
+
+  // ---- roles ----------------------------------------------------------------------------------
+
+  async rolesOf(p: Principal, systemKey: string, name: string) {
+    await this.guard(p, systemKey, LEVEL.READ, name);
+    await this.find(this.d.db, systemKey, name);
+    const ids = await this.roles.rolesOf(this.d.db, systemKey, "device", name);
+    const rows = await Promise.all(ids.map((id) => rolesRepo.byId(this.d.db, systemKey, id)));
+    return { roles: rows.filter((r) => !!r).map((r) => roleToWire(r!)) };
+  }
+
+  async changeRoles(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.d.db.tx(async (tx) => {
+      await this.find(tx, systemKey, name);
+      await this.roles.changeMembership(tx, systemKey, "device", name, body);
+    });
+    this.d.tokens.forgetSubject("device", name);
+    return {};
+  }
+
+  // ---- connections (from the broker) ----------------------------------------------------------
+
+  private live(systemKey: string) { return this.connections?.deviceConnections(systemKey) ?? new Map(); }
+
+  async connectionsList(p: Principal, systemKey: string) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    return Object.fromEntries(this.live(systemKey));
+  }
+
+  async connectionInfo(p: Principal, systemKey: string, name: string) {
+    const device = await this.get(p, systemKey, name);
+    return { ...device, connections: this.live(systemKey).get(name) ?? [], attached_proxies: [] };
+  }
+
+  async connectionCount(p: Principal, systemKey: string) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const live = this.live(systemKey);
+    let total = 0;
+    for (const c of live.values()) total += c.length;
+    return { total_devices: await devicesRepo.countAll(this.d.db, systemKey), total_device_connections: total, unique_device_connections: live.size };
+  }
+}

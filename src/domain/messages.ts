@@ -1,0 +1,256 @@
+// Messaging (spec §4.7, wire reference §8.2, §8.3): REST publish into the broker, message history
+// written in batches with per-topic limits, topic listings.
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { principalId } from "../auth/principal.ts";
+import { fail } from "../core/errors.ts";
+import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import { type MessageRow, type NewMessage, type StorageRow, messagesRepo } from "../store/messages.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+/** What the broker offers the messaging API. */
+export interface Broker {
+  /** Publishes as `origin` (permissions already checked). */
+  publish(systemKey: string, topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean, origin: Principal | null): Promise<void>;
+  /** topic filter -> number of live subscriptions, for one system */
+  subscriptions(systemKey: string): Map<string, number>;
+}
+
+const FLUSH_MS = 50;
+const FLUSH_ROWS = 2_000;
+/** When the buffer is this full the broker's history lags: drop the oldest rather than grow. */
+const BUFFER_MAX = 100_000;
+const SWEEP_MS = 60_000;
+
+const TOPIC_COLUMNS: ColumnMap = {
+  topicid: { sql: "topicid", type: "string" },
+  message_count: { sql: "message_count", type: "int" },
+  last_time: { sql: "last_time", type: "int" },
+};
+
+interface Limits { maxRows: number; maxTime: number; store: boolean }
+
+export class Messages {
+  private buffer: NewMessage[] = [];
+  private flushing: Promise<void> | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private sweeper: ReturnType<typeof setInterval> | null = null;
+  /** per system/topic settings; absent = defaults */
+  private settings = new Map<string, StorageRow>();
+  /** rows per topic since the last trim, to trim without counting every time */
+  private sinceTrim = new Map<string, number>();
+  private broker: Broker | null = null;
+  dropped = 0;
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+
+  setBroker(b: Broker) { this.broker = b; }
+
+  async start() {
+    for (const s of await messagesRepo.allStorage(this.d.db)) this.settings.set(`${s.system_key}\u0000${s.topic}`, s);
+    this.sweeper = setInterval(() => this.sweep().catch((err) => this.d.log.warn("history sweep failed", { err })), SWEEP_MS);
+    this.sweeper.unref();
+  }
+
+  async stop() {
+    if (this.sweeper) clearInterval(this.sweeper);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.flush();
+  }
+
+  private limits(systemKey: string, topic: string): Limits {
+    const s = this.settings.get(`${systemKey}\u0000${topic}`);
+    const here = this.d.config.mode === "edge" ? s?.edge : s?.platform;
+    return {
+      maxRows: s ? s.max_rows : this.d.config.historyMaxRows,
+      maxTime: (s && s.max_time > 0 ? s.max_time : this.d.config.historyMaxAge) * 1000,
+      store: s ? s.max_rows !== 0 && here !== 0 : this.d.config.historyMaxRows !== 0,
+    };
+  }
+
+  /** Called by the broker for every publish: queued, written in the next batch. */
+  record(systemKey: string, topic: string, payload: Uint8Array, userid: string, ip: string, qos: number) {
+    if (!this.limits(systemKey, topic).store) return;
+    if (this.buffer.length >= BUFFER_MAX) { this.buffer.shift(); this.dropped++; }
+    this.buffer.push({ system_key: systemKey, topic, payload, time: Date.now(), userid, ip, qos });
+    if (this.buffer.length >= FLUSH_ROWS) void this.flush();
+    else this.timer ??= setTimeout(() => { this.timer = null; void this.flush(); }, FLUSH_MS);
+  }
+
+  /** Writes the buffered messages in one transaction and trims topics over their limit. */
+  async flush(): Promise<void> {
+    if (this.flushing) { await this.flushing; if (!this.buffer.length) return; }
+    if (!this.buffer.length) return;
+    const batch = this.buffer;
+    this.buffer = [];
+    this.flushing = (async () => {
+      try {
+        await this.d.db.tx(async (tx) => {
+          await messagesRepo.insertMany(tx, batch);
+          const touched = new Map<string, number>();
+          for (const m of batch) { const k = `${m.system_key}\u0000${m.topic}`; touched.set(k, (touched.get(k) ?? 0) + 1); }
+          for (const [k, n] of touched) {
+            const [systemKey, topic] = k.split("\u0000") as [string, string];
+            const { maxRows } = this.limits(systemKey, topic);
+            if (maxRows <= 0) continue;
+            const seen = this.sinceTrim.get(k) ?? (await messagesRepo.countTopic(tx, systemKey, topic)) - n;
+            // trim once a topic is 10% over its limit, so most batches do not trim at all
+            if (seen + n > maxRows * 1.1 + 10) { await messagesRepo.trimTopic(tx, systemKey, topic, maxRows); this.sinceTrim.set(k, maxRows); }
+            else this.sinceTrim.set(k, seen + n);
+          }
+        });
+      } catch (err) {
+        this.d.log.error("history write failed", { err, messages: batch.length });
+      }
+    })();
+    await this.flushing;
+    this.flushing = null;
+  }
+
+  /** Age limits and exact row limits, periodically. */
+  async sweep() {
+    await this.flush();
+    const now = Date.now();
+    await messagesRepo.deleteOlderThan(this.d.db, now - this.d.config.historyMaxAge * 1000);
+    for (const s of this.settings.values()) {
+      if (s.max_time > 0) await messagesRepo.deleteTopicOlderThan(this.d.db, s.system_key, s.topic, now - s.max_time * 1000);
+      if (s.max_rows > 0) await messagesRepo.trimTopic(this.d.db, s.system_key, s.topic, s.max_rows);
+    }
+    for (const [k, n] of this.sinceTrim) {
+      const [systemKey, topic] = k.split("\u0000") as [string, string];
+      const { maxRows } = this.limits(systemKey, topic);
+      if (maxRows > 0 && n > maxRows) await messagesRepo.trimTopic(this.d.db, systemKey, topic, maxRows);
+    }
+    this.sinceTrim.clear();
+  }
+
+  // ---- REST -----------------------------------------------------------------------------------
+
+  private async needHistory(p: Principal, systemKey: string, level: number) {
+    await this.systems.access(p, systemKey);
+    await this.d.perms.require(p, { kind: "msgHistory" }, level, "message history");
+  }
+
+  private static toWire(m: MessageRow) {
+    const payload = m.payload ? Buffer.from(m.payload) : Buffer.alloc(0);
+    return {
+      pk: String(m.id), topicid: m.topic, ip: m.ip, time: Math.floor(m.time / 1000), payloadsize: payload.length,
+      payload: payload.toString("utf8"), userid: m.userid, qos: m.qos,
+    };
+  }
+
+  /** `topic` (exact, no wildcards), `count` (0 = all), `last` (before this epoch second), `start`/`stop`. */
+  private params(q: { get(n: string): string | null }) {
+    const topic = q.get("topic");
+    if (!topic) throw fail("INVALID_ARGUMENT", "topic is required");
+    if (/[+#]/.test(topic)) throw fail("INVALID_ARGUMENT", "topic must be one topic: wildcards are not honoured here");
+    const num = (name: string, required = false): number | null => {
+      const v = q.get(name);
+      if (v === null || v === "") { if (required) throw fail("INVALID_ARGUMENT", `${name} is required`); return null; }
+      const n = Number(v);
+      if (!Number.isFinite(n)) throw fail("INVALID_ARGUMENT", `${name} must be a number`);
+      return n;
+    };
+    const count = num("count", true)!;
+    if (count < 0 || !Number.isInteger(count)) throw fail("INVALID_ARGUMENT", "count must be 0 (all) or a positive integer");
+    const last = num("last"), start = num("start"), stop = num("stop");
+    const ms = (s: number | null) => (s === null || s < 0 ? null : s * 1000);
+    // "last" is the point in time to read back from; start/stop bound a window (-1 = unused)
+    let before = ms(stop);
+    const lastMs = ms(last);
+    if (lastMs !== null) before = before === null ? lastMs : Math.min(before, lastMs);
+    return { topic, count, after: ms(start), before };
+  }
+
+  async history(p: Principal, systemKey: string, q: { get(n: string): string | null }) {
+    await this.needHistory(p, systemKey, LEVEL.READ);
+    const { topic, count, after, before } = this.params(q);
+    await this.flush();
+    return (await messagesRepo.history(this.d.db, systemKey, topic, after, before, count)).map(Messages.toWire);
+  }
+
+  async deleteHistory(p: Principal, systemKey: string, q: { get(n: string): string | null }) {
+    await this.needHistory(p, systemKey, LEVEL.DELETE);
+    const { topic, count, after, before } = this.params(q);
+    await this.flush();
+    const rows = await this.d.db.tx((tx) => messagesRepo.deleteHistory(tx, systemKey, topic, after, before, count));
+    this.sinceTrim.delete(`${systemKey}\u0000${topic}`);
+    return rows.map(Messages.toWire);
+  }
+
+  /** POST publish: `{topic, body|payload, qos}`; needs publish permission on the topic. */
+  async publish(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.access(p, systemKey);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (!["topic", "body", "payload", "qos", "retain"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    const topic = b.topic;
+    if (typeof topic !== "string" || !topic || /[+#]/.test(topic) || topic.length > 1024) throw fail("INVALID_ARGUMENT", "topic must be a topic name without wildcards");
+    const raw = b.body !== undefined ? b.body : b.payload;
+    if (raw === undefined) throw fail("INVALID_ARGUMENT", "body (or payload) is required");
+    const payload = Buffer.from(typeof raw === "string" ? raw : JSON.stringify(raw));
+    const qos = b.qos === undefined ? 0 : b.qos;
+    if (qos !== 0 && qos !== 1 && qos !== 2) throw fail("INVALID_ARGUMENT", "qos must be 0, 1 or 2");
+    if (b.retain !== undefined && typeof b.retain !== "boolean") throw fail("INVALID_ARGUMENT", "retain must be a boolean");
+    await this.d.perms.require(p, { kind: "topic", name: topic }, LEVEL.CREATE, `publish to topic '${topic}'`);
+    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
+    await this.broker.publish(systemKey, topic, payload, qos, b.retain === true, p);
+    return {};
+  }
+
+  /** Topics with history, with the §4.12 query structure (developer). */
+  async topics(p: Principal, systemKey: string, query: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.flush();
+    const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
+    const rows = await messagesRepo.topics(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS), compileOrder(q.sort, TOPIC_COLUMNS, "topicid") + compileLimit(q));
+    const live = this.broker?.subscriptions(systemKey) ?? new Map<string, number>();
+    return rows.map((r) => ({
+      topicid: r.topicid, message_count: r.message_count, last_published: Math.floor(r.last_time / 1000),
+      concurrency: live.get(r.topicid) ?? 0, system_key: systemKey,
+    }));
+  }
+
+  async topicCount(p: Principal, systemKey: string, query: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.flush();
+    const q = parseQuery(query ?? undefined);
+    return { count: await messagesRepo.topicCount(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS)) };
+  }
+
+  /** Topics with live subscriptions. */
+  async currentTopics(p: Principal, systemKey: string) {
+    await this.systems.access(p, systemKey);
+    return [...(this.broker?.subscriptions(systemKey).keys() ?? [])].sort();
+  }
+
+  async storage(p: Principal, systemKey: string) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    return (await messagesRepo.storage(this.d.db, systemKey)).map((s) => ({
+      topic: s.topic, max_rows: s.max_rows, max_time: s.max_time, edge: s.edge === 1, platform: s.platform === 1, system_key: systemKey,
+    }));
+  }
+
+  /** PUT storage: `[{topic, max_rows, max_time, edge, platform}]` (max_rows 0 = no history for the topic). */
+  async putStorage(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    if (!Array.isArray(body)) throw fail("INVALID_ARGUMENT", "body must be an array of {topic, max_rows, max_time, edge, platform}");
+    const rows: StorageRow[] = body.map((e, i) => {
+      const o = objectBody(e, `[${i}]`);
+      const int = (v: unknown, n: string) => { if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw fail("INVALID_ARGUMENT", `[${i}].${n} must be a whole number >= 0`); return v; };
+      if (typeof o.topic !== "string" || !o.topic || /[+#]/.test(o.topic)) throw fail("INVALID_ARGUMENT", `[${i}].topic must be a topic name`);
+      return {
+        system_key: systemKey, topic: o.topic, max_rows: int(o.max_rows, "max_rows"), max_time: int(o.max_time ?? 0, "max_time"),
+        edge: o.edge === false ? 0 : 1, platform: o.platform === false ? 0 : 1,
+      };
+    });
+    await this.d.db.tx(async (tx) => { for (const r of rows) await messagesRepo.putStorage(tx, r); });
+    for (const r of rows) this.settings.set(`${systemKey}\u0000${r.topic}`, r);
+    return this.storage(p, systemKey);
+  }
+
+  /** Origin fields of a publish for the history row. */
+  static originOf(p: Principal | null): string { return p ? principalId(p) : ""; }
+}

@@ -1,0 +1,41 @@
+// Devices of a system.
+import type { CompiledWhere } from "../core/query.ts";
+import type { Executor } from "./db.ts";
+
+export interface DeviceRow {
+  system_key: string; name: string; type: string; state: string; description: string;
+  enabled: number; allow_key_auth: number; allow_certificate_auth: number;
+  active_key_hash: string | null; key_hashes: string; certificate: string;
+  created_date: number; last_active_date: number; data: string;
+}
+
+/** Columns a device update may set (validated by the domain layer). */
+export type DeviceChanges = Partial<Omit<DeviceRow, "system_key" | "name" | "created_date">>;
+
+const COLUMNS = ["system_key", "name", "type", "state", "description", "enabled", "allow_key_auth", "allow_certificate_auth",
+  "active_key_hash", "key_hashes", "certificate", "created_date", "last_active_date", "data"] as const;
+
+export const devicesRepo = {
+  byName: (ex: Executor, systemKey: string, name: string) =>
+    ex.get<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  insert: (ex: Executor, d: DeviceRow) =>
+    ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`, COLUMNS.map((c) => d[c])),
+  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
+    ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
+  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM devices WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  async update(ex: Executor, systemKey: string, name: string, changes: DeviceChanges) {
+    const keys = Object.keys(changes).filter((k) => (COLUMNS as readonly string[]).includes(k)) as (keyof DeviceChanges)[];
+    if (!keys.length) return;
+    await ex.run(`UPDATE devices SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`,
+      [...keys.map((k) => changes[k]), systemKey, name]);
+  },
+  touch: (ex: Executor, systemKey: string, name: string, at: number) =>
+    ex.run(`UPDATE devices SET last_active_date = ? WHERE system_key = ? AND name = ?`, [at, systemKey, name]),
+  delete: (ex: Executor, systemKey: string, name: string) =>
+    ex.run(`DELETE FROM devices WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  countAll: async (ex: Executor, systemKey: string) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM devices WHERE system_key = ?`, [systemKey]))!.n,
+  dropDataKey: (ex: Executor, systemKey: string, name: string) =>
+    ex.run(`UPDATE devices SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+};

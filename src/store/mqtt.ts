@@ -56,7 +56,11 @@ export const MQTT_MIGRATION: Migration = {
 };
 
 /** A packet as aedes hands it over: mqtt-packet fields plus aedes' own (brokerId, brokerCounter, ...). */
-export type MqttPacket = Record<string, unknown>;
+export interface MqttPacket {
+  cmd?: string; topic?: string; payload?: unknown; qos?: number; retain?: boolean; dup?: boolean;
+  messageId?: number; brokerId?: string | null; brokerCounter?: number; clientId?: string;
+  [field: string]: unknown;
+}
 /** A stored packet: JSON of its fields, and the payload. */
 export interface PacketRow { packet: string; payload: Uint8Array | string | null }
 export interface OutgoingRow extends PacketRow { seq: number }
@@ -65,10 +69,11 @@ export interface RetainedRow extends PacketRow { topic: string }
 export interface WillRow extends PacketRow { client_id: string }
 
 // ---------------------------------------------------------------------------------------------
-// Packet codec. JSON keeps the fields and their order; three one-key marker objects carry what
-// JSON cannot: a Buffer anywhere below the top-level payload (MQTT 5 correlation data), a field
-// present with the value undefined (aedes-packet sets `messageId: undefined`), and object keys
-// that start with NUL, escaped by doubling it so a key from the wire can never pass for a marker.
+// Packet codec. JSON keeps the fields and their order (the payload comes back last). One-key
+// marker objects carry what JSON cannot: a Buffer below the top level (MQTT 5 correlation data)
+// and a field present with the value undefined (aedes-packet sets `messageId: undefined`). Marker
+// keys start with NUL; object keys that do are escaped by doubling it, so a user property from
+// the wire can never pass for a marker.
 
 const BUF = "\u0000b";
 const UNDEF = "\u0000u";
@@ -178,6 +183,8 @@ export const mqttRepo = {
   // Outgoing queue.
   outgoingCounts: (ex: Executor) =>
     ex.all<{ client_id: string; n: number }>(`SELECT client_id, count(*) AS n FROM mqtt_outgoing GROUP BY client_id`),
+  outgoingCount: async (ex: Executor, clientId: string) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM mqtt_outgoing WHERE client_id = ?`, [clientId]))!.n,
   enqueue: (clientId: string, p: MqttPacket, row: PacketRow): Stmt => ({
     sql: `INSERT INTO mqtt_outgoing(client_id, broker_id, broker_counter, message_id, packet, payload) VALUES (?, ?, ?, ?, ?, ?)`,
     args: [clientId, p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, row.packet, row.payload],

@@ -1,0 +1,378 @@
+// The aedes persistence on libSQL (tables and SQL in src/store/mqtt.ts): QoS 1/2 state, persistent
+// sessions, retained messages and wills survive a broker restart. Same async API as
+// aedes-persistence's asyncPersistence.js, and passes its conformance suite
+// (test/unit/broker/persistence.test.ts).
+//
+// The database is the source of truth; memory holds what hot paths read:
+//  - subscriptions, with the QoS > 0 ones in a QlobberSub trie, since subscriptionsByTopic runs on
+//    every QoS > 0 publish. Loaded in setup(), written to after each database write succeeds;
+//  - the length of each client's outgoing queue, so bounding it costs no COUNT per enqueue.
+// Past `offlineQueueLimit` queued packets a client's oldest are dropped: a slow or absent
+// subscriber cannot exhaust memory or disk.
+import { Readable } from "node:stream";
+import PacketJs from "aedes-packet";
+// @ts-expect-error qlobber ships no types; the part used here is declared by SubTrie below
+import QlobberSubJs from "qlobber/aedes/qlobber-sub";
+import type { Db, RunResult, Stmt } from "../store/db.ts";
+import { decodePacket, encodePacket, mqttRepo, type MqttPacket, type PacketRow, type RetainedRow } from "../store/mqtt.ts";
+
+export type { MqttPacket } from "../store/mqtt.ts";
+
+/** A subscription as in a SUBSCRIBE packet (and as subscriptionsByClient returns it). */
+export interface Subscription { topic: string; qos: number; rh?: number; rap?: boolean; nl?: boolean; subscriptionIdentifier?: number }
+/** A QoS > 0 subscription matching a topic (subscriptionsByTopic). */
+export interface TopicSubscription { clientId: string; topic: string; qos: number; rh?: number; rap?: boolean; nl?: boolean }
+export interface LibsqlPersistenceOptions {
+  db: Db;
+  /** Most packets kept queued per client; the oldest go first. Default 1000; Infinity: no bound. */
+  offlineQueueLimit?: number;
+}
+
+interface ClientRef { id: string }
+interface BrokerRef { id: string }
+type StoredSubscription = Omit<Subscription, "topic">;
+
+interface SubTrie {
+  subscriptionsCount: number;
+  add(topic: string, sub: TopicSubscription): void;
+  remove(topic: string, sub: { clientId: string; topic: string }): void;
+  match(topic: string): TopicSubscription[];
+}
+const QlobberSub = QlobberSubJs as new (opts: { wildcard_one: string; wildcard_some: string; separator: string }) => SubTrie;
+const newTrie = () => new QlobberSub({ wildcard_one: "+", wildcard_some: "#", separator: "/" });
+/** aedes-packet: the normalised copy aedes' own persistences queue (messageId reset for QoS > 0). */
+const Packet = PacketJs as unknown as new (p: object) => MqttPacket;
+
+const PAGE = 256;
+
+/** Whether an MQTT topic filter (split on "/") matches a topic. */
+function matches(filter: string[], topic: string): boolean {
+  const t = topic.split("/");
+  for (let i = 0; i < filter.length; i++) {
+    const f = filter[i];
+    if (f === "#") return true; // also matches the parent level: "a/#" matches "a"
+    if (i >= t.length || (f !== "+" && f !== t[i])) return false;
+  }
+  return filter.length === t.length;
+}
+
+/** The record kept per subscription: its options, without the fields the packet left out. */
+function stored(s: Subscription): StoredSubscription {
+  const r: StoredSubscription = { qos: s.qos };
+  if (s.rh !== undefined) r.rh = s.rh;
+  if (s.rap !== undefined) r.rap = s.rap;
+  if (s.nl !== undefined) r.nl = s.nl;
+  if (s.subscriptionIdentifier !== undefined) r.subscriptionIdentifier = s.subscriptionIdentifier;
+  return r;
+}
+
+export class LibsqlPersistence {
+  readonly offlineQueueLimit: number;
+  readonly #db: Db;
+  #broker: BrokerRef | undefined;
+  #trie = newTrie();
+  /** clientId -> topic -> subscription, in the order first subscribed (the table's rowid order). */
+  readonly #subs = new Map<string, Map<string, StoredSubscription>>();
+  /** clientId -> number of queued outgoing packets; absent when none. */
+  readonly #queued = new Map<string, number>();
+  #destroyed = false;
+
+  constructor(opts: LibsqlPersistenceOptions) {
+    const limit = opts.offlineQueueLimit ?? 1000;
+    if (!(limit === Infinity || (Number.isInteger(limit) && limit >= 1))) throw new RangeError(`offlineQueueLimit must be a positive integer or Infinity, got ${limit}`);
+    this.#db = opts.db;
+    this.offlineQueueLimit = limit;
+  }
+
+  /** The broker given to setup(). */
+  get broker(): BrokerRef | undefined { return this.#broker; }
+
+  /** Called by aedes on listen: loads subscriptions and queue lengths. */
+  async setup(broker: BrokerRef): Promise<void> {
+    this.#broker = broker;
+    this.#trie = newTrie();
+    this.#subs.clear();
+    this.#queued.clear();
+    for (const r of await mqttRepo.allSubscriptions(this.#db)) this.#remember(r.client_id, r.topic, JSON.parse(r.options));
+    for (const r of await mqttRepo.outgoingCounts(this.#db)) this.#queued.set(r.client_id, r.n);
+  }
+
+  /** Drops the in-memory state. The database stays open: it is the caller's. */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) throw new Error("destroyed called twice!");
+    this.#destroyed = true;
+    this.#trie = newTrie();
+    this.#subs.clear();
+    this.#queued.clear();
+  }
+
+  /** One statement straight; several atomically. */
+  #exec(stmts: Stmt[]): Promise<RunResult[]> {
+    if (stmts.length === 1) return this.#db.run(stmts[0]!.sql, stmts[0]!.args).then((r) => [r]);
+    return this.#db.batch(stmts);
+  }
+
+  // -- retained ----------------------------------------------------------------------------------
+
+  /** Stores a retained message; an empty payload deletes the topic's. */
+  async storeRetained(packet: MqttPacket): Promise<void> {
+    const payload = packet.payload as { length: number } | undefined | null;
+    const topic = packet.topic as string;
+    if (!payload || payload.length === 0) await mqttRepo.deleteRetained(this.#db, topic);
+    else await mqttRepo.putRetained(this.#db, topic, encodePacket(packet));
+  }
+
+  createRetainedStream(pattern: string): Readable {
+    return this.createRetainedStreamCombi([pattern]);
+  }
+
+  /** The retained messages matching any of the patterns, each once. */
+  createRetainedStreamCombi(patterns: string[]): Readable {
+    return Readable.from(this.#retainedMatching(patterns));
+  }
+
+  async *#retainedMatching(patterns: string[]): AsyncGenerator<MqttPacket> {
+    const seen = patterns.length > 1 ? new Set<string>() : undefined;
+    for (const pattern of patterns) {
+      for await (const row of this.#retainedRows(pattern)) {
+        if (seen) {
+          if (seen.has(row.topic)) continue;
+          seen.add(row.topic);
+        }
+        yield decodePacket(row);
+      }
+    }
+  }
+
+  /** Reads only the rows under the pattern's literal prefix (up to its first wildcard): one range
+   *  of the topic index, so "<systemKey>/a/+" never reads another system's messages. */
+  async *#retainedRows(pattern: string): AsyncGenerator<RetainedRow> {
+    const filter = pattern.split("/");
+    const k = filter.findIndex((l) => l === "+" || l === "#");
+    if (k === -1) {
+      const row = await mqttRepo.retained(this.#db, pattern);
+      if (row) yield row;
+      return;
+    }
+    let from = "", to: string | null = null;
+    if (k > 0) {
+      const prefix = filter.slice(0, k).join("/");
+      if (filter[k] === "#") {
+        const row = await mqttRepo.retained(this.#db, prefix);
+        if (row && matches(filter, row.topic)) yield row;
+      }
+      // "0" is the character after "/": [prefix/, prefix0) holds exactly the topics below prefix.
+      from = prefix + "/";
+      to = prefix + "0";
+    }
+    for (let after: string | null = null; ;) {
+      const rows = await mqttRepo.retainedRange(this.#db, from, to, after, PAGE);
+      for (const r of rows) {
+        // [MQTT-4.7.2-1] a filter starting with a wildcard does not match topics starting with "$".
+        if (k === 0 && r.topic.startsWith("$")) continue;
+        if (matches(filter, r.topic)) yield r;
+      }
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.topic;
+    }
+  }
+
+  // -- subscriptions -----------------------------------------------------------------------------
+
+  #remember(clientId: string, topic: string, sub: StoredSubscription): void {
+    let subs = this.#subs.get(clientId);
+    if (!subs) this.#subs.set(clientId, (subs = new Map()));
+    const before = subs.get(topic);
+    if (sub.qos > 0) this.#trie.add(topic, { clientId, topic, qos: sub.qos, rh: sub.rh, rap: sub.rap, nl: sub.nl });
+    else if (before && before.qos > 0) this.#trie.remove(topic, { clientId, topic });
+    subs.set(topic, sub);
+  }
+
+  async addSubscriptions(client: ClientRef, subs: Subscription[]): Promise<void> {
+    if (subs.length === 0) return;
+    const records = subs.map((s) => [s.topic, stored(s)] as const);
+    await this.#exec(records.map(([topic, r]) => mqttRepo.putSubscription(client.id, topic, r.qos ?? 0, JSON.stringify(r))));
+    for (const [topic, r] of records) this.#remember(client.id, topic, r);
+  }
+
+  async removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
+    if (topics.length === 0) return;
+    await this.#exec(topics.map((t) => mqttRepo.deleteSubscription(client.id, t)));
+    const subs = this.#subs.get(client.id);
+    if (!subs) return;
+    for (const topic of topics) {
+      const sub = subs.get(topic);
+      if (!sub) continue;
+      if (sub.qos > 0) this.#trie.remove(topic, { clientId: client.id, topic });
+      subs.delete(topic);
+    }
+    if (subs.size === 0) this.#subs.delete(client.id);
+  }
+
+  async cleanSubscriptions(client: ClientRef): Promise<void> {
+    await mqttRepo.deleteSubscriptions(this.#db, client.id);
+    const subs = this.#subs.get(client.id);
+    if (!subs) return;
+    for (const [topic, sub] of subs) if (sub.qos > 0) this.#trie.remove(topic, { clientId: client.id, topic });
+    this.#subs.delete(client.id);
+  }
+
+  async subscriptionsByClient(client: ClientRef): Promise<Subscription[]> {
+    const subs = this.#subs.get(client.id);
+    return subs ? [...subs].map(([topic, s]) => ({ topic, ...s })) : [];
+  }
+
+  /** The QoS > 0 subscriptions matching a topic: memory only. */
+  async subscriptionsByTopic(topic: string): Promise<TopicSubscription[]> {
+    return this.#trie.match(topic);
+  }
+
+  /** QoS > 0 subscriptions, and clients with any subscription. */
+  async countOffline(): Promise<{ subsCount: number; clientsCount: number }> {
+    return { subsCount: this.#trie.subscriptionsCount, clientsCount: this.#subs.size };
+  }
+
+  /** Ids of the clients subscribed to exactly this topic filter. */
+  getClientList(topic: string): Readable {
+    const ids: string[] = [];
+    for (const [clientId, subs] of this.#subs) if (subs.has(topic)) ids.push(clientId);
+    return Readable.from(ids);
+  }
+
+  // -- outgoing queue ----------------------------------------------------------------------------
+
+  async outgoingEnqueue(sub: { clientId: string }, packet: MqttPacket): Promise<void> {
+    await this.outgoingEnqueueCombi([sub], packet);
+  }
+
+  /** Queues the packet for each subscription's client, then drops the oldest packets of any
+   *  client now over the limit; all in one transaction. */
+  async outgoingEnqueueCombi(subs: { clientId: string }[], packet: MqttPacket): Promise<void> {
+    if (subs.length === 0) return;
+    const p = new Packet(packet);
+    const row = encodePacket(p);
+    const stmts: Stmt[] = [];
+    const clients = new Set<string>();
+    for (const { clientId } of subs) {
+      stmts.push(mqttRepo.enqueue(clientId, p, row));
+      this.#queued.set(clientId, (this.#queued.get(clientId) ?? 0) + 1);
+      clients.add(clientId);
+    }
+    // Counted before the write, in call order, so concurrent enqueues trim exactly the excess.
+    for (const id of clients) {
+      const n = this.#queued.get(id)!;
+      if (n <= this.offlineQueueLimit) continue;
+      stmts.push(mqttRepo.dropOldest(id, n - this.offlineQueueLimit));
+      this.#queued.set(id, this.offlineQueueLimit);
+    }
+    try {
+      await this.#exec(stmts);
+    } catch (e) {
+      await this.#recount(clients);
+      throw e;
+    }
+  }
+
+  /** Re-reads queue lengths after a failed write left the counts unsure. */
+  async #recount(clients: Iterable<string>): Promise<void> {
+    for (const id of clients) {
+      const n = await mqttRepo.outgoingCount(this.#db, id).catch(() => undefined);
+      if (n === undefined) continue;
+      if (n > 0) this.#queued.set(id, n);
+      else this.#queued.delete(id);
+    }
+  }
+
+  /** Records the messageId a queued packet is sent with (or replaces it by a PUBREL). */
+  async outgoingUpdate(client: ClientRef, packet: MqttPacket): Promise<void> {
+    if (!(await mqttRepo.updateOutgoing(this.#db, client.id, packet, encodePacket(packet)))) throw new Error("no such packet");
+  }
+
+  /** Removes the queued packet acknowledged by `packet` (a PUBACK or PUBCOMP will do); returns it. */
+  async outgoingClearMessageId(client: ClientRef, packet: MqttPacket): Promise<MqttPacket | undefined> {
+    const messageId = packet?.messageId;
+    if (typeof messageId !== "number") return undefined;
+    const row = await mqttRepo.clearOutgoing(this.#db, client.id, messageId);
+    if (!row) return undefined;
+    const n = (this.#queued.get(client.id) ?? 1) - 1;
+    if (n > 0) this.#queued.set(client.id, n);
+    else this.#queued.delete(client.id);
+    return decodePacket(row);
+  }
+
+  /** The client's queue as it is when reading starts, in order, read a page at a time; packets
+   *  queued later are not included (aedes delivers those directly). */
+  outgoingStream(client: ClientRef): Readable {
+    const db = this.#db;
+    return Readable.from((async function* () {
+      const last = await mqttRepo.lastOutgoing(db, client.id);
+      if (last === null) return;
+      for (let after = 0; ;) {
+        const rows = await mqttRepo.outgoingPage(db, client.id, after, last, PAGE);
+        for (const r of rows) yield decodePacket(r);
+        if (rows.length < PAGE) return;
+        after = rows[rows.length - 1]!.seq;
+      }
+    })());
+  }
+
+  // -- incoming QoS 2 ----------------------------------------------------------------------------
+
+  async incomingStorePacket(client: ClientRef, packet: MqttPacket): Promise<void> {
+    const p = new Packet(packet);
+    p.messageId = packet.messageId;
+    await mqttRepo.putIncoming(this.#db, client.id, packet.messageId as number, encodePacket(p));
+  }
+
+  async incomingGetPacket(client: ClientRef, packet: MqttPacket): Promise<MqttPacket> {
+    const row = await mqttRepo.incoming(this.#db, client.id, packet.messageId as number);
+    if (!row) throw new Error("no such packet");
+    return decodePacket(row);
+  }
+
+  async incomingDelPacket(client: ClientRef, packet: MqttPacket): Promise<void> {
+    const r = await mqttRepo.deleteIncoming(this.#db, client.id, packet.messageId as number);
+    if (r.changes === 0) throw new Error("no such packet");
+  }
+
+  /** Forgets the client's inbound QoS 2 packets (a clean session starts). */
+  async cleanIncoming(client: ClientRef): Promise<void> {
+    await mqttRepo.deleteIncomingOf(this.#db, client.id);
+  }
+
+  // -- wills -------------------------------------------------------------------------------------
+
+  /** Stores the client's will, stamped (as aedes expects, in place) with this broker and the client. */
+  async putWill(client: ClientRef, packet: MqttPacket): Promise<void> {
+    packet.brokerId = this.#broker!.id;
+    packet.clientId = client.id;
+    await mqttRepo.putWill(this.#db, client.id, packet.brokerId, encodePacket(packet));
+  }
+
+  async getWill(client: ClientRef): Promise<MqttPacket | undefined> {
+    const row = await mqttRepo.will(this.#db, client.id);
+    return row ? decodePacket(row) : undefined;
+  }
+
+  /** Deletes and returns the client's will. With `client.brokerId` (aedes passes it when it clears
+   *  the wills of a dead broker) only a will stored by that broker, so a newer will stored since
+   *  the client reconnected stays. */
+  async delWill(client: ClientRef & { brokerId?: string | null }): Promise<MqttPacket | undefined> {
+    const row: PacketRow | undefined = await mqttRepo.deleteWill(this.#db, client.id, client.brokerId ?? null);
+    return row ? decodePacket(row) : undefined;
+  }
+
+  /** The wills stored by brokers not in `brokers` (brokerId -> last heartbeat), i.e. dead ones. */
+  streamWill(brokers: Record<string, unknown> = {}): Readable {
+    const db = this.#db;
+    const alive = Object.keys(brokers).filter((id) => brokers[id]);
+    return Readable.from((async function* () {
+      for (let after: string | null = null; ;) {
+        const rows = await mqttRepo.willsPage(db, alive, after, PAGE);
+        for (const r of rows) yield decodePacket(r);
+        if (rows.length < PAGE) return;
+        after = rows[rows.length - 1]!.client_id;
+      }
+    })());
+  }
+}

@@ -3,8 +3,9 @@ import { existsSync } from "node:fs";
 import { BIN, hasWrk } from "./lib.ts";
 import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
+import { benchMqtt } from "./mqtt.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

@@ -11,6 +11,7 @@ import { Developers } from "./domain/developers.ts";
 import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { MqttBroker } from "./broker/broker.ts";
+import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
 import { Users } from "./domain/users.ts";
@@ -76,7 +77,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit });
+    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.setConnectionView(broker);

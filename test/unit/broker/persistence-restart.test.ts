@@ -12,7 +12,7 @@ import mqtt from "mqtt";
 import { LibsqlPersistence, type MqttPacket } from "../../../src/broker/persistence.ts";
 import { openDb, type Db, type Row } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS } from "../../../src/store/migrations.ts";
-import { decodePacket, encodePacket, MQTT_MIGRATION } from "../../../src/store/mqtt.ts";
+import { decodePacket, encodePacket } from "../../../src/store/mqtt.ts";
 
 const root = mkdtempSync(join(tmpdir(), "outpost-mqtt-persistence-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -21,7 +21,7 @@ const newFile = () => `file:${join(root, `p${seq++}`, "mqtt.db")}`;
 
 async function open(url: string): Promise<Db> {
   const db = await openDb({ url });
-  await migrate(db, [...MIGRATIONS, MQTT_MIGRATION]);
+  await migrate(db, MIGRATIONS);
   return db;
 }
 async function start(db: Db, brokerId: string, offlineQueueLimit?: number) {

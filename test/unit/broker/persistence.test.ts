@@ -6,14 +6,13 @@ import abs from "aedes-persistence/abstract.js";
 import { LibsqlPersistence } from "../../../src/broker/persistence.ts";
 import { openDb } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS } from "../../../src/store/migrations.ts";
-import { MQTT_MIGRATION } from "../../../src/store/mqtt.ts";
 
 abs({
   test,
   testAsync: true,
   async persistence() {
     const db = await openDb({ url: ":memory:" });
-    await migrate(db, [...MIGRATIONS, MQTT_MIGRATION]);
+    await migrate(db, MIGRATIONS);
     const p = new LibsqlPersistence({ db });
     // The suite only destroys the persistence; the database is the test's to close.
     const destroy = p.destroy.bind(p);

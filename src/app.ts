@@ -10,6 +10,8 @@ import { Collections } from "./domain/collections.ts";
 import { Developers } from "./domain/developers.ts";
 import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
+import { Services as CodeServices } from "./domain/services.ts";
+import { CodeEngine } from "./code/engine.ts";
 import { MqttBroker } from "./broker/broker.ts";
 import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
@@ -61,7 +63,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const collections = new Collections(deps, systems);
     const devices = new Devices(deps, systems, roles);
     const messages = new Messages(deps, systems);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages };
+    const codeServices = new CodeServices(deps, systems);
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages });
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -83,6 +87,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.setConnectionView(broker);
     messages.setBroker(broker);
+    await code.start();
+    started.push({ name: "code", stop: () => code.stop() });
 
     const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
     started.push({ name: "http", stop: () => http.stop() });

@@ -38,6 +38,9 @@ export const ConfigSchema = z.object({
   historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
   historyMaxAge: intText.pipe(z.number().int().min(1)).default(604800),
   mqttOfflineQueueLimit: intText.pipe(z.number().int().min(1)).default(1000),
+  // code engine
+  codeMemoryLimitMb: intText.pipe(z.number().int().min(4).max(4096)).default(64),
+  codeSliceMs: intText.pipe(z.number().int().min(10).max(600_000)).default(500),
   // throttling (document 001 §2.8)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
@@ -191,6 +194,10 @@ Messaging
   --history-max-rows N        messages kept per topic by default (1000; 0 = no history)
   --history-max-age SECONDS   age limit of message history (604800 = 7 days)
   --mqtt-offline-queue-limit N  queued QoS 1/2 messages kept per offline client (1000)
+
+Code engine
+  --code-memory-limit-mb N    memory per service sandbox (64)
+  --code-slice-ms N           longest stretch of user code without yielding before it is stopped (500)
 
 Throttling
   --enable-default-throttlers true|false   the two built-in cases (true)

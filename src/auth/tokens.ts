@@ -90,8 +90,8 @@ export class Tokens {
   }
 
   /** Revokes every token of a subject (optionally keeping one, e.g. the caller's own session). */
-  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, exceptHash?: string) {
-    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, exceptHash));
+  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, exceptHash?: string, systemKey?: string) {
+    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, exceptHash, systemKey));
     if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
   }
 
@@ -101,8 +101,9 @@ export class Tokens {
   }
 
   /** Makes the next request of this subject reload its principal (roles or email changed). */
-  forgetSubject(kind: Principal["kind"], id: string) {
-    this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)));
+  forgetSubject(kind: Principal["kind"], id: string, systemKey?: string) {
+    this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)) &&
+      (systemKey === undefined || ("systemKey" in p && p.systemKey === systemKey)));
   }
   forgetSystem(systemKey: string) {
     this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);

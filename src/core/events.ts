@@ -1,6 +1,11 @@
 // Typed domain events. Domain modules emit them after their transaction commits; triggers,
 // sync and tests subscribe. Handlers run after the emitting call returns and cannot fail it.
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { Logger } from "./log.ts";
+
+/** Set while a service run's calls execute: events they cause carry the run's trigger depth,
+ *  so a trigger whose service fires its own event cannot loop forever. */
+export const causeScope = new AsyncLocalStorage<{ depth: number }>();
 
 /** Payload per event type ("Module::Action"), with the keys of wire reference §7.2. */
 export interface EventPayloads {
@@ -37,6 +42,8 @@ export interface DomainEvent<K extends EventType = EventType> {
   payload: EventPayloads[K];
   /** Set when the change came in through edge sync, so it is not sent back where it came from. */
   origin?: string;
+  /** trigger depth of the service run that caused this event (0: not caused by a trigger) */
+  depth: number;
   at: number;
 }
 
@@ -60,7 +67,7 @@ export class EventBus {
 
   emit<K extends EventType>(type: K, systemKey: string, payload: EventPayloads[K], origin?: string) {
     if (this.handlers.size === 0) return;
-    const e: DomainEvent<K> = { type, systemKey, payload, origin, at: Date.now() };
+    const e: DomainEvent<K> = { type, systemKey, payload, origin, depth: causeScope.getStore()?.depth ?? 0, at: Date.now() };
     queueMicrotask(() => {
       for (const [h, types] of this.handlers) {
         if (types && !types.has(type)) continue;

@@ -190,10 +190,10 @@ export class Devices {
       if (activeKey) changes.active_key_hash = await hashPassword(activeKey);
       disabled = (cols.enabled === 0 && row.enabled === 1) || (cols.allow_key_auth === 0 && row.allow_key_auth === 1) || !!activeKey;
       await devicesRepo.update(tx, systemKey, name, changes);
-      if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name);
+      if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
       return this.toWire((await devicesRepo.byName(tx, systemKey, name))!, schema);
     });
-    if (disabled) this.d.tokens.forgetSubject("device", name);
+    if (disabled) this.d.tokens.forgetSubject("device", name, systemKey);
     const { causeTrigger: _c, active_key: _k, ...changes } = b;
     if (!quiet) this.d.events.emit("Device::DeviceUpdated", systemKey, { deviceName: name, changes });
     return out;
@@ -210,12 +210,12 @@ export class Devices {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const wire = await this.d.db.tx(async (tx) => {
       const row = await this.find(tx, systemKey, name);
-      await this.d.tokens.revokeSubject(tx, "device", name);
+      await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
       await this.roles.removeSubject(tx, systemKey, "device", name);
       await devicesRepo.delete(tx, systemKey, name);
       return this.toWire(row, schema);
     });
-    this.d.tokens.forgetSubject("device", name);
+    this.d.tokens.forgetSubject("device", name, systemKey);
     return wire;
   }
 
@@ -302,7 +302,7 @@ export class Devices {
     const keys = Array.from({ length: count }, () => newToken());
     const hashes = await Promise.all(keys.map((k) => hashPassword(k)));
     await devicesRepo.update(this.d.db, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]! });
-    this.d.tokens.forgetSubject("device", name);
+    this.d.tokens.forgetSubject("device", name, systemKey);
     return { active_key: keys[0], keys };
   }
 
@@ -342,7 +342,7 @@ export class Devices {
       await this.find(tx, systemKey, name);
       await this.roles.changeMembership(tx, systemKey, "device", name, body);
     });
-    this.d.tokens.forgetSubject("device", name);
+    this.d.tokens.forgetSubject("device", name, systemKey);
     return {};
   }
 

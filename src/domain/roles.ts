@@ -183,7 +183,7 @@ export class Roles {
       await rolesRepo.delete(tx, systemKey, id);
     });
     this.d.perms.invalidate(systemKey);
-    for (const m of members) this.d.tokens.forgetSubject(m.subject_kind, m.subject_id);
+    for (const m of members) this.d.tokens.forgetSubject(m.subject_kind, m.subject_id, systemKey);
     return {};
   }
 

@@ -62,6 +62,13 @@ export class Users {
     return this.columnsOf.values(schema, values, data);
   }
 
+  /** The principal a service runs as when its run_user is this user. */
+  async principalFor(systemKey: string, userId: string): Promise<Principal> {
+    const u = await usersRepo.byId(this.d.db, systemKey, userId) ?? await usersRepo.byEmail(this.d.db, systemKey, userId);
+    if (!u) throw fail("INVALID_ARGUMENT", `run_user '${userId}' is not a user of this system`);
+    return { kind: "user", systemKey, id: u.user_id, email: u.email, roles: await this.roles.rolesOf(this.d.db, systemKey, "user", u.user_id), tokenHash: "" };
+  }
+
   // ---- sessions -------------------------------------------------------------------------------
 
   private async session(ex: Executor, systemKey: string, userId: string) {

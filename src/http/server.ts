@@ -2,6 +2,7 @@
 // wire reference §0: repeated slashes normalised, one error envelope for every failure.
 import { Elysia } from "elysia";
 import { ApiError, envelope } from "../core/errors.ts";
+import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
 import { deviceRoutes } from "./routes/devices.ts";
@@ -62,7 +63,8 @@ export function createHttpApp(s: Services) {
     .use(roleRoutes(s))
     .use(dataRoutes(s))
     .use(deviceRoutes(s))
-    .use(messagingRoutes(s)) as unknown as Elysia;
+    .use(messagingRoutes(s))
+    .use(codeRoutes(s)) as unknown as Elysia;
   return app;
 }
 

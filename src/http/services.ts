@@ -5,6 +5,8 @@ import type { Collections } from "../domain/collections.ts";
 import type { Developers } from "../domain/developers.ts";
 import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
+import type { Services as CodeServices } from "../domain/services.ts";
+import type { CodeEngine } from "../code/engine.ts";
 import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
@@ -21,4 +23,6 @@ export interface Services {
   collections: Collections;
   devices: Devices;
   messages: Messages;
+  services: CodeServices;
+  code: CodeEngine;
 }

@@ -171,6 +171,96 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    name: "code services, libraries, triggers, timers",
+    up: [
+      `CREATE TABLE services (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        code TEXT NOT NULL,
+        params TEXT NOT NULL DEFAULT '[]',
+        dependencies TEXT NOT NULL DEFAULT '',
+        run_user TEXT NOT NULL DEFAULT '',
+        execution_timeout INTEGER NOT NULL DEFAULT 60,
+        concurrency INTEGER NOT NULL DEFAULT 0,
+        logging_enabled INTEGER NOT NULL DEFAULT 0,
+        auto_restart INTEGER NOT NULL DEFAULT 0,
+        auto_balance INTEGER NOT NULL DEFAULT 0,
+        log_ttl_minutes INTEGER NOT NULL DEFAULT 10080,
+        run_on_edge INTEGER NOT NULL DEFAULT 1,
+        run_on_platform INTEGER NOT NULL DEFAULT 1,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      `CREATE TABLE libraries (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        code TEXT NOT NULL,
+        dependencies TEXT NOT NULL DEFAULT '',
+        description TEXT NOT NULL DEFAULT '',
+        api TEXT NOT NULL DEFAULT '',
+        visibility TEXT NOT NULL DEFAULT 'system',
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      `CREATE TABLE library_versions (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        code TEXT NOT NULL,
+        dependencies TEXT NOT NULL DEFAULT '',
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name, version)
+      )`,
+      `CREATE TABLE failed_runs (
+        id TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        service_name TEXT NOT NULL,
+        params TEXT NOT NULL,
+        error TEXT NOT NULL,
+        user_id TEXT NOT NULL DEFAULT '',
+        user_type TEXT NOT NULL DEFAULT '',
+        trigger TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+      )`,
+      `CREATE INDEX failed_runs_service ON failed_runs(system_key, service_name, created_at)`,
+      `CREATE TABLE triggers (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        def_module TEXT NOT NULL,
+        def_name TEXT NOT NULL,
+        key_value_pairs TEXT NOT NULL DEFAULT '{}',
+        service_name TEXT NOT NULL,
+        disabled INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      // next_run: epoch ms of the next firing; runs: firings so far (repeats -1 = forever)
+      `CREATE TABLE timers (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        frequency INTEGER NOT NULL,
+        repeats INTEGER NOT NULL,
+        start_time TEXT NOT NULL,
+        service_name TEXT NOT NULL,
+        user_id TEXT NOT NULL DEFAULT '',
+        user_type INTEGER NOT NULL DEFAULT 1,
+        disabled INTEGER NOT NULL DEFAULT 0,
+        runs INTEGER NOT NULL DEFAULT 0,
+        next_run INTEGER,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      `CREATE INDEX timers_next ON timers(next_run)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -1,0 +1,300 @@
+// The code engine: runs services in pooled QuickJS sandboxes as their effective user, enforces
+// time, memory and concurrency limits, records failures, keeps stream services running, and
+// answers the runtime API's calls through the domain layer.
+import { LEVEL } from "../auth/permissions.ts";
+import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
+import { TtlCache } from "../core/cache.ts";
+import { ApiError, fail } from "../core/errors.ts";
+import { causeScope } from "../core/events.ts";
+import { newUuid } from "../core/ids.ts";
+import type { Collections } from "../domain/collections.ts";
+import type { DomainDeps } from "../domain/deps.ts";
+import type { Devices } from "../domain/devices.ts";
+import type { Messages } from "../domain/messages.ts";
+import { parseDependencies, type ServiceChange, type Services } from "../domain/services.ts";
+import type { Systems } from "../domain/systems.ts";
+import type { Users } from "../domain/users.ts";
+import type { ServiceRow } from "../store/services.ts";
+import { type RunOutcome, Sandbox, SourceError } from "./sandbox.ts";
+
+export interface EngineDeps {
+  d: DomainDeps;
+  systems: Systems;
+  services: Services;
+  collections: Collections;
+  users: Users;
+  devices: Devices;
+  messages: Messages;
+}
+
+export interface ExecOptions {
+  /** the caller's raw token, given to the service as req.userToken */
+  userToken?: string;
+  logging?: boolean;
+  /** set for trigger and timer runs: skips the caller's execute permission */
+  internal?: boolean;
+  trigger?: string;
+  /** trigger nesting depth of the run that caused this one */
+  depth?: number;
+}
+
+export interface ExecResult {
+  success: boolean;
+  results: unknown;
+  logs?: string;
+  status?: number;
+  headers?: Record<string, string>;
+  /** set when the run itself failed (exception, timeout, limits), not when it called resp.error */
+  failed?: boolean;
+}
+
+const POOL_MAX = 8;
+const SERVICE_CACHE_MS = 5_000;
+const RESTART_DELAY_MS = 1_000;
+
+interface Pool { version: string; idle: Sandbox[] }
+
+export class CodeEngine {
+  private readonly pools = new Map<string, Pool>();
+  private readonly running = new Map<string, number>();
+  private readonly waiting = new Map<string, (() => void)[]>();
+  private readonly rows = new TtlCache<string, ServiceRow>(SERVICE_CACHE_MS, 5_000);
+  /** library versions per system, part of a pool's version: a library change retires sandboxes */
+  private libraryEpoch = new Map<string, number>();
+  private readonly streams = new Map<string, { stop(): void }>();
+  /** sandboxes of running stream services, to end them on stop or change */
+  private readonly streamRuns = new Map<string, Sandbox>();
+  private stopped = false;
+
+  constructor(private readonly e: EngineDeps) {
+    e.services.onChange = (c) => this.changed(c);
+  }
+
+  private get limits() {
+    return { memoryBytes: this.e.d.config.codeMemoryLimitMb * 1024 * 1024, sliceMs: this.e.d.config.codeSliceMs };
+  }
+
+  private changed(c: ServiceChange) {
+    if (c.kind === "library") this.libraryEpoch.set(c.systemKey, (this.libraryEpoch.get(c.systemKey) ?? 0) + 1);
+    const key = `${c.systemKey}/${c.name}`;
+    this.rows.delete(key);
+    for (const [k, pool] of this.pools) if (c.kind === "library" ? k.startsWith(`${c.systemKey}/`) : k === key) { for (const s of pool.idle) s.dispose(); this.pools.delete(k); }
+    if (c.kind === "service") {
+      this.streams.get(key)?.stop();
+      this.streamRuns.get(key)?.abort("the service changed");
+      if (!c.deleted) void this.maybeStartStream(c.systemKey, c.name);
+    }
+  }
+
+  private async service(systemKey: string, name: string): Promise<ServiceRow> {
+    const key = `${systemKey}/${name}`;
+    return this.rows.get(key) ?? (await this.rows.getOr(key, () => this.e.services.get(systemKey, name))) ?? (() => { throw fail("NOT_FOUND", `service '${name}' does not exist`); })();
+  }
+
+  // ---- sandboxes ------------------------------------------------------------------------------
+
+  private poolVersion(s: ServiceRow) { return `${s.version}:${this.libraryEpoch.get(s.system_key) ?? 0}`; }
+
+  private async checkout(s: ServiceRow): Promise<Sandbox> {
+    const key = `${s.system_key}/${s.name}`;
+    const pool = this.pools.get(key);
+    const version = this.poolVersion(s);
+    if (pool && pool.version === version && pool.idle.length) return pool.idle.pop()!;
+    const libs = await this.e.services.libraryChain(this.e.d.db, s.system_key, parseDependencies(s.dependencies));
+    const system = await this.e.systems.get(s.system_key);
+    return Sandbox.create({
+      libraries: libs.map((l) => ({ name: l.name, code: l.code })),
+      service: { name: s.name, code: s.code },
+      meta: {
+        is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: this.e.d.config.platformUrl ?? "",
+        node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,
+        code_versions: { [s.name]: s.version },
+      },
+    }, this.limits);
+  }
+
+  private checkin(s: ServiceRow, sandbox: Sandbox) {
+    const key = `${s.system_key}/${s.name}`;
+    const version = this.poolVersion(s);
+    let pool = this.pools.get(key);
+    if (!pool || pool.version !== version) {
+      if (pool) for (const x of pool.idle) x.dispose();
+      this.pools.set(key, (pool = { version, idle: [] }));
+    }
+    if (sandbox.broken || pool.idle.length >= POOL_MAX || this.stopped) sandbox.dispose();
+    else pool.idle.push(sandbox);
+  }
+
+  // ---- concurrency ----------------------------------------------------------------------------
+
+  private async acquire(key: string, limit: number, timeoutMs: number) {
+    if (limit <= 0) return;
+    const n = this.running.get(key) ?? 0;
+    if (n < limit) { this.running.set(key, n + 1); return; }
+    // wait for a slot, at most as long as the run itself may take
+    await new Promise<void>((resolve, reject) => {
+      const q = this.waiting.get(key) ?? [];
+      this.waiting.set(key, q);
+      const timer = timeoutMs > 0 ? setTimeout(() => { q.splice(q.indexOf(go), 1); reject(fail("INVALID_ARGUMENT", `service is at its concurrency limit (${limit})`)); }, timeoutMs) : null;
+      const go = () => { if (timer) clearTimeout(timer); resolve(); };
+      q.push(go);
+    });
+  }
+
+  private release(key: string, limit: number) {
+    if (limit <= 0) return;
+    const next = this.waiting.get(key)?.shift();
+    if (next) next(); // the slot passes on
+    else this.running.set(key, Math.max(0, (this.running.get(key) ?? 1) - 1));
+  }
+
+  // ---- running --------------------------------------------------------------------------------
+
+  /** Runs a service for a caller. */
+  async execute(p: Principal, systemKey: string, name: string, params: unknown, opts: ExecOptions = {}): Promise<ExecResult> {
+    const system = await this.e.systems.access(p, systemKey);
+    const svc = await this.service(systemKey, name);
+    if (!opts.internal) await this.e.d.perms.require(p, { kind: "service", name }, LEVEL.READ, `execute service '${name}'`);
+    const here = this.e.d.config.mode === "edge" ? svc.run_on_edge : svc.run_on_platform;
+    if (!here) throw fail("INVALID_ARGUMENT", `service '${name}' is not set to run on the ${this.e.d.config.mode}`);
+    if (params !== undefined && params !== null && (typeof params !== "object" || Array.isArray(params))) throw fail("INVALID_ARGUMENT", "the body (the service's parameters) must be a JSON object");
+    const effective = svc.run_user ? await this.e.users.principalFor(systemKey, svc.run_user) : p;
+    const timeoutMs = svc.execution_timeout < 0 ? 0 : svc.execution_timeout * 1000;
+    const key = `${systemKey}/${name}`;
+    await this.acquire(key, svc.concurrency, timeoutMs);
+    const logs: string[] = [];
+    let outcome: RunOutcome;
+    try {
+      let sandbox: Sandbox;
+      try { sandbox = await this.checkout(svc); }
+      catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
+      const req = {
+        systemKey, systemSecret: system.system_secret, userEmail: principalEmail(p), userid: principalId(p), userToken: opts.userToken ?? "",
+        params: params ?? {}, isLogging: !!opts.logging || svc.logging_enabled === 1, service_instance_id: newUuid(),
+        caller: { userid: principalId(p), userEmail: principalEmail(p), userToken: opts.userToken ?? "" },
+      };
+      const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
+      if (svc.execution_timeout < 0) this.streamRuns.set(key, sandbox);
+      outcome = await sandbox.run(name, req, {
+        host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0)),
+        log: (t) => { if (logs.length < 1000) logs.push(t); },
+      }, timeoutMs);
+      if (svc.execution_timeout < 0) { this.streamRuns.delete(key); sandbox.dispose(); }
+      else this.checkin(svc, sandbox);
+    } finally {
+      this.release(key, svc.concurrency);
+    }
+    return this.result(svc, p, params, opts, outcome, logs);
+  }
+
+  private async result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): Promise<ExecResult> {
+    const withLogs = opts.logging || svc.logging_enabled === 1;
+    if (o.kind === "failed") {
+      await this.e.services.recordFailure({
+        system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
+        user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
+      }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
+      this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
+      return { success: false, results: o.error, failed: true, ...(withLogs ? { logs: logs.join("\n") } : {}) };
+    }
+    return { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers, ...(withLogs ? { logs: logs.join("\n") } : {}) };
+  }
+
+  /** Runs failed runs again with their parameters, as the caller; a success removes the record. */
+  async retry(p: Principal, systemKey: string, ids: unknown): Promise<string[]> {
+    const rows = await this.e.services.failedRows(p, systemKey, ids);
+    const out: string[] = [];
+    for (const r of rows) {
+      const res = await this.execute(p, systemKey, r.service_name, JSON.parse(r.params), { internal: true });
+      if (!res.failed && res.success) await this.e.services.deleteFailed(p, systemKey, [r.id]);
+      out.push(JSON.stringify({ id: r.id, success: res.success, results: res.results }));
+    }
+    return out;
+  }
+
+  // ---- the runtime API ------------------------------------------------------------------------
+
+  private async collection(p: Principal, systemKey: string, ref: { id?: string; name?: string; ref?: string }) {
+    if (!ref || typeof ref !== "object") throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
+    const c = this.e.collections;
+    if (ref.id) return c.byIdFor(p, ref.id);
+    if (ref.name) return c.byNameFor(p, systemKey, ref.name);
+    if (ref.ref) return /^[0-9a-f]{30}$/.test(ref.ref) ? c.byIdFor(p, ref.ref) : c.byNameFor(p, systemKey, ref.ref);
+    throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
+  }
+
+  /** One runtime-API call, as the effective user, through the same domain calls as the HTTP API. */
+  private async host(p: Principal, systemKey: string, op: string, a: any, depth: number): Promise<unknown> {
+    const args = (a ?? {}) as Record<string, any>;
+    const q = (v: unknown) => (v === null || v === undefined ? undefined : JSON.stringify(v));
+    switch (op) {
+      case "collection.fetch": return this.e.collections.fetch(p, await this.collection(p, systemKey, args.collection), q(args.query), "");
+      case "collection.create": return this.e.collections.insert(p, await this.collection(p, systemKey, args.collection), args.items);
+      case "collection.update": return this.e.collections.update(p, await this.collection(p, systemKey, args.collection), { query: args.query ?? [], $set: args.changes });
+      case "collection.remove": return this.e.collections.delete(p, await this.collection(p, systemKey, args.collection), q(args.query) ?? "[]");
+      case "collection.count": return this.e.collections.count(p, await this.collection(p, systemKey, args.collection), q(args.query));
+      case "collection.upsert": return this.e.collections.upsert(p, await this.collection(p, systemKey, args.collection), args.conflictColumn ?? null, args.item);
+      case "collection.columns": return this.e.collections.columns(p, await this.collection(p, systemKey, args.collection));
+      case "code.execute": {
+        if (typeof args.name !== "string") throw fail("INVALID_ARGUMENT", "a service name is required");
+        if (depth > 10) throw fail("INVALID_ARGUMENT", "services call each other too deeply");
+        const r = await this.execute(p, systemKey, args.name, args.params, { depth: depth + 1 });
+        if (!r.success) throw fail("INVALID_ARGUMENT", typeof r.results === "string" ? r.results : JSON.stringify(r.results));
+        return r.results;
+      }
+      case "messaging.publish": {
+        if (typeof args.topic !== "string") throw fail("INVALID_ARGUMENT", "a topic is required");
+        return this.e.messages.publish(p, systemKey, { topic: args.topic, body: args.payload ?? "", qos: args.qos ?? 0 });
+      }
+      case "device.get": return this.e.devices.get(p, systemKey, String(args.name));
+      case "device.list": return this.e.devices.list(p, systemKey, q(args.query) ?? null);
+      case "device.create": return this.e.devices.create(p, systemKey, String(args.name ?? args.data?.name), args.data ?? {});
+      case "device.update": return this.e.devices.update(p, systemKey, String(args.name), { ...(args.data ?? {}), causeTrigger: args.causeTrigger !== false });
+      case "device.delete": return this.e.devices.remove(p, systemKey, String(args.name));
+      case "device.updateByQuery": return this.e.devices.bulkUpdate(p, systemKey, { query: args.query ?? [], $set: { ...(args.changes ?? {}), ...(args.causeTrigger === false ? { causeTrigger: false } : {}) } });
+      case "device.deleteByQuery": return this.e.devices.bulkDelete(p, systemKey, q(args.query) ?? "[]");
+      case "user.get": return this.e.users.info(p);
+      case "user.set": return this.e.users.updateInfo(p, args.data ?? {});
+      case "user.list": return this.e.users.list(p, q(args.query) ?? null, systemKey);
+      case "user.count": return this.e.users.count(p, q(args.query) ?? null, systemKey);
+      default: throw fail("INVALID_ARGUMENT", `unknown runtime operation '${op}'`);
+    }
+  }
+
+  // ---- stream services (execution_timeout -1) -------------------------------------------------
+
+  /** Starts every stream service with auto_restart (at start-up). */
+  async start() {
+    this.stopped = false;
+    for (const s of await this.e.services.streamServices()) void this.maybeStartStream(s.system_key, s.name);
+  }
+
+  private async maybeStartStream(systemKey: string, name: string) {
+    if (this.stopped) return;
+    const svc = await this.e.services.get(systemKey, name);
+    if (!svc || svc.execution_timeout !== -1 || !svc.auto_restart) return;
+    const key = `${systemKey}/${name}`;
+    if (this.streams.has(key)) return;
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); this.streamRuns.get(key)?.abort("the stream service was stopped"); } });
+    const loop = async () => {
+      while (!stopped && !this.stopped) {
+        const system = await this.e.systems.find(systemKey);
+        if (!system) break;
+        const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
+        await this.execute(owner, systemKey, name, {}, { internal: true }).catch((err) => this.e.d.log.warn("stream service failed", { service: name, err }));
+        if (stopped || this.stopped) break;
+        await new Promise<void>((r) => (timer = setTimeout(r, RESTART_DELAY_MS)));
+      }
+    };
+    void loop();
+  }
+
+  async stop() {
+    this.stopped = true;
+    for (const s of [...this.streams.values()]) s.stop();
+    for (const pool of this.pools.values()) for (const s of pool.idle) s.dispose();
+    this.pools.clear();
+  }
+}

@@ -1,0 +1,322 @@
+// Code services and libraries (spec §4.5, wire reference §6.1, §6.2): definitions with versions,
+// code meta, failed-run records and their retry. Running them is the code engine's job
+// (src/code/engine.ts); this module owns what is stored.
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { fail, notFound } from "../core/errors.ts";
+import { newUuid, nowIso } from "../core/ids.ts";
+import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import type { Executor } from "../store/db.ts";
+import { type FailedRunRow, type LibraryRow, type ServiceRow, failedRunsRepo, librariesRepo, servicesRepo } from "../store/services.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+/** Library names the platform provides; a service may list them in `dependencies` freely. */
+export const NATIVE_LIBRARIES = new Set(["clearblade", "log", "http", "geo", "crypto", "file_writer", "jsutil", "mailer", "net_cb", "oauth2_lib"]);
+const NAME_RE = /^[A-Za-z_$][A-Za-z0-9_$]{0,127}$/;
+const MAX_CODE = 5 * 1024 * 1024;
+/** Failed runs kept per service. */
+export const FAILED_RUNS_KEPT = 1000;
+
+const FAILED_COLUMNS: ColumnMap = {
+  id: { sql: "id", type: "string" }, service_name: { sql: "service_name", type: "string" },
+  user_id: { sql: "user_id", type: "string" }, created_at: { sql: "created_at", type: "string" },
+  error: { sql: "error", type: "string" }, trigger: { sql: "trigger", type: "string" },
+};
+
+export function parseDependencies(v: unknown): string[] {
+  if (v === undefined || v === null || v === "") return [];
+  const list = Array.isArray(v) ? v : typeof v === "string" ? v.split(",") : null;
+  if (!list || !list.every((x) => typeof x === "string")) throw fail("INVALID_ARGUMENT", "dependencies must be a comma-separated string or an array of library names");
+  return list.map((x) => x.trim()).filter(Boolean);
+}
+
+export function serviceToWire(s: ServiceRow) {
+  return {
+    name: s.name, code: s.code, params: JSON.parse(s.params) as string[], parameters: JSON.parse(s.params) as string[],
+    dependencies: s.dependencies, run_user: s.run_user, execution_timeout: s.execution_timeout, concurrency: s.concurrency,
+    logging_enabled: s.logging_enabled === 1, auto_restart: s.auto_restart === 1, auto_balance: s.auto_balance === 1,
+    log_ttl_minutes: s.log_ttl_minutes, run_on_edge: s.run_on_edge === 1, run_on_platform: s.run_on_platform === 1,
+    current_version: s.version, system_key: s.system_key, source_map: "", created_at: s.created_at, updated_at: s.updated_at,
+  };
+}
+
+export function libraryToWire(l: LibraryRow) {
+  return { system_key: l.system_key, name: l.name, description: l.description, version: l.version, code: l.code, dependencies: l.dependencies, api: l.api, visibility: l.visibility };
+}
+
+function failedToWire(r: FailedRunRow) {
+  const params = JSON.parse(r.params) as unknown;
+  return {
+    id: r.id, service_name: r.service_name, params, error: r.error, user_id: r.user_id, user_type: r.user_type, trigger: r.trigger, created_at: r.created_at,
+    Id: r.id, Service: r.service_name, Args: params, Error: { status_code: 500, error: r.error }, UserId: r.user_id, UserType: r.user_type, Datetime: r.created_at,
+  };
+}
+
+export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
+
+export class Services {
+  /** Called after any service or library change (the engine drops its warm sandboxes). */
+  onChange: (c: ServiceChange) => void = () => {};
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+
+  // ---- access ---------------------------------------------------------------------------------
+
+  /** Managing code: the system's developer, or a user with the all-services level. */
+  private async manage(p: Principal, systemKey: string, level: number) {
+    await this.systems.access(p, systemKey);
+    if (p.kind !== "developer") await this.d.perms.require(p, { kind: "allservices" }, level, "code services");
+  }
+
+  async get(systemKey: string, name: string): Promise<ServiceRow | undefined> {
+    return servicesRepo.get(this.d.db, systemKey, name);
+  }
+
+  async require(systemKey: string, name: string): Promise<ServiceRow> {
+    const s = await servicesRepo.get(this.d.db, systemKey, name);
+    if (!s) throw notFound("service", name, "Code");
+    return s;
+  }
+
+  // ---- services -------------------------------------------------------------------------------
+
+  private fields(body: Record<string, unknown>, base: ServiceRow): ServiceRow {
+    const out = { ...base };
+    for (const [k, v] of Object.entries(body)) {
+      switch (k) {
+        case "code":
+          if (typeof v !== "string" || v.length > MAX_CODE) throw fail("INVALID_ARGUMENT", "code must be a string (at most 5 MB)");
+          out.code = v; break;
+        case "parameters": case "params":
+          if (v !== null && (!Array.isArray(v) || !v.every((x) => typeof x === "string"))) throw fail("INVALID_ARGUMENT", `${k} must be an array of strings`);
+          out.params = JSON.stringify(v ?? []); break;
+        case "dependencies": out.dependencies = parseDependencies(v).join(","); break;
+        case "run_user":
+          if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "run_user must be a user id (or empty)");
+          out.run_user = v; break;
+        case "execution_timeout":
+          if (typeof v !== "number" || !Number.isInteger(v) || (v !== -1 && (v < 1 || v > 86_400))) throw fail("INVALID_ARGUMENT", "execution_timeout must be -1 (stream service) or 1..86400 seconds");
+          out.execution_timeout = v; break;
+        case "concurrency":
+          if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 10_000) throw fail("INVALID_ARGUMENT", "concurrency must be 0 (no limit) or a positive integer");
+          out.concurrency = v; break;
+        case "log_ttl_minutes":
+          if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw fail("INVALID_ARGUMENT", "log_ttl_minutes must be a whole number");
+          out.log_ttl_minutes = v; break;
+        case "logging_enabled": case "auto_restart": case "auto_balance": case "run_on_edge": case "run_on_platform":
+          if (typeof v !== "boolean" && v !== "true" && v !== "false") throw fail("INVALID_ARGUMENT", `${k} must be a boolean`);
+          out[k] = v === true || v === "true" ? 1 : 0; break;
+        case "name": case "systemID": case "system_key": case "systemKey": case "current_version": case "source_map": case "log_level": case "engine_type": case "namespace":
+          break; // identifiers or settings we accept and do not use
+        default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+      }
+    }
+    return out;
+  }
+
+  private async checkDependencies(ex: Executor, systemKey: string, deps: string) {
+    for (const dep of parseDependencies(deps)) {
+      if (NATIVE_LIBRARIES.has(dep)) continue;
+      if (!(await librariesRepo.get(ex, systemKey, dep))) throw fail("INVALID_ARGUMENT", `dependencies: library '${dep}' does not exist`);
+    }
+  }
+
+  async create(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.CREATE);
+    if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid service name '${name}': it names the entry function, so letters, digits, _ and $ only`);
+    const b = objectBody(body);
+    if (typeof b.code !== "string") throw fail("INVALID_ARGUMENT", "code is required");
+    const now = nowIso();
+    const row = this.fields(b, {
+      system_key: systemKey, name, code: "", params: "[]", dependencies: "", run_user: "", execution_timeout: 60, concurrency: 0,
+      logging_enabled: 0, auto_restart: 0, auto_balance: 0, log_ttl_minutes: 10080, run_on_edge: 1, run_on_platform: 1, version: 1, created_at: now, updated_at: now,
+    });
+    await this.d.db.tx(async (tx) => {
+      if (await servicesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `service '${name}' already exists`);
+      await this.checkDependencies(tx, systemKey, row.dependencies);
+      await servicesRepo.insert(tx, row);
+    });
+    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    return { created: true, name, uri: `/api/v/1/code/${systemKey}/${name}`, version_number: 1 };
+  }
+
+  async update(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    const row = await this.d.db.tx(async (tx) => {
+      const cur = await servicesRepo.get(tx, systemKey, name);
+      if (!cur) throw notFound("service", name, "Code");
+      const next = this.fields(b, cur);
+      next.version = cur.version + 1;
+      next.updated_at = nowIso();
+      await this.checkDependencies(tx, systemKey, next.dependencies);
+      await servicesRepo.update(tx, next);
+      return next;
+    });
+    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    return { ...serviceToWire(row), uri: `/api/v/1/code/${systemKey}/${name}`, version_number: row.version };
+  }
+
+  async remove(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.DELETE);
+    const r = await servicesRepo.delete(this.d.db, systemKey, name);
+    if (!r.changes) throw notFound("service", name, "Code");
+    this.onChange({ systemKey, name, kind: "service", deleted: true });
+    return {};
+  }
+
+  async read(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    return serviceToWire(await this.require(systemKey, name));
+  }
+
+  async names(p: Principal, systemKey: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    return { code: (await servicesRepo.list(this.d.db, systemKey)).map((s) => s.name) };
+  }
+
+  async codeMeta(p: Principal, systemKey: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    return {
+      code: (await servicesRepo.list(this.d.db, systemKey)).map((s) => ({
+        name: s.name, system_key: s.system_key, uuid: `${s.system_key}:${s.name}`, version: s.version, version_id: `${s.name}@${s.version}`,
+        euid: s.run_user, execution_timeout: s.execution_timeout, logging_enabled: s.logging_enabled === 1, concurrency: s.concurrency,
+        auto_balance: s.auto_balance === 1, auto_balance_euid: "", auto_restart: s.auto_restart === 1, namespace: "",
+      })),
+    };
+  }
+
+  list(systemKey: string) { return servicesRepo.list(this.d.db, systemKey); }
+  streamServices() { return servicesRepo.streamServices(this.d.db); }
+
+  // ---- libraries ------------------------------------------------------------------------------
+
+  async libraries(p: Principal, systemKey: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    return (await librariesRepo.list(this.d.db, systemKey)).map(libraryToWire);
+  }
+
+  async library(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    const l = await librariesRepo.get(this.d.db, systemKey, name);
+    if (!l) throw notFound("library", name, "Code");
+    return libraryToWire(l);
+  }
+
+  private libraryFields(b: Record<string, unknown>, base: LibraryRow): LibraryRow {
+    const out = { ...base };
+    for (const [k, v] of Object.entries(b)) {
+      switch (k) {
+        case "code": if (typeof v !== "string" || v.length > MAX_CODE) throw fail("INVALID_ARGUMENT", "code must be a string"); out.code = v; break;
+        case "dependencies": out.dependencies = parseDependencies(v).join(","); break;
+        case "description": case "api": case "visibility":
+          if (typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
+          out[k] = v; break;
+        case "name": case "system_key": case "systemKey": case "version": break;
+        default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+      }
+    }
+    return out;
+  }
+
+  async createLibrary(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.CREATE);
+    if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid library name '${name}'`);
+    if (NATIVE_LIBRARIES.has(name)) throw fail("ALREADY_EXISTS", `'${name}' is a native library name`);
+    const b = objectBody(body);
+    if (typeof b.code !== "string") throw fail("INVALID_ARGUMENT", "code is required");
+    const now = nowIso();
+    const row = this.libraryFields(b, { system_key: systemKey, name, code: "", dependencies: "", description: "", api: "", visibility: "system", version: 1, created_at: now, updated_at: now });
+    await this.d.db.tx(async (tx) => {
+      if (await librariesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `library '${name}' already exists`);
+      await this.checkDependencies(tx, systemKey, row.dependencies);
+      await librariesRepo.insert(tx, row);
+      await librariesRepo.addVersion(tx, row);
+    });
+    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    return libraryToWire(row);
+  }
+
+  async updateLibrary(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    const row = await this.d.db.tx(async (tx) => {
+      const cur = await librariesRepo.get(tx, systemKey, name);
+      if (!cur) throw notFound("library", name, "Code");
+      const next = this.libraryFields(b, cur);
+      next.version = cur.version + 1;
+      next.updated_at = nowIso();
+      await this.checkDependencies(tx, systemKey, next.dependencies);
+      await librariesRepo.update(tx, next);
+      await librariesRepo.addVersion(tx, next);
+      return next;
+    });
+    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    return libraryToWire(row);
+  }
+
+  async removeLibrary(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.DELETE);
+    const users = (await servicesRepo.list(this.d.db, systemKey)).filter((s) => parseDependencies(s.dependencies).includes(name)).map((s) => s.name);
+    if (users.length) throw fail("INVALID_ARGUMENT", `library '${name}' is used by ${users.map((u) => `'${u}'`).join(", ")}`);
+    const r = await librariesRepo.delete(this.d.db, systemKey, name);
+    if (!r.changes) throw notFound("library", name, "Code");
+    this.onChange({ systemKey, name, kind: "library", deleted: true });
+    return {};
+  }
+
+  async libraryHistory(p: Principal, systemKey: string, name: string, version?: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    const versions = await librariesRepo.versions(this.d.db, systemKey, name);
+    if (!versions.length) throw notFound("library", name, "Code");
+    const wire = versions.map((v) => ({ system_key: systemKey, name, ...v }));
+    if (version === undefined) return wire;
+    const one = wire.find((v) => String(v.version) === version);
+    if (!one) throw notFound(`version of library '${name}'`, version, "Code");
+    return one;
+  }
+
+  /** A library and, before it, everything it depends on (each once, in load order). */
+  async libraryChain(ex: Executor, systemKey: string, names: string[], seen = new Set<string>()): Promise<LibraryRow[]> {
+    const out: LibraryRow[] = [];
+    for (const n of names) {
+      if (NATIVE_LIBRARIES.has(n) || seen.has(n)) continue;
+      seen.add(n);
+      const lib = await librariesRepo.get(ex, systemKey, n);
+      if (!lib) throw fail("INVALID_ARGUMENT", `library '${n}' does not exist`);
+      out.push(...(await this.libraryChain(ex, systemKey, parseDependencies(lib.dependencies), seen)), lib);
+    }
+    return out;
+  }
+
+  // ---- failed runs ----------------------------------------------------------------------------
+
+  async recordFailure(r: Omit<FailedRunRow, "id" | "created_at">) {
+    await this.d.db.tx(async (tx) => {
+      await failedRunsRepo.insert(tx, { ...r, id: newUuid(), created_at: nowIso() });
+      await failedRunsRepo.trim(tx, r.system_key, r.service_name, FAILED_RUNS_KEPT);
+    });
+  }
+
+  async failed(p: Principal, systemKey: string, query: string | null) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    const q = parseQuery(query ?? undefined);
+    const rows = await failedRunsRepo.list(this.d.db, systemKey, compileWhere(q.filters, FAILED_COLUMNS), compileOrder(q.sort.length ? q.sort : [{ field: "created_at", desc: true }], FAILED_COLUMNS) + compileLimit(q));
+    return rows.map(failedToWire);
+  }
+
+  async failedRows(p: Principal, systemKey: string, ids: unknown): Promise<FailedRunRow[]> {
+    await this.manage(p, systemKey, LEVEL.UPDATE);
+    const list = Array.isArray(ids) ? ids : typeof ids === "string" ? [ids] : null;
+    if (!list || !list.length || !list.every((x) => typeof x === "string")) throw fail("INVALID_ARGUMENT", "id must be a failed-run id or an array of them");
+    return failedRunsRepo.byIds(this.d.db, systemKey, list as string[]);
+  }
+
+  async deleteFailed(p: Principal, systemKey: string, ids: unknown) {
+    const rows = await this.failedRows(p, systemKey, ids);
+    if (rows.length) await failedRunsRepo.delete(this.d.db, systemKey, rows.map((r) => r.id));
+    return rows.map(failedToWire);
+  }
+}

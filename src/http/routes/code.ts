@@ -1,0 +1,48 @@
+// Code services and libraries (spec §4.5, wire reference §6): execution, definitions on the paths
+// existing clients use, code meta, failed runs and their retry, libraries with versions.
+import { Elysia } from "elysia";
+import { objectBody } from "../../core/validate.ts";
+import { jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
+import type { Services } from "../services.ts";
+
+type P = Record<string, string>;
+const sk = (p: unknown) => (p as P).systemKey!;
+const nm = (p: unknown) => (p as P).name!;
+
+export const codeRoutes = (s: Services) => {
+  const auth = (r: Request) => principalOf(s.tokens, r);
+  let app = new Elysia({ name: "routes:code" })
+    .post("/api/v/1/code/:systemKey/:name", async ({ request, params }) => {
+      const r = await s.code.execute(await auth(request), params.systemKey, params.name, await jsonBody(request), {
+        userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",
+      });
+      return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
+    })
+    .get("/api/v/1/code/:systemKey/:name", async ({ request, params }) => s.services.read(await auth(request), params.systemKey, params.name))
+    .get("/api/v/3/code/codemeta/:systemKey", async ({ request, params }) => s.services.codeMeta(await auth(request), params.systemKey))
+    .get("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
+    .post("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
+    .get("/api/v/3/code/:systemKey/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
+    .get("/codeadmin/failed/:systemKey", async ({ request, params }) => ({ [params.systemKey]: await s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")) }))
+    .post("/codeadmin/failed/:systemKey", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
+    .delete("/codeadmin/failed/:systemKey", async ({ request, params }) => s.services.deleteFailed(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
+    // libraries
+    .get("/codeadmin/v/2/library/:systemKey", async ({ request, params }) => s.services.libraries(await auth(request), params.systemKey))
+    .get("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.library(await auth(request), params.systemKey, params.name))
+    .post("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.createLibrary(await auth(request), params.systemKey, params.name, await jsonBody(request)))
+    .put("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.updateLibrary(await auth(request), params.systemKey, params.name, await jsonBody(request)))
+    .delete("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.removeLibrary(await auth(request), params.systemKey, params.name))
+    .get("/codeadmin/v/2/history/library/:systemKey/:name", async ({ request, params }) => s.services.libraryHistory(await auth(request), params.systemKey, params.name))
+    .get("/codeadmin/v/2/history/library/:systemKey/:name/:version", async ({ request, params }) => s.services.libraryHistory(await auth(request), params.systemKey, params.name, params.version)) as unknown as Elysia;
+
+  // service definitions on the three path families clients use
+  for (const [list, one] of [["/admin/code/v/1/:systemKey", "/admin/code/v/1/:systemKey/:name"], ["/api/v/3/code/:systemKey", "/api/v/3/code/:systemKey/service/:name"], [null, "/codeadmin/v/2/:systemKey/:name"]] as const) {
+    if (list) app = app.get(list, async ({ request, params }) => s.services.names(await auth(request), sk(params))) as unknown as Elysia;
+    app = app
+      .get(one, async ({ request, params }) => s.services.read(await auth(request), sk(params), nm(params)))
+      .post(one, async ({ request, params }) => s.services.create(await auth(request), sk(params), nm(params), await jsonBody(request)))
+      .put(one, async ({ request, params }) => s.services.update(await auth(request), sk(params), nm(params), await jsonBody(request)))
+      .delete(one, async ({ request, params }) => s.services.remove(await auth(request), sk(params), nm(params))) as unknown as Elysia;
+  }
+  return app;
+};

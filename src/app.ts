@@ -12,6 +12,9 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { Services as CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
+import { Triggers } from "./domain/triggers.ts";
+import { TriggerDispatcher } from "./events/dispatcher.ts";
+import { TimerScheduler } from "./events/scheduler.ts";
 import { MqttBroker } from "./broker/broker.ts";
 import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
@@ -65,7 +68,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const messages = new Messages(deps, systems);
     const codeServices = new CodeServices(deps, systems);
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages });
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code };
+    const triggers = new Triggers(deps, systems, codeServices);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -89,10 +93,19 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     messages.setBroker(broker);
     await code.start();
     started.push({ name: "code", stop: () => code.stop() });
+    const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log);
+    await dispatcher.start();
+    started.push({ name: "triggers", stop: () => dispatcher.stop() });
+    const scheduler = new TimerScheduler(triggers, systems, code, log);
+    scheduler.start();
+    started.push({ name: "timers", stop: () => scheduler.stop() });
 
     const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
     started.push({ name: "http", stop: () => http.stop() });
     log.info("outpost started", { version: VERSION, http: http.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
+
+    for (const key of await systems.keys())
+      events.emit(config.mode === "edge" ? "StartConnectDisconnect::EdgeStarted" : "StartConnectDisconnect::PlatformStarted", key, {});
 
     let stopping: Promise<void> | undefined;
     return { config, log, db, services, events, http, broker, stop: () => (stopping ??= stop()) };

@@ -33,6 +33,12 @@ export interface EventPayloads {
   "Messaging::MQTTUserDisconnected": { email: string; userId: string; clientId: string };
   "Messaging::MQTTDeviceConnected": { deviceName: string; clientId: string };
   "Messaging::MQTTDeviceDisconnected": { deviceName: string; clientId: string };
+  "StartConnectDisconnect::PlatformStarted": Record<string, never>;
+  "StartConnectDisconnect::EdgeStarted": Record<string, never>;
+  "StartConnectDisconnect::PlatformConnectedOnEdge": Record<string, never>;
+  "StartConnectDisconnect::PlatformDisconnectedOnEdge": Record<string, never>;
+  "StartConnectDisconnect::EdgeConnectedOnPlatform": { edgeName: string };
+  "StartConnectDisconnect::EdgeDisconnectedOnPlatform": { edgeName: string };
 }
 export type EventType = keyof EventPayloads;
 

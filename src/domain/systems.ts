@@ -160,4 +160,6 @@ export class Systems {
   }
 
   forget(key: string) { this.cache.delete(key); }
+
+  async keys(): Promise<string[]> { return (await systemsRepo.all(this.d.db)).map((s) => s.system_key); }
 }

@@ -6,6 +6,7 @@ import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
 import { deviceRoutes } from "./routes/devices.ts";
+import { handlerRoutes } from "./routes/handlers.ts";
 import { messagingRoutes } from "./routes/messaging.ts";
 import { roleRoutes } from "./routes/roles.ts";
 import { systemRoutes } from "./routes/systems.ts";
@@ -64,7 +65,8 @@ export function createHttpApp(s: Services) {
     .use(dataRoutes(s))
     .use(deviceRoutes(s))
     .use(messagingRoutes(s))
-    .use(codeRoutes(s)) as unknown as Elysia;
+    .use(codeRoutes(s))
+    .use(handlerRoutes(s)) as unknown as Elysia;
   return app;
 }
 

@@ -7,6 +7,7 @@ import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
 import type { Services as CodeServices } from "../domain/services.ts";
 import type { CodeEngine } from "../code/engine.ts";
+import type { Triggers } from "../domain/triggers.ts";
 import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
@@ -25,4 +26,5 @@ export interface Services {
   messages: Messages;
   services: CodeServices;
   code: CodeEngine;
+  triggers: Triggers;
 }

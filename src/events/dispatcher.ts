@@ -1,0 +1,97 @@
+// Runs trigger handlers: every domain event is matched against the triggers of its system
+// (definition and key_value_pairs filters) and each match runs its service with the event's
+// payload in req.params plus params.trigger = "Module::Action".
+import type { Principal } from "../auth/principal.ts";
+import { topicMatches } from "../auth/permissions.ts";
+import type { DomainEvent, EventBus, EventType } from "../core/events.ts";
+import type { Logger } from "../core/log.ts";
+import type { CodeEngine } from "../code/engine.ts";
+import type { Systems } from "../domain/systems.ts";
+import type { Triggers } from "../domain/triggers.ts";
+import type { TriggerRow } from "../store/triggers.ts";
+
+/** A trigger whose service causes its own event again stops after this many rounds. */
+export const MAX_TRIGGER_DEPTH = 4;
+
+/** Which payload value a key_value_pairs filter compares with. */
+function payloadValues(key: string, p: Record<string, any>): unknown[] {
+  switch (key) {
+    case "itemId": return Array.isArray(p.items) ? p.items.map((i: { item_id: string }) => i.item_id) : [];
+    case "userId": return [p.userId ?? p.user?.user_id];
+    default: return [p[key]];
+  }
+}
+
+export function matches(t: TriggerRow, e: DomainEvent): boolean {
+  const kvp = JSON.parse(t.key_value_pairs) as Record<string, string>;
+  for (const [k, want] of Object.entries(kvp)) {
+    if (want === "") continue; // empty = any
+    const have = payloadValues(k, e.payload as Record<string, unknown>);
+    const ok = k === "topic"
+      ? have.some((v) => typeof v === "string" && topicMatches(want, v))
+      : have.some((v) => v !== undefined && v !== null && String(v) === want);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+export class TriggerDispatcher {
+  /** systemKey -> event type -> triggers */
+  private index = new Map<string, Map<string, TriggerRow[]>>();
+  private off: (() => void) | null = null;
+  fired = 0;
+  loopsStopped = 0;
+
+  constructor(private readonly events: EventBus, private readonly triggers: Triggers, private readonly systems: Systems,
+    private readonly engine: CodeEngine, private readonly log: Logger) {}
+
+  async start() {
+    await this.reload();
+    this.triggers.onChange = () => { void this.reload(); };
+    this.subscribe();
+  }
+
+  /** Listens only to the event types some trigger uses, so unwatched events stay free. */
+  private subscribe() {
+    this.off?.();
+    const types = new Set<string>();
+    for (const m of this.index.values()) for (const t of m.keys()) types.add(t);
+    this.off = types.size ? this.events.on((e) => this.handle(e), [...types] as EventType[]) : null;
+  }
+
+  async reload() {
+    const index = new Map<string, Map<string, TriggerRow[]>>();
+    for (const t of await this.triggers.allTriggers()) {
+      if (t.disabled) continue;
+      const m = index.get(t.system_key) ?? new Map<string, TriggerRow[]>();
+      index.set(t.system_key, m);
+      const type = `${t.def_module}::${t.def_name}`;
+      m.set(type, [...(m.get(type) ?? []), t]);
+    }
+    this.index = index;
+    this.subscribe();
+  }
+
+  private async handle(e: DomainEvent) {
+    const list = this.index.get(e.systemKey)?.get(e.type);
+    if (!list) return;
+    if (e.depth >= MAX_TRIGGER_DEPTH) {
+      this.loopsStopped++;
+      this.log.warn("trigger chain stopped: too deep", { event: e.type, systemKey: e.systemKey, depth: e.depth });
+      return;
+    }
+    const system = await this.systems.find(e.systemKey);
+    if (!system) return;
+    // trigger runs act for the system's developer; a service with a run_user runs as that user
+    const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
+    for (const t of list) {
+      if (!matches(t, e)) continue;
+      this.fired++;
+      const params = { ...(e.payload as Record<string, unknown>), trigger: e.type };
+      this.engine.execute(owner, e.systemKey, t.service_name, params, { internal: true, trigger: e.type, depth: e.depth })
+        .catch((err) => this.log.warn("trigger run failed", { trigger: t.name, err }));
+    }
+  }
+
+  stop() { this.off?.(); this.off = null; }
+}

@@ -1,0 +1,45 @@
+// Runs timers: a node-cron tick every second fires each due timer's service and moves it to its
+// next time. The next time counts from the firing, so after a restart (or any pause) a timer
+// fires once and continues at its frequency: never more often than asked, no catch-up bursts.
+import cron from "node-cron";
+import type { Principal } from "../auth/principal.ts";
+import type { Logger } from "../core/log.ts";
+import type { CodeEngine } from "../code/engine.ts";
+import type { Systems } from "../domain/systems.ts";
+import type { Triggers } from "../domain/triggers.ts";
+
+export class TimerScheduler {
+  private task: ReturnType<typeof cron.schedule> | null = null;
+  private ticking = false;
+  fired = 0;
+
+  constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger) {}
+
+  start() {
+    this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
+  }
+
+  async tick(now = Date.now()) {
+    if (this.ticking) return;
+    this.ticking = true;
+    try {
+      for (const t of await this.triggers.dueTimers(now)) {
+        const runs = t.runs + 1;
+        const next = t.repeats > 0 && runs >= t.repeats ? null : now + t.frequency * 1000;
+        if (!(await this.triggers.claimFiring(t, next))) continue; // another node fired it
+        const system = await this.systems.find(t.system_key);
+        if (!system) continue;
+        const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
+        this.fired++;
+        this.engine.execute(owner, t.system_key, t.service_name, { timer: t.name, runs }, { internal: true, trigger: "Timer" })
+          .catch((err) => this.log.warn("timer run failed", { timer: t.name, err }));
+      }
+    } catch (err) {
+      this.log.error("timer tick failed", { err });
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  stop() { this.task?.stop(); this.task = null; }
+}

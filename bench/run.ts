@@ -4,8 +4,9 @@ import { BIN, hasWrk } from "./lib.ts";
 import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
 import { benchMqtt } from "./mqtt.ts";
+import { benchCode } from "./code.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

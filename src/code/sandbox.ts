@@ -45,6 +45,8 @@ export class Sandbox {
   private rt!: QuickJSRuntime;
   private vm!: QuickJSContext;
   private runFn!: QuickJSHandle;
+  /** the entry function's name, made once: a sandbox only ever runs one service */
+  private entryH: QuickJSHandle | undefined;
   private isDoneFn!: QuickJSHandle;
   private sliceDeadline = Infinity;
   private disposed = false;
@@ -140,7 +142,7 @@ export class Sandbox {
 
   /** Runs the entry function once. Resolves when it calls success/error, when no work is left
    *  (success by default), on an uncaught error, or at the deadline (timeoutMs <= 0: none). */
-  run(entry: string, req: unknown, hooks: RunHooks, timeoutMs: number): Promise<RunOutcome> {
+  run(entry: string, req: unknown, hooks: RunHooks, timeoutMs: number, onFinish?: () => void): Promise<RunOutcome> {
     if (this.disposed || this.broken) return Promise.resolve({ kind: "failed", error: "sandbox unavailable" });
     this.hooks = hooks;
     this.outcome = null;
@@ -148,21 +150,31 @@ export class Sandbox {
     this.status = undefined;
     this.headers = undefined;
     return new Promise<RunOutcome>((resolve) => {
-      this.resolveRun = resolve;
-      if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s` }), timeoutMs);
+      // onFinish runs synchronously when the run ends, so the caller can hand the sandbox on
+      // before the promise settles (under load, that is what keeps the pool from running dry)
+      this.resolveRun = onFinish ? (o) => { onFinish(); resolve(o); } : resolve;
       const vm = this.vm;
-      const nameH = vm.newString(entry), reqH = vm.newString(JSON.stringify(req ?? {}));
+      this.entryH ??= vm.newString(entry);
+      const reqH = vm.newString(JSON.stringify(req ?? {}));
       this.sliceDeadline = Date.now() + this.limits.sliceMs;
-      const r = vm.callFunction(this.runFn, vm.undefined, nameH, reqH);
+      const r = vm.callFunction(this.runFn, this.vm.undefined, this.entryH, reqH);
       this.sliceDeadline = Infinity;
-      nameH.dispose(); reqH.dispose();
+      reqH.dispose();
       if (r.error) {
         const msg = this.errorText(r.error);
         r.error.dispose();
         this.finish({ kind: "failed", error: msg });
         return;
       }
+      // the service ended before returning: its outcome came back with the call
+      const early = vm.typeof(r.value) === "string" ? vm.getString(r.value) : null;
       r.value.dispose();
+      if (early !== null) {
+        const o = JSON.parse(early) as { k: "success" | "error"; v: unknown };
+        this.finish({ kind: o.k, value: o.v, status: this.status, headers: this.headers });
+        return;
+      }
+      if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s` }), timeoutMs);
       this.pump();
     });
   }
@@ -223,6 +235,7 @@ export class Sandbox {
       for (const d of this.pending) d.dispose();
       this.pending.clear();
       this.runFn?.dispose();
+      this.entryH?.dispose();
       this.isDoneFn?.dispose();
       this.vm?.dispose();
       this.rt?.dispose();

@@ -44,7 +44,7 @@ function withSingleSlashes(url: string): string | null {
 }
 
 export function createHttpApp(s: Services) {
-  const app: Elysia = new Elysia({ name: "outpost" })
+  const app: Elysia = new Elysia()
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
       // only when no route matched, so normal requests pay nothing for it.

@@ -11,7 +11,7 @@ const nm = (p: unknown) => (p as P).name!;
 
 export const codeRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
-  let app = new Elysia({ name: "routes:code" })
+  let app = new Elysia()
     .post("/api/v/1/code/:systemKey/:name", async ({ request, params }) => {
       const r = await s.code.execute(await auth(request), params.systemKey, params.name, await jsonBody(request), {
         userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",

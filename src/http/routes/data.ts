@@ -64,7 +64,7 @@ function schemaRoutes(app: Elysia, s: Services, base: string, resolve: Resolve) 
 }
 
 export const dataRoutes = (s: Services) => {
-  let app = new Elysia({ name: "routes:data" }) as unknown as Elysia;
+  let app = new Elysia() as unknown as Elysia;
   for (const base of ["/api/v/3/collectionmanagement", "/admin/collectionmanagement"]) {
     app = app
       .get(base, async ({ request }) => s.collections.describe(await principalOf(s.tokens, request), queryOf(request).get("id")))

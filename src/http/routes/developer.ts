@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import { jsonBody, principalOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
-export const developerRoutes = (s: Services) => new Elysia({ name: "routes:developer" })
+export const developerRoutes = (s: Services) => new Elysia()
   .post("/admin/reg", async ({ request }) => s.developers.register(await jsonBody(request)))
   .post("/admin/auth", async ({ request }) => s.developers.authenticate(await jsonBody(request)))
   .post("/admin/logout", async ({ request }) => s.developers.logout(await principalOf(s.tokens, request)))

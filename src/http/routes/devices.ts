@@ -9,7 +9,7 @@ const nm = (params: unknown) => (params as P).name!;
 
 export const deviceRoutes = (s: Services) => {
   const auth = (request: Request) => principalOf(s.tokens, request);
-  let app = new Elysia({ name: "routes:devices" })
+  let app = new Elysia()
     .post("/api/v/2/devices/:systemKey/auth", async ({ request, params }) => s.devices.authenticate(params.systemKey, await jsonBody(request))) as unknown as Elysia;
 
   // listing and bulk operations: user path and developer path share the handlers

@@ -10,7 +10,7 @@ const nm = (p: unknown) => (p as P).name!;
 
 export const handlerRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
-  let app = new Elysia({ name: "routes:handlers" })
+  let app = new Elysia()
     .get("/admin/triggers/definitions", async ({ request }) => { await auth(request); return s.triggers.definitions(); }) as unknown as Elysia;
   const families: [string, string, string, string][] = [
     ["/admin/triggers/handlers/:systemKey", "/admin/triggers/handlers/:systemKey/:name", "/admin/triggers/timers/:systemKey", "/admin/triggers/timers/:systemKey/:name"],

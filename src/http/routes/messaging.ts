@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import { jsonBody, principalOf, queryOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
-export const messagingRoutes = (s: Services) => new Elysia({ name: "routes:messaging" })
+export const messagingRoutes = (s: Services) => new Elysia()
   .get("/api/v/1/message/:systemKey", async ({ request, params }) => s.messages.history(await principalOf(s.tokens, request), params.systemKey, queryOf(request)))
   .delete("/api/v/1/message/:systemKey", async ({ request, params }) => s.messages.deleteHistory(await principalOf(s.tokens, request), params.systemKey, queryOf(request)))
   .post("/api/v/1/message/:systemKey/publish", async ({ request, params }) => s.messages.publish(await principalOf(s.tokens, request), params.systemKey, await jsonBody(request)))

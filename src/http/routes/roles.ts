@@ -7,7 +7,7 @@ import type { Services } from "../services.ts";
 const sk = (params: unknown) => (params as { systemKey: string }).systemKey;
 
 export const roleRoutes = (s: Services) => {
-  const app = new Elysia({ name: "routes:roles" });
+  const app = new Elysia();
   for (const base of ["/admin/user/:systemKey/roles", "/api/v/3/user/roles/:systemKey"]) {
     app
       .get(base, async ({ request, params }) => {

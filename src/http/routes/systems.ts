@@ -5,7 +5,7 @@ import { jsonBody, principalOf, queryOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
 export const systemRoutes = (s: Services) => {
-  const app = new Elysia({ name: "routes:systems" });
+  const app = new Elysia();
   for (const base of ["/admin/systemmanagement", "/admin/v/4/systemmanagement"]) {
     app
       .get(base, async ({ request }) => systemToWire(await s.systems.accessAsDeveloper(await principalOf(s.tokens, request), queryOf(request).get("id"))))

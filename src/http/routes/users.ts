@@ -4,7 +4,7 @@ import { Elysia } from "elysia";
 import { jsonBody, optionalPrincipalOf, principalOf, queryOf, systemKeyOf, systemSecretOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
-export const userRoutes = (s: Services) => new Elysia({ name: "routes:users" })
+export const userRoutes = (s: Services) => new Elysia()
   .post("/api/v/1/user/reg", async ({ request }) =>
     s.users.register(systemKeyOf(request), systemSecretOf(request), await optionalPrincipalOf(s.tokens, request), await jsonBody(request)))
   .post("/api/v/1/user/auth", async ({ request }) => s.users.authenticate(systemKeyOf(request), systemSecretOf(request), await jsonBody(request)))

@@ -1002,7 +1002,7 @@ t.test("sandbox: a service looping over awaited host calls does not starve the s
   const health = await within(request(o.url, "GET", "/health"), 5000, "health during the host-call loop").catch((e: Error) => e);
   const healthMs = Date.now() - h0;
   t.ok(!(health instanceof Error) && health.status === 200, `/health answers while the service loops (${health instanceof Error ? health.message : `${healthMs} ms`})`);
-  t.ok(healthMs < 1500, `within ~1 s (${healthMs} ms)`);
+  if (!(health instanceof Error)) t.ok(healthMs < 1500, `within ~1 s (${healthMs} ms)`);
   const r = await run;
   const ms = Date.now() - t0;
   t.ok(!(r instanceof Error), `the run ends (${r instanceof Error ? r.message : "answered"})`);

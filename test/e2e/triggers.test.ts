@@ -588,6 +588,19 @@ t.test("timer: repeats -1 keeps firing; disabled stops it", async (t) => {
   t.equal((await recorded(s, rec.tag)).length, m, "deleted: no more runs");
 });
 
+t.test("timer: frequency 2 fires every ~2 s (no lost ticks)", async (t) => {
+  const rec = await recorder(s);
+  const name = uniq("cadence");
+  ok200(t, await s.dev.post(tp(s, name), { frequency: 2, repeats: 5, start_time: "now", service_name: rec.name }));
+  t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 5, 16_000), "five runs");
+  const at = (await recorded(s, rec.tag)).map((e) => e.at);
+  const gaps = at.slice(1).map((x, i) => x - at[i]!);
+  t.ok(gaps.every((d) => d >= 1800), `never sooner than 2 s (gaps ${gaps.join(", ")} ms)`);
+  t.ok(gaps.every((d) => d <= 2600), `and not a second late either (gaps ${gaps.join(", ")} ms)`);
+  t.ok(at[at.length - 1]! - at[0]! <= 4 * 2000 + 1000, `five runs take about 8 s (${at[at.length - 1]! - at[0]!} ms)`);
+  ok200(t, await s.dev.del(tp(s, name)));
+});
+
 t.test("timer: an RFC 3339 start_time in the future is waited for", async (t) => {
   const rec = await recorder(s);
   const name = uniq("later");

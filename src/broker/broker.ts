@@ -8,14 +8,12 @@
 // authorizeForward, which also drops anything of another system. So "#" in one system never sees
 // another system's messages, and retained messages of equal topics in two systems never collide.
 import { readFileSync } from "node:fs";
-import http from "node:http";
-import https from "node:https";
 import net from "node:net";
 import tls from "node:tls";
 import { Aedes, type AedesOptions, type Client } from "aedes";
 import MQEmitter from "mqemitter";
-import { WebSocketServer, createWebSocketStream } from "ws";
-import { LEVEL, type Permissions } from "../auth/permissions.ts";
+import { Duplex } from "node:stream";
+import { LEVEL, type Permissions, topicMatches } from "../auth/permissions.ts";
 import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
@@ -24,9 +22,6 @@ import type { Logger } from "../core/log.ts";
 import type { ConnectionView } from "../domain/devices.ts";
 import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
-
-/** The aedes persistence plus the one method the broker wraps (see start). */
-type Persistence = { outgoingStream(client: { id: string }): import("node:stream").Readable };
 
 export interface BrokerDeps {
   config: Config;
@@ -51,8 +46,6 @@ interface Session {
 
 const DECISION_MS = 5_000;
 const DECISIONS_MAX = 500;
-/** Marks an offline-queue packet whose topic is already the client's own. */
-export const STRIPPED = Symbol("outpost.stripped");
 
 const NOT_AUTHORIZED = 5;
 
@@ -68,23 +61,12 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   /** live clients by system (for connection listings and counts) */
   private readonly bySystem = new Map<string, Set<Client>>();
   private readonly servers: { name: string; close(): Promise<void> }[] = [];
-  private wss: WebSocketServer[] = [];
+  private webSockets: ReturnType<typeof Bun.serve>[] = [];
   readonly ports: Record<string, number> = {};
 
   constructor(private readonly d: BrokerDeps) {}
 
   async start() {
-    const persistence = this.d.persistence as Persistence | undefined;
-    if (persistence) {
-      // Queued packets are stored with their in-system topic and written to the client as read
-      // from this stream, so the client's own topic is restored here.
-      const stream = persistence.outgoingStream.bind(persistence);
-      persistence.outgoingStream = (client) => stream(client).map((packet: Record<string | symbol, unknown>) => {
-        const s = this.sessions.get(client as Client);
-        const own = s && typeof packet.topic === "string" ? ownTopic(s.prefix, packet.topic) : null;
-        return own === null ? packet : Object.assign(Object.create(Object.getPrototypeOf(packet)), packet, { topic: own, [STRIPPED]: true });
-      });
-    }
     this.aedes = await Aedes.createBroker({
       mq: MQEmitter({ concurrency: 100 }),
       persistence: this.d.persistence,
@@ -114,11 +96,11 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
     const c = this.d.config;
     await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
-    await this.listenWs("mqtt-ws", http.createServer(), c.mqttWsPort);
+    this.listenWs("mqtt-ws", c.mqttWsPort);
     if (c.tlsCert && c.tlsKey) {
       const creds = { cert: readFileSync(c.tlsCert), key: readFileSync(c.tlsKey) };
       await this.listenTcp("mqtt-tls", tls.createServer(creds, (s) => this.accept(s)), c.mqttTlsPort);
-      await this.listenWs("mqtt-wss", https.createServer(creds), c.mqttWssPort);
+      this.listenWs("mqtt-wss", c.mqttWssPort, creds);
     }
   }
 
@@ -133,15 +115,51 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     });
   }
 
-  private listenWs(name: string, server: http.Server | https.Server, port: number) {
-    const wss = new WebSocketServer({ server, path: "/mqtt" });
-    wss.on("connection", (ws, req) => this.accept(createWebSocketStream(ws), req.socket.remoteAddress));
-    this.wss.push(wss);
-    return this.listenTcp(name, server as unknown as net.Server, port);
+  /** MQTT over WebSocket (path /mqtt, subprotocol "mqtt") on Bun's own WebSocket server. */
+  private listenWs(name: string, port: number, tlsCreds?: { cert: Buffer; key: Buffer }) {
+    type Data = { stream?: Duplex; ip: string; kick?: () => void };
+    const server = Bun.serve<Data>({
+      port, hostname: this.d.config.httpHost,
+      ...(tlsCreds ? { tls: { cert: tlsCreds.cert, key: tlsCreds.key } } : {}),
+      fetch: (req, srv) => {
+        if (new URL(req.url).pathname !== "/mqtt") return new Response("not found", { status: 404 });
+        const wantsMqtt = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).find((p) => p === "mqtt" || p === "mqttv3.1");
+        const ok = srv.upgrade(req, { data: { ip: srv.requestIP(req)?.address ?? "" }, headers: wantsMqtt ? { "Sec-WebSocket-Protocol": wantsMqtt } : {} });
+        return ok ? undefined : new Response("MQTT over WebSocket only", { status: 400 });
+      },
+      websocket: {
+        open: (ws) => {
+          const stream = new Duplex({
+            read() {},
+            write(chunk: Buffer, _enc, cb) { ws.send(chunk); cb(); },
+            final(cb) { ws.close(); cb(); },
+            destroy(err, cb) { try { ws.close(); } catch { /* gone */ } cb(err); },
+          });
+          ws.data.stream = stream;
+          const client = this.accept(stream, ws.data.ip) as unknown as { _paused: boolean; _parsingBatch: number; _parser: { parse(b: Buffer): void } };
+          // aedes reads on 'readable'; bytes that arrive while it is busy with an earlier packet can
+          // sit unread until the next message (seen on about 1 in 20 fresh WebSocket clients).
+          // After each message, read whatever aedes left, when it is idle.
+          ws.data.kick = () => {
+            if (!client._paused && client._parsingBatch <= 0 && stream.readableLength > 0) {
+              const buf = stream.read() as Buffer | null;
+              if (buf) client._parser.parse(buf);
+            }
+          };
+        },
+        message: (ws, msg) => {
+          ws.data.stream?.push(typeof msg === "string" ? Buffer.from(msg) : Buffer.from(msg));
+          setImmediate(() => ws.data.kick?.());
+        },
+        close: (ws) => { ws.data.stream?.push(null); },
+      },
+    });
+    this.ports[name] = server.port!;
+    this.webSockets.push(server);
   }
 
   /** Hands a connection to aedes, rewriting the client's topics into its system's space. */
-  private accept(stream: net.Socket | import("node:stream").Duplex, ip?: string) {
+  private accept(stream: net.Socket | Duplex, ip?: string): Client {
     const client = this.aedes.handle(stream as net.Socket);
     const remote = ip ?? (stream as net.Socket).remoteAddress ?? "";
     const c = client as unknown as { _parser: import("node:events").EventEmitter };
@@ -159,6 +177,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
       else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
     });
+    return client;
   }
 
   private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
@@ -197,15 +216,24 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     return ok;
   }
 
-  /** Outbound: the client's own topic, and nothing from another system. */
+  /** Outbound: the client's own topic. A topic in the system's space loses its prefix (aedes
+   *  hands each delivery its own copy of the packet, so it is changed in place: that also covers
+   *  the offline queue, which aedes writes as given after asking here). Anything else reaching
+   *  a client is already in its own form: the client's subscriptions all lie in its system's
+   *  space, so only its own queued packets (stored after an earlier pass here) arrive unprefixed. */
   private forward(client: Client, packet: any) {
-    if (packet[STRIPPED]) return packet; // an offline-queue packet, already in the client's own form
     const s = this.sessions.get(client);
-    if (!s || !packet.topic.startsWith(s.prefix)) return null;
-    // aedes downgrades to the subscription's QoS by looking up the topic; do it on the stored one
-    const sub = packet.qos > 0 ? (client as any).subscriptions?.[packet.topic] : undefined;
-    if (sub && (sub.qos ?? 0) < packet.qos) packet.qos = sub.qos;
-    // aedes hands each delivery its own copy of the packet, so it can be changed in place
+    if (!s) return null;
+    if (!packet.topic.startsWith(s.prefix)) return packet;
+    if (packet.qos > 0) {
+      // deliver at most at the QoS of the best matching subscription (aedes checks exact topics only)
+      let max = -1;
+      for (const [filter, sub] of Object.entries((client as any).subscriptions ?? {}) as [string, { qos?: number }][]) {
+        const f = filter.startsWith("$share/") ? filter.slice(filter.indexOf("/", 7) + 1) : filter;
+        if (topicMatches(f, packet.topic)) max = Math.max(max, sub.qos ?? 0);
+      }
+      if (max >= 0 && max < packet.qos) packet.qos = max;
+    }
     packet.topic = packet.topic.slice(s.prefix.length);
     return packet;
   }
@@ -294,7 +322,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   }
 
   async stop() {
-    for (const w of this.wss) { for (const c of w.clients) c.terminate(); w.close(); }
+    for (const w of this.webSockets) w.stop(true);
+    this.webSockets = [];
     await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
     await Promise.all(this.servers.map((s) => s.close()));
     this.servers.length = 0;

@@ -36,6 +36,8 @@ export interface ExecOptions {
   trigger?: string;
   /** trigger nesting depth of the run that caused this one */
   depth?: number;
+  /** a retry of a recorded failure: a new failure does not add a second record */
+  retry?: boolean;
 }
 
 export interface ExecResult {
@@ -200,7 +202,7 @@ export class CodeEngine {
   private async result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): Promise<ExecResult> {
     const withLogs = opts.logging || svc.logging_enabled === 1;
     if (o.kind === "failed") {
-      await this.e.services.recordFailure({
+      if (!opts.retry) await this.e.services.recordFailure({
         system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
         user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
       }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
@@ -215,7 +217,7 @@ export class CodeEngine {
     const rows = await this.e.services.failedRows(p, systemKey, ids);
     const out: string[] = [];
     for (const r of rows) {
-      const res = await this.execute(p, systemKey, r.service_name, JSON.parse(r.params), { internal: true });
+      const res = await this.execute(p, systemKey, r.service_name, JSON.parse(r.params), { internal: true, retry: true });
       if (!res.failed && res.success) await this.e.services.deleteFailed(p, systemKey, [r.id]);
       out.push(JSON.stringify({ id: r.id, success: res.success, results: res.results }));
     }

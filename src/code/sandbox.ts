@@ -118,9 +118,11 @@ export class Sandbox {
       };
       let args: unknown;
       try { args = JSON.parse(json); } catch { args = null; }
+      // results come back as macrotasks: a service looping over awaited calls then yields to the
+      // event loop between them instead of starving the server (and its own deadline timer)
       (hooks ? hooks.host(op, args) : Promise.reject(new Error("no run"))).then(
-        (data) => settle(JSON.stringify({ ok: true, data: data === undefined ? null : data })),
-        (err) => settle(JSON.stringify({ ok: false, error: errorInfo(err) })),
+        (data) => { const text = JSON.stringify({ ok: true, data: data === undefined ? null : data }); setImmediate(() => settle(text)); },
+        (err) => { const text = JSON.stringify({ ok: false, error: errorInfo(err) }); setImmediate(() => settle(text)); },
       );
       return d.handle;
     }).consume((f) => vm.setProp(vm.global, "__host", f));

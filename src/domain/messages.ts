@@ -215,8 +215,9 @@ export class Messages {
     if (count < 0 || !Number.isInteger(count)) throw fail("INVALID_ARGUMENT", "count must be 0 (all) or a positive integer");
     const last = num("last"), start = num("start"), stop = num("stop");
     const ms = (s: number | null) => (s === null || s < 0 ? null : s * 1000);
-    // "last" is the point in time to read back from; start/stop bound a window (-1 = unused)
-    let before = ms(stop);
+    // "last" is the point in time to read back from; start/stop bound a window (-1 = unused).
+    // Times on the wire are whole seconds: a bound's second is included entirely.
+    let before = stop === null || stop < 0 ? null : stop * 1000 + 999;
     const lastMs = ms(last);
     if (lastMs !== null) before = before === null ? lastMs : Math.min(before, lastMs);
     return { topic, count, after: ms(start), before };

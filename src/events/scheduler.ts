@@ -8,6 +8,8 @@ import type { CodeEngine } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
 
+const TICK_SLACK_MS = 100;
+
 export class TimerScheduler {
   private task: ReturnType<typeof cron.schedule> | null = null;
   private ticking = false;
@@ -23,9 +25,14 @@ export class TimerScheduler {
     if (this.ticking) return;
     this.ticking = true;
     try {
-      for (const t of await this.triggers.dueTimers(now)) {
+      // a tick may come a little before the second it is meant for: count timers due within it
+      for (const t of await this.triggers.dueTimers(now + TICK_SLACK_MS)) {
         const runs = t.runs + 1;
-        const next = t.repeats > 0 && runs >= t.repeats ? null : now + t.frequency * 1000;
+        // the next slot counts from this slot, so ticks' jitter does not add up; after a pause
+        // (a restart) it counts from now instead: one run, then the usual pace, never a burst
+        let next: number | null = t.next_run! + t.frequency * 1000;
+        if (next <= now) next = now + t.frequency * 1000;
+        if (t.repeats > 0 && runs >= t.repeats) next = null;
         if (!(await this.triggers.claimFiring(t, next))) continue; // another node fired it
         const system = await this.systems.find(t.system_key);
         if (!system) continue;

@@ -261,6 +261,84 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX timers_next ON timers(next_run)`,
     ],
   },
+  {
+    version: 6,
+    name: "edges and sync",
+    up: [
+      `CREATE TABLE edges (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        token_hash TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        template TEXT NOT NULL DEFAULT '',
+        is_connected INTEGER NOT NULL DEFAULT 0,
+        first_talked INTEGER,
+        last_talked INTEGER,
+        last_seen_version TEXT NOT NULL DEFAULT '',
+        last_seen_os TEXT NOT NULL DEFAULT '',
+        last_seen_architecture TEXT NOT NULL DEFAULT '',
+        cursor INTEGER NOT NULL DEFAULT 0,
+        created_date INTEGER NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (system_key, name)
+      )`,
+      // per-edge template entries; a named template (edge.template) supplies the rest
+      `CREATE TABLE edge_template_entries (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        edge_name TEXT NOT NULL,
+        def_module TEXT NOT NULL,
+        def_name TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        rows INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (system_key, edge_name, def_module, def_name)
+      )`,
+      // The change log: every change of a syncable asset, written in the change's transaction.
+      // asset_type: service|library|trigger|timer|collection|row|role|user|device|adapter;
+      // for rows asset_name is the collection name and item_id the row.
+      `CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        system_key TEXT NOT NULL,
+        asset_type TEXT NOT NULL,
+        asset_name TEXT NOT NULL,
+        item_id TEXT,
+        op TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        hlc TEXT NOT NULL,
+        origin TEXT NOT NULL DEFAULT '',
+        body TEXT
+      )`,
+      `CREATE INDEX changes_system_seq ON changes(system_key, seq)`,
+      `CREATE TABLE sync_status (
+        system_key TEXT NOT NULL,
+        edge_name TEXT NOT NULL,
+        asset_type TEXT NOT NULL,
+        asset_name TEXT NOT NULL,
+        desired_version INTEGER NOT NULL DEFAULT 0,
+        applied_version INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        last_error TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, edge_name, asset_type, asset_name)
+      )`,
+      // deleted rows, so an older write arriving later cannot bring a row back (last writer wins)
+      `CREATE TABLE tombstones (
+        collection_id TEXT NOT NULL,
+        item_id TEXT NOT NULL,
+        hlc TEXT NOT NULL,
+        PRIMARY KEY (collection_id, item_id)
+      )`,
+      // edge side: changes waiting for the platform to acknowledge them
+      `CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      )`,
+      // edge side: sync bookkeeping (cursor, template, node id)
+      `CREATE TABLE sync_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

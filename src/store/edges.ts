@@ -1,0 +1,48 @@
+// Edge records and their template entries.
+import type { CompiledWhere } from "../core/query.ts";
+import type { Executor } from "./db.ts";
+
+export interface EdgeRow {
+  system_key: string; name: string; token_hash: string; description: string; template: string;
+  is_connected: number; first_talked: number | null; last_talked: number | null;
+  last_seen_version: string; last_seen_os: string; last_seen_architecture: string;
+  cursor: number; created_date: number; data: string;
+}
+export type EdgeChanges = Partial<Omit<EdgeRow, "system_key" | "name" | "created_date">>;
+export interface TemplateEntryRow { def_module: string; def_name: string; mode: string; rows: number }
+
+const COLS = ["system_key", "name", "token_hash", "description", "template", "is_connected", "first_talked", "last_talked",
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data"] as const;
+
+export const edgesRepo = {
+  get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),
+  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
+    ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
+  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  insert: (ex: Executor, e: EdgeRow) => ex.run(`INSERT INTO edges(${COLS.join(", ")}) VALUES (${COLS.map(() => "?").join(", ")})`, COLS.map((c) => e[c])),
+  async update(ex: Executor, systemKey: string, name: string, changes: EdgeChanges) {
+    const keys = Object.keys(changes).filter((k) => (COLS as readonly string[]).includes(k)) as (keyof EdgeChanges)[];
+    if (!keys.length) return;
+    await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`, [...keys.map((k) => changes[k]), systemKey, name]);
+  },
+  async delete(ex: Executor, systemKey: string, name: string) {
+    await ex.run(`DELETE FROM edge_template_entries WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);
+    await ex.run(`DELETE FROM sync_status WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);
+    return ex.run(`DELETE FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]);
+  },
+  dropDataKey: (ex: Executor, systemKey: string, name: string) =>
+    ex.run(`UPDATE edges SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+  /** Every edge was disconnected by a platform restart. */
+  markAllDisconnected: (ex: Executor) => ex.run(`UPDATE edges SET is_connected = 0 WHERE is_connected = 1`),
+
+  entries: (ex: Executor, systemKey: string, edge: string) =>
+    ex.all<TemplateEntryRow>(`SELECT def_module, def_name, mode, rows FROM edge_template_entries WHERE system_key = ? AND edge_name = ? ORDER BY rowid`, [systemKey, edge]),
+  putEntry: (ex: Executor, systemKey: string, edge: string, e: TemplateEntryRow) =>
+    ex.run(`INSERT INTO edge_template_entries(system_key, edge_name, def_module, def_name, mode, rows) VALUES (?,?,?,?,?,?)
+      ON CONFLICT(system_key, edge_name, def_module, def_name) DO UPDATE SET mode = excluded.mode, rows = excluded.rows`,
+      [systemKey, edge, e.def_module, e.def_name, e.mode, e.rows]),
+  removeEntry: (ex: Executor, systemKey: string, edge: string, module: string, name: string) =>
+    ex.run(`DELETE FROM edge_template_entries WHERE system_key = ? AND edge_name = ? AND def_module = ? AND def_name = ?`, [systemKey, edge, module, name]),
+};

@@ -1,0 +1,80 @@
+// Edge sync: the change log, per-asset sync status, tombstones of deleted rows, and (on an edge)
+// the outbox and sync bookkeeping.
+import type { Executor } from "./db.ts";
+
+export interface ChangeRow {
+  seq: number; system_key: string; asset_type: string; asset_name: string; item_id: string | null;
+  op: "upsert" | "delete"; version: number; hlc: string; origin: string; body: string | null;
+}
+export interface StatusRow {
+  system_key: string; edge_name: string; asset_type: string; asset_name: string;
+  desired_version: number; applied_version: number; status: string; last_error: string; attempts: number; updated_at: string;
+}
+
+export const changesRepo = {
+  append: (ex: Executor, c: Omit<ChangeRow, "seq">) =>
+    ex.run(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES (?,?,?,?,?,?,?,?,?)`,
+      [c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.version, c.hlc, c.origin, c.body]),
+  after: (ex: Executor, systemKey: string, seq: number, limit: number) =>
+    ex.all<ChangeRow>(`SELECT * FROM changes WHERE system_key = ? AND seq > ? ORDER BY seq LIMIT ?`, [systemKey, seq, limit]),
+  maxSeq: async (ex: Executor, systemKey: string) =>
+    (await ex.get<{ n: number | null }>(`SELECT max(seq) AS n FROM changes WHERE system_key = ?`, [systemKey]))!.n ?? 0,
+  minSeq: async (ex: Executor, systemKey: string) =>
+    (await ex.get<{ n: number | null }>(`SELECT min(seq) AS n FROM changes WHERE system_key = ?`, [systemKey]))!.n ?? 0,
+  /** Drops entries every edge of the system has acknowledged (and older than `keepAfter`). */
+  compact: (ex: Executor, systemKey: string, upTo: number) => ex.run(`DELETE FROM changes WHERE system_key = ? AND seq <= ?`, [systemKey, upTo]),
+  countAfter: async (ex: Executor, systemKey: string, seq: number) =>
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM changes WHERE system_key = ? AND seq > ?`, [systemKey, seq]))!.n,
+};
+
+export const statusRepo = {
+  forEdge: (ex: Executor, systemKey: string, edge: string) =>
+    ex.all<StatusRow>(`SELECT * FROM sync_status WHERE system_key = ? AND edge_name = ? ORDER BY asset_type, asset_name`, [systemKey, edge]),
+  forSystem: (ex: Executor, systemKey: string) =>
+    ex.all<StatusRow>(`SELECT * FROM sync_status WHERE system_key = ? ORDER BY edge_name, asset_type, asset_name`, [systemKey]),
+  /** The asset's wanted version went up: pending until the edge reports it applied. */
+  desire: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, at: string) =>
+    ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at)
+      VALUES (?,?,?,?,?,0,'pending',?)
+      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET desired_version = max(desired_version, excluded.desired_version),
+      status = CASE WHEN applied_version >= max(desired_version, excluded.desired_version) THEN status ELSE 'pending' END, updated_at = excluded.updated_at`,
+      [systemKey, edge, type, name, version, at]),
+  applied: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, at: string) =>
+    ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at)
+      VALUES (?,?,?,?,?,?,'synced',?)
+      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET applied_version = max(applied_version, excluded.applied_version),
+      status = CASE WHEN max(applied_version, excluded.applied_version) >= desired_version THEN 'synced' ELSE 'pending' END,
+      last_error = '', updated_at = excluded.updated_at`,
+      [systemKey, edge, type, name, version, version, at]),
+  failed: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, error: string, at: string) =>
+    ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, last_error, attempts, updated_at)
+      VALUES (?,?,?,?,?,0,'failed',?,1,?)
+      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET status = 'failed', last_error = excluded.last_error,
+      attempts = attempts + 1, desired_version = max(desired_version, excluded.desired_version), updated_at = excluded.updated_at`,
+      [systemKey, edge, type, name, version, error, at]),
+  failedFor: (ex: Executor, systemKey: string, edge: string) =>
+    ex.all<StatusRow>(`SELECT * FROM sync_status WHERE system_key = ? AND edge_name = ? AND status = 'failed'`, [systemKey, edge]),
+  remove: (ex: Executor, systemKey: string, edge: string, type: string, name: string) =>
+    ex.run(`DELETE FROM sync_status WHERE system_key = ? AND edge_name = ? AND asset_type = ? AND asset_name = ?`, [systemKey, edge, type, name]),
+};
+
+export const tombstonesRepo = {
+  get: async (ex: Executor, collectionId: string, itemId: string) =>
+    (await ex.get<{ hlc: string }>(`SELECT hlc FROM tombstones WHERE collection_id = ? AND item_id = ?`, [collectionId, itemId]))?.hlc,
+  put: (ex: Executor, collectionId: string, itemId: string, hlc: string) =>
+    ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = max(hlc, excluded.hlc)`, [collectionId, itemId, hlc]),
+  forget: (ex: Executor, collectionId: string) => ex.run(`DELETE FROM tombstones WHERE collection_id = ?`, [collectionId]),
+};
+
+export const outboxRepo = {
+  add: (ex: Executor, kind: string, body: string) => ex.run(`INSERT INTO outbox(kind, body, created_at) VALUES (?,?,?)`, [kind, body, Date.now()]),
+  next: (ex: Executor, limit: number) => ex.all<{ id: number; kind: string; body: string }>(`SELECT id, kind, body FROM outbox ORDER BY id LIMIT ?`, [limit]),
+  ackUpTo: (ex: Executor, id: number) => ex.run(`DELETE FROM outbox WHERE id <= ?`, [id]),
+  count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox`))!.n,
+};
+
+export const syncStateRepo = {
+  get: async (ex: Executor, key: string) => (await ex.get<{ value: string }>(`SELECT value FROM sync_state WHERE key = ?`, [key]))?.value,
+  set: (ex: Executor, key: string, value: string) =>
+    ex.run(`INSERT INTO sync_state(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, [key, value]),
+};

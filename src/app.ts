@@ -25,6 +25,11 @@ import type { Services } from "./http/services.ts";
 import { type Db, openDb } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
 import { VERSION } from "./version.ts";
+import { topicMatches } from "./auth/permissions.ts";
+import { Edges } from "./domain/edges.ts";
+import { ChangeRecorder } from "./sync/changes.ts";
+import { EdgeSync } from "./sync/edge.ts";
+import { SyncHub } from "./sync/platform.ts";
 
 export interface App {
   config: Config;
@@ -58,7 +63,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     const events = new EventBus(log);
     const tokens = new Tokens(db);
-    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config };
+    const changes = new ChangeRecorder(config.mode, config.mode === "edge" ? `edge:${config.edgeName}` : "platform");
+    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config, changes };
     const systems = new Systems(deps);
     const roles = new Roles(deps, systems);
     const developers = new Developers(deps);
@@ -69,7 +75,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const codeServices = new CodeServices(deps, systems);
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages });
     const triggers = new Triggers(deps, systems, codeServices);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers };
+    const edges = new Edges(deps, systems);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -79,14 +86,15 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     purge.unref();
     started.push({ name: "token-purge", stop: () => clearInterval(purge) });
 
-    if (config.mode === "edge") {
-      log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
-    }
-
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit });
-    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence });
+    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence,
+      // on an edge, messages on relayed topics wait in the outbox for the platform
+      relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
+        if (sk !== config.systemKey || !(topic.endsWith("/_platform") || changes.relayTopics.some((f) => topicMatches(f, topic)))) return;
+        void db.tx((tx) => changes.relay(tx, sk, topic, payload, qos)).catch((err) => log.error("relay failed", { err }));
+      } : undefined });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.setConnectionView(broker);
@@ -99,6 +107,29 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const scheduler = new TimerScheduler(triggers, systems, code, log);
     scheduler.start();
     started.push({ name: "timers", stop: () => scheduler.stop() });
+
+    if (config.mode === "platform") {
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker });
+      await hub.start();
+      started.push({ name: "sync", stop: () => hub.stop() });
+      services.sync = hub;
+    } else {
+      log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
+      const edgeSync = new EdgeSync({
+        db, config, log, events, changes,
+        invalidate: (sk, types, ids) => {
+          systems.forget(sk);
+          deps.perms.invalidate(sk);
+          if (types.has("service") || types.has("library")) code.forgetSystem(sk);
+          if (types.has("trigger")) triggers.onChange(sk);
+          if (types.has("user") || types.has("device") || types.has("role")) tokens.forgetSystem(sk);
+          for (const id of ids) collections.forgetId(id);
+        },
+      });
+      await edgeSync.start();
+      started.push({ name: "sync", stop: () => edgeSync.stop() });
+      services.edgeSync = edgeSync;
+    }
 
     const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
     started.push({ name: "http", stop: () => http.stop() });

@@ -34,6 +34,7 @@ export const ConfigSchema = z.object({
   edgeName: z.string().min(1).optional(),
   edgeToken: z.string().min(1).optional(),
   adaptersDir: z.string().optional(),
+  edgeTemplatesDir: z.string().default("./edge-templates"),
   // messaging
   historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
   historyMaxAge: intText.pipe(z.number().int().min(1)).default(604800),
@@ -189,6 +190,7 @@ Edge
   --edge-name NAME            the edge's name (also --edge-id)
   --edge-token TOKEN          the edge's token (also --edge-cookie)
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
+  --edge-templates-dir DIR    named edge templates, one JSON file each (./edge-templates)
 
 Messaging
   --history-max-rows N        messages kept per topic by default (1000; 0 = no history)

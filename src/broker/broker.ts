@@ -32,6 +32,8 @@ export interface BrokerDeps {
   systems: Systems;
   messages: Messages;
   persistence?: AedesOptions["persistence"];
+  /** edge: offered every publish, to relay the ones on relayed topics to the platform */
+  relay?: (systemKey: string, topic: string, payload: Buffer, qos: number) => void;
 }
 
 interface Session {
@@ -249,6 +251,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const origin = this.restOrigins.get(payload) ?? s?.principal ?? null;
     const userId = origin ? principalId(origin) : "";
     this.d.messages.record(systemKey, own, payload, userId, s?.ip ?? "", packet.qos ?? 0);
+    if (this.d.relay && origin?.kind !== "edge") this.d.relay(systemKey, own, payload, packet.qos ?? 0);
     if (this.d.events.listening("Messaging::Publish")) this.d.events.emit("Messaging::Publish", systemKey, { topic: own, body: payload.toString("utf8"), userId });
   }
 

@@ -303,6 +303,13 @@ export class CodeEngine {
     void loop();
   }
 
+  /** Drops every warm sandbox of a system (its code changed underneath, through sync). */
+  forgetSystem(systemKey: string) {
+    this.libraryEpoch.set(systemKey, (this.libraryEpoch.get(systemKey) ?? 0) + 1);
+    this.rows.deleteWhere((r) => r.system_key === systemKey);
+    for (const [k, pool] of this.pools) if (k.startsWith(`${systemKey}/`)) { for (const s of pool.idle) s.dispose(); this.pools.delete(k); }
+  }
+
   async stop() {
     this.stopped = true;
     for (const s of [...this.streams.values()]) s.stop();

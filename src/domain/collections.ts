@@ -12,7 +12,9 @@ import {
 } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import type { SqlValue } from "../store/db.ts";
+import type { Executor, SqlValue } from "../store/db.ts";
+import { tombstonesRepo } from "../store/sync.ts";
+import type { RowChange } from "../sync/changes.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -82,7 +84,43 @@ export class Collections {
 
   private version(id: string) { return this.versions.get(id) ?? 0; }
   /** Every write to a collection's rows calls this after its transaction. */
-  private written(id: string) { this.versions.set(id, this.version(id) + 1); }
+  written(id: string) { this.versions.set(id, this.version(id) + 1); }
+
+  /** Records a collection's schema for edge sync. */
+  private async logSchema(tx: Executor, id: string) {
+    const row = await collectionsRepo.byId(tx, id);
+    if (!row || !this.d.changes.logs(row.system_key)) return;
+    await this.d.changes.record(tx, row.system_key, "collection", row.name, "upsert",
+      { collection_id: id, name: row.name, connection: row.connection, columns: await collectionsRepo.columns(tx, id), indexes: await collectionsRepo.indexes(tx, id) });
+  }
+
+  /** Records written rows for edge sync (reading them back only when someone syncs them). */
+  private async logRows(tx: Executor, c: Collection, itemIds: string[], op: "upsert" | "delete", hlc: string) {
+    if (!itemIds.length || !this.d.changes.wantsRows(c.row.system_key, c.row.name)) return;
+    const base = { collection_id: c.row.collection_id, collection: c.row.name };
+    if (op === "delete") {
+      for (const id of itemIds) await tombstonesRepo.put(tx, c.row.collection_id, id, hlc);
+      await this.d.changes.rows(tx, c.row.system_key, itemIds.map((item_id) => ({ ...base, item_id, op, values: null, hlc })));
+      return;
+    }
+    const cols = ["item_id", ...c.columns.map((x) => x.name)];
+    const rows: RowChange[] = [];
+    for (let i = 0; i < itemIds.length; i += 500) {
+      for (const r of await collectionsRepo.byIds(tx, c.row.collection_id, cols, itemIds.slice(i, i + 500))) {
+        const { _hlc, ...values } = r;
+        rows.push({ ...base, item_id: r.item_id as string, op, values: this.rowToWire(c, values), hlc: (_hlc as string) ?? hlc });
+      }
+    }
+    await this.d.changes.rows(tx, c.row.system_key, rows);
+  }
+
+  /** Drops cached schema and results of a collection (sync changed it underneath). */
+  forgetId(id: string) {
+    const c = this.byId.get(id);
+    if (c) this.forget(c.row);
+    this.idByName.deleteWhere((v) => v === id);
+    this.written(id);
+  }
 
   private forget(c: CollectionRow) {
     this.byId.delete(c.collection_id);
@@ -155,6 +193,7 @@ export class Collections {
     await this.d.db.tx(async (tx) => {
       if (await collectionsRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `collection '${name}' already exists`);
       await collectionsRepo.create(tx, row, columns);
+      await this.logSchema(tx, row.collection_id);
     });
     this.idByName.delete(`${systemKey}/${name}`);
     this.d.events.emit("Data::CollectionCreated", systemKey, { collectionId: row.collection_id, collectionName: name });
@@ -227,6 +266,7 @@ export class Collections {
           break;
         }
       }
+      await this.logSchema(tx, id);
     });
     this.forget(c.row);
     this.d.events.emit("Data::CollectionUpdated", c.row.system_key, { collectionId: id, collectionName: op === "renameCollection" ? (b.renameCollection as string) : c.row.name });
@@ -237,7 +277,11 @@ export class Collections {
     if (!id) throw fail("INVALID_ARGUMENT", "id: the collection id is required");
     const c = await this.byIdFor(p, id);
     await this.requireSchema(p, LEVEL.DELETE);
-    await this.d.db.tx((tx) => collectionsRepo.drop(tx, id, c.row.connection === null));
+    await this.d.db.tx(async (tx) => {
+      await collectionsRepo.drop(tx, id, c.row.connection === null);
+      await tombstonesRepo.forget(tx, id);
+      await this.d.changes.record(tx, c.row.system_key, "collection", c.row.name, "delete", { collection_id: id });
+    });
     this.forget(c.row);
     this.d.events.emit("Data::CollectionDeleted", c.row.system_key, { collectionId: id, collectionName: c.row.name });
     return {};
@@ -359,7 +403,11 @@ export class Collections {
     const rows = items.map((it, i) => this.rowValues(c, it, i));
     const cols = ["item_id", ...c.columns.map((x) => x.name)];
     try {
-      await this.d.db.tx((tx) => collectionsRepo.insertRows(tx, c.row.collection_id, cols, rows.map((r) => r.values), null));
+      const hlc = this.d.changes.clock.now();
+      await this.d.db.tx(async (tx) => {
+        await collectionsRepo.insertRows(tx, c.row.collection_id, cols, rows.map((r) => r.values), hlc);
+        await this.logRows(tx, c, rows.map((r) => r.itemId), "upsert", hlc);
+      });
     } catch (e) { throw sqlToApi(e); }
     this.written(c.row.collection_id);
     const out = rows.map((r) => ({ item_id: r.itemId }));
@@ -386,7 +434,14 @@ export class Collections {
     const q = parseQuery(b.query);
     const where = compileWhere(q.filters, c.map);
     let ids: string[];
-    try { ids = await this.d.db.tx((tx) => collectionsRepo.update(tx, c.row.collection_id, pairs, where, null)); }
+    const hlc = this.d.changes.clock.now();
+    try {
+      ids = await this.d.db.tx(async (tx) => {
+        const ids = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        await this.logRows(tx, c, ids, "upsert", hlc);
+        return ids;
+      });
+    }
     catch (e) { throw sqlToApi(e); }
     this.written(c.row.collection_id);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
@@ -400,7 +455,12 @@ export class Collections {
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
     const where = compileWhere(q.filters, c.map);
-    const ids = await this.d.db.tx((tx) => collectionsRepo.delete(tx, c.row.collection_id, where));
+    const hlc = this.d.changes.clock.now();
+    const ids = await this.d.db.tx(async (tx) => {
+      const ids = await collectionsRepo.delete(tx, c.row.collection_id, where);
+      await this.logRows(tx, c, ids, "delete", hlc);
+      return ids;
+    });
     this.written(c.row.collection_id);
     if (ids.length) this.d.events.emit("Data::ItemDeleted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: queryParam });
     return { count: ids.length };
@@ -419,6 +479,7 @@ export class Collections {
     const out: Record<string, unknown>[] = [];
     const all = ["item_id", ...c.columns.map((x) => x.name)];
     // bumped whether the transaction commits or not: a failed upsert must not leave a stale result
+    const hlc = this.d.changes.clock.now();
     try { await this.d.db.tx(async (tx) => {
       for (const [i, item] of items.entries()) {
         const o = objectBody(item, `item ${i}`);
@@ -427,10 +488,11 @@ export class Collections {
         // on conflict, change only the columns the caller sent (never the row's item_id)
         const update = Object.keys(o).filter((k) => k !== "item_id" && k !== conflictColumn);
         try {
-          const rows = await collectionsRepo.upsert(tx, c.row.collection_id, all, values, conflictColumn, update, null, all);
+          const rows = await collectionsRepo.upsert(tx, c.row.collection_id, all, values, conflictColumn, update, hlc, all);
           out.push(this.rowToWire(c, rows[0]!));
         } catch (e) { throw sqlToApi(e); }
       }
+      await this.logRows(tx, c, out.map((r) => r.item_id as string), "upsert", hlc);
     }); } finally { this.written(c.row.collection_id); }
     this.d.events.emit("Data::ItemUpserted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out.map((r) => ({ item_id: r.item_id as string })) });
     return { DATA: out, TOTAL: out.length, count: out.length };
@@ -449,7 +511,12 @@ export class Collections {
     if (!c.types.has(column) || column === "item_id") throw dataError(column === "item_id" ? "item_id is the primary key and already indexed" : `unknown column '${column}'`);
     if (c.indexes.some((i) => i.column_name === column && i.is_unique === (unique ? 1 : 0)))
       throw dataError(`a ${unique ? "unique" : "non-unique"} index on '${column}' already exists`);
-    try { await this.d.db.tx((tx) => collectionsRepo.createIndex(tx, c.row.collection_id, column, unique)); }
+    try {
+      await this.d.db.tx(async (tx) => {
+        await collectionsRepo.createIndex(tx, c.row.collection_id, column, unique);
+        await this.logSchema(tx, c.row.collection_id);
+      });
+    }
     catch (e) { throw sqlToApi(e, `cannot create a unique index on '${column}': it holds duplicate values`); }
     this.forget(c.row);
     return { success: true };
@@ -459,7 +526,11 @@ export class Collections {
     await this.requireIndexAdmin(p);
     this.assertTable(c);
     if (!column) throw fail("INVALID_ARGUMENT", "columnName is required");
-    const r = await this.d.db.tx((tx) => collectionsRepo.dropIndex(tx, c.row.collection_id, column, unique));
+    const r = await this.d.db.tx(async (tx) => {
+      const r = await collectionsRepo.dropIndex(tx, c.row.collection_id, column, unique);
+      await this.logSchema(tx, c.row.collection_id);
+      return r;
+    });
     if (!r.changes) throw notFound(`${unique ? "unique" : "non-unique"} index on column`, column, "Data");
     this.forget(c.row);
     return { success: true };

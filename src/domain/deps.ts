@@ -5,6 +5,7 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import type { Db } from "../store/db.ts";
+import type { ChangeRecorder } from "../sync/changes.ts";
 
 export interface DomainDeps {
   db: Db;
@@ -13,4 +14,6 @@ export interface DomainDeps {
   events: EventBus;
   log: Logger;
   config: Config;
+  /** records changes of syncable assets for edge sync (in the change's transaction) */
+  changes: ChangeRecorder;
 }

@@ -65,6 +65,13 @@ export class Devices {
     });
   }
 
+  /** Logs a device for edge sync: its row (with key hashes, so it authenticates on edges too) and roles. */
+  private async logDevice(tx: Executor, systemKey: string, name: string) {
+    if (!this.d.changes.logs(systemKey)) return;
+    const row = await devicesRepo.byName(tx, systemKey, name);
+    if (row) await this.d.changes.record(tx, systemKey, "device", name, "upsert", { device: row, roles: await this.roles.rolesOf(tx, systemKey, "device", name) });
+  }
+
   /** The broker registers itself once it is up. */
   setConnectionView(v: ConnectionView) { this.connections = v; }
 
@@ -158,6 +165,7 @@ export class Devices {
       };
       await devicesRepo.insert(tx, row);
       await this.roles.changeMembership(tx, systemKey, "device", name, { add: ["Authenticated"] });
+      await this.logDevice(tx, systemKey, name);
       return this.toWire(row, schema);
     });
     this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: name, device: out });
@@ -190,6 +198,7 @@ export class Devices {
       if (activeKey) changes.active_key_hash = await hashPassword(activeKey);
       disabled = (cols.enabled === 0 && row.enabled === 1) || (cols.allow_key_auth === 0 && row.allow_key_auth === 1) || !!activeKey;
       await devicesRepo.update(tx, systemKey, name, changes);
+      await this.logDevice(tx, systemKey, name);
       if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
       return this.toWire((await devicesRepo.byName(tx, systemKey, name))!, schema);
     });
@@ -213,6 +222,7 @@ export class Devices {
       await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
       await this.roles.removeSubject(tx, systemKey, "device", name);
       await devicesRepo.delete(tx, systemKey, name);
+      await this.d.changes.record(tx, systemKey, "device", name, "delete", { name });
       return this.toWire(row, schema);
     });
     this.d.tokens.forgetSubject("device", name, systemKey);
@@ -301,7 +311,10 @@ export class Devices {
     await this.find(this.d.db, systemKey, name);
     const keys = Array.from({ length: count }, () => newToken());
     const hashes = await Promise.all(keys.map((k) => hashPassword(k)));
-    await devicesRepo.update(this.d.db, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]! });
+    await this.d.db.tx(async (tx) => {
+      await devicesRepo.update(tx, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]! });
+      await this.logDevice(tx, systemKey, name);
+    });
     this.d.tokens.forgetSubject("device", name, systemKey);
     return { active_key: keys[0], keys };
   }
@@ -322,7 +335,10 @@ export class Devices {
   async deleteKeys(p: Principal, systemKey: string, name: string) {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.find(this.d.db, systemKey, name);
-    await devicesRepo.update(this.d.db, systemKey, name, { key_hashes: "[]" });
+    await this.d.db.tx(async (tx) => {
+      await devicesRepo.update(tx, systemKey, name, { key_hashes: "[]" });
+      await this.logDevice(tx, systemKey, name);
+    });
     return {};
   }
 
@@ -341,6 +357,7 @@ export class Devices {
     await this.d.db.tx(async (tx) => {
       await this.find(tx, systemKey, name);
       await this.roles.changeMembership(tx, systemKey, "device", name, body);
+      await this.logDevice(tx, systemKey, name);
     });
     this.d.tokens.forgetSubject("device", name, systemKey);
     return {};

@@ -140,7 +140,9 @@ export class Roles {
     const role_id = newKey();
     await this.d.db.tx(async (tx) => {
       if (await rolesRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `role '${name}' already exists`);
-      await rolesRepo.insert(tx, { role_id, system_key: systemKey, name, description, permissions: JSON.stringify(perms) });
+      const row = { role_id, system_key: systemKey, name, description, permissions: JSON.stringify(perms) };
+      await rolesRepo.insert(tx, row);
+      await this.d.changes.record(tx, systemKey, "role", name, "upsert", row);
     });
     this.d.perms.invalidate(systemKey);
     return { role_id };
@@ -168,6 +170,7 @@ export class Roles {
       if (typeof description !== "string") throw fail("INVALID_ARGUMENT", "description must be a string");
       const perms = applyPermissionChanges(parsePermissions(row.permissions), permChanges);
       await rolesRepo.update(tx, systemKey, id, name, description, JSON.stringify(perms));
+      await this.d.changes.record(tx, systemKey, "role", name, "upsert", { role_id: id, system_key: systemKey, name, description, permissions: JSON.stringify(perms) });
     });
     this.d.perms.invalidate(systemKey);
     return {};
@@ -180,7 +183,9 @@ export class Roles {
       const id = await this.resolve(tx, systemKey, ref);
       if (isBuiltinRole(id)) throw fail("INVALID_ARGUMENT", `built-in role '${id}' cannot be deleted`);
       members = await rolesRepo.members(tx, systemKey, id);
+      const row = (await rolesRepo.byId(tx, systemKey, id))!;
       await rolesRepo.delete(tx, systemKey, id);
+      await this.d.changes.record(tx, systemKey, "role", row.name, "delete", { role_id: id });
     });
     this.d.perms.invalidate(systemKey);
     for (const m of members) this.d.tokens.forgetSubject(m.subject_kind, m.subject_id, systemKey);

@@ -137,6 +137,7 @@ export class Services {
       if (await servicesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `service '${name}' already exists`);
       await this.checkDependencies(tx, systemKey, row.dependencies);
       await servicesRepo.insert(tx, row);
+      await this.d.changes.record(tx, systemKey, "service", name, "upsert", row);
     });
     this.onChange({ systemKey, name, kind: "service", deleted: false });
     return { created: true, name, uri: `/api/v/1/code/${systemKey}/${name}`, version_number: 1 };
@@ -153,6 +154,7 @@ export class Services {
       next.updated_at = nowIso();
       await this.checkDependencies(tx, systemKey, next.dependencies);
       await servicesRepo.update(tx, next);
+      await this.d.changes.record(tx, systemKey, "service", name, "upsert", next);
       return next;
     });
     this.onChange({ systemKey, name, kind: "service", deleted: false });
@@ -161,8 +163,10 @@ export class Services {
 
   async remove(p: Principal, systemKey: string, name: string) {
     await this.manage(p, systemKey, LEVEL.DELETE);
-    const r = await servicesRepo.delete(this.d.db, systemKey, name);
-    if (!r.changes) throw notFound("service", name, "Code");
+    await this.d.db.tx(async (tx) => {
+      if (!(await servicesRepo.delete(tx, systemKey, name)).changes) throw notFound("service", name, "Code");
+      await this.d.changes.record(tx, systemKey, "service", name, "delete", null);
+    });
     this.onChange({ systemKey, name, kind: "service", deleted: true });
     return {};
   }
@@ -234,6 +238,7 @@ export class Services {
       await this.checkDependencies(tx, systemKey, row.dependencies);
       await librariesRepo.insert(tx, row);
       await librariesRepo.addVersion(tx, row);
+      await this.d.changes.record(tx, systemKey, "library", name, "upsert", row);
     });
     this.onChange({ systemKey, name, kind: "library", deleted: false });
     return libraryToWire(row);
@@ -251,6 +256,7 @@ export class Services {
       await this.checkDependencies(tx, systemKey, next.dependencies);
       await librariesRepo.update(tx, next);
       await librariesRepo.addVersion(tx, next);
+      await this.d.changes.record(tx, systemKey, "library", name, "upsert", next);
       return next;
     });
     this.onChange({ systemKey, name, kind: "library", deleted: false });
@@ -261,8 +267,10 @@ export class Services {
     await this.manage(p, systemKey, LEVEL.DELETE);
     const users = (await servicesRepo.list(this.d.db, systemKey)).filter((s) => parseDependencies(s.dependencies).includes(name)).map((s) => s.name);
     if (users.length) throw fail("INVALID_ARGUMENT", `library '${name}' is used by ${users.map((u) => `'${u}'`).join(", ")}`);
-    const r = await librariesRepo.delete(this.d.db, systemKey, name);
-    if (!r.changes) throw notFound("library", name, "Code");
+    await this.d.db.tx(async (tx) => {
+      if (!(await librariesRepo.delete(tx, systemKey, name)).changes) throw notFound("library", name, "Code");
+      await this.d.changes.record(tx, systemKey, "library", name, "delete", null);
+    });
     this.onChange({ systemKey, name, kind: "library", deleted: true });
     return {};
   }

@@ -90,6 +90,7 @@ export class Triggers {
     await this.d.db.tx(async (tx) => {
       if (await triggersRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `trigger '${name}' already exists`);
       await triggersRepo.upsert(tx, row);
+      await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
     });
     this.onChange(systemKey);
     return this.triggerToWire(row, s.system_secret);
@@ -100,14 +101,20 @@ export class Triggers {
     const cur = await triggersRepo.get(this.d.db, systemKey, name);
     if (!cur) throw notFound("trigger", name, "Triggers");
     const row = await this.parseTrigger(systemKey, name, body, cur);
-    await triggersRepo.upsert(this.d.db, row);
+    await this.d.db.tx(async (tx) => {
+      await triggersRepo.upsert(tx, row);
+      await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
+    });
     this.onChange(systemKey);
     return this.triggerToWire(row, s.system_secret);
   }
 
   async deleteTrigger(p: Principal, systemKey: string, name: string) {
     await this.guard(p, systemKey, "triggers", LEVEL.DELETE);
-    if (!(await triggersRepo.delete(this.d.db, systemKey, name)).changes) throw notFound("trigger", name, "Triggers");
+    await this.d.db.tx(async (tx) => {
+      if (!(await triggersRepo.delete(tx, systemKey, name)).changes) throw notFound("trigger", name, "Triggers");
+      await this.d.changes.record(tx, systemKey, "trigger", name, "delete", null);
+    });
     this.onChange(systemKey);
     return {};
   }
@@ -179,6 +186,7 @@ export class Triggers {
     await this.d.db.tx(async (tx) => {
       if (await timersRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `timer '${name}' already exists`);
       await timersRepo.upsert(tx, row);
+      await this.d.changes.record(tx, systemKey, "timer", name, "upsert", row);
     });
     this.onChange(systemKey);
     return this.timerToWire(row, s.system_secret);
@@ -189,14 +197,20 @@ export class Triggers {
     const cur = await timersRepo.get(this.d.db, systemKey, name);
     if (!cur) throw notFound("timer", name, "Timers");
     const row = await this.parseTimer(p, systemKey, name, body, cur);
-    await timersRepo.upsert(this.d.db, row);
+    await this.d.db.tx(async (tx) => {
+      await timersRepo.upsert(tx, row);
+      await this.d.changes.record(tx, systemKey, "timer", name, "upsert", row);
+    });
     this.onChange(systemKey);
     return this.timerToWire(row, s.system_secret);
   }
 
   async deleteTimer(p: Principal, systemKey: string, name: string) {
     await this.guard(p, systemKey, "timers", LEVEL.DELETE);
-    if (!(await timersRepo.delete(this.d.db, systemKey, name)).changes) throw notFound("timer", name, "Timers");
+    await this.d.db.tx(async (tx) => {
+      if (!(await timersRepo.delete(tx, systemKey, name)).changes) throw notFound("timer", name, "Timers");
+      await this.d.changes.record(tx, systemKey, "timer", name, "delete", null);
+    });
     this.onChange(systemKey);
     return {};
   }

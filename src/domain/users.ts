@@ -62,6 +62,14 @@ export class Users {
     return this.columnsOf.values(schema, values, data);
   }
 
+  /** Logs a user for edge sync: the row (with its password hash, so the user signs in on edges
+   *  too) and its roles. */
+  private async logUser(tx: Executor, systemKey: string, userId: string) {
+    if (!this.d.changes.logs(systemKey)) return;
+    const row = await usersRepo.byId(tx, systemKey, userId);
+    if (row) await this.d.changes.record(tx, systemKey, "user", row.email, "upsert", { user: row, roles: await this.roles.rolesOf(tx, systemKey, "user", userId) });
+  }
+
   /** The principal a service runs as when its run_user is this user. */
   async principalFor(systemKey: string, userId: string): Promise<Principal> {
     const u = await usersRepo.byId(this.d.db, systemKey, userId) ?? await usersRepo.byEmail(this.d.db, systemKey, userId);
@@ -92,6 +100,7 @@ export class Users {
     };
     await usersRepo.insert(tx, row);
     for (const r of roles) await this.roles.changeMembership(tx, systemKey, "user", row.user_id, { add: [r] });
+    await this.logUser(tx, systemKey, row.user_id);
     return row;
   }
 
@@ -165,6 +174,7 @@ export class Users {
     await this.d.db.tx(async (tx) => {
       await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
       await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.tokenHash);
+      await this.logUser(tx, u.system_key, u.user_id);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
     return "Success";
@@ -211,6 +221,7 @@ export class Users {
         await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.kind === "user" && p.id === u.user_id ? p.tokenHash : undefined);
       }
       if (roles !== undefined) roleChange = await this.roles.changeMembership(tx, u.system_key, "user", u.user_id, roles);
+      await this.logUser(tx, u.system_key, u.user_id);
       return this.toWire((await usersRepo.byId(tx, u.system_key, u.user_id))!, schema);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
@@ -289,6 +300,7 @@ export class Users {
       await this.d.tokens.revokeSubject(tx, "user", u.user_id);
       await this.roles.removeSubject(tx, systemKey, "user", u.user_id);
       await usersRepo.delete(tx, systemKey, u.user_id);
+      await this.d.changes.record(tx, systemKey, "user", u.email, "delete", { user_id: u.user_id });
     });
     this.rows.delete(`${systemKey}/${u.user_id}`);
     this.d.tokens.forgetSubject("user", u.user_id);

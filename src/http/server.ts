@@ -6,6 +6,7 @@ import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
 import { deviceRoutes } from "./routes/devices.ts";
+import { edgeRoutes } from "./routes/edges.ts";
 import { handlerRoutes } from "./routes/handlers.ts";
 import { messagingRoutes } from "./routes/messaging.ts";
 import { roleRoutes } from "./routes/roles.ts";
@@ -66,7 +67,8 @@ export function createHttpApp(s: Services) {
     .use(deviceRoutes(s))
     .use(messagingRoutes(s))
     .use(codeRoutes(s))
-    .use(handlerRoutes(s)) as unknown as Elysia;
+    .use(handlerRoutes(s))
+    .use(edgeRoutes(s)) as unknown as Elysia;
   return app;
 }
 

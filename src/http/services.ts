@@ -8,6 +8,10 @@ import type { Messages } from "../domain/messages.ts";
 import type { Services as CodeServices } from "../domain/services.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Triggers } from "../domain/triggers.ts";
+import type { Edges } from "../domain/edges.ts";
+import type { SyncHub } from "../sync/platform.ts";
+import type { EdgeSync } from "../sync/edge.ts";
+import type { Db } from "../store/db.ts";
 import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
@@ -27,4 +31,10 @@ export interface Services {
   services: CodeServices;
   code: CodeEngine;
   triggers: Triggers;
+  edges: Edges;
+  /** the platform's sync hub (absent on an edge) */
+  sync?: SyncHub;
+  /** the edge's sync client (absent on a platform) */
+  edgeSync?: EdgeSync;
+  db: Db;
 }

@@ -110,6 +110,10 @@ export const collectionsRepo = {
     `SELECT ${columns.map(ident).join(", ")} FROM ${tableOf(id)} WHERE ${where.sql}${orderAndLimit}`,
   selectPrepared: (ex: Executor, sql: string, args: readonly unknown[]) => ex.all<Record<string, unknown>>(sql, args),
 
+  /** Rows by item id (all columns), for recording what a write left behind. */
+  byIds: (ex: Executor, id: string, columns: string[], itemIds: string[]) =>
+    ex.all<Record<string, unknown>>(`SELECT ${columns.map(ident).join(", ")}, _hlc FROM ${tableOf(id)} WHERE item_id IN (${itemIds.map(() => "?").join(", ")})`, itemIds),
+
   count: async (ex: Executor, id: string, where: CompiledWhere) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${tableOf(id)} WHERE ${where.sql}`, where.args))!.n,
 
@@ -125,6 +129,28 @@ export const collectionsRepo = {
     const rows = await ex.all<{ item_id: string }>(`DELETE FROM ${tableOf(id)} WHERE ${where.sql} RETURNING item_id`, where.args);
     return rows.map((r) => r.item_id);
   },
+
+  /** A page of rows in storage order after `afterRowid` (snapshots read a collection this way). */
+  rowsPage: (ex: Executor, id: string, columns: string[], afterRowid: number, limit: number) =>
+    ex.all<Record<string, unknown>>(`SELECT rowid AS _rowid, ${columns.map(ident).join(", ")}, _hlc FROM ${tableOf(id)} WHERE rowid > ? ORDER BY rowid LIMIT ?`, [afterRowid, limit]),
+
+  /** Last writer wins: inserts rows, or overwrites the stored ones whose stamp is older. */
+  async applyRows(ex: Executor, id: string, columns: string[], rows: SqlValue[][], stamps: string[]) {
+    const all = [...columns, "_hlc"];
+    const per = Math.max(1, Math.min(400, Math.floor(MAX_PARAMS / all.length)));
+    const upd = [...columns.filter((c) => c !== "item_id"), "_hlc"].map((c) => `${ident(c)} = excluded.${ident(c)}`).join(", ");
+    for (let i = 0; i < rows.length; i += per) {
+      const args: SqlValue[] = [];
+      const chunk = rows.slice(i, i + per);
+      chunk.forEach((r, j) => { for (const v of r) args.push(v); args.push(stamps[i + j]!); });
+      await ex.run(`INSERT INTO ${tableOf(id)} (${all.map(ident).join(", ")}) VALUES ${Array(chunk.length).fill(`(${all.map(() => "?").join(", ")})`).join(", ")}
+        ON CONFLICT(item_id) DO UPDATE SET ${upd} WHERE excluded._hlc > coalesce(${tableOf(id)}._hlc, '')`, args);
+    }
+  },
+
+  /** Last writer wins: deletes a row unless it was written after `stamp`. */
+  deleteOlder: (ex: Executor, id: string, itemId: string, stamp: string) =>
+    ex.run(`DELETE FROM ${tableOf(id)} WHERE item_id = ? AND coalesce(_hlc, '') < ?`, [itemId, stamp]),
 
   /** Inserts a row or, when `conflict` collides with a unique index, updates the given columns. */
   async upsert(ex: Executor, id: string, columns: string[], values: SqlValue[], conflict: string, updateColumns: string[], hlc: string | null, returning: string[]) {

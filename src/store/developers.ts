@@ -1,5 +1,6 @@
 // Developer accounts (platform level).
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface DeveloperRow {
   id: string; email: string; email_lower: string; password_hash: string;
@@ -26,6 +27,7 @@ export const developersRepo = {
     // keys come from the DeveloperChanges type, validated by the domain layer, never from request text
     await ex.run(`UPDATE developers SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`, [...keys.map((k) => changes[k]), id]);
   },
+  put: (ex: Executor, d: DeveloperRow) => upsert(ex, "developers", d as unknown as Record<string, unknown>, ["id"]),
   setPassword: (ex: Executor, id: string, hash: string) => ex.run(`UPDATE developers SET password_hash = ? WHERE id = ?`, [hash, id]),
   setAdmin: (ex: Executor, id: string, admin: boolean) => ex.run(`UPDATE developers SET admin = ? WHERE id = ?`, [admin ? 1 : 0, id]),
   touchLogin: (ex: Executor, id: string, at: string) => ex.run(`UPDATE developers SET last_login = ? WHERE id = ?`, [at, id]),

@@ -1,6 +1,7 @@
 // Devices of a system.
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface DeviceRow {
   system_key: string; name: string; type: string; state: string; description: string;
@@ -18,6 +19,8 @@ const COLUMNS = ["system_key", "name", "type", "state", "description", "enabled"
 export const devicesRepo = {
   byName: (ex: Executor, systemKey: string, name: string) =>
     ex.get<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  put: (ex: Executor, d: DeviceRow) => upsert(ex, "devices", d as unknown as Record<string, unknown>, ["system_key", "name"]),
+  all: (ex: Executor, systemKey: string) => ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? ORDER BY name`, [systemKey]),
   insert: (ex: Executor, d: DeviceRow) =>
     ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`, COLUMNS.map((c) => d[c])),
   list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>

@@ -1,6 +1,7 @@
 // Roles of a system and their members (users and devices).
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface RoleRow { role_id: string; system_key: string; name: string; description: string; permissions: string }
 export type MemberKind = "user" | "device";
@@ -16,6 +17,12 @@ export const rolesRepo = {
     ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
   count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM roles WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  put: (ex: Executor, r: RoleRow) => upsert(ex, "roles", r as unknown as Record<string, unknown>, ["system_key", "role_id"]),
+  /** Sets a subject's roles to exactly `roleIds`. */
+  async setMembers(ex: Executor, systemKey: string, kind: MemberKind, subjectId: string, roleIds: string[]) {
+    await ex.run(`DELETE FROM role_members WHERE system_key = ? AND subject_kind = ? AND subject_id = ?`, [systemKey, kind, subjectId]);
+    for (const r of roleIds) await ex.run(`INSERT INTO role_members(system_key, subject_kind, subject_id, role_id) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`, [systemKey, kind, subjectId, r]);
+  },
   insert: (ex: Executor, r: RoleRow) =>
     ex.run(`INSERT INTO roles(role_id, system_key, name, description, permissions) VALUES (?,?,?,?,?)`, [r.role_id, r.system_key, r.name, r.description, r.permissions]),
   update: (ex: Executor, systemKey: string, id: string, name: string, description: string, permissions: string) =>

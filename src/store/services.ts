@@ -1,6 +1,7 @@
 // Code services, libraries (with their versions) and failed-run records.
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface ServiceRow {
   system_key: string; name: string; code: string; params: string; dependencies: string; run_user: string;
@@ -31,6 +32,7 @@ export const servicesRepo = {
   insert: (ex: Executor, r: ServiceRow) => ex.run(insertSql("services", SERVICE_COLS), SERVICE_COLS.map((c) => r[c])),
   update: (ex: Executor, r: ServiceRow) => ex.run(updateSql("services", SERVICE_COLS), updateArgs(SERVICE_COLS, r as unknown as Record<string, unknown>)),
   delete: (ex: Executor, systemKey: string, name: string) => ex.run(`DELETE FROM services WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  put: (ex: Executor, r: ServiceRow) => upsert(ex, "services", r as unknown as Record<string, unknown>, ["system_key", "name"]),
   /** Stream services (execution_timeout -1) that restart by themselves. */
   streamServices: (ex: Executor) => ex.all<{ system_key: string; name: string }>(`SELECT system_key, name FROM services WHERE execution_timeout = -1 AND auto_restart = 1`),
 };
@@ -44,6 +46,7 @@ export const librariesRepo = {
     await ex.run(`DELETE FROM library_versions WHERE system_key = ? AND name = ?`, [systemKey, name]);
     return ex.run(`DELETE FROM libraries WHERE system_key = ? AND name = ?`, [systemKey, name]);
   },
+  put: (ex: Executor, r: LibraryRow) => upsert(ex, "libraries", r as unknown as Record<string, unknown>, ["system_key", "name"]),
   addVersion: (ex: Executor, r: LibraryRow) =>
     ex.run(`INSERT INTO library_versions(system_key, name, version, code, dependencies, description, created_at) VALUES (?,?,?,?,?,?,?)`,
       [r.system_key, r.name, r.version, r.code, r.dependencies, r.description, r.updated_at]),

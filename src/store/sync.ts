@@ -23,9 +23,26 @@ export const changesRepo = {
     (await ex.get<{ n: number | null }>(`SELECT min(seq) AS n FROM changes WHERE system_key = ?`, [systemKey]))!.n ?? 0,
   /** Drops entries every edge of the system has acknowledged (and older than `keepAfter`). */
   compact: (ex: Executor, systemKey: string, upTo: number) => ex.run(`DELETE FROM changes WHERE system_key = ? AND seq <= ?`, [systemKey, upTo]),
+  /** The latest change of each asset (rows: per collection), for sync status. */
+  /** (Changes an edge itself sent up are not owed to it.) */
+  latestPerAsset: (ex: Executor, systemKey: string, exceptOrigin: string) =>
+    ex.all<{ asset_type: string; asset_name: string; seq: number }>(`SELECT asset_type, asset_name, max(seq) AS seq FROM changes WHERE system_key = ? AND origin != ? GROUP BY asset_type, asset_name`, [systemKey, exceptOrigin]),
   countAfter: async (ex: Executor, systemKey: string, seq: number) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM changes WHERE system_key = ? AND seq > ?`, [systemKey, seq]))!.n,
 };
+
+/** Names of every syncable asset of a system, by type (for sync status). */
+export const assetNames = (ex: Executor, systemKey: string) =>
+  ex.all<{ t: string; name: string }>(
+    `SELECT 'service' AS t, name FROM services WHERE system_key = ?1 UNION ALL SELECT 'library', name FROM libraries WHERE system_key = ?1
+     UNION ALL SELECT 'trigger', name FROM triggers WHERE system_key = ?1 UNION ALL SELECT 'timer', name FROM timers WHERE system_key = ?1
+     UNION ALL SELECT 'collection', name FROM collections WHERE system_key = ?1 UNION ALL SELECT 'role', name FROM roles WHERE system_key = ?1
+     UNION ALL SELECT 'user', email FROM users WHERE system_key = ?1 UNION ALL SELECT 'device', name FROM devices WHERE system_key = ?1`, [systemKey]);
+
+/** Per system, the lowest cursor among edges heard from since `since` (epoch s). */
+export const lowestCursors = (ex: Executor, since: number) =>
+  ex.all<{ system_key: string; low: number | null }>(
+    `SELECT system_key, min(cursor) AS low FROM edges WHERE last_talked IS NOT NULL AND last_talked > ? GROUP BY system_key`, [since]);
 
 export const statusRepo = {
   forEdge: (ex: Executor, systemKey: string, edge: string) =>
@@ -64,6 +81,14 @@ export const tombstonesRepo = {
   put: (ex: Executor, collectionId: string, itemId: string, hlc: string) =>
     ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = max(hlc, excluded.hlc)`, [collectionId, itemId, hlc]),
   forget: (ex: Executor, collectionId: string) => ex.run(`DELETE FROM tombstones WHERE collection_id = ?`, [collectionId]),
+  forItems: async (ex: Executor, collectionId: string, itemIds: string[]) => {
+    const out = new Map<string, string>();
+    for (let i = 0; i < itemIds.length; i += 500) {
+      const ids = itemIds.slice(i, i + 500);
+      for (const r of await ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id IN (${ids.map(() => "?").join(",")})`, [collectionId, ...ids])) out.set(r.item_id, r.hlc);
+    }
+    return out;
+  },
 };
 
 export const outboxRepo = {

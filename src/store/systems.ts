@@ -1,5 +1,6 @@
 // Systems and their settings.
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface SystemRow {
   system_key: string; system_secret: string; name: string; description: string; owner_id: string;
@@ -25,4 +26,5 @@ export const systemsRepo = {
     await ex.run(`UPDATE systems SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ?`, [...keys.map((k) => changes[k]), key]);
   },
   delete: (ex: Executor, key: string) => ex.run(`DELETE FROM systems WHERE system_key = ?`, [key]),
+  put: (ex: Executor, s: SystemRow) => upsert(ex, "systems", s as unknown as Record<string, unknown>, ["system_key"]),
 };

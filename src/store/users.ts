@@ -1,6 +1,7 @@
 // Users of a system.
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { upsert } from "./sql.ts";
 
 export interface UserRow {
   user_id: string; system_key: string; email: string; email_lower: string;
@@ -12,6 +13,8 @@ export const usersRepo = {
     ex.get<UserRow>(`SELECT * FROM users WHERE user_id = ? AND system_key = ?`, [id, systemKey]),
   byEmail: (ex: Executor, systemKey: string, email: string) =>
     ex.get<UserRow>(`SELECT * FROM users WHERE system_key = ? AND email_lower = ?`, [systemKey, email.toLowerCase()]),
+  put: (ex: Executor, u: UserRow) => upsert(ex, "users", u as unknown as Record<string, unknown>, ["user_id"]),
+  all: (ex: Executor, systemKey: string) => ex.all<UserRow>(`SELECT * FROM users WHERE system_key = ? ORDER BY creation_date, user_id`, [systemKey]),
   async insert(ex: Executor, u: UserRow) {
     await ex.run(`INSERT INTO users(user_id, system_key, email, email_lower, password_hash, creation_date, data) VALUES (?,?,?,?,?,?,?)`,
       [u.user_id, u.system_key, u.email, u.email_lower, u.password_hash, u.creation_date, u.data]);

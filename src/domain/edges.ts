@@ -1,0 +1,274 @@
+// Edges (spec §4.8, edge rows of §4.11, wire reference §9): records with custom columns, the
+// edge's secret token, and templates: which assets go to which edge and how.
+import { timingSafeEqual } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { fail, notFound } from "../core/errors.ts";
+import { edgeKey, hashToken, newToken, nowSeconds } from "../core/ids.ts";
+import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { objectBody } from "../core/validate.ts";
+import type { Executor } from "../store/db.ts";
+import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
+import type { TokenRow } from "../store/tokens.ts";
+import { CustomColumns } from "./customColumns.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+export const SYNC_MODULES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "topic"] as const;
+export type SyncModule = (typeof SYNC_MODULES)[number];
+export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
+export type SyncMode = (typeof SYNC_MODES)[number];
+
+export interface TemplateEntry { def_module: SyncModule; def_name: string; mode: SyncMode; rows?: boolean }
+
+const FIXED = {
+  name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
+  template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
+  first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
+  last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
+} as const;
+/** Edge fields clients send and read that live in the data document. */
+const STANDARD = {
+  location: "string", mac_address: "string", public_addr: "string", public_port: "string", local_addr: "string", local_port: "string",
+  broker_port: "string", broker_tls_port: "string", broker_ws_port: "string", broker_wss_port: "string", broker_auth_port: "string",
+  broker_ws_auth_port: "string", communication_style: "string", policy_name: "string", resolver_func: "string", sync_edge_tables: "string",
+} as const;
+const IGNORED = new Set(["edge_key", "system_key", "system_secret", "novi_system_key", "isConnected", "first_talked", "last_talked",
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "created_date", "sync_lag", "cursor"]);
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+
+/** Parses a template entry list item. */
+export function templateEntry(v: unknown, where: string, requireMode = false): TemplateEntry {
+  const e = objectBody(v, where);
+  for (const k of Object.keys(e)) if (!["def_module", "def_name", "mode", "rows"].includes(k)) throw fail("INVALID_ARGUMENT", `${where}: unknown field '${k}'`);
+  if (typeof e.def_module !== "string" || !(SYNC_MODULES as readonly string[]).includes(e.def_module))
+    throw fail("INVALID_ARGUMENT", `${where}.def_module must be one of ${SYNC_MODULES.join(", ")}`);
+  if (typeof e.def_name !== "string" || !e.def_name) throw fail("INVALID_ARGUMENT", `${where}.def_name must be an asset name or *`);
+  if (e.mode !== undefined && (typeof e.mode !== "string" || !(SYNC_MODES as readonly string[]).includes(e.mode)))
+    throw fail("INVALID_ARGUMENT", `${where}.mode must be one of ${SYNC_MODES.join(", ")}`);
+  if (requireMode && e.mode === undefined) throw fail("INVALID_ARGUMENT", `${where}.mode is required`);
+  if (e.rows !== undefined && typeof e.rows !== "boolean") throw fail("INVALID_ARGUMENT", `${where}.rows must be a boolean`);
+  return { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: (e.mode as SyncMode | undefined) ?? "sync_to_edge", ...(e.rows !== undefined ? { rows: e.rows } : {}) };
+}
+
+export class Edges {
+  readonly columnsOf: CustomColumns;
+  /** Called after an edge's template or record changes (the sync hub re-plans). */
+  onChange: (systemKey: string, edge: string, what: "template" | "deleted" | "record") => void = () => {};
+  /** Sync lag per edge, supplied by the sync hub when it runs. */
+  lagOf: (systemKey: string, edge: string) => Promise<number | null> = async () => null;
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
+    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name");
+    d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
+      const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
+      return e ? { kind: "edge", systemKey: e.system_key, id: e.name, name: e.name, tokenHash: row.token_hash } : null;
+    });
+  }
+
+  private async guard(p: Principal, systemKey: string, level: number) {
+    const s = await this.systems.access(p, systemKey);
+    if (p.kind !== "developer") await this.d.perms.require(p, { kind: "edges" }, level, "edges");
+    return s;
+  }
+
+  async toWire(e: EdgeRow, secret: string) {
+    const schema = await this.columnsOf.schema(this.d.db, e.system_key);
+    return this.columnsOf.wire(schema, e.data, {
+      name: e.name, edge_key: edgeKey(e.system_key, e.name), system_key: e.system_key, system_secret: secret, novi_system_key: e.system_key,
+      token: "", description: e.description, template: e.template, isConnected: e.is_connected === 1,
+      first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
+      last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
+      cursor: e.cursor, sync_lag: await this.lagOf(e.system_key, e.name),
+    });
+  }
+
+  async find(ex: Executor, systemKey: string, name: string): Promise<EdgeRow> {
+    const e = await edgesRepo.get(ex, systemKey, name);
+    if (!e) throw notFound("edge", name, "Edge");
+    return e;
+  }
+
+  private async parse(ex: Executor, systemKey: string, b: Record<string, unknown>, data: Record<string, unknown>) {
+    const schema = await this.columnsOf.schema(ex, systemKey);
+    const cols: EdgeChanges = {};
+    const custom: Record<string, unknown> = {};
+    let token: string | undefined;
+    for (const [k, v] of Object.entries(b)) {
+      if (k === "name" || IGNORED.has(k)) continue;
+      if (k === "token") {
+        if (typeof v !== "string" || v.length < 8) throw fail("INVALID_ARGUMENT", "token must be a string of at least 8 characters (the edge's secret)");
+        token = v;
+      } else if (k === "description") {
+        if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "description must be a string");
+        cols.description = v;
+      } else if (k === "template") {
+        if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "template must be the name of a named template (or empty)");
+        if (v && !this.namedTemplate(v)) throw fail("INVALID_ARGUMENT", `template '${v}' does not exist in ${this.d.config.edgeTemplatesDir}`);
+        cols.template = v;
+      } else custom[k] = v === null ? null : typeof v === "number" ? String(v) : v;
+    }
+    return { schema, cols, data: this.columnsOf.values(schema, custom, data), token };
+  }
+
+  async create(p: Principal, systemKey: string, name: string, body: unknown) {
+    const s = await this.guard(p, systemKey, LEVEL.CREATE);
+    if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid edge name '${name}'`);
+    const b = objectBody(body);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "name in the body differs from the name in the path");
+    let generated: string | undefined;
+    const row = await this.d.db.tx(async (tx) => {
+      if (await edgesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `edge '${name}' already exists`);
+      const { cols, data, token } = await this.parse(tx, systemKey, b, {});
+      const secret = token ?? (generated = newToken());
+      const row: EdgeRow = {
+        system_key: systemKey, name, token_hash: hashToken(secret), description: cols.description ?? "", template: cols.template ?? "",
+        is_connected: 0, first_talked: null, last_talked: null, last_seen_version: "", last_seen_os: "", last_seen_architecture: "",
+        cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data),
+      };
+      await edgesRepo.insert(tx, row);
+      return row;
+    });
+    this.onChange(systemKey, name, "record");
+    const out = await this.toWire(row, s.system_secret);
+    // the token is the edge's secret: shown once when the server chose it
+    return generated ? { ...out, token: generated } : out;
+  }
+
+  async get(p: Principal, systemKey: string, name: string) {
+    const s = await this.guard(p, systemKey, LEVEL.READ);
+    return this.toWire(await this.find(this.d.db, systemKey, name), s.system_secret);
+  }
+
+  async update(p: Principal, systemKey: string, name: string, body: unknown) {
+    const s = await this.guard(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "an edge cannot be renamed");
+    let templateChanged = false;
+    const row = await this.d.db.tx(async (tx) => {
+      const cur = await this.find(tx, systemKey, name);
+      const { cols, data, token } = await this.parse(tx, systemKey, b, JSON.parse(cur.data) as Record<string, unknown>);
+      const changes: EdgeChanges = { ...cols, data: JSON.stringify(data) };
+      if (token) changes.token_hash = hashToken(token);
+      templateChanged = cols.template !== undefined && cols.template !== cur.template;
+      await edgesRepo.update(tx, systemKey, name, changes);
+      return (await edgesRepo.get(tx, systemKey, name))!;
+    });
+    this.onChange(systemKey, name, templateChanged ? "template" : "record");
+    return this.toWire(row, s.system_secret);
+  }
+
+  async remove(p: Principal, systemKey: string, name: string) {
+    await this.guard(p, systemKey, LEVEL.DELETE);
+    if (!(await edgesRepo.delete(this.d.db, systemKey, name)).changes) throw notFound("edge", name, "Edge");
+    this.onChange(systemKey, name, "deleted");
+    return {};
+  }
+
+  async list(p: Principal, systemKey: string, query: string | null) {
+    const s = await this.guard(p, systemKey, LEVEL.READ);
+    const schema = await this.columnsOf.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
+    const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), compileOrder(q.sort, schema.map, "name") + compileLimit(q));
+    return Promise.all(rows.map((r) => this.toWire(r, s.system_secret)));
+  }
+
+  async count(p: Principal, systemKey: string, query: string | null) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const schema = await this.columnsOf.schema(this.d.db, systemKey);
+    const q = parseQuery(query ?? undefined);
+    return { count: await edgesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+  }
+
+  async columns(p: Principal, systemKey: string) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    return this.columnsOf.list(systemKey);
+  }
+  async addColumn(p: Principal, systemKey: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.columnsOf.add(systemKey, body);
+    return {};
+  }
+  async deleteColumn(p: Principal, systemKey: string, name: string | null) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    await this.columnsOf.remove(systemKey, name, (tx, n) => edgesRepo.dropDataKey(tx, systemKey, n));
+    return {};
+  }
+
+  // ---- authentication (the sync channel) ------------------------------------------------------
+
+  /** The edge, if the token is its secret. */
+  async authenticate(systemKey: string, name: string, token: string): Promise<EdgeRow | null> {
+    const e = await edgesRepo.get(this.d.db, systemKey, name);
+    if (!e) return null;
+    const a = Buffer.from(e.token_hash), b = Buffer.from(hashToken(token));
+    return a.length === b.length && timingSafeEqual(a, b) ? e : null;
+  }
+
+  // ---- templates ------------------------------------------------------------------------------
+
+  /** Named templates from the templates directory (read when asked; they are small files). */
+  namedTemplate(name: string): TemplateEntry[] | null {
+    if (!/^[A-Za-z0-9_.-]+$/.test(name)) return null;
+    try {
+      const raw = JSON.parse(readFileSync(join(this.d.config.edgeTemplatesDir, `${name}.json`), "utf8")) as { assets?: unknown };
+      if (!Array.isArray(raw.assets)) return null;
+      return raw.assets.map((a, i) => templateEntry(a, `${name}.assets[${i}]`));
+    } catch { return null; }
+  }
+
+  namedTemplates(): string[] {
+    try { return readdirSync(this.d.config.edgeTemplatesDir).filter((f) => f.endsWith(".json")).map((f) => f.slice(0, -5)).sort(); }
+    catch { return []; }
+  }
+
+  /** The edge's effective template: its named template, overridden entry by entry by its own. */
+  async templateOf(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
+    const out = new Map<string, TemplateEntry>();
+    for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, e);
+    for (const e of await edgesRepo.entries(ex, systemKey, edge.name))
+      out.set(`${e.def_module}\u0000${e.def_name}`, { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: e.mode as SyncMode, ...(e.def_module === "collection" ? { rows: e.rows === 1 } : {}) });
+    return [...out.values()];
+  }
+
+  async templates(p: Principal, systemKey: string) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const out: Record<string, TemplateEntry[]> = {};
+    for (const e of await edgesRepo.all(this.d.db, systemKey)) out[e.name] = await this.templateOf(this.d.db, systemKey, e);
+    return out;
+  }
+
+  /** `{add:[{def_module, def_name, mode}], remove:[{def_module, def_name}]}` */
+  async changeTemplate(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    const b = objectBody(body);
+    for (const k of Object.keys(b)) if (k !== "add" && k !== "remove") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (add, remove)`);
+    const list = (v: unknown, what: string) => {
+      if (v === undefined) return [];
+      if (!Array.isArray(v)) throw fail("INVALID_ARGUMENT", `${what} must be an array`);
+      return v;
+    };
+    const add = list(b.add, "add").map((e, i) => templateEntry(e, `add[${i}]`));
+    const remove = list(b.remove, "remove").map((e, i) => {
+      const o = objectBody(e, `remove[${i}]`);
+      if (typeof o.def_module !== "string" || typeof o.def_name !== "string") throw fail("INVALID_ARGUMENT", `remove[${i}] needs def_module and def_name`);
+      return { def_module: o.def_module, def_name: o.def_name };
+    });
+    const result = await this.d.db.tx(async (tx) => {
+      const edge = await this.find(tx, systemKey, name);
+      for (const r of remove) await edgesRepo.removeEntry(tx, systemKey, name, r.def_module, r.def_name);
+      for (const a of add) await edgesRepo.putEntry(tx, systemKey, name, { def_module: a.def_module, def_name: a.def_name, mode: a.mode, rows: a.rows === false ? 0 : 1 });
+      return this.templateOf(tx, systemKey, edge);
+    });
+    this.onChange(systemKey, name, "template");
+    return { [name]: result };
+  }
+
+  /** Sets an edge's own entries from a list (used when the platform hands its template over). */
+  async replaceEntries(ex: Executor, systemKey: string, name: string, entries: TemplateEntryRow[]) {
+    for (const e of await edgesRepo.entries(ex, systemKey, name)) await edgesRepo.removeEntry(ex, systemKey, name, e.def_module, e.def_name);
+    for (const e of entries) await edgesRepo.putEntry(ex, systemKey, name, e);
+  }
+}

@@ -1,0 +1,79 @@
+// Edges (spec §4.8, edge rows of §4.11, wire reference §9): records on the user and developer
+// paths, templates, sync status and retry, and the sync channel itself (a WebSocket).
+import { Elysia } from "elysia";
+import { fail } from "../../core/errors.ts";
+import { objectBody } from "../../core/validate.ts";
+import { SYNC_PATH } from "../../sync/protocol.ts";
+import { jsonBody, principalOf, queryOf } from "../request.ts";
+import type { Services } from "../services.ts";
+
+type P = Record<string, string>;
+const sk = (p: unknown) => (p as P).systemKey!;
+const nm = (p: unknown) => (p as P).name!;
+
+export const edgeRoutes = (s: Services) => {
+  const auth = (r: Request) => principalOf(s.tokens, r);
+  const hub = () => {
+    if (!s.sync) throw fail("INVALID_ARGUMENT", "sync status is kept by the platform, not by an edge");
+    return s.sync;
+  };
+  let app = new Elysia()
+    .get("/api/v/2/edges/:systemKey", async ({ request, params }) => s.edges.list(await auth(request), params.systemKey, queryOf(request).get("query")))
+    .get("/admin/edges/:systemKey", async ({ request, params }) => s.edges.list(await auth(request), params.systemKey, queryOf(request).get("query")))
+    .get("/api/v/3/edges/:systemKey/count", async ({ request, params }) => s.edges.count(await auth(request), params.systemKey, queryOf(request).get("query")))
+    .get("/api/v/3/edges/:systemKey/columns", async ({ request, params }) => s.edges.columns(await auth(request), params.systemKey))
+    .get("/admin/edges/:systemKey/columns", async ({ request, params }) => s.edges.columns(await auth(request), params.systemKey))
+    .post("/admin/edges/:systemKey/columns", async ({ request, params }) => s.edges.addColumn(await auth(request), params.systemKey, await jsonBody(request)))
+    .delete("/admin/edges/:systemKey/columns", async ({ request, params }) => {
+      const q = queryOf(request);
+      return s.edges.deleteColumn(await auth(request), params.systemKey, q.get("column") ?? q.get("column_name"));
+    })
+    // templates (also on the older "sync" paths)
+    .get("/admin/edges/template/:systemKey", async ({ request, params }) => s.edges.templates(await auth(request), params.systemKey))
+    .put("/admin/edges/template/:systemKey/:name", async ({ request, params }) => s.edges.changeTemplate(await auth(request), params.systemKey, params.name, await jsonBody(request)))
+    .get("/admin/edges/sync/:systemKey", async ({ request, params }) => s.edges.templates(await auth(request), params.systemKey))
+    .put("/admin/edges/sync/:systemKey/:name", async ({ request, params }) => s.edges.changeTemplate(await auth(request), params.systemKey, params.name, await jsonBody(request)))
+    // sync status
+    .get("/admin/:systemKey/sync/edge/status/:name", async ({ request, params }) => {
+      await s.systems.accessAsDeveloper(await auth(request), params.systemKey);
+      return hub().status(params.systemKey, params.name);
+    })
+    .get("/admin/:systemKey/sync/alledges/status", async ({ request, params }) => {
+      const p = await auth(request);
+      await s.systems.accessAsDeveloper(p, params.systemKey);
+      const edges = await s.edges.list(p, params.systemKey, null);
+      return Promise.all(edges.map(async (e) => ({ edge_name: e.name, isConnected: e.isConnected, sync_lag: e.sync_lag, assets: await hub().status(params.systemKey, e.name as string) })));
+    })
+    .post("/admin/:systemKey/sync/retry", async ({ request, params }) => {
+      const p = await auth(request);
+      await s.systems.accessAsDeveloper(p, params.systemKey);
+      const b = objectBody(await jsonBody(request));
+      const edges = typeof b.edge === "string" ? [b.edge] : Array.isArray(b.edges) ? (b.edges as string[]) : (await s.edges.list(p, params.systemKey, null)).map((e) => e.name as string);
+      const only = typeof b.asset_class === "string" && typeof b.asset_id === "string" ? [{ type: b.asset_class, name: b.asset_id }] : undefined;
+      const out = [];
+      for (const e of edges) { await s.edges.find(s.db, params.systemKey, e); out.push(await hub().retry(params.systemKey, e, only)); }
+      return out;
+    }) as unknown as Elysia;
+  for (const base of ["/api/v/3/edges/:systemKey/:name", "/admin/edges/:systemKey/:name"]) {
+    app = app
+      .get(base, async ({ request, params }) => s.edges.get(await auth(request), sk(params), nm(params)))
+      .post(base, async ({ request, params }) => s.edges.create(await auth(request), sk(params), nm(params), await jsonBody(request)))
+      .put(base, async ({ request, params }) => s.edges.update(await auth(request), sk(params), nm(params), await jsonBody(request)))
+      .delete(base, async ({ request, params }) => s.edges.remove(await auth(request), sk(params), nm(params))) as unknown as Elysia;
+  }
+  if (s.sync) {
+    const hub = s.sync;
+    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void }>();
+    const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
+      let x = sockets.get(ws.raw);
+      if (!x) { x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); } }; sockets.set(ws.raw, x); }
+      return x;
+    };
+    app = app.ws(SYNC_PATH, {
+      open(ws: unknown) { hub.open(socket(ws as never)); },
+      message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
+      close(ws: unknown) { void hub.close(socket(ws as never)); },
+    } as never) as unknown as Elysia;
+  }
+  return app;
+};

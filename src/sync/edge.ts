@@ -1,0 +1,276 @@
+// The edge's side of sync: connects to its platform (reconnecting with backoff and jitter),
+// applies snapshots and changes (each batch together with the cursor in one transaction, each
+// asset in its own savepoint so one that fails is reported and the rest still apply), and sends
+// the outbox (rows of collections that flow up, relayed messages) until the platform acknowledges it.
+import type { Config } from "../config.ts";
+import type { EventBus } from "../core/events.ts";
+import type { Logger } from "../core/log.ts";
+import type { TemplateEntry } from "../domain/edges.ts";
+import type { Db, Executor } from "../store/db.ts";
+import { collectionsRepo } from "../store/collections.ts";
+import { devicesRepo } from "../store/devices.ts";
+import { developersRepo, type DeveloperRow } from "../store/developers.ts";
+import { rolesRepo } from "../store/roles.ts";
+import { librariesRepo, servicesRepo } from "../store/services.ts";
+import { outboxRepo, syncStateRepo } from "../store/sync.ts";
+import { systemsRepo, type SystemRow } from "../store/systems.ts";
+import { timersRepo, triggersRepo } from "../store/triggers.ts";
+import { usersRepo } from "../store/users.ts";
+import { VERSION } from "../version.ts";
+import { applyDefinition, applyRows, upCollections, type WireChange } from "./assets.ts";
+import type { ChangeRecorder, RowChange } from "./changes.ts";
+import { PING_MS, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
+
+export interface EdgeSyncDeps {
+  db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
+  /** caches to drop after assets of a system changed underneath them */
+  invalidate(systemKey: string, types: Set<string>, collections: Set<string>): void;
+}
+
+const BACKOFF_MIN_MS = 500;
+const BACKOFF_MAX_MS = 30_000;
+const OUTBOX_BATCH = 500;
+
+export class EdgeSync {
+  private ws: WebSocket | null = null;
+  private stopped = false;
+  private backoff = BACKOFF_MIN_MS;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private ping: ReturnType<typeof setInterval> | null = null;
+  private upInflight = false;
+  private applying: Promise<void> = Promise.resolve();
+  private template: TemplateEntry[] = [];
+  connected = false;
+  /** ms timestamps, for tests and the status page */
+  lastConnectedAt = 0;
+  appliedBatches = 0;
+  private readonly systemKey: string;
+
+  constructor(private readonly d: EdgeSyncDeps) {
+    this.systemKey = d.config.systemKey!;
+  }
+
+  async start() {
+    const t = await syncStateRepo.get(this.d.db, "template");
+    if (t) this.useTemplate(JSON.parse(t) as TemplateEntry[]);
+    this.d.changes.onCommitted((sk) => { if (sk === this.systemKey) void this.sendOutbox(); });
+    this.connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.ping) clearInterval(this.ping);
+    this.ws?.close(1000, "edge stopping");
+  }
+
+  private url() {
+    const u = new URL(this.d.config.platformUrl!);
+    u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+    u.pathname = SYNC_PATH;
+    return u.toString();
+  }
+
+  private connect() {
+    if (this.stopped) return;
+    let ws: WebSocket;
+    try { ws = new WebSocket(this.url()); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
+    this.ws = ws;
+    ws.onopen = async () => {
+      const cursor = Number((await syncStateRepo.get(this.d.db, "cursor")) ?? "0");
+      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch }));
+    };
+    ws.onmessage = (ev) => {
+      let m: PlatformMessage;
+      try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
+      catch { return; }
+      // messages are handled one after another, in order
+      this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
+        this.d.log.error("sync message failed", { err });
+        ws.close(1011, "sync error");
+      });
+    };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (this.ping) { clearInterval(this.ping); this.ping = null; }
+      this.upInflight = false;
+      if (this.connected) {
+        this.connected = false;
+        this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
+        this.d.log.warn("platform disconnected", { code: ev.code, reason: ev.reason });
+      }
+      this.retry();
+    };
+    ws.onerror = () => { /* onclose follows */ };
+  }
+
+  /** Reconnects after a growing, jittered delay (so a fleet does not come back all at once). */
+  private retry() {
+    if (this.stopped) return;
+    const delay = this.backoff * (0.5 + Math.random());
+    this.backoff = Math.min(BACKOFF_MAX_MS, this.backoff * 2);
+    this.timer = setTimeout(() => this.connect(), delay);
+  }
+
+  private send(ws: WebSocket, m: unknown) { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(m)); }
+
+  private useTemplate(t: TemplateEntry[]) {
+    this.template = t;
+    this.d.changes.relayTopics = t.filter((e) => e.def_module === "topic" && (e.mode === "sync_to_platform" || e.mode === "sync")).map((e) => e.def_name);
+  }
+
+  private async refreshUpCollections() {
+    const names = (await collectionsRepo.list(this.d.db, this.systemKey)).map((c) => c.name);
+    this.d.changes.upCollections = new Set(upCollections(this.template, names));
+  }
+
+  private async handle(ws: WebSocket, m: PlatformMessage) {
+    switch (m.t) {
+      case "welcome": {
+        await this.d.db.tx(async (tx) => {
+          await developersRepo.put(tx, m.owner as unknown as DeveloperRow);
+          await systemsRepo.put(tx, m.system as unknown as SystemRow);
+          await syncStateRepo.set(tx, "template", JSON.stringify(m.template));
+        });
+        this.useTemplate(m.template);
+        await this.refreshUpCollections();
+        this.d.invalidate(this.systemKey, new Set(["system"]), new Set());
+        this.connected = true;
+        this.lastConnectedAt = Date.now();
+        this.backoff = BACKOFF_MIN_MS;
+        this.ping = setInterval(() => this.send(ws, { t: "ping" }), PING_MS);
+        this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
+        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq });
+        void this.sendOutbox();
+        return;
+      }
+      case "batch": return this.applyBatch(ws, m);
+      case "snapshot_end": return this.endSnapshot(ws, m);
+      case "template": {
+        await syncStateRepo.set(this.d.db, "template", JSON.stringify(m.template));
+        this.useTemplate(m.template);
+        await this.refreshUpCollections();
+        return;
+      }
+      case "up_ack": {
+        await outboxRepo.ackUpTo(this.d.db, m.upTo);
+        this.upInflight = false;
+        void this.sendOutbox();
+        return;
+      }
+      case "error": this.d.log.error("the platform refused the edge", { message: m.message }); return;
+      case "pong": return;
+    }
+  }
+
+  /** One batch: every change in its own savepoint, the cursor with them, one transaction. */
+  private async applyBatch(ws: WebSocket, m: Extract<PlatformMessage, { t: "batch" }>) {
+    const results: { type: string; name: string; seq: number; error?: string }[] = [];
+    const types = new Set<string>(), collections = new Set<string>();
+    await this.d.db.tx(async (tx) => {
+      // rows of one collection in a batch are applied together (last writer wins)
+      const rowGroups = new Map<string, RowChange[]>();
+      const rowSeq = new Map<string, number>();
+      for (const ch of m.changes) {
+        this.d.changes.clock.observe(ch.hlc);
+        if (ch.type === "row") {
+          const body = ch.body as RowChange;
+          (rowGroups.get(body.collection_id) ?? rowGroups.set(body.collection_id, []).get(body.collection_id)!).push(body);
+          rowSeq.set(body.collection_id, Math.max(rowSeq.get(body.collection_id) ?? 0, ch.seq));
+          continue;
+        }
+        const error = await this.savepoint(tx, () => applyDefinition(tx, this.systemKey, ch));
+        types.add(ch.type);
+        if (ch.type === "collection") collections.add((ch.body as { collection_id: string }).collection_id);
+        results.push({ type: ch.type, name: ch.name, seq: ch.seq, ...(error ? { error } : {}) });
+      }
+      for (const [id, rows] of rowGroups) {
+        const name = rows[0]!.collection;
+        const error = await this.savepoint(tx, async () => {
+          const cols = await collectionsRepo.columns(tx, id);
+          if (!(await collectionsRepo.byId(tx, id))) throw new Error(`collection '${name}' is not on this edge`);
+          await applyRows(tx, id, cols, rows);
+        });
+        collections.add(id);
+        results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(error ? { error } : {}) });
+      }
+      if (!m.snapshot) await syncStateRepo.set(tx, "cursor", String(m.upTo));
+    });
+    if (types.has("collection")) await this.refreshUpCollections();
+    this.d.invalidate(this.systemKey, types, collections);
+    this.appliedBatches++;
+    for (const r of results) if (r.error) this.d.log.warn("asset failed to apply", r);
+    this.send(ws, { t: "ack", upTo: m.upTo, snapshot: m.snapshot, results });
+  }
+
+  private async savepoint(tx: Executor, fn: () => Promise<void>): Promise<string | undefined> {
+    await tx.run("SAVEPOINT asset");
+    try {
+      await fn();
+      await tx.run("RELEASE asset");
+      return undefined;
+    } catch (err) {
+      await tx.run("ROLLBACK TO asset");
+      await tx.run("RELEASE asset");
+      return err instanceof Error ? err.message : String(err);
+    }
+  }
+
+  /** The snapshot is complete: drop what the template's kinds hold that it did not include, and
+   *  take the snapshot's position in the log. */
+  private async endSnapshot(ws: WebSocket, m: Extract<PlatformMessage, { t: "snapshot_end" }>) {
+    const sk = this.systemKey;
+    const types = new Set<string>(Object.keys(m.keep));
+    await this.d.db.tx(async (tx) => {
+      for (const [type, names] of Object.entries(m.keep)) {
+        const keep = new Set(names);
+        for (const name of await localNames(tx, sk, type)) {
+          if (!keep.has(name)) await this.savepoint(tx, () => removeLocal(tx, sk, type, name));
+        }
+      }
+      await syncStateRepo.set(tx, "cursor", String(m.seq));
+    });
+    await this.refreshUpCollections();
+    this.d.invalidate(sk, types, new Set());
+    this.send(ws, { t: "ack", upTo: m.seq, snapshot: true, results: [] });
+  }
+
+  /** Sends the next outbox batch when connected and nothing is waiting for an acknowledgement. */
+  async sendOutbox() {
+    const ws = this.ws;
+    if (!ws || !this.connected || this.upInflight) return;
+    const items = await outboxRepo.next(this.d.db, OUTBOX_BATCH);
+    if (!items.length) return;
+    this.upInflight = true;
+    this.send(ws, { t: "up", items: items.map((i) => ({ id: i.id, kind: i.kind, body: i.body })) });
+  }
+
+  outboxSize() { return outboxRepo.count(this.d.db); }
+}
+
+/** The names of a kind an edge holds (to purge what a snapshot no longer includes). */
+async function localNames(ex: Executor, sk: string, type: string): Promise<string[]> {
+  switch (type) {
+    case "service": return (await servicesRepo.list(ex, sk)).map((r) => r.name);
+    case "library": return (await librariesRepo.list(ex, sk)).map((r) => r.name);
+    case "trigger": return (await triggersRepo.list(ex, sk)).map((r) => r.name);
+    case "timer": return (await timersRepo.list(ex, sk)).map((r) => r.name);
+    case "collection": return (await collectionsRepo.list(ex, sk)).map((r) => r.name);
+    case "role": return (await rolesRepo.all(ex, sk)).map((r) => r.name).filter((n) => !["Administrator", "Authenticated", "Anonymous"].includes(n));
+    case "user": return (await usersRepo.all(ex, sk)).map((r) => r.email);
+    case "device": return (await devicesRepo.all(ex, sk)).map((r) => r.name);
+    default: return [];
+  }
+}
+
+/** Removes a local asset by name (a snapshot no longer includes it). */
+async function removeLocal(ex: Executor, sk: string, type: string, name: string): Promise<void> {
+  const del = (body: unknown) => applyDefinition(ex, sk, { seq: 0, type: type as WireChange["type"], name, op: "delete", hlc: "", body });
+  switch (type) {
+    case "role": { const r = await rolesRepo.byName(ex, sk, name); if (r) await del({ role_id: r.role_id }); return; }
+    case "user": { const u = await usersRepo.byEmail(ex, sk, name); if (u) await del({ user_id: u.user_id }); return; }
+    case "collection": { const c = await collectionsRepo.byName(ex, sk, name); if (c) await del({ collection_id: c.collection_id }); return; }
+    default: await del({ name });
+  }
+}

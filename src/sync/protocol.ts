@@ -1,0 +1,34 @@
+// The sync channel's messages (JSON over a WebSocket at /api/v/4/sync on the platform's HTTP
+// port). The edge speaks first; every batch the platform sends is acknowledged before the next
+// one goes, which paces big snapshots and backlogs and keeps the channel free for live changes.
+import { z } from "zod";
+import type { TemplateEntry } from "../domain/edges.ts";
+import type { WireChange } from "./assets.ts";
+
+export const SYNC_PATH = "/api/v/4/sync";
+/** Most changes and most bytes per batch. */
+export const BATCH_CHANGES = 2_000;
+export const BATCH_BYTES = 1_000_000;
+export const PING_MS = 15_000;
+
+const result = z.object({ type: z.string(), name: z.string(), seq: z.number(), error: z.string().optional() });
+
+/** What an edge sends. */
+export const EdgeMessage = z.discriminatedUnion("t", [
+  z.object({ t: z.literal("hello"), systemKey: z.string().min(1), edge: z.string().min(1), token: z.string().min(1), cursor: z.number().int().min(0),
+    version: z.string().default(""), os: z.string().default(""), arch: z.string().default("") }),
+  z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
+  z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000) }),
+  z.object({ t: z.literal("ping") }),
+]);
+export type EdgeMessage = z.infer<typeof EdgeMessage>;
+
+/** What the platform sends. */
+export type PlatformMessage =
+  | { t: "welcome"; system: Record<string, unknown>; owner: Record<string, unknown>; template: TemplateEntry[]; snapshot: boolean; seq: number }
+  | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }
+  | { t: "snapshot_end"; seq: number; keep: Record<string, string[]> }
+  | { t: "template"; template: TemplateEntry[] }
+  | { t: "up_ack"; upTo: number }
+  | { t: "pong" }
+  | { t: "error"; message: string };

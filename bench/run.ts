@@ -5,8 +5,9 @@ import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
 import { benchMqtt } from "./mqtt.ts";
 import { benchCode } from "./code.ts";
+import { benchSync } from "./sync.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

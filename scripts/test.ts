@@ -9,7 +9,8 @@ import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "..");
-const BIN = join(ROOT, "dist/outpost-linux-x64");
+// OUTPOST_BIN runs the suites against another binary (a copy, so a rebuild cannot swap it mid-run).
+const BIN = process.env.OUTPOST_BIN ?? join(ROOT, "dist/outpost-linux-x64");
 const filters = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const only = new Set(process.argv.slice(2).filter((a) => a === "--unit" || a === "--e2e"));
 const match = (f: string) => filters.length === 0 || filters.some((x) => f.includes(x));
@@ -48,7 +49,7 @@ async function run(cmd: string[], env: Record<string, string> = {}): Promise<{ c
 let passed = 0, failed = 0, ran = 0;
 
 // 1. binary
-if (!existsSync(BIN) || statSync(BIN).mtimeMs < Math.max(newestMtime(join(ROOT, "src")), statSync(join(ROOT, "package.json")).mtimeMs)) {
+if (!process.env.OUTPOST_BIN && (!existsSync(BIN) || statSync(BIN).mtimeMs < Math.max(newestMtime(join(ROOT, "src")), statSync(join(ROOT, "package.json")).mtimeMs))) {
   const b = await run([process.execPath, join(ROOT, "scripts/build.ts")]);
   if (b.code !== 0) { console.log("0 passed, 1 failed"); process.exit(1); }
 }
@@ -67,7 +68,8 @@ if (unit.length && !only.has("--e2e")) {
 // 3. black-box tests
 const e2e = files(join(ROOT, "test/e2e"), ".test.ts").filter(match);
 if (e2e.length && !only.has("--unit")) {
-  const outdir = join(ROOT, ".e2e-build");
+  // one directory per run, so two runs at once do not delete each other's bundles
+  const outdir = join(ROOT, ".e2e-build", String(process.pid));
   rmSync(outdir, { recursive: true, force: true });
   const built = await Bun.build({
     entrypoints: e2e, outdir, target: "node", format: "esm", splitting: true, naming: "[name].mjs", root: join(ROOT, "test/e2e"),
@@ -86,6 +88,7 @@ if (e2e.length && !only.has("--unit")) {
     } else failed += 1;
     if (r.code !== 0 && sum && Number(sum[1]) === Number(sum[2])) failed += 1;
     ran++;
+    rmSync(outdir, { recursive: true, force: true });
   }
 }
 

@@ -13,6 +13,7 @@ import { Messages } from "./domain/messages.ts";
 import { Services as CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
 import { Triggers } from "./domain/triggers.ts";
+import { Webhooks } from "./domain/webhooks.ts";
 import { TriggerDispatcher } from "./events/dispatcher.ts";
 import { TimerScheduler } from "./events/scheduler.ts";
 import { MqttBroker } from "./broker/broker.ts";
@@ -76,7 +77,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages });
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, edges, db };
+    const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");

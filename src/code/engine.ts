@@ -48,6 +48,8 @@ export interface ExecResult {
   headers?: Record<string, string>;
   /** set when the run itself failed (exception, timeout, limits), not when it called resp.error */
   failed?: boolean;
+  /** the run failed because it reached its execution timeout */
+  timedOut?: boolean;
 }
 
 const POOL_MAX = 16;
@@ -163,8 +165,8 @@ export class CodeEngine {
     const system = this.e.systems.accessNow(p, systemKey) ?? (await this.e.systems.access(p, systemKey));
     const svc = this.rows.get(`${systemKey}/${name}`) ?? (await this.service(systemKey, name));
     const res = { kind: "service" as const, name };
-    if (!opts.internal && !this.e.d.perms.checkedNow(p, res, LEVEL.READ, `execute service '${name}'`))
-      await this.e.d.perms.require(p, res, LEVEL.READ, `execute service '${name}'`);
+    if (!opts.internal && !this.e.d.perms.checkedNow(p, res, LEVEL.READ, `service '${name}' (running a service needs read)`))
+      await this.e.d.perms.require(p, res, LEVEL.READ, `service '${name}' (running a service needs read)`);
     const here = this.e.d.config.mode === "edge" ? svc.run_on_edge : svc.run_on_platform;
     if (!here) throw fail("INVALID_ARGUMENT", `service '${name}' is not set to run on the ${this.e.d.config.mode}`);
     if (params !== undefined && params !== null && (typeof params !== "object" || Array.isArray(params))) throw fail("INVALID_ARGUMENT", "the body (the service's parameters) must be a JSON object");
@@ -207,7 +209,7 @@ export class CodeEngine {
         user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
       }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
       this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
-      return { success: false, results: o.error, failed: true, ...(withLogs ? { logs: logs.join("\n") } : {}) };
+      return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: logs.join("\n") } : {}) };
     }
     return { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers, ...(withLogs ? { logs: logs.join("\n") } : {}) };
   }

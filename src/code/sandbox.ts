@@ -36,7 +36,7 @@ export interface RunHooks {
 
 export type RunOutcome =
   | { kind: "success" | "error"; value: unknown; status?: number; headers?: Record<string, string> }
-  | { kind: "failed"; error: string };
+  | { kind: "failed"; error: string; timedOut?: boolean };
 
 /** Thrown when the source itself cannot be loaded (syntax errors, a library throwing). */
 export class SourceError extends Error {}
@@ -176,7 +176,7 @@ export class Sandbox {
         this.finish({ kind: o.k, value: o.v, status: this.status, headers: this.headers });
         return;
       }
-      if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s` }), timeoutMs);
+      if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s`, timedOut: true }), timeoutMs);
       this.pump();
     });
   }

@@ -74,7 +74,18 @@ export class Users {
   async principalFor(systemKey: string, userId: string): Promise<Principal> {
     const u = await usersRepo.byId(this.d.db, systemKey, userId) ?? await usersRepo.byEmail(this.d.db, systemKey, userId);
     if (!u) throw fail("INVALID_ARGUMENT", `run_user '${userId}' is not a user of this system`);
+    return this.principalOfRow(systemKey, u);
+  }
+
+  private async principalOfRow(systemKey: string, u: { user_id: string; email: string }): Promise<Principal> {
     return { kind: "user", systemKey, id: u.user_id, email: u.email, roles: await this.roles.rolesOf(this.d.db, systemKey, "user", u.user_id), tokenHash: "" };
+  }
+
+  /** A user of the system by email and password, without issuing a token (HTTP Basic on webhooks). */
+  async principalByPassword(systemKey: string, email: string, password: string): Promise<Principal | null> {
+    const u = await usersRepo.byEmail(this.d.db, systemKey, email);
+    if (!(await verifyPassword(password, u?.password_hash)) || !u) return null;
+    return this.principalOfRow(systemKey, u);
   }
 
   // ---- sessions -------------------------------------------------------------------------------

@@ -39,14 +39,20 @@ export async function optionalPrincipalOf(tokens: Tokens, req: Request): Promise
 
 export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
-/** Parses a JSON body regardless of Content-Type. Empty body: undefined. */
-export async function jsonBody(req: Request): Promise<unknown> {
-  if (req.method === "GET" || req.method === "HEAD") return undefined;
+/** The body as text, within the size limit ("" for none). */
+export async function textBody(req: Request): Promise<string> {
+  if (req.method === "GET" || req.method === "HEAD") return "";
   const len = Number(req.headers.get("content-length") ?? "0");
   if (len > MAX_BODY_BYTES) throw fail("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
   let text: string;
   try { text = await req.text(); } catch { throw fail("BAD_JSON", "could not read the request body"); }
   if (text.length > MAX_BODY_BYTES) throw fail("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
+  return text;
+}
+
+/** Parses a JSON body regardless of Content-Type. Empty body: undefined. */
+export async function jsonBody(req: Request): Promise<unknown> {
+  const text = await textBody(req);
   if (!text.trim()) return undefined;
   try { return JSON.parse(text); } catch (e) {
     throw new ApiError("BAD_JSON", `request body is not valid JSON: ${(e as Error).message}`);

@@ -12,6 +12,7 @@ import { messagingRoutes } from "./routes/messaging.ts";
 import { roleRoutes } from "./routes/roles.ts";
 import { systemRoutes } from "./routes/systems.ts";
 import { userRoutes } from "./routes/users.ts";
+import { webhookRoutes } from "./routes/webhooks.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import type { Services } from "./services.ts";
 import { VERSION } from "../version.ts";
@@ -68,7 +69,8 @@ export function createHttpApp(s: Services) {
     .use(messagingRoutes(s))
     .use(codeRoutes(s))
     .use(handlerRoutes(s))
-    .use(edgeRoutes(s)) as unknown as Elysia;
+    .use(edgeRoutes(s))
+    .use(webhookRoutes(s)) as unknown as Elysia;
   return app;
 }
 

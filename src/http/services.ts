@@ -8,6 +8,7 @@ import type { Messages } from "../domain/messages.ts";
 import type { Services as CodeServices } from "../domain/services.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Triggers } from "../domain/triggers.ts";
+import type { Webhooks } from "../domain/webhooks.ts";
 import type { Edges } from "../domain/edges.ts";
 import type { SyncHub } from "../sync/platform.ts";
 import type { EdgeSync } from "../sync/edge.ts";
@@ -31,6 +32,7 @@ export interface Services {
   services: CodeServices;
   code: CodeEngine;
   triggers: Triggers;
+  webhooks: Webhooks;
   edges: Edges;
   /** the platform's sync hub (absent on an edge) */
   sync?: SyncHub;

@@ -339,6 +339,24 @@ export const MIGRATIONS: Migration[] = [
       `CREATE TABLE sync_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
     ],
   },
+  {
+    version: 7,
+    name: "webhooks",
+    up: [
+      `CREATE TABLE webhooks (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        service_name TEXT NOT NULL,
+        path TEXT NOT NULL DEFAULT '',
+        auth_method TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

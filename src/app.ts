@@ -14,6 +14,10 @@ import { Services as CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
+import { Throttlers } from "./domain/throttlers.ts";
+import { Throttle } from "./throttle/throttle.ts";
+import { Metrics } from "./core/metrics.ts";
+import { newUuid } from "./core/ids.ts";
 import { TriggerDispatcher } from "./events/dispatcher.ts";
 import { TimerScheduler } from "./events/scheduler.ts";
 import { MqttBroker } from "./broker/broker.ts";
@@ -78,7 +82,12 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, edges, db };
+    const metrics = new Metrics();
+    const throttle = new Throttle({ db, config, log, metrics, nodeId: newUuid() });
+    await throttle.start();
+    started.push({ name: "throttle", stop: () => throttle.stop() });
+    const throttlers = new Throttlers(deps, throttle);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -91,7 +100,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit });
-    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence,
+    const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       // on an edge, messages on relayed topics wait in the outbox for the platform
       relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
         if (sk !== config.systemKey || !(topic.endsWith("/_platform") || changes.relayTopics.some((f) => topicMatches(f, topic)))) return;

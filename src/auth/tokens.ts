@@ -47,6 +47,12 @@ export class Tokens {
     return { token, refreshToken, expiresAt: expiresAt === 0 ? -1 : expiresAt, hash };
   }
 
+  /** From the cache only, without waiting: the principal, or undefined when not cached. */
+  resolveNow(token: string): Principal | undefined {
+    const hit = this.cache.get(token);
+    return hit && (hit.expiresAt === 0 || hit.expiresAt * 1000 > Date.now()) ? hit.principal : undefined;
+  }
+
   /** The principal of a valid token, or null (unknown, expired, revoked, subject gone). */
   async resolve(token: string): Promise<Principal | null> {
     const hit = this.cache.get(token);

@@ -22,6 +22,7 @@ import type { Logger } from "../core/log.ts";
 import type { ConnectionView } from "../domain/devices.ts";
 import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
+import type { Decision, Throttle } from "../throttle/throttle.ts";
 
 export interface BrokerDeps {
   config: Config;
@@ -32,6 +33,8 @@ export interface BrokerDeps {
   systems: Systems;
   messages: Messages;
   persistence?: AedesOptions["persistence"];
+  /** the MQTT Connections and MQTT Publishes throttlers (document 001 §2.3) */
+  throttle?: Throttle;
   /** edge: offered every publish, to relay the ones on relayed topics to the platform */
   relay?: (systemKey: string, topic: string, payload: Buffer, qos: number) => void;
 }
@@ -44,12 +47,18 @@ interface Session {
   connectedAt: string;
   /** publish/subscribe decisions, cached like the role permissions they come from */
   allowed: Map<string, { ok: boolean; until: number }>;
+  /** gives back a concurrency slot of the MQTT Connections throttler when the client goes */
+  release?: () => void;
 }
 
 const DECISION_MS = 5_000;
 const DECISIONS_MAX = 500;
 
 const NOT_AUTHORIZED = 5;
+/** MQTT 3.1.1 has no "connection rate exceeded" (MQTT 5 0x9F): "server unavailable" is the nearest refusal */
+const SERVER_UNAVAILABLE = 3;
+/** where a throttled publish goes: a topic outside every system, so nobody receives or keeps it */
+const DROPPED_TOPIC = "$throttled";
 
 function authError(message: string) {
   return Object.assign(new Error(message), { returnCode: NOT_AUTHORIZED });
@@ -79,9 +88,10 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       },
       authorizePublish: (client, packet, cb) => {
         if (!client) return cb(null); // the broker itself (wills, REST publishes checked already)
+        const then = (ok: boolean) => (ok ? this.throttlePublish(client, packet, cb) : cb(new Error("not allowed to publish to this topic")));
         const known = this.decided(client, packet.topic, LEVEL.CREATE);
-        if (known !== undefined) return cb(known ? null : new Error("not allowed to publish to this topic"));
-        this.allowed(client, packet.topic, LEVEL.CREATE).then((ok) => cb(ok ? null : new Error("not allowed to publish to this topic")), cb);
+        if (known !== undefined) return then(known);
+        this.allowed(client, packet.topic, LEVEL.CREATE).then(then, cb);
       },
       authorizeSubscribe: (client, sub, cb) => {
         this.allowed(client, sub.topic, LEVEL.READ).then((ok) => cb(null, ok ? sub : null), (err) => cb(err));
@@ -169,7 +179,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       if (packet.cmd === "connect") {
         const key = packet.password ? Buffer.from(packet.password).toString("utf8") : "";
         const prefix = `${key}/`;
-        this.sessions.set(client, { systemKey: key, prefix, principal: null, ip: remote, connectedAt: "", allowed: new Map() });
+        this.sessions.set(client, { systemKey: key, prefix, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: new Map() });
         if (packet.will) packet.will.topic = prefix + packet.will.topic;
         return;
       }
@@ -186,12 +196,49 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const s = this.sessions.get(client);
     if (!s || !username || !password || !s.systemKey) throw authError("username (a token) and password (the system key) are required");
     const p = await this.d.tokens.resolve(username);
-    if (!p) throw authError("invalid token");
-    const system = await this.d.systems.find(s.systemKey);
-    if (!system) throw authError("unknown system");
-    if (p.kind === "developer" ? system.owner_id !== p.id && !p.admin : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
+    // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
+    const release = await this.admit(s, p);
+    try {
+      if (!p) throw authError("invalid token");
+      const system = await this.d.systems.find(s.systemKey);
+      if (!system) throw authError("unknown system");
+      if (p.kind === "developer" ? system.owner_id !== p.id && !p.admin : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
+    } catch (err) {
+      release?.();
+      throw err;
+    }
     s.principal = p;
+    s.release = release;
     s.connectedAt = new Date().toISOString();
+  }
+
+  /** The MQTT Connections throttler; developers are never throttled (§5.6). */
+  private async admit(s: Session, p: Principal | null): Promise<(() => void) | undefined> {
+    const t = this.d.throttle;
+    if (!t?.active("MQTT Connections") || p?.kind === "developer") return undefined;
+    const d = await t.evaluate("MQTT Connections", { systemKey: s.systemKey, resource: "", ip: s.ip, email: () => (p ? principalEmail(p) : "") });
+    if (!d.ok) throw Object.assign(new Error(`connection rate exceeded (case '${d.caseName}')`), { returnCode: SERVER_UNAVAILABLE });
+    return d.release;
+  }
+
+  /** The MQTT Publishes throttler: a refused publish is acknowledged as usual but goes nowhere
+   *  (aedes closes the connection on an authorizePublish error, and a client should keep it). */
+  private throttlePublish(client: Client, packet: any, cb: (err: Error | null) => void) {
+    const t = this.d.throttle;
+    const s = this.sessions.get(client);
+    if (!t?.active("MQTT Publishes") || !s?.principal || s.principal.kind === "developer") return cb(null);
+    const p = s.principal;
+    const apply = (d: Decision) => {
+      if (!d.ok) {
+        packet.topic = DROPPED_TOPIC;
+        packet.retain = false;
+        this.d.log.debug("mqtt publish throttled", { client: client.id, case: d.caseName });
+      } else if (d.release) setImmediate(d.release); // in flight while the broker handles it
+      cb(null);
+    };
+    const d = t.evaluate("MQTT Publishes", { systemKey: s.systemKey, resource: packet.topic.slice(s.prefix.length), ip: s.ip, email: () => principalEmail(p) });
+    if (d instanceof Promise) d.then(apply, () => cb(null));
+    else apply(d);
   }
 
   /** A cached publish/subscribe decision, without a promise (the per-message path). */
@@ -269,6 +316,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private disconnected(client: Client) {
     const s = this.sessions.get(client);
     if (!s?.principal) return;
+    s.release?.();
     const set = this.bySystem.get(s.systemKey);
     if (set?.delete(client) && set.size === 0) this.bySystem.delete(s.systemKey);
     const p = s.principal;

@@ -14,6 +14,8 @@ import { systemRoutes } from "./routes/systems.ts";
 import { userRoutes } from "./routes/users.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
+import { throttlerRoutes } from "./routes/throttlers.ts";
+import { HttpThrottle, throttledError } from "./throttle.ts";
 import type { Services } from "./services.ts";
 import { VERSION } from "../version.ts";
 
@@ -46,19 +48,33 @@ function withSingleSlashes(url: string): string | null {
 }
 
 export function createHttpApp(s: Services) {
+  const throttle = new HttpThrottle(s.throttle, s.tokens, (d) => {
+    const r = errorResponse(throttledError(d));
+    if (d.retryAfterS) r.headers.set("retry-after", String(d.retryAfterS));
+    return r;
+  });
   const app: Elysia = new Elysia()
+    .onRequest(({ request, server }) => throttle.onRequest(request, server?.requestIP(request)?.address))
+    // a concurrency slot is given back before the answer leaves, so a client's next request finds it free
+    .onAfterHandle({ as: "global" }, ({ request }) => { throttle.release(request); })
     .onError({ as: "global" }, ({ code, error, request }) => {
+      throttle.release(request);
       // Go clients build some paths with "//": route them as if the slashes were single. Done
       // only when no route matched, so normal requests pay nothing for it.
       if (code === "NOT_FOUND") {
         const fixed = withSingleSlashes(request.url);
-        if (fixed) return app.handle(new Request(fixed, request));
+        if (fixed) {
+          const again = new Request(fixed, request);
+          throttle.internal.add(again);
+          return app.handle(again);
+        }
       }
       const e = fromElysia(code, error);
       if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
       return errorResponse(e);
     })
     .get("/health", () => ({ status: "ok" }))
+    .get("/metrics", () => new Response(s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
     .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))
@@ -70,7 +86,8 @@ export function createHttpApp(s: Services) {
     .use(codeRoutes(s))
     .use(handlerRoutes(s))
     .use(edgeRoutes(s))
-    .use(webhookRoutes(s)) as unknown as Elysia;
+    .use(webhookRoutes(s))
+    .use(throttlerRoutes(s)) as unknown as Elysia;
   return app;
 }
 

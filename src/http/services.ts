@@ -9,6 +9,9 @@ import type { Services as CodeServices } from "../domain/services.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Triggers } from "../domain/triggers.ts";
 import type { Webhooks } from "../domain/webhooks.ts";
+import type { Throttlers } from "../domain/throttlers.ts";
+import type { Throttle } from "../throttle/throttle.ts";
+import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
 import type { SyncHub } from "../sync/platform.ts";
 import type { EdgeSync } from "../sync/edge.ts";
@@ -33,6 +36,9 @@ export interface Services {
   code: CodeEngine;
   triggers: Triggers;
   webhooks: Webhooks;
+  throttle: Throttle;
+  throttlers: Throttlers;
+  metrics: Metrics;
   edges: Edges;
   /** the platform's sync hub (absent on an edge) */
   sync?: SyncHub;

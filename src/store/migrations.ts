@@ -357,6 +357,26 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 8,
+    name: "throttle cases",
+    up: [
+      `CREATE TABLE throttle_cases (
+        throttler_name TEXT NOT NULL,
+        case_name TEXT NOT NULL,
+        system_key TEXT NOT NULL,
+        consumer TEXT NOT NULL,
+        resource TEXT NOT NULL DEFAULT '',
+        limiter_type TEXT NOT NULL,
+        max_num INTEGER NOT NULL,
+        duration INTEGER,
+        priority INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (throttler_name, case_name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -36,7 +36,8 @@ export function goesDown(template: TemplateEntry[], type: AssetType, name: strin
   const e = entryFor(template, type, name);
   if (!e) return false;
   if (type === "row") return e.rows !== false && (e.mode === "sync_to_edge" || e.mode === "sync" || (!live && e.mode === "deploy"));
-  if (e.mode === "sync_to_platform") return false;
+  // a collection's schema is the platform's whichever way its rows flow (the edge writes rows to it)
+  if (e.mode === "sync_to_platform") return type === "collection";
   return e.mode !== "deploy" || !live;
 }
 

@@ -53,6 +53,8 @@ export class EdgeSync {
   async start() {
     const t = await syncStateRepo.get(this.d.db, "template");
     if (t) this.useTemplate(JSON.parse(t) as TemplateEntry[]);
+    // rows written before the platform answers (or while it is unreachable) must reach the outbox too
+    await this.refreshUpCollections();
     this.d.changes.onCommitted((sk) => { if (sk === this.systemKey) void this.sendOutbox(); });
     this.connect();
   }

@@ -313,8 +313,15 @@ export class SyncHub {
       const k = `${type}\u0000${name}`;
       if (seen.has(k)) return;
       seen.add(k);
-      const r = recorded.get(k);
-      const desired = Math.max(latest.get(k) ?? 0, r?.desired_version ?? 0);
+      let r = recorded.get(k);
+      let desired = Math.max(latest.get(k) ?? 0, r?.desired_version ?? 0);
+      // rows that never come down (they only flow up), or of which nothing came down yet (an empty
+      // collection), owe the edge nothing beyond the collection itself: they follow its state
+      if (type === "collection_rows" && (!goesDown(template, "row", name, false) || (!r && desired === 0))) {
+        const schema = recorded.get(`collection\u0000${name}`);
+        r = schema && { ...schema, status: schema.status === "failed" ? "pending" : schema.status, last_error: "", attempts: 0 };
+        desired = r?.desired_version ?? 0;
+      }
       const applied = r?.applied_version ?? 0;
       const status: AssetStatus["status"] = r?.status === "failed" ? "failed" : r && applied >= desired ? "synced" : "pending";
       out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: applied, last_error: r?.last_error ?? "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });

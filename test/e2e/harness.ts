@@ -56,6 +56,9 @@ export interface StartOptions {
   /** keep the data directory after stop (for restart tests) */
   keepData?: boolean;
   waitForHealth?: boolean;
+  /** keep the two built-in throttling cases (3 sign-ins per 10 minutes per user): off unless a
+   *  test is about them, because suites sign the same users in many times */
+  defaultThrottlers?: boolean;
 }
 
 export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
@@ -64,7 +67,7 @@ export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
   const args = [
     "--http-port", String(httpPort), "--http-host", "127.0.0.1", "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(mqttWsPort),
     "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
-    "--data-dir", dataDir, "--log-level", "warn", ...(opts.args ?? []),
+    "--data-dir", dataDir, "--log-level", "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
   ];
   const proc = spawn(BIN, args, {
     cwd: opts.cwd ?? dataDir,

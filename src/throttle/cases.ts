@@ -1,0 +1,178 @@
+// Throttling cases (document 001 §2.3–§2.7): the three fixed throttlers, case validation, the two
+// built-in cases, and compiling a case into matchers. A compiled case answers "does this request
+// match?" and "which bucket does it count in?" without allocating when it does not match.
+import { Memoirist } from "memoirist";
+import { fail } from "../core/errors.ts";
+import type { CaseRow } from "../store/throttle.ts";
+
+export const THROTTLERS = ["HTTP Requests", "MQTT Connections", "MQTT Publishes"] as const;
+export type ThrottlerName = (typeof THROTTLERS)[number];
+export const LIMITER_TYPES = ["frequency", "concurrency"] as const;
+
+export function throttlerName(v: unknown): ThrottlerName {
+  const n = THROTTLERS.find((t) => t === v);
+  if (!n) throw fail("NOT_FOUND", `throttler '${String(v)}' does not exist (there are exactly three: ${THROTTLERS.join(", ")})`);
+  return n;
+}
+
+/** The built-in cases of §2.7: priority 200, 3 per 600 s, a bucket per system and per consumer. */
+export const BUILT_IN_CASES: Omit<CaseRow, "created_at" | "updated_at">[] = [
+  { throttler_name: "HTTP Requests", case_name: "Block brute force auth", system_key: "?", consumer: "?", resource: "/api/v/1/user/auth", limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 },
+  { throttler_name: "HTTP Requests", case_name: "Block brute force password reset core api", system_key: "?", consumer: "?", resource: "/api/v/1/user/pass", limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 },
+];
+
+const FIELDS = new Set(["throttler_name", "case_name", "system_key", "consumer", "resource", "limiter_type", "max_num", "duration", "priority"]);
+
+const text = (b: Record<string, unknown>, k: string, required: boolean): string | undefined => {
+  const v = b[k];
+  if (v === undefined || v === null) { if (required) throw fail("INVALID_ARGUMENT", `${k} is required`); return undefined; }
+  if (typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
+  if (required && !v.trim()) throw fail("INVALID_ARGUMENT", `${k} must not be empty`);
+  return v.trim();
+};
+const int = (b: Record<string, unknown>, k: string): number | undefined => {
+  const v = b[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isSafeInteger(v)) throw fail("INVALID_ARGUMENT", `${k} must be a whole number`);
+  return v;
+};
+
+/** A case row from a create body, or from an update body over the current row (only sent fields change). */
+export function parseCase(throttler: ThrottlerName, b: Record<string, unknown>, base?: CaseRow): CaseRow {
+  for (const k of Object.keys(b)) if (!FIELDS.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+  if (b.throttler_name !== undefined && b.throttler_name !== throttler) throw fail("INVALID_ARGUMENT", `throttler_name '${String(b.throttler_name)}' differs from the throttler in the path ('${throttler}')`);
+  const caseName = text(b, "case_name", !base);
+  if (base && caseName !== undefined && caseName !== base.case_name) throw fail("INVALID_ARGUMENT", "case_name cannot change (delete the case and create it again)");
+  const name = caseName ?? base!.case_name;
+  if (name.length > 200) throw fail("INVALID_ARGUMENT", "case_name is longer than 200 characters");
+  const systemKey = text(b, "system_key", !base) ?? base!.system_key;
+  const consumer = text(b, "consumer", !base) ?? base!.consumer;
+  parseConsumer(consumer);
+  let resource = text(b, "resource", false);
+  if (throttler === "MQTT Connections") {
+    if (resource) throw fail("INVALID_ARGUMENT", "resource must be omitted or empty for MQTT Connections cases");
+    resource = "";
+  } else {
+    resource ??= base?.resource;
+    if (!resource) throw fail("INVALID_ARGUMENT", `resource is required for ${throttler} cases`);
+    resourceMatcher(resource); // a pattern must compile
+  }
+  const limiter = b.limiter_type ?? base?.limiter_type;
+  if (limiter === undefined) throw fail("INVALID_ARGUMENT", "limiter_type is required");
+  if (typeof limiter !== "string" || !(LIMITER_TYPES as readonly string[]).includes(limiter)) throw fail("INVALID_ARGUMENT", `limiter_type must be one of ${LIMITER_TYPES.join(", ")}`);
+  // an omitted max_num is 0: the case blocks everything it matches (§2.4)
+  const maxNum = int(b, "max_num") ?? base?.max_num ?? 0;
+  if (maxNum < -1) throw fail("INVALID_ARGUMENT", "max_num must be -1 (unlimited), 0 (always throttle) or a limit");
+  // duration is ignored by concurrency limiters (kept as sent)
+  const duration = int(b, "duration") ?? base?.duration ?? null;
+  if (limiter === "frequency") {
+    if (duration === null) throw fail("INVALID_ARGUMENT", "duration (seconds) is required for frequency limiters");
+    if (duration <= 0) throw fail("INVALID_ARGUMENT", "duration must be at least 1 second");
+  }
+  const priority = int(b, "priority") ?? base?.priority;
+  if (priority === undefined) throw fail("INVALID_ARGUMENT", "priority is required");
+  if (priority <= 0) throw fail("INVALID_ARGUMENT", "priority must be greater than 0");
+  const now = new Date().toISOString();
+  return {
+    throttler_name: throttler, case_name: name, system_key: systemKey, consumer, resource, limiter_type: limiter,
+    max_num: maxNum, duration, priority, created_at: base?.created_at ?? now, updated_at: now,
+  };
+}
+
+// ---- matching ---------------------------------------------------------------------------------
+
+/** What a request offers to the matchers. `email` is read lazily: finding it can cost a body read. */
+export interface Subject {
+  systemKey: string;
+  resource: string;
+  ip: string;
+  /** a user's email or a device's name ("" when anonymous) */
+  email(): string;
+}
+
+/** One slot filter: a value, `?` (a bucket per value), `*` (match all, one bucket). */
+type Filter = { kind: "any" } | { kind: "each" } | { kind: "exact"; value: string };
+const filter = (v: string): Filter => (v === "*" ? { kind: "any" } : v === "?" ? { kind: "each" } : { kind: "exact", value: v });
+
+export type ConsumerMatcher =
+  | { form: "legacy"; f: Filter }
+  | { form: "typed"; email: Filter; ip: Filter };
+
+export function parseConsumer(v: string): ConsumerMatcher {
+  if (!v.includes("=")) return { form: "legacy", f: filter(v) };
+  const slots: Record<string, string> = {};
+  for (const part of v.split(",")) {
+    const eq = part.indexOf("=");
+    const k = part.slice(0, eq).trim(), val = part.slice(eq + 1).trim();
+    if (eq < 0 || !k || !val) throw fail("INVALID_ARGUMENT", `consumer '${v}': each part is slot=value (email=...,ip_address=...)`);
+    if (k !== "email" && k !== "ip_address") throw fail("INVALID_ARGUMENT", `consumer '${v}': unknown slot '${k}' (email, ip_address)`);
+    if (k in slots) throw fail("INVALID_ARGUMENT", `consumer '${v}': slot '${k}' given twice`);
+    slots[k] = val;
+  }
+  return { form: "typed", email: filter(slots.email ?? "*"), ip: filter(slots.ip_address ?? "*") };
+}
+
+/** The bucket part of one slot, or null when the filter does not match the value. */
+function slot(f: Filter, value: string): string | null {
+  switch (f.kind) {
+    case "any": return "*";
+    case "each": return value ? value : null;
+    case "exact": return value === f.value ? value : null;
+  }
+}
+
+/** Resource: exact text, `?`/`*`, or a route pattern (contains `/`) with {param} and a trailing `*`. */
+export type ResourceMatcher = Filter | { kind: "route"; router: Memoirist<true> };
+
+export function resourceMatcher(v: string): ResourceMatcher {
+  if (!v.includes("/")) return filter(v);
+  const path = (v.startsWith("/") ? v : "/" + v).replace(/\{([^/{}]+)\}/g, (_m, p: string) => {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(p)) throw fail("INVALID_ARGUMENT", `resource '${v}': placeholder {${p}} must be a plain name`);
+    return ":" + p;
+  });
+  if (/[{}]/.test(path)) throw fail("INVALID_ARGUMENT", `resource '${v}': a placeholder is a whole path element in {}`);
+  const star = path.indexOf("*");
+  if (star >= 0 && star !== path.length - 1) throw fail("INVALID_ARGUMENT", `resource '${v}': * may only end the pattern`);
+  const router = new Memoirist<true>();
+  try { router.add("M", path, true); } catch (e) { throw fail("INVALID_ARGUMENT", `resource '${v}': ${(e as Error).message}`); }
+  return { kind: "route", router };
+}
+
+export interface CompiledCase {
+  row: CaseRow;
+  builtIn: boolean;
+  system: Filter;
+  resource: ResourceMatcher;
+  consumer: ConsumerMatcher;
+}
+
+export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
+  return { row, builtIn, system: filter(row.system_key), resource: row.resource ? resourceMatcher(row.resource) : { kind: "any" }, consumer: parseConsumer(row.consumer) };
+}
+
+/** The bucket key when the case matches the subject, or null (system, then resource, then consumer). */
+export function matchCase(c: CompiledCase, s: Subject): string | null {
+  const sys = slot(c.system, s.systemKey);
+  if (sys === null) return null;
+  let res: string | null;
+  const r = c.resource;
+  if (r.kind === "route") {
+    const path = s.resource.charCodeAt(0) === 47 /* / */ ? s.resource : "/" + s.resource;
+    res = r.router.find("M", path) ? c.row.resource : null;
+  } else res = slot(r, s.resource);
+  if (res === null) return null;
+  let who: string | null;
+  const k = c.consumer;
+  if (k.form === "legacy") {
+    if (k.f.kind === "any") who = "*";
+    else if (k.f.kind === "each") who = s.email() || s.ip || null;
+    else who = k.f.value === s.ip || k.f.value === s.email() ? k.f.value : null;
+  } else {
+    const e = k.email.kind === "any" ? "*" : slot(k.email, s.email());
+    if (e === null) return null;
+    const i = slot(k.ip, s.ip);
+    who = i === null ? null : `${e},${i}`;
+  }
+  if (who === null) return null;
+  return `${c.row.throttler_name}\u0000${c.row.case_name}\u0000${sys}\u0000${res}\u0000${who}`;
+}

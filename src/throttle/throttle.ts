@@ -1,0 +1,124 @@
+// The throttling engine (document 001 §8): for each of the three throttlers, the cases sorted by
+// priority; the first case whose system, resource and consumer all match decides, through its
+// limiter. Answers synchronously unless a shared (Redis) window has to be asked.
+import type { Config } from "../config.ts";
+import type { Logger } from "../core/log.ts";
+import type { Metrics } from "../core/metrics.ts";
+import type { Db } from "../store/db.ts";
+import { type CaseRow, casesRepo } from "../store/throttle.ts";
+import { BUILT_IN_CASES, type CompiledCase, compileCase, matchCase, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
+import { InFlight, SharedStore, TokenBuckets } from "./limiters.ts";
+
+export interface Decision {
+  ok: boolean;
+  /** the case that decided (absent when none matched) */
+  caseName?: string;
+  /** seconds until a frequency limiter lets the next request through */
+  retryAfterS?: number;
+  /** for concurrency limiters: call when the request or connection ends */
+  release?: () => void;
+}
+
+const ALLOW: Decision = Object.freeze({ ok: true });
+const EPOCH = "1970-01-01T00:00:00.000Z";
+
+export class Throttle {
+  private cases: Record<ThrottlerName, CompiledCase[]> = { "HTTP Requests": [], "MQTT Connections": [], "MQTT Publishes": [] };
+  private readonly buckets = new TokenBuckets();
+  private readonly inFlight = new InFlight();
+  private shared: SharedStore | null = null;
+  private readonly throttled;
+  private readonly latency;
+
+  constructor(private readonly d: { db: Db; config: Config; log: Logger; metrics: Metrics; nodeId: string }) {
+    this.throttled = d.metrics.counter("outpost_throttled_total", "Requests, connections and publishes refused by throttling, per throttler");
+    this.latency = d.metrics.histogram("outpost_throttle_evaluation_seconds", "Time to evaluate the throttling cases of one request",
+      [0.000001, 0.000005, 0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01]);
+  }
+
+  /** The built-in cases are active unless disabled (§2.8: DevelopmentMode disables them regardless). */
+  get builtInsActive() { return this.d.config.enableDefaultThrottlers && !this.d.config.developmentMode; }
+
+  builtInRows(): CaseRow[] {
+    return this.builtInsActive ? BUILT_IN_CASES.map((c) => ({ ...c, created_at: EPOCH, updated_at: EPOCH })) : [];
+  }
+
+  async start() {
+    await this.reload();
+    const url = this.d.config.redisUrl;
+    if (url) {
+      this.shared = new SharedStore(url, this.d.log, () => { void this.reload().catch((err) => this.d.log.error("throttling: reload failed", { err })); }, this.d.nodeId);
+      await this.shared.start();
+    }
+    if (this.d.config.enableGlobalThrottlers && !url) this.d.log.warn("throttling: --enable-global-throttlers needs --redis-url; frequency limits stay per node");
+  }
+
+  /** Reads the cases again (after a change here, or news of one from another node). */
+  async reload() {
+    const rows = [...this.builtInRows().map((r) => ({ r, builtIn: true })), ...(await casesRepo.all(this.d.db)).map((r) => ({ r, builtIn: false }))];
+    const next: Record<ThrottlerName, CompiledCase[]> = { "HTTP Requests": [], "MQTT Connections": [], "MQTT Publishes": [] };
+    for (const { r, builtIn } of rows) {
+      if (!(THROTTLERS as readonly string[]).includes(r.throttler_name)) continue;
+      try { next[r.throttler_name as ThrottlerName].push(compileCase(r, builtIn)); }
+      catch (err) { this.d.log.warn("throttling: a stored case does not compile and is skipped", { case: r.case_name, err }); }
+    }
+    // lower priority number first; equal priorities keep a stable order by name
+    for (const t of THROTTLERS) next[t].sort((a, b) => a.row.priority - b.row.priority || (a.row.case_name < b.row.case_name ? -1 : 1));
+    this.cases = next;
+  }
+
+  /** After a case change on this node: reload here, and tell the other nodes. */
+  async changed() {
+    await this.reload();
+    await this.shared?.announce();
+  }
+
+  /** True when the throttler has any case (callers skip building a subject otherwise). */
+  active(t: ThrottlerName) { return this.cases[t].length > 0; }
+
+  cached(t: ThrottlerName) { return this.cases[t]; }
+
+  /** The first case whose filters match, and its bucket key. */
+  find(t: ThrottlerName, s: Subject): { c: CompiledCase; key: string } | null {
+    for (const c of this.cases[t]) {
+      const key = matchCase(c, s);
+      if (key !== null) return { c, key };
+    }
+    return null;
+  }
+
+  evaluate(t: ThrottlerName, s: Subject): Decision | Promise<Decision> {
+    if (this.cases[t].length === 0) return ALLOW;
+    const t0 = performance.now();
+    const hit = this.find(t, s);
+    const d = hit ? this.apply(hit.c, hit.key) : ALLOW;
+    if (d instanceof Promise) return d.then((x) => this.done(t, t0, x));
+    return this.done(t, t0, d);
+  }
+
+  private done(t: ThrottlerName, t0: number, d: Decision): Decision {
+    this.latency.observe((performance.now() - t0) / 1000);
+    if (!d.ok) this.throttled.inc({ throttler: t });
+    return d;
+  }
+
+  private apply(c: CompiledCase, key: string): Decision | Promise<Decision> {
+    const { max_num: max, limiter_type: type, duration, case_name: caseName } = c.row;
+    if (max === -1) return { ok: true, caseName };
+    if (max === 0) return { ok: false, caseName };
+    if (type === "concurrency") {
+      const release = this.inFlight.acquire(key, max);
+      return release ? { ok: true, caseName, release } : { ok: false, caseName };
+    }
+    const local = () => {
+      const r = this.buckets.take(key, max, duration ?? 1);
+      return { ok: r.ok, caseName, ...(r.ok ? {} : { retryAfterS: r.retryAfterS }) };
+    };
+    if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
+      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? local() : { ok, caseName, ...(ok ? {} : { retryAfterS: duration ?? 1 }) }));
+    }
+    return local();
+  }
+
+  stop() { this.shared?.stop(); }
+}

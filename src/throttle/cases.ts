@@ -90,16 +90,17 @@ export interface Subject {
   email(): string;
 }
 
-/** One slot filter: a value, `?` (a bucket per value), `*` (match all, one bucket). */
-type Filter = { kind: "any" } | { kind: "each" } | { kind: "exact"; value: string };
-const filter = (v: string): Filter => (v === "*" ? { kind: "any" } : v === "?" ? { kind: "each" } : { kind: "exact", value: v });
+/** One slot filter: `*` (match all, one bucket), `?` (a bucket per value) or a value. Every
+ *  filter has the same shape, so the matcher's property reads stay monomorphic (it runs once per
+ *  case per request). */
+export const ANY = 0, EACH = 1, EXACT = 2, ROUTE = 3;
+export interface Filter { kind: number; value: string; prefix: string; router: Memoirist<true> | null }
+const filter = (v: string): Filter => ({ kind: v === "*" ? ANY : v === "?" ? EACH : EXACT, value: v, prefix: "", router: null });
 
-export type ConsumerMatcher =
-  | { form: "legacy"; f: Filter }
-  | { form: "typed"; email: Filter; ip: Filter };
+export interface ConsumerMatcher { typed: boolean; legacy: Filter; email: Filter; ip: Filter }
 
 export function parseConsumer(v: string): ConsumerMatcher {
-  if (!v.includes("=")) return { form: "legacy", f: filter(v) };
+  if (!v.includes("=")) return { typed: false, legacy: filter(v), email: filter("*"), ip: filter("*") };
   const slots: Record<string, string> = {};
   for (const part of v.split(",")) {
     const eq = part.indexOf("=");
@@ -109,22 +110,18 @@ export function parseConsumer(v: string): ConsumerMatcher {
     if (k in slots) throw fail("INVALID_ARGUMENT", `consumer '${v}': slot '${k}' given twice`);
     slots[k] = val;
   }
-  return { form: "typed", email: filter(slots.email ?? "*"), ip: filter(slots.ip_address ?? "*") };
+  return { typed: true, legacy: filter("*"), email: filter(slots.email ?? "*"), ip: filter(slots.ip_address ?? "*") };
 }
 
 /** The bucket part of one slot, or null when the filter does not match the value. */
 function slot(f: Filter, value: string): string | null {
-  switch (f.kind) {
-    case "any": return "*";
-    case "each": return value ? value : null;
-    case "exact": return value === f.value ? value : null;
-  }
+  if (f.kind === ANY) return "*";
+  if (f.kind === EACH) return value ? value : null;
+  return value === f.value ? value : null;
 }
 
 /** Resource: exact text, `?`/`*`, or a route pattern (contains `/`) with {param} and a trailing `*`. */
-export type ResourceMatcher = Filter | { kind: "route"; router: Memoirist<true> };
-
-export function resourceMatcher(v: string): ResourceMatcher {
+export function resourceMatcher(v: string): Filter {
   if (!v.includes("/")) return filter(v);
   const path = (v.startsWith("/") ? v : "/" + v).replace(/\{([^/{}]+)\}/g, (_m, p: string) => {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(p)) throw fail("INVALID_ARGUMENT", `resource '${v}': placeholder {${p}} must be a plain name`);
@@ -135,44 +132,60 @@ export function resourceMatcher(v: string): ResourceMatcher {
   if (star >= 0 && star !== path.length - 1) throw fail("INVALID_ARGUMENT", `resource '${v}': * may only end the pattern`);
   const router = new Memoirist<true>();
   try { router.add("M", path, true); } catch (e) { throw fail("INVALID_ARGUMENT", `resource '${v}': ${(e as Error).message}`); }
-  return { kind: "route", router };
+  // the literal start of the pattern: most paths are told apart by it without asking the router
+  const open = path.search(/[:*]/);
+  return { kind: ROUTE, value: v, prefix: open < 0 ? path : path.slice(0, open), router };
 }
 
 export interface CompiledCase {
   row: CaseRow;
   builtIn: boolean;
   system: Filter;
-  resource: ResourceMatcher;
+  resource: Filter;
   consumer: ConsumerMatcher;
+  /** the start of every bucket key of this case */
+  keyPrefix: string;
 }
 
 export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
-  return { row, builtIn, system: filter(row.system_key), resource: row.resource ? resourceMatcher(row.resource) : { kind: "any" }, consumer: parseConsumer(row.consumer) };
+  return {
+    row, builtIn, system: filter(row.system_key), resource: row.resource ? resourceMatcher(row.resource) : filter("*"),
+    consumer: parseConsumer(row.consumer), keyPrefix: `${row.throttler_name}\u0000${row.case_name}\u0000`,
+  };
 }
 
-/** The bucket key when the case matches the subject, or null (system, then resource, then consumer). */
-export function matchCase(c: CompiledCase, s: Subject): string | null {
+/** Whether the case's resource filter lets this resource through (a path or a topic). */
+export function resourceMatches(c: CompiledCase, resource: string): boolean {
+  const r = c.resource;
+  if (r.kind === ROUTE) {
+    const path = resource.charCodeAt(0) === 47 /* / */ ? resource : "/" + resource;
+    return path.startsWith(r.prefix) && r.router!.find("M", path) !== null;
+  }
+  return slot(r, resource) !== null;
+}
+
+/** The bucket key when system and consumer match too (the resource already did), or null. */
+export function matchRest(c: CompiledCase, s: Subject): string | null {
   const sys = slot(c.system, s.systemKey);
   if (sys === null) return null;
-  let res: string | null;
   const r = c.resource;
-  if (r.kind === "route") {
-    const path = s.resource.charCodeAt(0) === 47 /* / */ ? s.resource : "/" + s.resource;
-    res = r.router.find("M", path) ? c.row.resource : null;
-  } else res = slot(r, s.resource);
-  if (res === null) return null;
+  const res = r.kind === EACH ? s.resource : r.kind === ANY ? "*" : r.value;
   let who: string | null;
   const k = c.consumer;
-  if (k.form === "legacy") {
-    if (k.f.kind === "any") who = "*";
-    else if (k.f.kind === "each") who = s.email() || s.ip || null;
-    else who = k.f.value === s.ip || k.f.value === s.email() ? k.f.value : null;
+  if (!k.typed) {
+    const f = k.legacy;
+    if (f.kind === ANY) who = "*";
+    else if (f.kind === EACH) who = s.email() || s.ip || null;
+    else who = f.value === s.ip || f.value === s.email() ? f.value : null;
   } else {
-    const e = k.email.kind === "any" ? "*" : slot(k.email, s.email());
+    const e = k.email.kind === ANY ? "*" : slot(k.email, s.email());
     if (e === null) return null;
     const i = slot(k.ip, s.ip);
     who = i === null ? null : `${e},${i}`;
   }
   if (who === null) return null;
-  return `${c.row.throttler_name}\u0000${c.row.case_name}\u0000${sys}\u0000${res}\u0000${who}`;
+  return `${c.keyPrefix}${sys}\u0000${res}\u0000${who}`;
 }
+
+/** The bucket key when the case matches the subject, or null. */
+export const matchCase = (c: CompiledCase, s: Subject): string | null => (resourceMatches(c, s.resource) ? matchRest(c, s) : null);

@@ -6,7 +6,7 @@ import type { Logger } from "../core/log.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Db } from "../store/db.ts";
 import { type CaseRow, casesRepo } from "../store/throttle.ts";
-import { BUILT_IN_CASES, type CompiledCase, compileCase, matchCase, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
+import { BUILT_IN_CASES, type CompiledCase, compileCase, EXACT, matchRest, resourceMatches, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
 import { InFlight, SharedStore, TokenBuckets } from "./limiters.ts";
 
 export interface Decision {
@@ -21,9 +21,44 @@ export interface Decision {
 
 const ALLOW: Decision = Object.freeze({ ok: true });
 const EPOCH = "1970-01-01T00:00:00.000Z";
+/** Above this many entries the per-system index is not built (the scan is still correct). */
+const INDEX_MAX = 200_000;
+/** Distinct resources remembered per case list (paths with ids in them would grow it forever). */
+const RESOURCES_MAX = 5_000;
+
+/** Cases in priority order, with the ones each resource can match remembered: a resource's
+ *  filters give the same answer until the cases change, so most requests look at a few cases. */
+class CaseList {
+  private readonly byResource = new Map<string, CompiledCase[]>();
+  constructor(readonly cases: CompiledCase[]) {}
+  candidates(resource: string): CompiledCase[] {
+    let c = this.byResource.get(resource);
+    if (!c) {
+      c = this.cases.filter((x) => resourceMatches(x, resource));
+      if (this.byResource.size >= RESOURCES_MAX) this.byResource.clear();
+      this.byResource.set(resource, c);
+    }
+    return c;
+  }
+}
+
+/** Cases by the system they can match: a system named exactly by some case gets its own list
+ *  (its exact cases merged with the `?`/`*` ones, in priority order); every other system the
+ *  `?`/`*` list. */
+interface CaseIndex { bySystem: Map<string, CaseList>; generic: CaseList }
+
+function indexCases(sorted: CompiledCase[]): CaseIndex {
+  const generic = sorted.filter((c) => c.system.kind !== EXACT);
+  const exactKeys = new Set(sorted.flatMap((c) => (c.system.kind === EXACT ? [c.system.value] : [])));
+  const bySystem = new Map<string, CaseList>();
+  if (exactKeys.size * (generic.length + 1) > INDEX_MAX) return { bySystem, generic: new CaseList(sorted) };
+  for (const key of exactKeys) bySystem.set(key, new CaseList(sorted.filter((c) => c.system.kind !== EXACT || c.system.value === key)));
+  return { bySystem, generic: new CaseList(generic) };
+}
 
 export class Throttle {
   private cases: Record<ThrottlerName, CompiledCase[]> = { "HTTP Requests": [], "MQTT Connections": [], "MQTT Publishes": [] };
+  private index: Record<ThrottlerName, CaseIndex> = { "HTTP Requests": indexCases([]), "MQTT Connections": indexCases([]), "MQTT Publishes": indexCases([]) };
   private readonly buckets = new TokenBuckets();
   private readonly inFlight = new InFlight();
   private shared: SharedStore | null = null;
@@ -64,6 +99,7 @@ export class Throttle {
     }
     // lower priority number first; equal priorities keep a stable order by name
     for (const t of THROTTLERS) next[t].sort((a, b) => a.row.priority - b.row.priority || (a.row.case_name < b.row.case_name ? -1 : 1));
+    this.index = { "HTTP Requests": indexCases(next["HTTP Requests"]), "MQTT Connections": indexCases(next["MQTT Connections"]), "MQTT Publishes": indexCases(next["MQTT Publishes"]) };
     this.cases = next;
   }
 
@@ -76,12 +112,11 @@ export class Throttle {
   /** True when the throttler has any case (callers skip building a subject otherwise). */
   active(t: ThrottlerName) { return this.cases[t].length > 0; }
 
-  cached(t: ThrottlerName) { return this.cases[t]; }
-
   /** The first case whose filters match, and its bucket key. */
   find(t: ThrottlerName, s: Subject): { c: CompiledCase; key: string } | null {
-    for (const c of this.cases[t]) {
-      const key = matchCase(c, s);
+    const ix = this.index[t];
+    for (const c of (ix.bySystem.get(s.systemKey) ?? ix.generic).candidates(s.resource)) {
+      const key = matchRest(c, s);
       if (key !== null) return { c, key };
     }
     return null;

@@ -1,7 +1,7 @@
 // Case validation and matching (document 001 §2.4–§2.6, §8.1) without a server.
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
-import { compileCase, matchCase, parseCase, parseConsumer, type Subject } from "../../../src/throttle/cases.ts";
+import { ANY, compileCase, EACH, EXACT, matchCase, parseCase, parseConsumer, type Subject } from "../../../src/throttle/cases.ts";
 
 const body = (b: Record<string, unknown>) => ({ case_name: "c", system_key: "*", consumer: "*", resource: "*", limiter_type: "frequency", max_num: 1, duration: 60, priority: 1, ...b });
 const subject = (s: Partial<Omit<Subject, "email">> & { email?: string } = {}): Subject => ({ systemKey: s.systemKey ?? "sys1", resource: s.resource ?? "/a", ip: s.ip ?? "1.2.3.4", email: () => s.email ?? "" });
@@ -29,8 +29,9 @@ describe("parseCase", () => {
 
 describe("consumers", () => {
   test("typed form: slots left out are ignored", () => {
-    expect(parseConsumer("email=a@b.c")).toEqual({ form: "typed", email: { kind: "exact", value: "a@b.c" }, ip: { kind: "any" } });
-    expect(parseConsumer("ip_address=?")).toEqual({ form: "typed", email: { kind: "any" }, ip: { kind: "each" } });
+    expect(parseConsumer("email=a@b.c")).toMatchObject({ typed: true, email: { kind: EXACT, value: "a@b.c" }, ip: { kind: ANY } });
+    expect(parseConsumer("ip_address=?")).toMatchObject({ typed: true, email: { kind: ANY }, ip: { kind: EACH } });
+    expect(parseConsumer("?")).toMatchObject({ typed: false, legacy: { kind: EACH } });
   });
   test("legacy exact matches the email or the IP address", () => {
     expect(matchCase(caseOf({ consumer: "a@b.c" }), subject({ email: "a@b.c" }))).not.toBeNull();

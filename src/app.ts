@@ -15,6 +15,7 @@ import { CodeEngine } from "./code/engine.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
+import { Adapters } from "./domain/adapters.ts";
 import { Throttle } from "./throttle/throttle.ts";
 import { Metrics } from "./core/metrics.ts";
 import { newUuid } from "./core/ids.ts";
@@ -87,7 +88,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await throttle.start();
     started.push({ name: "throttle", stop: () => throttle.stop() });
     const throttlers = new Throttlers(deps, throttle);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, metrics, edges, db };
+    const adapters = new Adapters(deps, systems, edges);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -124,6 +126,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
+      adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({

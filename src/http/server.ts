@@ -15,6 +15,7 @@ import { userRoutes } from "./routes/users.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import { throttlerRoutes } from "./routes/throttlers.ts";
+import { adapterRoutes } from "./routes/adapters.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import type { Services } from "./services.ts";
 import { VERSION } from "../version.ts";
@@ -87,7 +88,8 @@ export function createHttpApp(s: Services) {
     .use(handlerRoutes(s))
     .use(edgeRoutes(s))
     .use(webhookRoutes(s))
-    .use(throttlerRoutes(s)) as unknown as Elysia;
+    .use(throttlerRoutes(s))
+    .use(adapterRoutes(s)) as unknown as Elysia;
   return app;
 }
 

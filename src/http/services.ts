@@ -10,6 +10,7 @@ import type { CodeEngine } from "../code/engine.ts";
 import type { Triggers } from "../domain/triggers.ts";
 import type { Webhooks } from "../domain/webhooks.ts";
 import type { Throttlers } from "../domain/throttlers.ts";
+import type { Adapters } from "../domain/adapters.ts";
 import type { Throttle } from "../throttle/throttle.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
@@ -38,6 +39,7 @@ export interface Services {
   webhooks: Webhooks;
   throttle: Throttle;
   throttlers: Throttlers;
+  adapters: Adapters;
   metrics: Metrics;
   edges: Edges;
   /** the platform's sync hub (absent on an edge) */

@@ -377,6 +377,49 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 9,
+    name: "adapters",
+    up: [
+      `CREATE TABLE adapters (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        protocol TEXT NOT NULL DEFAULT '',
+        architecture TEXT NOT NULL DEFAULT '',
+        os TEXT NOT NULL DEFAULT '',
+        deploy_command TEXT NOT NULL DEFAULT '',
+        start_command TEXT NOT NULL DEFAULT '',
+        stop_command TEXT NOT NULL DEFAULT '',
+        status_command TEXT NOT NULL DEFAULT '',
+        undeploy_command TEXT NOT NULL DEFAULT '',
+        logs_command TEXT NOT NULL DEFAULT '',
+        run_stop_on_deploy INTEGER NOT NULL DEFAULT 0,
+        run_start_on_deploy INTEGER NOT NULL DEFAULT 0,
+        run_deploy_on_deploy INTEGER NOT NULL DEFAULT 0,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      `CREATE TABLE adapter_files (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        adapter_name TEXT NOT NULL,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        path_name TEXT NOT NULL,
+        owner TEXT NOT NULL DEFAULT '',
+        group_name TEXT NOT NULL DEFAULT '',
+        permissions TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, adapter_name, name, version)
+      )`,
+      // file contents, once per distinct content (sha-256)
+      `CREATE TABLE blobs (hash TEXT PRIMARY KEY, content BLOB NOT NULL)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -11,6 +11,8 @@ import { librariesRepo, servicesRepo, type LibraryRow, type ServiceRow } from ".
 import { tombstonesRepo } from "../store/sync.ts";
 import { timersRepo, triggersRepo, type TimerRow, type TriggerRow } from "../store/triggers.ts";
 import { usersRepo, type UserRow } from "../store/users.ts";
+import { adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
+import { adapterBody, type AdapterBody, decodeBase64 } from "../domain/adapters.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { AssetType, RowChange } from "./changes.ts";
 
@@ -92,6 +94,8 @@ export async function* snapshot(ex: Executor, systemKey: string, template: Templ
     for (const u of users.slice(i, i + 500)) page.push(mk("user", u.email, { user: u, roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }));
     yield page;
   }
+  const adapters = pick("adapter", await adaptersRepo.list(ex, systemKey), (r) => r.name);
+  for (const a of adapters) yield [mk("adapter", a.name, await adapterBody(ex, a))];
   const devices = pick("device", await devicesRepo.all(ex, systemKey), (r) => r.name);
   for (let i = 0; i < devices.length; i += 500) {
     const page: WireChange[] = [];
@@ -156,6 +160,20 @@ export async function applyDefinition(ex: Executor, sk: string, ch: WireChange):
       return;
     }
     case "collection": await applyCollection(ex, sk, ch); return;
+    case "adapter": {
+      if (del) { await adaptersRepo.delete(ex, sk, ch.name); await blobsRepo.collect(ex); return; }
+      const { adapter, files } = b as AdapterBody;
+      await adaptersRepo.put(ex, { ...adapter, system_key: sk });
+      for (const f of files) {
+        const content = decodeBase64(f.content);
+        if (!content) throw new Error(`adapter file '${f.name}' is not valid base64`);
+        await blobsRepo.put(ex, f.hash, content);
+      }
+      // an edge keeps the current version of each file
+      await adapterFilesRepo.replaceAll(ex, sk, adapter.name, files.map(({ content: _c, ...f }) => ({ ...f, system_key: sk })));
+      await blobsRepo.collect(ex);
+      return;
+    }
     default: throw new Error(`cannot apply assets of type '${ch.type}'`);
   }
 }

@@ -2,6 +2,7 @@
 // applies snapshots and changes (each batch together with the cursor in one transaction, each
 // asset in its own savepoint so one that fails is reported and the rest still apply), and sends
 // the outbox (rows of collections that flow up, relayed messages) until the platform acknowledges it.
+import { join } from "node:path";
 import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
@@ -16,7 +17,10 @@ import { outboxRepo, syncStateRepo } from "../store/sync.ts";
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { timersRepo, triggersRepo } from "../store/triggers.ts";
 import { usersRepo } from "../store/users.ts";
+import { adaptersRepo } from "../store/adapters.ts";
+import { adapterBody, controlFiles } from "../domain/adapters.ts";
 import { VERSION } from "../version.ts";
+import { AdapterRunner } from "./adapters.ts";
 import { applyDefinition, applyRows, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
 import { PING_MS, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
@@ -45,9 +49,11 @@ export class EdgeSync {
   lastConnectedAt = 0;
   appliedBatches = 0;
   private readonly systemKey: string;
+  readonly adapters: AdapterRunner;
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
+    this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"));
   }
 
   async start() {
@@ -86,6 +92,8 @@ export class EdgeSync {
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
+      // adapter commands run beside sync, so a long one does not hold up changes
+      if (m.t === "control") { void this.control(ws, m); return; }
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });
@@ -166,10 +174,29 @@ export class EdgeSync {
     }
   }
 
+  /** An adapter control command from the platform; the answer goes back on the same channel. */
+  private async control(ws: WebSocket, m: Extract<PlatformMessage, { t: "control" }>) {
+    const r = await this.adapters.control(m.adapter, m.command, m.files, m.timeoutMs)
+      .catch((err) => ({ err: true, command: m.command, output: String((err as Error)?.message ?? err) }));
+    this.send(ws, { t: "control_result", id: m.id, ...r });
+  }
+
+  /** A deployed adapter whose files changed through sync gets the new versions on disk. */
+  private async redeploy(names: Set<string>) {
+    for (const name of names) {
+      try {
+        const a = this.adapters.deployed(name) ? await adaptersRepo.get(this.d.db, this.systemKey, name) : null;
+        if (a) this.adapters.writeFiles(name, controlFiles(await adapterBody(this.d.db, a)));
+      } catch (err) {
+        this.d.log.warn("adapter files not rewritten", { adapter: name, err });
+      }
+    }
+  }
+
   /** One batch: every change in its own savepoint, the cursor with them, one transaction. */
   private async applyBatch(ws: WebSocket, m: Extract<PlatformMessage, { t: "batch" }>) {
     const results: { type: string; name: string; seq: number; error?: string }[] = [];
-    const types = new Set<string>(), collections = new Set<string>();
+    const types = new Set<string>(), collections = new Set<string>(), adapters = new Set<string>();
     await this.d.db.tx(async (tx) => {
       // rows of one collection in a batch are applied together (last writer wins)
       const rowGroups = new Map<string, RowChange[]>();
@@ -185,6 +212,7 @@ export class EdgeSync {
         const error = await this.savepoint(tx, () => applyDefinition(tx, this.systemKey, ch));
         types.add(ch.type);
         if (ch.type === "collection") collections.add((ch.body as { collection_id: string }).collection_id);
+        if (ch.type === "adapter" && !error) adapters.add(ch.name);
         results.push({ type: ch.type, name: ch.name, seq: ch.seq, ...(error ? { error } : {}) });
       }
       for (const [id, rows] of rowGroups) {
@@ -201,6 +229,7 @@ export class EdgeSync {
     });
     if (types.has("collection")) await this.refreshUpCollections();
     this.d.invalidate(this.systemKey, types, collections);
+    if (adapters.size) await this.redeploy(adapters);
     this.appliedBatches++;
     for (const r of results) if (r.error) this.d.log.warn("asset failed to apply", r);
     this.send(ws, { t: "ack", upTo: m.upTo, snapshot: m.snapshot, results });
@@ -262,6 +291,7 @@ async function localNames(ex: Executor, sk: string, type: string): Promise<strin
     case "role": return (await rolesRepo.all(ex, sk)).map((r) => r.name).filter((n) => !["Administrator", "Authenticated", "Anonymous"].includes(n));
     case "user": return (await usersRepo.all(ex, sk)).map((r) => r.email);
     case "device": return (await devicesRepo.all(ex, sk)).map((r) => r.name);
+    case "adapter": return (await adaptersRepo.list(ex, sk)).map((r) => r.name);
     default: return [];
   }
 }

@@ -4,7 +4,7 @@
 import type { Principal } from "../auth/principal.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
-import { nowIso, nowSeconds } from "../core/ids.ts";
+import { newUuid, nowIso, nowSeconds } from "../core/ids.ts";
 import { describeIssues } from "../core/validate.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Edges, TemplateEntry } from "../domain/edges.ts";
@@ -15,6 +15,7 @@ import { developersRepo } from "../store/developers.ts";
 import { type EdgeRow, edgesRepo } from "../store/edges.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
+import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
 import { applyRows, entryFor, goesDown, snapshot, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage } from "./protocol.ts";
@@ -30,6 +31,8 @@ export interface HubDeps {
 export interface AssetStatus { asset_type: string; asset_name: string; status: "pending" | "synced" | "failed"; desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string }
 
 const COMPACT_MS = 60_000;
+/** How much longer than a control command's own limit the platform waits for the edge's answer. */
+const CONTROL_MARGIN_MS = 5_000;
 /** Change log entries kept per system beyond what every edge acknowledged (an edge further
  *  behind than this gets a fresh snapshot). */
 const LOG_KEEP = 200_000;
@@ -46,6 +49,8 @@ class EdgeSession {
   snap: { gen: AsyncGenerator<WireChange[]>; seq: number; keep: Map<string, Set<string>>; purge: boolean } | null = null;
   closed = false;
   pumping = false;
+  /** adapter control commands waiting for the edge's answer */
+  readonly controls = new Map<string, (r: ControlResult) => void>();
 
   constructor(readonly hub: SyncHub, readonly ws: Socket) {}
 
@@ -170,6 +175,7 @@ export class SyncHub {
       if (m.t === "ack") return await this.ack(s, m);
       if (m.t === "up") return await this.up(s, m);
       if (m.t === "ping") { s.send({ t: "pong" }); await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() }); }
+      if (m.t === "control_result") { const done = s.controls.get(m.id); s.controls.delete(m.id); done?.({ err: m.err, command: m.command, output: m.output }); }
     } catch (err) {
       this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
       ws.close(1011, "sync error");
@@ -185,6 +191,7 @@ export class SyncHub {
     const s = this.bySocket.get(ws);
     if (!s || !s.edge) return;
     s.closed = true;
+    for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { is_connected: 0, last_talked: nowSeconds() });
@@ -288,6 +295,26 @@ export class SyncHub {
     s.startSnapshot(seq, true);
     s.sent = Math.max(s.sent, seq);
     await s.pump();
+  }
+
+  // ---- adapter control ------------------------------------------------------------------------
+
+  /** Sends a control command to a connected edge and waits for its answer, never longer than the
+   *  command's own limit plus a margin; an edge that is not connected answers at once. */
+  control(sk: string, edge: string, req: { adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }): Promise<ControlResult> {
+    const s = this.sessions.get(`${sk}/${edge}`);
+    if (!s || s.closed) return Promise.resolve({ err: true, command: req.command, output: `edge '${edge}' is not connected` });
+    const id = newUuid();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        s.controls.delete(id);
+        resolve({ err: true, command: req.command, output: `edge '${edge}' did not answer within ${Math.round((req.timeoutMs + CONTROL_MARGIN_MS) / 1000)} s` });
+      }, req.timeoutMs + CONTROL_MARGIN_MS);
+      s.controls.set(id, (r) => { clearTimeout(timer); resolve({ ...r, command: r.command || req.command }); });
+      const { name, deploy_command, start_command, stop_command, status_command, undeploy_command, logs_command, run_stop_on_deploy, run_start_on_deploy, run_deploy_on_deploy } = req.adapter;
+      s.send({ t: "control", id, command: req.command, timeoutMs: req.timeoutMs, ...(req.files ? { files: req.files } : {}),
+        adapter: { name, deploy_command, start_command, stop_command, status_command, undeploy_command, logs_command, run_stop_on_deploy, run_start_on_deploy, run_deploy_on_deploy } });
+    });
   }
 
   // ---- status ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // one goes, which paces big snapshots and backlogs and keeps the channel free for live changes.
 import { z } from "zod";
 import type { TemplateEntry } from "../domain/edges.ts";
+import type { ControlAdapter, ControlCommand, ControlFile } from "./adapters.ts";
 import type { WireChange } from "./assets.ts";
 
 export const SYNC_PATH = "/api/v/4/sync";
@@ -20,6 +21,8 @@ export const EdgeMessage = z.discriminatedUnion("t", [
   z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
   z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000) }),
   z.object({ t: z.literal("ping") }),
+  // the answer to an adapter control command
+  z.object({ t: z.literal("control_result"), id: z.string(), err: z.boolean(), command: z.string(), output: z.string() }),
 ]);
 export type EdgeMessage = z.infer<typeof EdgeMessage>;
 
@@ -31,4 +34,5 @@ export type PlatformMessage =
   | { t: "template"; template: TemplateEntry[] }
   | { t: "up_ack"; upTo: number }
   | { t: "pong" }
+  | { t: "control"; id: string; adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }
   | { t: "error"; message: string };

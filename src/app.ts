@@ -16,6 +16,9 @@ import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
 import { Adapters } from "./domain/adapters.ts";
+import { ExternalDbs } from "./domain/externalDbs.ts";
+import { ConnectorPool } from "./external/pool.ts";
+import { SecretBox } from "./auth/secrets.ts";
 import { Throttle } from "./throttle/throttle.ts";
 import { Metrics } from "./core/metrics.ts";
 import { newUuid } from "./core/ids.ts";
@@ -89,7 +92,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "throttle", stop: () => throttle.stop() });
     const throttlers = new Throttlers(deps, throttle);
     const adapters = new Adapters(deps, systems, edges);
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, metrics, edges, db };
+    const connectors = new ConnectorPool(log);
+    started.push({ name: "external-dbs", stop: () => connectors.stop() });
+    const externalDbs = new ExternalDbs(deps, systems, SecretBox.load(config.dataDir, config.secretKey), connectors);
+    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");

@@ -46,6 +46,9 @@ export const ConfigSchema = z.object({
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
   redisUrl: z.string().optional(),
+  // external databases: the key their credentials are sealed with (default: <data-dir>/secret.key)
+  secretKey: z.string().min(16, "must be at least 16 characters").optional(),
+  externalDbTimeoutMs: intText.pipe(z.number().int().min(100).max(600_000)).default(30_000),
 }).strict().superRefine((c, ctx) => {
   if (c.mode === "edge") {
     for (const k of ["platformUrl", "systemKey", "edgeName", "edgeToken"] as const)
@@ -205,6 +208,11 @@ Throttling
   --enable-default-throttlers true|false   the two built-in cases (true)
   --enable-global-throttlers true|false    share frequency windows through Redis (false)
   --redis-url URL             Redis for global throttling
+
+External databases
+  --secret-key TEXT           key for stored credentials; every node of a platform needs the same
+                              (default: a random key in <data-dir>/secret.key)
+  --external-db-timeout-ms N  longest a data operation may run (30000)
 
 Every flag can also be set as OUTPOST_<NAME> in the environment (e.g. OUTPOST_HTTP_PORT=9001)
 or in the config file. Precedence: flags > environment > config file > defaults.

@@ -73,6 +73,7 @@ export function grantedLevel(perms: RolePermissions[], res: Resource): number {
         for (const g of p.items.topics ?? []) if (topicMatches(g.name, res.name)) level |= g.level;
         break;
       case "item":
+        if (res.itemKind === "externaldatabases") level |= p.scalars.allexternaldatabases ?? 0;
         for (const g of p.items[res.itemKind] ?? []) if (g.name === res.name) level |= g.level;
         break;
       default:

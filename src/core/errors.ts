@@ -41,6 +41,7 @@ export const ErrorKinds = {
   SYSTEM_NOT_FOUND: kind(210, 404, "Admin", "System not found"),
   BAD_QUERY: kind(305, 400, "Data", "Invalid query"),
   THROTTLED: kind(429, 429, "Throttle", "Too many requests"),
+  EXTERNAL_DB: kind(1301, 400, "External Database", "External database error"),
   THROTTLE_CASE_PROTECTED: kind(430, 403, "Throttle", "Protected built-in case"),
   SERVICE_FAILED: kind(405, 500, "Code", "Code service failed"),
   SERVICE_TIMED_OUT: kind(405, 504, "Code", "Code service timed out"),

@@ -16,6 +16,7 @@ import { webhookRoutes } from "./routes/webhooks.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import { throttlerRoutes } from "./routes/throttlers.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
+import { externalDbRoutes } from "./routes/externalDbs.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import type { Services } from "./services.ts";
 import { VERSION } from "../version.ts";
@@ -89,7 +90,8 @@ export function createHttpApp(s: Services) {
     .use(edgeRoutes(s))
     .use(webhookRoutes(s))
     .use(throttlerRoutes(s))
-    .use(adapterRoutes(s)) as unknown as Elysia;
+    .use(adapterRoutes(s))
+    .use(externalDbRoutes(s)) as unknown as Elysia;
   return app;
 }
 

@@ -11,6 +11,7 @@ import type { Triggers } from "../domain/triggers.ts";
 import type { Webhooks } from "../domain/webhooks.ts";
 import type { Throttlers } from "../domain/throttlers.ts";
 import type { Adapters } from "../domain/adapters.ts";
+import type { ExternalDbs } from "../domain/externalDbs.ts";
 import type { Throttle } from "../throttle/throttle.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
@@ -40,6 +41,7 @@ export interface Services {
   throttle: Throttle;
   throttlers: Throttlers;
   adapters: Adapters;
+  externalDbs: ExternalDbs;
   metrics: Metrics;
   edges: Edges;
   /** the platform's sync hub (absent on an edge) */

@@ -420,6 +420,22 @@ export const MIGRATIONS: Migration[] = [
       `CREATE TABLE blobs (hash TEXT PRIMARY KEY, content BLOB NOT NULL)`,
     ],
   },
+  {
+    version: 10,
+    name: "external databases",
+    up: [
+      `CREATE TABLE external_dbs (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        db_type TEXT NOT NULL,
+        credentials TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -1,0 +1,108 @@
+// External database connections (spec §4.4, §2, wire reference §12): developers create and list
+// them; users with permission read (password masked, and only if they may update), change,
+// delete and run data operations. Credentials are sealed at rest; one pooled connector per
+// connection, closed when it changes or goes.
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import type { SecretBox } from "../auth/secrets.ts";
+import { fail, notFound } from "../core/errors.ts";
+import { newUuid, nowIso } from "../core/ids.ts";
+import { objectBody } from "../core/validate.ts";
+import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials } from "../external/connector.ts";
+import type { ConnectorPool } from "../external/pool.ts";
+import { type ExternalDbRow, externalDbsRepo } from "../store/externalDbs.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const KNOWN = new Set(["name", "db_type", "dbtype", "credentials", "id", "system_key"]);
+
+export class ExternalDbs {
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly box: SecretBox, private readonly pool: ConnectorPool) {}
+
+  private credentialsOf(r: ExternalDbRow): Credentials { return JSON.parse(this.box.open(r.credentials)) as Credentials; }
+  private key(systemKey: string, name: string) { return `${systemKey}/${name}`; }
+
+  /** The body's credentials: under `credentials`, or (as some clients send them) at the top level. */
+  private rawCredentials(b: Record<string, unknown>): Record<string, unknown> {
+    if (b.credentials !== undefined) {
+      for (const k of Object.keys(b)) if (!KNOWN.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+      return objectBody(b.credentials, "credentials");
+    }
+    const { name: _n, db_type: _t, dbtype: _d, id: _i, system_key: _s, ...rest } = b;
+    return rest;
+  }
+
+  private async guard(p: Principal, systemKey: string, name: string, level: number, what: string) {
+    const s = await this.systems.access(p, systemKey);
+    if (p.kind !== "developer") await this.d.perms.require(p, { kind: "item", itemKind: "externaldatabases", name }, level, what);
+    const r = await externalDbsRepo.get(this.d.db, s.system_key, name);
+    if (!r) throw notFound("external database connection", name, "External Database");
+    return { s, r };
+  }
+
+  async list(p: Principal, systemKey: string) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    return (await externalDbsRepo.list(this.d.db, s.system_key)).map((r) => ({ name: r.name, dbtype: r.db_type, db_type: r.db_type }));
+  }
+
+  async create(p: Principal, systemKey: string, body: unknown) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    const b = objectBody(body);
+    if (typeof b.name !== "string" || !NAME_RE.test(b.name)) throw fail("INVALID_ARGUMENT", "name is required: letters, digits, _ . and -");
+    const type = dbTypeOf(b.db_type ?? b.dbtype);
+    const creds = parseCredentials(type, this.rawCredentials(b));
+    const now = nowIso();
+    const row: ExternalDbRow = { system_key: s.system_key, name: b.name, id: newUuid(), db_type: type, credentials: this.box.seal(JSON.stringify(creds)), created_at: now, updated_at: now };
+    await this.d.db.tx(async (tx) => {
+      if (await externalDbsRepo.get(tx, s.system_key, row.name)) throw fail("ALREADY_EXISTS", `external database connection '${row.name}' already exists`);
+      await externalDbsRepo.put(tx, row);
+    });
+    return { success: true };
+  }
+
+  /** Name, type and credentials (password masked); only for callers allowed to update it. */
+  async get(p: Principal, systemKey: string, name: string) {
+    const { s, r } = await this.guard(p, systemKey, name, LEVEL.UPDATE, `read the credentials of external database '${name}' (needs update permission)`);
+    return { id: r.id, name: r.name, dbtype: r.db_type, db_type: r.db_type, system_key: s.system_key, credentials: maskCredentials(this.credentialsOf(r)) };
+  }
+
+  async update(p: Principal, systemKey: string, name: string, body: unknown) {
+    const { s, r } = await this.guard(p, systemKey, name, LEVEL.UPDATE, `update external database '${name}'`);
+    const b = objectBody(body);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "a connection cannot be renamed");
+    const type = r.db_type as DbType;
+    if ((b.db_type ?? b.dbtype) !== undefined && dbTypeOf(b.db_type ?? b.dbtype) !== type) throw fail("INVALID_ARGUMENT", "db_type cannot change (delete the connection and create it again)");
+    const raw = this.rawCredentials(b);
+    // a masked password sent back unchanged keeps the stored one
+    if (raw.password === "********") delete raw.password;
+    const creds = parseCredentials(type, raw, this.credentialsOf(r));
+    await externalDbsRepo.put(this.d.db, { ...r, credentials: this.box.seal(JSON.stringify(creds)), updated_at: nowIso() });
+    await this.pool.drop(this.key(s.system_key, name));
+    return maskCredentials(creds);
+  }
+
+  async remove(p: Principal, systemKey: string, name: string) {
+    const { s } = await this.guard(p, systemKey, name, LEVEL.DELETE, `delete external database '${name}'`);
+    await externalDbsRepo.delete(this.d.db, s.system_key, name);
+    await this.pool.drop(this.key(s.system_key, name));
+    return { success: true };
+  }
+
+  /** `{operation: [statement, ...args]}` on the connection: `{Data, Total}`. */
+  async data(p: Principal, systemKey: string, name: string, body: unknown): Promise<DataResult> {
+    const op = operationOf(body);
+    const { s, r } = await this.guard(p, systemKey, name, LEVEL.READ, `use external database '${name}'`);
+    const b = objectBody(body);
+    let timeoutMs = this.d.config.externalDbTimeoutMs;
+    if (b.timeout !== undefined) {
+      if (typeof b.timeout !== "number" || !Number.isInteger(b.timeout) || b.timeout < 1 || b.timeout * 1000 > this.d.config.externalDbTimeoutMs)
+        throw fail("INVALID_ARGUMENT", `timeout must be 1 to ${this.d.config.externalDbTimeoutMs / 1000} seconds`);
+      timeoutMs = b.timeout * 1000;
+    }
+    return this.pool.get(this.key(s.system_key, name), r.db_type as DbType, this.credentialsOf(r)).perform(op, timeoutMs);
+  }
+
+  /** Connectors of a deleted system's connections. */
+  forgetSystem(systemKey: string) { return this.pool.dropWhere((k) => k.startsWith(`${systemKey}/`)); }
+}

@@ -95,6 +95,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const connectors = new ConnectorPool(log);
     started.push({ name: "external-dbs", stop: () => connectors.stop() });
     const externalDbs = new ExternalDbs(deps, systems, SecretBox.load(config.dataDir, config.secretKey), connectors);
+    collections.connected = externalDbs;
     const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);

@@ -55,6 +55,17 @@ function collectionName(v: unknown): string {
 /** Connection keys of a collection that represents an external database (wire reference §3.1). */
 const CONNECTION_KEYS = ["dbtype", "user", "password", "address", "port", "dbname", "tablename"] as const;
 
+/** What a collection that is a database connection needs from the external databases. */
+export interface ConnectedTables {
+  sealConnection(changes: Record<string, unknown>, base?: string | null): string;
+  tableFetch(row: CollectionRow, q: Query): Promise<{ rows: unknown[]; total: number }>;
+  tableCount(row: CollectionRow, q: Query): Promise<number>;
+  tableInsert(row: CollectionRow, items: Record<string, unknown>[]): Promise<number>;
+  tableUpdate(row: CollectionRow, q: Query, set: Record<string, unknown>): Promise<number>;
+  tableDelete(row: CollectionRow, q: Query): Promise<number>;
+  forgetCollection(id: string): Promise<void>;
+}
+
 function build(row: CollectionRow, columns: ColumnDef[], indexes: IndexRow[]): Collection {
   const map: ColumnMap = { item_id: { sql: `"item_id"`, type: "string" } };
   const types = new Map<string, ColumnType>([["item_id", "uuid"]]);
@@ -77,6 +88,14 @@ export class Collections {
    *  only when this process is the database's one writer: a local file (native driver). */
   private readonly versions = new Map<string, number>();
   private readonly reuseResults: boolean;
+
+  /** Items of collections that are database connections go through these (the external databases). */
+  connected: ConnectedTables | null = null;
+
+  private tables(): ConnectedTables {
+    if (!this.connected) throw fail("INVALID_ARGUMENT", "database connections are not available");
+    return this.connected;
+  }
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
     this.reuseResults = d.db.driver === "native";
@@ -163,7 +182,7 @@ export class Collections {
 
   private assertTable(c: Collection) {
     if (c.row.connection !== null)
-      throw dataError(`collection '${c.row.name}' is a database connection; its data operations go through the external database API`);
+      throw dataError(`collection '${c.row.name}' is a database connection: it has no indexes or upserts here`);
   }
 
   // ---- management -----------------------------------------------------------------------------
@@ -184,7 +203,7 @@ export class Collections {
       if (typeof b.dbtype !== "string" || !b.dbtype) throw fail("INVALID_ARGUMENT", "dbtype must be a database type name");
       const conn: Record<string, unknown> = {};
       for (const k of CONNECTION_KEYS) if (b[k] !== undefined) conn[k] = b[k];
-      connection = JSON.stringify(conn);
+      connection = this.tables().sealConnection(conn);
     } else if (b.columns !== undefined) {
       if (!Array.isArray(b.columns)) throw fail("INVALID_ARGUMENT", "columns must be an array of {name, type}");
       for (const c of b.columns) columns.push(this.columnDef(c, columns));
@@ -257,18 +276,15 @@ export class Collections {
         case "connectionStringMap": {
           if (c.row.connection === null) throw dataError(`collection '${c.row.name}' is not a database connection`);
           const m = objectBody(b.connectionStringMap, "connectionStringMap");
-          const conn = JSON.parse(c.row.connection) as Record<string, unknown>;
-          for (const [k, v] of Object.entries(m)) {
-            if (!(CONNECTION_KEYS as readonly string[]).includes(k)) throw fail("INVALID_ARGUMENT", `connectionStringMap: unknown field '${k}'`);
-            conn[k] = v;
-          }
-          await collectionsRepo.setConnection(tx, id, JSON.stringify(conn));
+          for (const k of Object.keys(m)) if (!(CONNECTION_KEYS as readonly string[]).includes(k)) throw fail("INVALID_ARGUMENT", `connectionStringMap: unknown field '${k}'`);
+          await collectionsRepo.setConnection(tx, id, this.tables().sealConnection(m, c.row.connection));
           break;
         }
       }
       await this.logSchema(tx, id);
     });
     this.forget(c.row);
+    if (c.row.connection !== null) await this.connected?.forgetCollection(id);
     this.d.events.emit("Data::CollectionUpdated", c.row.system_key, { collectionId: id, collectionName: op === "renameCollection" ? (b.renameCollection as string) : c.row.name });
     return {};
   }
@@ -283,6 +299,7 @@ export class Collections {
       await this.d.changes.record(tx, c.row.system_key, "collection", c.row.name, "delete", { collection_id: id });
     });
     this.forget(c.row);
+    if (c.row.connection !== null) await this.connected?.forgetCollection(id);
     this.d.events.emit("Data::CollectionDeleted", c.row.system_key, { collectionId: id, collectionName: c.row.name });
     return {};
   }
@@ -332,7 +349,11 @@ export class Collections {
   /** GET items: one page of rows matching the query, with the total and page links. */
   async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
-    this.assertTable(c);
+    if (c.row.connection !== null) {
+      const q = parseQuery(queryParam);
+      const { rows, total } = await this.tables().tableFetch(c.row, q);
+      return this.page(rows as Record<string, unknown>[], total, q, pageBase);
+    }
     const compiled = this.compileFetch(c, queryParam);
     const { q, where, sql } = compiled;
     const id = c.row.collection_id;
@@ -352,6 +373,10 @@ export class Collections {
       if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.get(queryParam as string) === compiled)
         compiled.result = { version, data, total, at: Date.now() };
     }
+    return this.page(data, total, q, pageBase);
+  }
+
+  private page(data: Record<string, unknown>[], total: number, q: Query, pageBase: string): FetchPage {
     return {
       DATA: data,
       TOTAL: total,
@@ -378,8 +403,8 @@ export class Collections {
 
   async count(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.READ);
-    this.assertTable(c);
     const q = parseQuery(queryParam);
+    if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
     return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map)) };
   }
 
@@ -397,9 +422,13 @@ export class Collections {
 
   async insert(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.CREATE);
-    this.assertTable(c);
     const items = body === undefined ? [{}] : Array.isArray(body) ? body : [body];
     if (items.length > MAX_INSERT_ROWS) throw dataError(`at most ${MAX_INSERT_ROWS} items per request`);
+    if (c.row.connection !== null) {
+      const objs = items.map((it, i) => { if (!it || typeof it !== "object" || Array.isArray(it)) throw dataError(`item ${i}: must be an object of column values`); return it as Record<string, unknown>; });
+      await this.tables().tableInsert(c.row, objs);
+      return objs.map((o) => ({ item_id: typeof o.item_id === "string" ? o.item_id : "" }));
+    }
     const rows = items.map((it, i) => this.rowValues(c, it, i));
     const cols = ["item_id", ...c.columns.map((x) => x.name)];
     try {
@@ -418,11 +447,11 @@ export class Collections {
   /** PUT items: `{query, $set}` where query is a full query object or a bare FILTERS array. */
   async update(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.UPDATE);
-    this.assertTable(c);
     const b = objectBody(body);
     for (const k of Object.keys(b)) if (k !== "query" && k !== "$set") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (query, $set)`);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
     const set = objectBody(b.$set, "$set");
+    if (c.row.connection !== null) return { count: await this.tables().tableUpdate(c.row, parseQuery(b.query), set) };
     const pairs: [string, SqlValue][] = [];
     for (const [k, v] of Object.entries(set)) {
       if (k === "item_id") throw dataError("item_id cannot be changed");
@@ -451,9 +480,9 @@ export class Collections {
   /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */
   async delete(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.DELETE);
-    this.assertTable(c);
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
+    if (c.row.connection !== null) return { count: await this.tables().tableDelete(c.row, q) };
     const where = compileWhere(q.filters, c.map);
     const hlc = this.d.changes.clock.now();
     const ids = await this.d.db.tx(async (tx) => {

@@ -8,7 +8,10 @@ import type { SecretBox } from "../auth/secrets.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
 import { objectBody } from "../core/validate.ts";
-import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials } from "../external/connector.ts";
+import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials, type SqlDialect } from "../external/connector.ts";
+import { countSql, deleteSql, insertSql, selectSql, tableIdent, updateSql } from "../external/tables.ts";
+import type { Query } from "../core/query.ts";
+import type { CollectionRow } from "../store/collections.ts";
 import type { ConnectorPool } from "../external/pool.ts";
 import { type ExternalDbRow, externalDbsRepo } from "../store/externalDbs.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -105,4 +108,70 @@ export class ExternalDbs {
 
   /** Connectors of a deleted system's connections. */
   forgetSystem(systemKey: string) { return this.pool.dropWhere((k) => k.startsWith(`${systemKey}/`)); }
+
+  // ---- collections that are database connections ------------------------------------------------
+
+  /** The stored form of a connection collection: what listings show, and the sealed credentials.
+   *  `changes` go over the current connection (`base`) when there is one. */
+  sealConnection(changes: Record<string, unknown>, base?: string | null): string {
+    const cur = base ? this.openConnection(base) : null;
+    const type = dbTypeOf(changes.dbtype ?? cur?.type);
+    if (cur && type !== cur.type) throw fail("INVALID_ARGUMENT", "dbtype cannot change (delete the collection and create it again)");
+    const { dbtype: _t, tablename, ...raw } = changes;
+    if (raw.password === "********") delete raw.password;
+    const creds = parseCredentials(type, raw, cur?.creds);
+    const table = tablename ?? cur?.table;
+    if (typeof table !== "string" || !table) throw fail("INVALID_ARGUMENT", "tablename is required");
+    tableIdent("postgres", table);
+    return JSON.stringify({ dbtype: type, user: creds.user, address: creds.address, port: creds.port, dbname: creds.dbname, tablename: table, sealed: this.box.seal(JSON.stringify(creds)) });
+  }
+
+  private openConnection(json: string): { type: DbType; creds: Credentials; table: string } {
+    const c = JSON.parse(json) as Record<string, unknown>;
+    const type = dbTypeOf(c.dbtype);
+    const creds = typeof c.sealed === "string" ? (JSON.parse(this.box.open(c.sealed)) as Credentials) : parseCredentials(type, { user: c.user, password: c.password, address: c.address, port: c.port, dbname: c.dbname });
+    return { type, creds, table: String(c.tablename ?? "") };
+  }
+
+  private table(row: CollectionRow) {
+    const { type, creds, table } = this.openConnection(row.connection!);
+    if (type === "mongodb" || type === "couchdb") throw fail("INVALID_ARGUMENT", `items of a ${type} collection are read and written through the external database API (POST /api/v/4/external-db/.../data)`);
+    if (!table) throw fail("INVALID_ARGUMENT", `collection '${row.name}' has no tablename`);
+    const connector = this.pool.get(`collection:${row.collection_id}`, type, creds);
+    const run = async (q: { sql: string; args: unknown[] }) => connector.perform([q.sql, ...q.args], this.d.config.externalDbTimeoutMs);
+    return { dialect: type as SqlDialect, table, run };
+  }
+
+  async tableFetch(row: CollectionRow, q: Query): Promise<{ rows: unknown[]; total: number }> {
+    const t = this.table(row);
+    const rows = (await t.run(selectSql(t.dialect, t.table, q))).Data;
+    const total = q.pageSize && (rows.length === q.pageSize || q.pageNum > 1) ? await this.tableCount(row, q) : (q.pageNum - 1) * q.pageSize + rows.length;
+    return { rows, total };
+  }
+
+  async tableCount(row: CollectionRow, q: Query): Promise<number> {
+    const t = this.table(row);
+    const r = (await t.run(countSql(t.dialect, t.table, q))).Data[0] as Record<string, unknown> | undefined;
+    return Number(r?.n ?? 0);
+  }
+
+  async tableInsert(row: CollectionRow, items: Record<string, unknown>[]): Promise<number> {
+    const t = this.table(row);
+    let n = 0;
+    for (const it of items) n += (await t.run(insertSql(t.dialect, t.table, it))).Total;
+    return n;
+  }
+
+  async tableUpdate(row: CollectionRow, q: Query, set: Record<string, unknown>): Promise<number> {
+    const t = this.table(row);
+    return (await t.run(updateSql(t.dialect, t.table, q, set))).Total;
+  }
+
+  async tableDelete(row: CollectionRow, q: Query): Promise<number> {
+    const t = this.table(row);
+    return (await t.run(deleteSql(t.dialect, t.table, q))).Total;
+  }
+
+  /** A connection collection changed or went: its connector closes. */
+  forgetCollection(id: string) { return this.pool.drop(`collection:${id}`); }
 }

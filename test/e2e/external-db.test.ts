@@ -161,3 +161,53 @@ t.test("delete", async (t) => {
   const reader = await userWith(grant(PGDB, 1));
   t.equal((await reader.del(`${base()}/${PGDB}`)).status, 401, "not with read permission only");
 });
+
+t.test("a collection that is a database connection: items through the same connectors", async (t) => {
+  for (const [type, url] of [["postgres", PG], ["mysql", MY]] as const) {
+    const tbl = uniq("items").toLowerCase();
+    const db = uniq("raw");
+    t.equal((await s.dev.post(base(), { name: db, db_type: type, credentials: creds(url) })).status, 200);
+    const made = await s.dev.post(`${base()}/${db}/data`, { operation: [`CREATE TABLE ${tbl} (item_id VARCHAR(40), sensor VARCHAR(40), value INT)`] });
+    t.equal(made.status, 200, made.text);
+    const c = await s.dev.post("/admin/collectionmanagement", { name: uniq("conn"), appID: s.systemKey, dbtype: type, ...creds(url), tablename: tbl });
+    t.equal(c.status, 200, `${type}: connect collection: ${c.text}`);
+    const id = c.body.collectionID;
+    const items = `/api/v/1/data/${id}`;
+    const ins = await s.dev.post(items, [{ item_id: "a", sensor: "t1", value: 5 }, { item_id: "b", sensor: "t2", value: 15 }, { item_id: "c", sensor: "t3", value: 25 }]);
+    t.equal(ins.status, 200, ins.text);
+    t.same(ins.body, [{ item_id: "a" }, { item_id: "b" }, { item_id: "c" }]);
+    const q = encodeURIComponent(JSON.stringify({ FILTERS: [[{ GT: { value: 10 } }]], SORT: [{ DESC: "value" }], PAGESIZE: 1, PAGENUM: 1 }));
+    const page = await s.dev.get(`${items}?query=${q}`);
+    t.equal(page.status, 200, page.text);
+    t.same(page.body.DATA.map((r: any) => r.sensor), ["t3"], `${type}: filter, sort and page`);
+    t.equal(page.body.TOTAL, 2);
+    t.type(page.body.NEXTPAGEURL, "string");
+    const cnt = await s.dev.get(`/api/v/1/data/${id}/count?query=${encodeURIComponent(JSON.stringify([[{ LTE: { value: 15 } }]]))}`);
+    t.same(cnt.body, { count: 2 });
+    const up = await s.dev.put(items, { query: [[{ EQ: { sensor: "t1" } }]], $set: { value: 6 } });
+    t.same(up.body, { count: 1 }, `${type}: update`);
+    const del = await s.dev.del(`${items}?query=${encodeURIComponent(JSON.stringify([[{ EQ: { item_id: "b" } }]]))}`);
+    t.same(del.body, { count: 1 }, `${type}: delete`);
+    const raw = await s.dev.post(`${base()}/${db}/data`, { operation: [`SELECT item_id, value FROM ${tbl} ORDER BY item_id`] });
+    t.same(raw.body.Data, [{ item_id: "a", value: 6 }, { item_id: "c", value: 25 }], `${type}: the table itself changed`);
+    const badCol = await s.dev.get(`${items}?query=${encodeURIComponent(JSON.stringify([[{ EQ: { "x; drop": 1 } }]]))}`);
+    t.equal(badCol.status, 400, "column names are checked, never pasted");
+    // the connection can change: a wrong password fails, and the right one works again
+    t.equal((await s.dev.put("/admin/collectionmanagement", { id, connectionStringMap: { password: "nope" } })).status, 200);
+    t.equal((await s.dev.get(items)).status, 400, `${type}: the changed connection is used at once`);
+    t.equal((await s.dev.put("/admin/collectionmanagement", { id, connectionStringMap: { password: url.password } })).status, 200);
+    t.equal((await s.dev.get(items)).status, 200);
+    const listed = (await s.dev.get(`/admin/allcollections?appid=${s.systemKey}`)).body.find((x: any) => x.collectionID === id);
+    t.match(listed, { dbtype: type, tablename: tbl, isConnect: true });
+    t.notOk(JSON.stringify(listed).includes(url.password) || "sealed" in listed, "no password, sealed or not, in the listing");
+  }
+  const bad = await s.dev.post("/admin/collectionmanagement", { name: uniq("conn"), appID: s.systemKey, dbtype: "oracle", ...creds(PG), tablename: "t" });
+  t.equal(bad.status, 400, "an unknown dbtype");
+  const noTable = await s.dev.post("/admin/collectionmanagement", { name: uniq("conn"), appID: s.systemKey, dbtype: "postgres", ...creds(PG) });
+  t.equal(noTable.status, 400, "tablename is required");
+});
+
+t.test("connection collections' credentials are sealed at rest too", async (t) => {
+  for (const f of readdirSync(o.dataDir).filter((x) => x.startsWith("outpost.db")))
+    t.notOk(readFileSync(join(o.dataDir, f)).includes(Buffer.from(MY.password)), `${f} does not hold a password in the clear`);
+});

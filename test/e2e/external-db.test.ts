@@ -4,12 +4,13 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, canConnect, devWithSystem, isEnvelope, needs, newUser, request, startOutpost, uniq } from "./harness.ts";
 
 const PG = new URL(process.env.OUTPOST_TEST_PG ?? "postgres://outpost:outpost-test-pw@127.0.0.1:5432/outpost_test");
 const MY = new URL(process.env.OUTPOST_TEST_MYSQL ?? "mysql://outpost:outpost-test-pw@127.0.0.1:3306/outpost_test");
 const creds = (u: URL) => ({ user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), address: u.hostname, port: u.port, dbname: u.pathname.slice(1) });
 
+const servers = await needs(`PostgreSQL (${PG.host}) and MariaDB (${MY.host})`, Promise.all([canConnect(Number(PG.port), PG.hostname), canConnect(Number(MY.port), MY.hostname)]).then((x) => x.every(Boolean)));
 const o = await startOutpost({ keepData: true });
 t.teardown(() => o.stop());
 const s = await devWithSystem(o, "extdb");
@@ -29,7 +30,7 @@ const grant = (name: string, level: number) => ({ externaldatabases: [{ itemInfo
 const PGDB = uniq("pg"), MYDB = uniq("my");
 const table = uniq("readings");
 
-t.test("create and list: developers only; the list has names and types, never credentials", async (t) => {
+t.test("create and list: developers only; the list has names and types, never credentials", servers, async (t) => {
   const a = await s.dev.post(base(), { name: PGDB, db_type: "postgres", credentials: creds(PG) });
   t.equal(a.status, 200, a.text);
   t.same(a.body, { success: true });
@@ -47,7 +48,7 @@ t.test("create and list: developers only; the list has names and types, never cr
   t.equal((await s2.dev.get(base())).status, 401, "another developer's system");
 });
 
-t.test("create: invalid values are refused with the field named", async (t) => {
+t.test("create: invalid values are refused with the field named", servers, async (t) => {
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ["unknown db_type", { name: uniq("x"), db_type: "oracle", credentials: creds(PG) }, /db_type/],
     ["no db_type", { name: uniq("x"), credentials: creds(PG) }, /db_type/],
@@ -70,7 +71,7 @@ t.test("create: invalid values are refused with the field named", async (t) => {
   t.equal(mongo.status, 200, "a mongodb connection with the defaults");
 });
 
-t.test("read: credentials with the password masked, only for callers allowed to update", async (t) => {
+t.test("read: credentials with the password masked, only for callers allowed to update", servers, async (t) => {
   const g = await s.dev.get(`${base()}/${PGDB}`);
   t.equal(g.status, 200, g.text);
   t.match(g.body, { name: PGDB, dbtype: "postgres", system_key: s.systemKey, credentials: { user: PG.username, address: PG.hostname, port: PG.port, dbname: "outpost_test", password: "********", tls: false } });
@@ -84,7 +85,7 @@ t.test("read: credentials with the password masked, only for callers allowed to 
   t.equal((await s.dev.get(`${base()}/nope`)).status, 404);
 });
 
-t.test("data operations: SQL with positional arguments on postgres and MariaDB, {Data, Total}", async (t) => {
+t.test("data operations: SQL with positional arguments on postgres and MariaDB, {Data, Total}", servers, async (t) => {
   const user = await userWith({ ...grant(PGDB, 1), externaldatabases: [{ itemInfo: { name: PGDB }, permissions: 1 }, { itemInfo: { name: MYDB }, permissions: 1 }] });
   for (const db of [PGDB, MYDB]) {
     const run = (...operation: unknown[]) => user.post(`${base()}/${db}/data`, { operation });
@@ -112,7 +113,7 @@ t.test("data operations: SQL with positional arguments on postgres and MariaDB, 
   t.equal((await s.dev.post(`${base()}/nope/data`, { operation: ["SELECT 1"] })).status, 404);
 });
 
-t.test("a credential change closes the pool: a wrong password fails at once, the right one works again", async (t) => {
+t.test("a credential change closes the pool: a wrong password fails at once, the right one works again", servers, async (t) => {
   const ok = await s.dev.post(`${base()}/${PGDB}/data`, { operation: ["SELECT 1 AS one"] });
   t.same(ok.body, { Data: [{ one: 1 }], Total: 1 });
   const u = await s.dev.put(`${base()}/${PGDB}`, { credentials: { password: "wrong-password" } });
@@ -133,7 +134,7 @@ t.test("a credential change closes the pool: a wrong password fails at once, the
   }
 });
 
-t.test("an unreachable server is a clear error", async (t) => {
+t.test("an unreachable server is a clear error", servers, async (t) => {
   const name = uniq("gone");
   t.equal((await s.dev.post(base(), { name, db_type: "postgres", credentials: { ...creds(PG), port: "1" } })).status, 200);
   const t0 = Date.now();
@@ -145,13 +146,13 @@ t.test("an unreachable server is a clear error", async (t) => {
   t.equal((await request(o.url, "GET", "/health")).status, 200, "the server is fine");
 });
 
-t.test("credentials are sealed at rest", async (t) => {
+t.test("credentials are sealed at rest", servers, async (t) => {
   const files = readdirSync(o.dataDir).filter((f) => f.startsWith("outpost.db"));
   t.ok(files.length > 0, "the database files");
   for (const f of files) t.notOk(readFileSync(join(o.dataDir, f)).includes(Buffer.from(PG.password)), `${f} does not hold the password in the clear`);
 });
 
-t.test("delete", async (t) => {
+t.test("delete", servers, async (t) => {
   const u = await userWith(grant(MYDB, 8));
   const d = await u.del(`${base()}/${MYDB}`);
   t.equal(d.status, 200, "a user with delete permission");
@@ -162,7 +163,7 @@ t.test("delete", async (t) => {
   t.equal((await reader.del(`${base()}/${PGDB}`)).status, 401, "not with read permission only");
 });
 
-t.test("a collection that is a database connection: items through the same connectors", async (t) => {
+t.test("a collection that is a database connection: items through the same connectors", servers, async (t) => {
   for (const [type, url] of [["postgres", PG], ["mysql", MY]] as const) {
     const tbl = uniq("items").toLowerCase();
     const db = uniq("raw");
@@ -207,7 +208,7 @@ t.test("a collection that is a database connection: items through the same conne
   t.equal(noTable.status, 400, "tablename is required");
 });
 
-t.test("connection collections' credentials are sealed at rest too", async (t) => {
+t.test("connection collections' credentials are sealed at rest too", servers, async (t) => {
   for (const f of readdirSync(o.dataDir).filter((x) => x.startsWith("outpost.db")))
     t.notOk(readFileSync(join(o.dataDir, f)).includes(Buffer.from(MY.password)), `${f} does not hold a password in the clear`);
 });

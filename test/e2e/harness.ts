@@ -1,6 +1,6 @@
 // Black-box harness: starts the built binary on free ports with its own data directory and
 // talks to it over real HTTP. Runs on Node (tap); no Bun APIs here.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -193,4 +193,26 @@ export function isEnvelope(body: any, status: number): boolean {
   return !!body && typeof body === "object" && !!body.error && typeof body.error.id === "string" &&
     /^[0-9a-f-]{36}$/.test(body.error.id) && typeof body.error.code === "number" && typeof body.error.message === "string" &&
     typeof body.error.detail === "string" && body.statusCode === status && !/\bat \S+:\d+/.test(JSON.stringify(body));
+}
+
+/** Servers from Debian packages (Redis, PostgreSQL, MariaDB) that some tests need: those tests
+ *  are skipped with the reason where the server is missing, unless OUTPOST_REQUIRE_SERVICES is
+ *  set (.ci/run sets it), where a missing server fails them. Returns tap's `skip` option. */
+export async function needs(what: string, present: boolean | Promise<boolean>): Promise<{ skip: string | false }> {
+  if ((await present) || process.env.OUTPOST_REQUIRE_SERVICES) return { skip: false };
+  return { skip: `${what} is not available here (bash scripts/test-databases.sh or apt-get install it; .ci/run does both)` };
+}
+
+export function canConnect(port: number, host = "127.0.0.1", timeoutMs = 1000): Promise<boolean> {
+  return new Promise((res) => {
+    const s = net.connect(port, host);
+    const done = (ok: boolean) => { s.destroy(); res(ok); };
+    s.setTimeout(timeoutMs, () => done(false));
+    s.once("connect", () => done(true));
+    s.once("error", () => done(false));
+  });
+}
+
+export function hasCommand(cmd: string): boolean {
+  return spawnSync("sh", ["-c", `command -v ${cmd}`]).status === 0;
 }

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, isEnvelope, newUser, type Outpost, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq } from "./harness.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const enc = encodeURIComponent;
@@ -544,7 +544,7 @@ async function redis(): Promise<Redis> {
   };
 }
 
-t.test("global mode: two nodes share one fixed window through Redis, fall back to local buckets without it", async (t) => {
+t.test("global mode: two nodes share one fixed window through Redis, fall back to local buckets without it", await needs("redis-server", hasCommand("redis-server")), async (t) => {
   const rd = await redis();
   t.teardown(() => rd.stop());
   const shared = mkdtempSync(join(tmpdir(), "outpost-cluster-"));

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
 import { type Connector, type Credentials, parseCredentials } from "../../../src/external/connector.ts";
 import { mysqlConnector, postgresConnector } from "../../../src/external/sql.ts";
+import { available, canConnect } from "../services.ts";
 
 const fromUrl = (type: "postgres" | "mysql", url: string): Credentials => {
   const u = new URL(url);
@@ -26,7 +27,8 @@ const expectApiError = async (p: Promise<unknown>, re: RegExp, status = 400) => 
 };
 
 for (const t of targets) {
-  describe(`SQL connector contract: ${t.name}`, () => {
+  const run = available(`${t.name} at ${t.creds.address}:${t.creds.port}`, await canConnect(Number(t.creds.port), t.creds.address));
+  (run ? describe : describe.skip)(`SQL connector contract: ${t.name}`, () => {
     const c = t.make(t.creds);
     const table = `contract_${t.name.replace(/\W/g, "")}_${Date.now().toString(36)}`;
     afterAll(async () => { await c.perform([`DROP TABLE IF EXISTS ${table}`], 5_000).catch(() => {}); await c.close(); });

@@ -4,6 +4,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { createServer } from "node:net";
 import { createLogger } from "../../../src/core/log.ts";
 import { InFlight, SharedStore, TokenBuckets } from "../../../src/throttle/limiters.ts";
+import { available, hasCommand } from "../services.ts";
 
 describe("TokenBuckets", () => {
   test("starts full, refills one token every duration/capacity", () => {
@@ -45,7 +46,7 @@ async function freePort(): Promise<number> {
   return new Promise((res) => { const s = createServer(); s.listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
 }
 
-describe("SharedStore on redis-server", () => {
+(available("redis-server", hasCommand("redis-server")) ? describe : describe.skip)("SharedStore on redis-server", () => {
   const log = createLogger("error");
   let proc: ReturnType<typeof Bun.spawn> | null = null;
   let port = 0;

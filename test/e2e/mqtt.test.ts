@@ -10,7 +10,7 @@ import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq } from "./harness.ts";
+import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -233,7 +233,7 @@ t.test("CONNECT: bad credentials are refused with 'Not authorized' (5)", async (
   }
 });
 
-t.test("CONNECT with mosquitto_pub / mosquitto_sub (-u token -P systemKey)", async (t) => {
+t.test("CONNECT with mosquitto_pub / mosquitto_sub (-u token -P systemKey)", await needs("mosquitto-clients", hasCommand("mosquitto_sub")), async (t) => {
   const port = String(o.mqttPort);
   const topic = `mosq/${uniq("t")}`;
   const watcher = await as(tcp(o), sA.devToken, sA.systemKey);

@@ -37,7 +37,8 @@ export const assetNames = (ex: Executor, systemKey: string) =>
     `SELECT 'service' AS t, name FROM services WHERE system_key = ?1 UNION ALL SELECT 'library', name FROM libraries WHERE system_key = ?1
      UNION ALL SELECT 'trigger', name FROM triggers WHERE system_key = ?1 UNION ALL SELECT 'timer', name FROM timers WHERE system_key = ?1
      UNION ALL SELECT 'collection', name FROM collections WHERE system_key = ?1 UNION ALL SELECT 'role', name FROM roles WHERE system_key = ?1
-     UNION ALL SELECT 'user', email FROM users WHERE system_key = ?1 UNION ALL SELECT 'device', name FROM devices WHERE system_key = ?1`, [systemKey]);
+     UNION ALL SELECT 'user', email FROM users WHERE system_key = ?1 UNION ALL SELECT 'device', name FROM devices WHERE system_key = ?1
+     UNION ALL SELECT 'adapter', name FROM adapters WHERE system_key = ?1`, [systemKey]);
 
 /** Per system, the lowest cursor among edges heard from since `since` (epoch s). */
 export const lowestCursors = (ex: Executor, since: number) =>

@@ -254,6 +254,7 @@ t.test("adapters sync to the edge; an edge that was offline gets the current ver
   const ed = await devOn(edge);
   t.ok(await waitFor(async () => (await ed.get(`${base}/${name}`)).status === 200), "the adapter reaches the edge's database");
   t.ok(await waitFor(async () => (await ed.get(`${base}/${name}/files`)).body.length === 4), "with its files");
+  t.ok(await waitFor(async () => (await s.dev.get(`/admin/${SK}/sync/edge/status/${EDGE}`)).body.some((a: any) => a.asset_type === "adapter" && a.asset_name === name && a.status === "synced")), "the sync status shows the adapter synced");
   t.equal((await control(name, "deploy")).body[EDGE].err, false);
 
   const edges = await s.dev.get(`/admin/edges/${SK}/control?adapter=${name}`);

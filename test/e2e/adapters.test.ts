@@ -7,17 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, isEnvelope, newUser, type Outpost, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, isEnvelope, newUser, type Outpost, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_000, every = 100): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await pred()) return true;
-    if (Date.now() > end) return false;
-    await sleep(every);
-  }
-}
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 const platform = await startOutpost();

@@ -7,7 +7,7 @@
 // concurrency setting (spec §4.5; wire reference §6).
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
 // a server stuck in a service (see the last test) gets SIGKILL instead of hanging the teardown
@@ -18,19 +18,8 @@ const SK = s.systemKey;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/** Polls `pred` until it holds or `ms` pass; returns whether it held. */
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 10_000, every = 50): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await pred()) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
 
 /** Rejects when `p` takes longer than `ms` (so a hung server fails a test instead of the file). */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

@@ -4,7 +4,7 @@
 // permissions (spec §4.2, the /admin/devices rows of §4.11, §5; wire reference §1.3, §5).
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -15,7 +15,6 @@ const s2 = await devWithSystem(o, "devices-b");
 
 const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const nowSec = () => Math.floor(Date.now() / 1000);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function isErr(t: Test, r: HttpResponse, status: number, code?: number, what = "") {
   t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);

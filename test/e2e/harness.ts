@@ -216,3 +216,15 @@ export function canConnect(port: number, host = "127.0.0.1", timeoutMs = 1000): 
 export function hasCommand(cmd: string): boolean {
   return spawnSync("sh", ["-c", `command -v ${cmd}`]).status === 0;
 }
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Polls `pred` until it holds or `ms` pass; returns whether it held. */
+export async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_000, every = 50): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await pred()) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(every);
+  }
+}

@@ -6,7 +6,7 @@
 import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -25,17 +25,7 @@ const s2 = await devWithSystem(o, "msg-b");
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const q = (v: unknown) => encodeURIComponent(typeof v === "string" ? v : JSON.stringify(v));
-
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 10_000, every = 20): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await pred()) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
 
 function within<T>(p: Promise<T>, what: string, ms = 5_000): Promise<T> {
   return new Promise((res, rej) => {

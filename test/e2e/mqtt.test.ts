@@ -10,7 +10,7 @@ import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs } from "./harness.ts";
+import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs, sleep, waitFor } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -35,17 +35,6 @@ const sB = await devWithSystem(o, "mqtt-b");
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `pred` until it holds or `ms` pass; returns whether it held. */
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 10_000, every = 20): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await pred()) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
 
 const tcp = (srv: Outpost) => `mqtt://127.0.0.1:${srv.mqttPort}`;
 const ws = (srv: Outpost) => `ws://127.0.0.1:${srv.mqttWsPort}/mqtt`;

@@ -2,7 +2,7 @@
 // /admin/v/4/systemmanagement (GET/POST/PUT/DELETE), /admin/allapps, /admin/allsystems,
 // /admin/regensystemsecret, token lifetime, ownership and header spellings.
 import t, { type Test } from "tap";
-import { Client, type HttpResponse, type Outpost, isEnvelope, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type HttpResponse, type Outpost, isEnvelope, request, startOutpost, uniq, sleep } from "./harness.ts";
 
 // error codes of src/core/errors.ts
 const E = {
@@ -400,7 +400,6 @@ t.test("user tokens are refused on the developer-only system routes", async (t) 
 
 // ---- token lifetime ---------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test("token_ttl bounds the lifetime of user tokens", async (t) => {
   const short = await createSystem(devA, { token_ttl: 1 });

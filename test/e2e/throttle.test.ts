@@ -11,9 +11,8 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq, sleep } from "./harness.ts";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const enc = encodeURIComponent;
 const HTTP = "HTTP Requests", CONN = "MQTT Connections", PUB = "MQTT Publishes";
 const casesPath = (t: string) => `/admin/throttlers/${enc(t)}/cases`;

@@ -7,7 +7,7 @@
 import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -17,19 +17,9 @@ const SK = s.systemKey;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 /** Time for a trigger or timer change to reach the dispatcher before the action that should fire it. */
 const SETTLE_MS = 300;
-
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 10_000, every = 100): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await pred()) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
 
 function isErr(t: Test, r: HttpResponse, status: number, what = "") {
   t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);

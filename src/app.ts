@@ -109,11 +109,17 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit });
+    // relayed messages still being written to the outbox: a stop waits for them (after the broker
+    // has stopped taking publishes, before the database closes), so an acknowledged one is kept
+    const relaying = new Set<Promise<unknown>>();
+    started.push({ name: "relay", stop: () => Promise.all(relaying).then(() => {}) });
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       // on an edge, messages on relayed topics wait in the outbox for the platform
       relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
         if (sk !== config.systemKey || !(topic.endsWith("/_platform") || changes.relayTopics.some((f) => topicMatches(f, topic)))) return;
-        void db.tx((tx) => changes.relay(tx, sk, topic, payload, qos)).catch((err) => log.error("relay failed", { err }));
+        const write = db.tx((tx) => changes.relay(tx, sk, topic, payload, qos)).catch((err) => log.error("relay failed", { err }));
+        relaying.add(write);
+        void write.finally(() => relaying.delete(write));
       } : undefined });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });

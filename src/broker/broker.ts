@@ -52,6 +52,8 @@ interface Session {
 }
 
 const DECISION_MS = 5_000;
+/** Longest a stop waits for publishes in flight. */
+const DRAIN_MS = 2_000;
 const DECISIONS_MAX = 500;
 
 const NOT_AUTHORIZED = 5;
@@ -71,6 +73,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private readonly restOrigins = new WeakMap<Buffer, Principal>();
   /** live clients by system (for connection listings and counts) */
   private readonly bySystem = new Map<string, Set<Client>>();
+  /** client publishes authorized but not yet handed to `published` */
+  private inFlight = 0;
   private readonly servers: { name: string; close(): Promise<void> }[] = [];
   private webSockets: ReturnType<typeof Bun.serve>[] = [];
   readonly ports: Record<string, number> = {};
@@ -97,7 +101,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
         this.allowed(client, sub.topic, LEVEL.READ).then((ok) => cb(null, ok ? sub : null), (err) => cb(err));
       },
       authorizeForward: (client, packet) => this.forward(client, packet),
-      published: (packet, client, cb) => { this.published(packet, client); cb(null); },
+      published: (packet, client, cb) => { if (client) this.inFlight = Math.max(0, this.inFlight - 1); this.published(packet, client); cb(null); },
     });
     const a = this.aedes;
     a.on("clientReady", (client) => this.connected(client));
@@ -224,6 +228,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   /** The MQTT Publishes throttler: a refused publish is acknowledged as usual but goes nowhere
    *  (aedes closes the connection on an authorizePublish error, and a client should keep it). */
   private throttlePublish(client: Client, packet: any, cb: (err: Error | null) => void) {
+    this.inFlight++; // acknowledged (or about to be) but not yet published: a stop waits for it
     const t = this.d.throttle;
     const s = this.sessions.get(client);
     if (!t?.active("MQTT Publishes") || !s?.principal || s.principal.kind === "developer") return cb(null);
@@ -375,6 +380,10 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   async stop() {
     for (const w of this.webSockets) w.stop(true);
     this.webSockets = [];
+    // publishes a client already has its PUBACK for are published (history, relay) before the
+    // broker closes; bounded, so a publish that failed on its way cannot hold the stop
+    const deadline = Date.now() + DRAIN_MS;
+    while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
     await Promise.all(this.servers.map((s) => s.close()));
     this.servers.length = 0;

@@ -436,6 +436,15 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 11,
+    name: "synced assets",
+    up: [
+      // edge side: the definitions that came from the platform, so a snapshot removes what the
+      // platform no longer sends without touching what was made on the edge itself
+      `CREATE TABLE synced_assets (asset_type TEXT NOT NULL, asset_name TEXT NOT NULL, PRIMARY KEY (asset_type, asset_name))`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -99,6 +99,13 @@ export const outboxRepo = {
   count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox`))!.n,
 };
 
+/** Edge: the definitions the platform sent (by type and name). */
+export const syncedAssetsRepo = {
+  add: (ex: Executor, type: string, name: string) => ex.run(`INSERT INTO synced_assets(asset_type, asset_name) VALUES (?,?) ON CONFLICT DO NOTHING`, [type, name]),
+  remove: (ex: Executor, type: string, name: string) => ex.run(`DELETE FROM synced_assets WHERE asset_type = ? AND asset_name = ?`, [type, name]),
+  ofType: async (ex: Executor, type: string) => (await ex.all<{ asset_name: string }>(`SELECT asset_name FROM synced_assets WHERE asset_type = ?`, [type])).map((r) => r.asset_name),
+};
+
 export const syncStateRepo = {
   get: async (ex: Executor, key: string) => (await ex.get<{ value: string }>(`SELECT value FROM sync_state WHERE key = ?`, [key]))?.value,
   set: (ex: Executor, key: string, value: string) =>

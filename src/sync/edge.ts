@@ -13,7 +13,7 @@ import { devicesRepo } from "../store/devices.ts";
 import { developersRepo, type DeveloperRow } from "../store/developers.ts";
 import { rolesRepo } from "../store/roles.ts";
 import { librariesRepo, servicesRepo } from "../store/services.ts";
-import { outboxRepo, syncStateRepo } from "../store/sync.ts";
+import { outboxRepo, syncedAssetsRepo, syncStateRepo } from "../store/sync.ts";
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { timersRepo, triggersRepo } from "../store/triggers.ts";
 import { usersRepo } from "../store/users.ts";
@@ -86,7 +86,8 @@ export class EdgeSync {
     this.ws = ws;
     ws.onopen = async () => {
       const cursor = Number((await syncStateRepo.get(this.d.db, "cursor")) ?? "0");
-      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch }));
+      const failures = Object.values(await this.failures(this.d.db));
+      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures }));
     };
     ws.onmessage = (ev) => {
       let m: PlatformMessage;
@@ -193,6 +194,23 @@ export class EdgeSync {
     }
   }
 
+  /** Assets whose last application failed, by type and name (kept until they apply). */
+  private async failures(ex: Executor): Promise<Record<string, { type: string; name: string; seq: number; error: string }>> {
+    return JSON.parse((await syncStateRepo.get(ex, "failures")) ?? "{}");
+  }
+
+  private async noteFailures(tx: Executor, results: { type: string; name: string; seq: number; error?: string }[]) {
+    if (!results.length) return;
+    const f = await this.failures(tx);
+    let changed = false;
+    for (const r of results) {
+      const k = `${r.type}\u0000${r.name}`;
+      if (r.error) { f[k] = { type: r.type, name: r.name, seq: r.seq, error: r.error }; changed = true; }
+      else if (f[k]) { delete f[k]; changed = true; }
+    }
+    if (changed) await syncStateRepo.set(tx, "failures", JSON.stringify(f));
+  }
+
   /** One batch: every change in its own savepoint, the cursor with them, one transaction. */
   private async applyBatch(ws: WebSocket, m: Extract<PlatformMessage, { t: "batch" }>) {
     const results: { type: string; name: string; seq: number; error?: string }[] = [];
@@ -209,7 +227,11 @@ export class EdgeSync {
           rowSeq.set(body.collection_id, Math.max(rowSeq.get(body.collection_id) ?? 0, ch.seq));
           continue;
         }
-        const error = await this.savepoint(tx, () => applyDefinition(tx, this.systemKey, ch));
+        const error = await this.savepoint(tx, async () => {
+          await applyDefinition(tx, this.systemKey, ch);
+          if (ch.op === "delete") await syncedAssetsRepo.remove(tx, ch.type, ch.name);
+          else await syncedAssetsRepo.add(tx, ch.type, ch.name);
+        });
         types.add(ch.type);
         if (ch.type === "collection") collections.add((ch.body as { collection_id: string }).collection_id);
         if (ch.type === "adapter" && !error) adapters.add(ch.name);
@@ -225,6 +247,7 @@ export class EdgeSync {
         collections.add(id);
         results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(error ? { error } : {}) });
       }
+      await this.noteFailures(tx, results);
       if (!m.snapshot) await syncStateRepo.set(tx, "cursor", String(m.upTo));
     });
     if (types.has("collection")) await this.refreshUpCollections();
@@ -256,8 +279,12 @@ export class EdgeSync {
     await this.d.db.tx(async (tx) => {
       for (const [type, names] of Object.entries(m.keep)) {
         const keep = new Set(names);
-        for (const name of await localNames(tx, sk, type)) {
-          if (!keep.has(name)) await this.savepoint(tx, () => removeLocal(tx, sk, type, name));
+        // only what came from the platform goes: assets made on the edge itself stay
+        const local = new Set(await localNames(tx, sk, type));
+        for (const name of await syncedAssetsRepo.ofType(tx, type)) {
+          if (keep.has(name)) continue;
+          if (local.has(name)) await this.savepoint(tx, () => removeLocal(tx, sk, type, name));
+          await syncedAssetsRepo.remove(tx, type, name);
         }
       }
       await syncStateRepo.set(tx, "cursor", String(m.seq));

@@ -31,6 +31,8 @@ export interface HubDeps {
 export interface AssetStatus { asset_type: string; asset_name: string; status: "pending" | "synced" | "failed"; desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string }
 
 const COMPACT_MS = 60_000;
+/** The kinds of definitions an edge receives (rows are not definitions; topics are relays). */
+const SYNCED_KINDS = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"] as const;
 /** How much longer than a control command's own limit the platform waits for the edge's answer. */
 const CONTROL_MARGIN_MS = 5_000;
 /** Change log entries kept per system beyond what every edge acknowledged (an edge further
@@ -77,8 +79,9 @@ class EdgeSession {
         }
         const keep: Record<string, string[]> = {};
         if (this.snap.purge) for (const [t, names] of this.snap.keep) if (t !== "row") keep[t] = [...names];
-        // types of the template with nothing in them: everything local of that kind goes
-        if (this.snap.purge) for (const e of this.template) if (e.def_module !== "topic" && e.def_module !== "adapter" && !keep[e.def_module]) keep[e.def_module] = [];
+        // every kind is listed: the edge drops what it got from the platform and was not sent now
+        // (a kind no longer in the template included); what was made on the edge stays
+        if (this.snap.purge) for (const k of SYNCED_KINDS) keep[k] ??= [];
         this.inflight = true;
         this.send({ t: "snapshot_end", seq: this.snap.seq, keep: this.snap.purge ? keep : {} });
         this.sent = Math.max(this.sent, this.snap.seq);
@@ -110,7 +113,7 @@ class EdgeSession {
 
   /** Starts sending the current state of the template's assets, as of change `seq`. With `purge`
    *  the edge then removes what it holds of the template's kinds that was not sent. */
-  startSnapshot(seq: number, purge: boolean, template = this.template, live = true) {
+  startSnapshot(seq: number, purge: boolean, template = this.template, live = false) {
     const h = this.hub;
     this.snap = { gen: snapshot(h.d.db, this.edge.system_key, template, seq, h.d.changes.clock.now(), live), seq, keep: new Map(), purge };
   }
@@ -221,6 +224,17 @@ export class SyncHub {
     const needsSnapshot = m.cursor === 0 || m.cursor > maxSeq || (minSeq > 0 && m.cursor < minSeq - 1);
     s.cursor = m.cursor;
     s.sent = needsSnapshot ? maxSeq : m.cursor;
+    // the edge's own word on how far it got (its last acknowledgement may not have arrived) and
+    // on what failed (the same), before anything else is sent
+    await this.d.db.tx(async (tx) => {
+      if (!needsSnapshot) await edgesRepo.update(tx, edge.system_key, edge.name, { cursor: m.cursor });
+      const at = nowIso();
+      const failedNow = new Map((await statusRepo.failedFor(tx, edge.system_key, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
+      for (const f of m.failures) {
+        const type = f.type === "row" ? "collection_rows" : f.type;
+        if (failedNow.get(`${type}\u0000${f.name}`) !== f.seq) await statusRepo.failed(tx, edge.system_key, edge.name, type, f.name, f.seq, (f.error ?? "").slice(0, 2000), at);
+      }
+    });
     s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: owner as unknown as Record<string, unknown>, template: s.template, snapshot: needsSnapshot, seq: maxSeq });
     if (needsSnapshot) s.startSnapshot(maxSeq, true);
     else {
@@ -349,8 +363,9 @@ export class SyncHub {
         r = schema && { ...schema, status: schema.status === "failed" ? "pending" : schema.status, last_error: "", attempts: 0 };
         desired = r?.desired_version ?? 0;
       }
-      const applied = r?.applied_version ?? 0;
-      const status: AssetStatus["status"] = r?.status === "failed" ? "failed" : r && applied >= desired ? "synced" : "pending";
+      // everything up to the edge's cursor was applied in the batches it took (or reported failed)
+      const applied = Math.max(r?.applied_version ?? 0, r?.status !== "failed" && desired > 0 && desired <= edge.cursor ? desired : 0);
+      const status: AssetStatus["status"] = r?.status === "failed" ? "failed" : (r || applied > 0) && applied >= desired ? "synced" : "pending";
       out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: applied, last_error: r?.last_error ?? "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });
     };
     for (const a of await this.templateAssets(sk, template)) add(a.type, a.name);

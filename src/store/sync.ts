@@ -82,6 +82,9 @@ export const tombstonesRepo = {
   put: (ex: Executor, collectionId: string, itemId: string, hlc: string) =>
     ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = max(hlc, excluded.hlc)`, [collectionId, itemId, hlc]),
   forget: (ex: Executor, collectionId: string) => ex.run(`DELETE FROM tombstones WHERE collection_id = ?`, [collectionId]),
+  /** A page of a collection's tombstones, by item id after `after` (snapshots carry them). */
+  page: (ex: Executor, collectionId: string, after: string, limit: number) =>
+    ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id > ? ORDER BY item_id LIMIT ?`, [collectionId, after, limit]),
   forItems: async (ex: Executor, collectionId: string, itemIds: string[]) => {
     const out = new Map<string, string>();
     for (let i = 0; i < itemIds.length; i += 500) {

@@ -83,6 +83,16 @@ export async function* snapshot(ex: Executor, systemKey: string, template: Templ
           body: { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values: wireValues(columns, values), hlc: (_hlc as string) ?? hlc } satisfies RowChange };
       });
     }
+    // deletes too: an edge that holds rows from an earlier, interrupted snapshot (or a cursor the
+    // log no longer covers) must lose the rows deleted since, and keep them from coming back
+    let afterId = "";
+    for (;;) {
+      const tombs = await tombstonesRepo.page(ex, c.collection_id, afterId, ROW_PAGE);
+      if (!tombs.length) break;
+      afterId = tombs[tombs.length - 1]!.item_id;
+      yield tombs.map((x) => ({ seq, type: "row" as const, name: c.name, item: x.item_id, op: "delete" as const, hlc: x.hlc,
+        body: { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc } satisfies RowChange }));
+    }
   }
   const trig = pick("trigger", await triggersRepo.list(ex, systemKey), (r) => r.name);
   if (trig.length) yield trig.map((r) => mk("trigger", r.name, r));

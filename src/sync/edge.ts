@@ -87,7 +87,8 @@ export class EdgeSync {
     ws.onopen = async () => {
       const cursor = Number((await syncStateRepo.get(this.d.db, "cursor")) ?? "0");
       const failures = Object.values(await this.failures(this.d.db));
-      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures }));
+      const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
+      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced }));
     };
     ws.onmessage = (ev) => {
       let m: PlatformMessage;
@@ -288,6 +289,7 @@ export class EdgeSync {
         }
       }
       await syncStateRepo.set(tx, "cursor", String(m.seq));
+      await syncStateRepo.set(tx, "snapshot", "done");
     });
     await this.refreshUpCollections();
     this.d.invalidate(sk, types, new Set());

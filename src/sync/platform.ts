@@ -221,7 +221,7 @@ export class SyncHub {
     const minSeq = await changesRepo.minSeq(this.d.db, edge.system_key);
     const maxSeq = await changesRepo.maxSeq(this.d.db, edge.system_key);
     // a new edge, or one whose position the log no longer holds, starts from a snapshot
-    const needsSnapshot = m.cursor === 0 || m.cursor > maxSeq || (minSeq > 0 && m.cursor < minSeq - 1);
+    const needsSnapshot = (m.cursor === 0 && !m.synced) || m.cursor > maxSeq || (minSeq > 0 && m.cursor < minSeq - 1);
     s.cursor = m.cursor;
     s.sent = needsSnapshot ? maxSeq : m.cursor;
     // the edge's own word on how far it got (its last acknowledgement may not have arrived) and

@@ -19,7 +19,9 @@ export const EdgeMessage = z.discriminatedUnion("t", [
   z.object({ t: z.literal("hello"), systemKey: z.string().min(1), edge: z.string().min(1), token: z.string().min(1), cursor: z.number().int().min(0),
     version: z.string().default(""), os: z.string().default(""), arch: z.string().default(""),
     // assets that failed to apply and have not applied since (their acknowledgement may have been lost)
-    failures: z.array(result).default([]) }),
+    failures: z.array(result).default([]),
+    // a snapshot completed here (cursor 0 then means "an empty log", not "a new edge")
+    synced: z.boolean().default(false) }),
   z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
   z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000) }),
   z.object({ t: z.literal("ping") }),

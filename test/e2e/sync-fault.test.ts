@@ -265,12 +265,9 @@ t.test(`a ${ROWS}-row sync survives ${ROUNDS} rounds of SIGKILL of either side (
   t.comment(`seed ${SEED}, ${Math.round((Date.now() - started) / 1000)} s`);
 });
 
-// Known bug (reported, not fixed here: the fix needs a paged read of tombstones in src/store): a
-// full snapshot carries the rows that exist, never the deletes, and only purges other asset kinds.
-// An edge whose first snapshot was interrupted keeps the rows it already had, so rows deleted on the
-// platform before the new snapshot stay on the edge for good.
-// Run with OUTPOST_KNOWN_BUGS=1 (kept out of the normal run, where a todo or skip counts as a failure).
-if (process.env.OUTPOST_KNOWN_BUGS) t.test("an edge killed during its first snapshot drops rows the platform deleted meanwhile", async (t) => {
+// A full snapshot carries the collection's deletes (tombstones) too: an edge whose first snapshot
+// was interrupted loses the rows the platform deleted before the new snapshot.
+t.test("an edge killed during its first snapshot drops rows the platform deleted meanwhile", async (t) => {
   const FIRST_ROWS = 40_000; // enough pages to catch the edge halfway through
   const platform = new Node("platform", await freePort(), dataDir(), () => []);
   nodes.push(platform);

@@ -5,7 +5,8 @@ import { RedisClient } from "bun";
 import type { Logger } from "../core/log.ts";
 
 /** Per-node token buckets: up to `capacity` tokens, one more every duration/capacity seconds.
- *  Bounded: the least recently used keys go first (a full bucket loses nothing by going). */
+ *  Bounded: when full, the oldest keys go first (a bucket that goes starts full again: the cap
+ *  errs on the lenient side instead of growing without end). */
 export class TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   constructor(private readonly maxKeys = 100_000) {}
@@ -15,14 +16,13 @@ export class TokenBuckets {
     const perMs = capacity / (durationS * 1000);
     let b = this.buckets.get(key);
     if (b) {
-      this.buckets.delete(key); // re-inserted below: most recently used last
       b.tokens = Math.min(capacity, b.tokens + (now - b.at) * perMs);
       b.at = now;
     } else {
       if (this.buckets.size >= this.maxKeys) this.buckets.delete(this.buckets.keys().next().value as string);
       b = { tokens: capacity, at: now };
+      this.buckets.set(key, b);
     }
-    this.buckets.set(key, b);
     if (b.tokens >= 1) { b.tokens -= 1; return { ok: true, retryAfterS: 0 }; }
     return { ok: false, retryAfterS: Math.ceil((1 - b.tokens) / perMs / 1000) };
   }

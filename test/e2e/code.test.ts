@@ -7,7 +7,7 @@
 // concurrency setting (spec §4.5; wire reference §6).
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
 
 const o = await startOutpost();
 // a server stuck in a service (see the last test) gets SIGKILL instead of hanging the teardown
@@ -18,7 +18,6 @@ const SK = s.systemKey;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Rejects when `p` takes longer than `ms` (so a hung server fails a test instead of the file). */
@@ -28,13 +27,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     .finally(() => clearTimeout(timer));
 }
 
-function isErr(t: Test, r: HttpResponse, status: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-}
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
 function detailHas(t: Test, r: HttpResponse, re: RegExp, what = "") {
   const d = `${r.body?.error?.detail ?? ""} ${r.body?.error?.message ?? ""}`;
   t.match(d, re, `${what}: error says ${re} (${d.slice(0, 200)})`);
@@ -57,16 +49,7 @@ async function updateService(name: string, body: Record<string, unknown>, sys: D
 const exec = (c: Client, name: string, params: unknown = {}, headers?: Record<string, string>, sys: DevSystem = s) =>
   c.post(execPath(sys, name), params, headers);
 
-async function collection(columns: [string, string][], name = uniq("col"), sys: DevSystem = s) {
-  const r = await sys.dev.post("/admin/collectionmanagement", { name, appID: sys.systemKey });
-  if (r.status !== 200) throw new Error(`create collection: ${r.text}`);
-  const id = r.body.collectionID as string;
-  for (const [n, type] of columns) {
-    const a = await sys.dev.put("/admin/collectionmanagement", { id, addColumn: { name: n, type } });
-    if (a.status !== 200) throw new Error(`add column: ${a.text}`);
-  }
-  return { id, name };
-}
+const collection = (columns: [string, string][], name = uniq("col"), sys: DevSystem = s) => collectionWith(sys, columns, name);
 async function rows(colId: string, query?: unknown): Promise<any[]> {
   const r = await s.dev.get(`/api/v/1/data/${colId}${query === undefined ? "" : `?query=${qs(query)}`}`);
   if (r.status !== 200) throw new Error(`fetch rows: ${r.status} ${r.text}`);

@@ -20,30 +20,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200 } from "./harness.ts";
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 
-/** Polls `pred` until it holds or `ms` pass; returns whether it held. */
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 20_000, every = 100): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try { if (await pred()) return true; } catch { /* not yet */ }
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
-
-function isErr(t: Test, r: HttpResponse, status: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-}
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
 function must<T = any>(r: HttpResponse<T>, what: string): HttpResponse<T> {
   if (r.status !== 200) throw new Error(`${what}: ${r.status} ${r.text.slice(0, 500)}`);
   return r;

@@ -9,29 +9,11 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import t, { type Test } from "tap";
 import WebSocket from "ws";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, freePort, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, freePort, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 
-async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_000, every = 100): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try { if (await pred()) return true; } catch { /* not yet */ }
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
-
-function isErr(t: Test, r: HttpResponse, status: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-}
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
 
 const dirs: string[] = [];
 function dataDir() { const d = mkdtempSync(join(tmpdir(), "outpost-edges-e2e-")); dirs.push(d); return d; }
@@ -94,17 +76,6 @@ async function createEdge(name: string, body: Record<string, unknown> = {}, sys:
   const r = await sys.dev.post(adminEdge(name, sys.systemKey), body);
   if (r.status !== 200) throw new Error(`create edge ${name}: ${r.status} ${r.text}`);
   return r.body;
-}
-
-async function collection(sys: DevSystem, columns: [string, string][], name = uniq("col")) {
-  const r = await sys.dev.post("/admin/collectionmanagement", { name, appID: sys.systemKey });
-  if (r.status !== 200) throw new Error(`create collection: ${r.text}`);
-  const id = r.body.collectionID as string;
-  for (const [n, type] of columns) {
-    const a = await sys.dev.put("/admin/collectionmanagement", { id, addColumn: { name: n, type } });
-    if (a.status !== 200) throw new Error(`add column: ${a.text}`);
-  }
-  return { id, name };
 }
 
 /** All rows of a collection, item_id -> values (without item_id), as one server sees them. */
@@ -431,7 +402,7 @@ async function eventsOn(c: Client, tag: string) {
 t.test("initial sync of every asset kind: collections with rows, services, libraries, triggers, timers, roles, users, devices", async (t) => {
   for (const [k, cols] of [["ref", [["label", "string"], ["n", "int"]]], ["inbox", [["label", "string"], ["n", "int"]]], ["up", [["label", "string"], ["n", "int"]]],
     ["events", [["tag", "string"], ["on_edge", "bool"], ["edge_id", "string"], ["payload", "string"]]], ["schemaOnly", [["label", "string"]]], ["priv", [["label", "string"]]]] as const) {
-    const c = await collection(s, cols as unknown as [string, string][], A[k].name);
+    const c = await collectionWith(s, cols as unknown as [string, string][], A[k].name);
     A[k].id = c.id;
   }
   const refRows = Array.from({ length: REF_ROWS }, (_, i) => ({ label: `r${i}`, n: i }));
@@ -724,7 +695,7 @@ t.test("an asset that cannot apply is failed, does not block the others, and is 
   const ed = await devOn(edge);
   const clash = uniq("clash");
   // a collection made on the edge itself holds the name of a platform collection the template then brings
-  const c = await collection(s, [["label", "string"]], clash);
+  const c = await collectionWith(s, [["label", "string"]], clash);
   const local = await ed.post("/admin/collectionmanagement", { name: clash, appID: SK });
   ok200(t, local, "a local collection on the edge");
   ok200(t, await s.dev.put(tplPath(EDGE), { add: [{ def_module: "collection", def_name: clash, mode: "sync_to_edge" }] }), "the template names the platform's collection");

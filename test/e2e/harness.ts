@@ -6,6 +6,7 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { Test } from "tap";
 
 export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
 
@@ -219,12 +220,39 @@ export function hasCommand(cmd: string): boolean {
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Polls `pred` until it holds or `ms` pass; returns whether it held. */
+/** Polls `pred` until it holds or `ms` pass; returns whether it held. A `pred` that throws (a
+ *  server restarting, say) counts as not yet. */
 export async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_000, every = 50): Promise<boolean> {
   const deadline = Date.now() + ms;
   for (;;) {
-    if (await pred()) return true;
+    try { if (await pred()) return true; } catch { /* not yet */ }
     if (Date.now() > deadline) return false;
     await sleep(every);
   }
+}
+
+/** A query object as a URL parameter. */
+export const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
+
+/** Asserts an error answer: the status and the envelope. */
+export function isErr(t: Test, r: HttpResponse, status: number, what = "") {
+  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
+  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
+}
+
+/** Asserts a 200, showing the body when it is not. */
+export function ok200(t: Test, r: HttpResponse, what = "") {
+  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
+}
+
+/** A collection with columns, made by the system's developer. */
+export async function collectionWith(sys: DevSystem, columns: [string, string][], name = uniq("col")) {
+  const r = await sys.dev.post("/admin/collectionmanagement", { name, appID: sys.systemKey });
+  if (r.status !== 200) throw new Error(`create collection: ${r.text}`);
+  const id = r.body.collectionID as string;
+  for (const [n, type] of columns) {
+    const a = await sys.dev.put("/admin/collectionmanagement", { id, addColumn: { name: n, type } });
+    if (a.status !== 200) throw new Error(`add column: ${a.text}`);
+  }
+  return { id, name };
 }

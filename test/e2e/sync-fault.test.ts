@@ -9,30 +9,19 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { Client, type Outpost, devWithSystem, freePort, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type Outpost, devWithSystem, freePort, request, startOutpost, uniq, sleep, waitFor, qs } from "./harness.ts";
 
 const ROWS = 10_000;
 const ROUNDS = 24;
 /** The longest a kill waits after the round starts (random below it). */
 const KILL_WITHIN_MS = 1_500;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 
 // a seeded generator, so a failing run can be repeated with OUTPOST_FAULT_SEED
 const SEED = Number(process.env.OUTPOST_FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
 let state = SEED || 1;
 const rand = () => { state ^= state << 13; state ^= state >>> 17; state ^= state << 5; return ((state >>> 0) % 1_000_000) / 1_000_000; };
 const randInt = (n: number) => Math.floor(rand() * n);
-
-async function waitFor(pred: () => boolean | Promise<boolean>, ms: number, every = 200): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try { if (await pred()) return true; } catch { /* not yet */ }
-    if (Date.now() > deadline) return false;
-    await sleep(every);
-  }
-}
 
 const dirs: string[] = [];
 function dataDir() { const d = mkdtempSync(join(tmpdir(), "outpost-fault-e2e-")); dirs.push(d); return d; }

@@ -7,7 +7,7 @@
 import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -17,28 +17,9 @@ const SK = s.systemKey;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 /** Time for a trigger or timer change to reach the dispatcher before the action that should fire it. */
 const SETTLE_MS = 300;
 
-function isErr(t: Test, r: HttpResponse, status: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-}
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
-
-async function collection(sys: DevSystem, columns: [string, string][], name = uniq("col")) {
-  const r = await sys.dev.post("/admin/collectionmanagement", { name, appID: sys.systemKey });
-  if (r.status !== 200) throw new Error(`create collection: ${r.text}`);
-  const id = r.body.collectionID as string;
-  for (const [n, type] of columns) {
-    const a = await sys.dev.put("/admin/collectionmanagement", { id, addColumn: { name: n, type } });
-    if (a.status !== 200) throw new Error(`add column: ${a.text}`);
-  }
-  return { id, name };
-}
 
 async function service(sys: DevSystem, name: string, code: string, extra: Record<string, unknown> = {}) {
   const r = await sys.dev.post(`/admin/code/v/1/${sys.systemKey}/${name}`, { code, parameters: [], ...extra });
@@ -51,7 +32,7 @@ const eventCols = new Map<string, { id: string; name: string }>();
 async function events(sys: DevSystem) {
   let c = eventCols.get(sys.systemKey);
   if (!c) {
-    c = await collection(sys, [["tag", "string"], ["trig", "string"], ["payload", "string"], ["at", "float"]], uniq("events"));
+    c = await collectionWith(sys, [["tag", "string"], ["trig", "string"], ["payload", "string"], ["at", "float"]], uniq("events"));
     eventCols.set(sys.systemKey, c);
   }
   return c;
@@ -290,8 +271,8 @@ t.test("trigger handler failures", async (t) => {
 // ---- firing -----------------------------------------------------------------------------------
 
 t.test("Data::ItemCreated fires from an HTTP insert, filtered by collectionName", async (t) => {
-  const watched = await collection(s, [["v", "string"]]);
-  const other = await collection(s, [["v", "string"]]);
+  const watched = await collectionWith(s, [["v", "string"]]);
+  const other = await collectionWith(s, [["v", "string"]]);
   const rec = await recorder(s);
   await trigger(s, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: watched.name }, service_name: rec.name });
   const recId = await recorder(s);
@@ -395,7 +376,7 @@ t.test("Messaging::Publish fires from an MQTT publish matching a/# (not b/x)", a
 });
 
 t.test("a disabled trigger does not fire; enabling it again does", async (t) => {
-  const col = await collection(s, [["v", "int"]]);
+  const col = await collectionWith(s, [["v", "int"]]);
   const rec = await recorder(s);
   const name = await trigger(s, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: col.name }, service_name: rec.name, disabled: true });
   ok200(t, await s.dev.post(`/api/v/1/data/${col.id}`, { v: 1 }));
@@ -414,7 +395,7 @@ t.test("a disabled trigger does not fire; enabling it again does", async (t) => 
 
 t.test("a trigger whose service causes its own event does not loop forever", async (t) => {
   // in its own system so no other trigger sees these inserts
-  const col = await collection(s2, [["n", "int"]]);
+  const col = await collectionWith(s2, [["n", "int"]]);
   const name = uniq("looper");
   await service(s2, name, `function ${name}(req, resp) {
     ClearBlade.Collection({ collectionName: "${col.name}" }).create({ n: 1 }, function (err) { resp.success(err ? "failed" : "inserted"); });
@@ -620,7 +601,7 @@ t.test("timer survives a restart and keeps its frequency", async (t) => {
   const dir = srv.dataDir;
   t.teardown(async () => { await srv.stop(); rmSync(dir, { recursive: true, force: true }); });
   const sys = await devWithSystem(srv, "timers-restart");
-  const col = await collection(sys, [["n", "int"], ["at", "float"]]);
+  const col = await collectionWith(sys, [["n", "int"], ["at", "float"]]);
   const name = uniq("tick");
   await service(sys, name, `function ${name}(req, resp) { ClearBlade.Collection({ collectionName: "${col.name}" }).create({ n: req.params.runs, at: Date.now() }, function () { resp.success(1); }); }`);
   ok200(t, await sys.dev.post(`/admin/triggers/timers/${sys.systemKey}/${name}`, { frequency: 2, repeats: -1, start_time: "now", service_name: name }), "create a timer every 2 s");

@@ -47,6 +47,12 @@ async function run(cmd: string[], env: Record<string, string> = {}): Promise<{ c
 }
 
 let passed = 0, failed = 0, ran = 0;
+// what failed, repeated at the end: a CI log is often read from its tail only
+const failures: string[] = [];
+function collectFailures(out: string, start: RegExp, context: number) {
+  const lines = out.split("\n");
+  lines.forEach((l, i) => { if (start.test(l)) failures.push(lines.slice(i, i + context + 1).join("\n")); });
+}
 
 // 1. binary
 if (!process.env.OUTPOST_BIN && (!existsSync(BIN) || statSync(BIN).mtimeMs < Math.max(newestMtime(join(ROOT, "src")), statSync(join(ROOT, "package.json")).mtimeMs))) {
@@ -62,6 +68,7 @@ if (unit.length && !only.has("--e2e")) {
   passed += Number(pass?.[1] ?? 0);
   failed += Number(fail?.[1] ?? 0);
   if (r.code !== 0 && !fail?.[1]) failed += 1; // crashed before reporting
+  collectFailures(r.out, /^\(fail\) /, 0);
   ran++;
 }
 
@@ -87,10 +94,13 @@ if (e2e.length && !only.has("--unit")) {
       failed += Number(sum[1]) - Number(sum[2]);
     } else failed += 1;
     if (r.code !== 0 && sum && Number(sum[1]) === Number(sum[2])) failed += 1;
+    // a failed assertion with its diagnostics (tap's YAML block follows the line)
+    collectFailures(r.out, /^\s*not ok \d+/, 12);
     ran++;
     rmSync(outdir, { recursive: true, force: true });
   }
 }
 
+if (failures.length) console.log(`\nFailures:\n${failures.join("\n")}`);
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed > 0 || ran === 0 || passed === 0 ? 1 : 0);

@@ -8,8 +8,8 @@ import type { SecretBox } from "../auth/secrets.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
 import { objectBody } from "../core/validate.ts";
-import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials, type SqlDialect } from "../external/connector.ts";
-import { countSql, deleteSql, insertSql, selectSql, tableIdent, updateSql } from "../external/tables.ts";
+import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials } from "../external/connector.ts";
+import { tableIdent } from "../external/tables.ts";
 import type { Query } from "../core/query.ts";
 import type { CollectionRow } from "../store/collections.ts";
 import type { ConnectorPool } from "../external/pool.ts";
@@ -120,9 +120,10 @@ export class ExternalDbs {
     const { dbtype: _t, tablename, ...raw } = changes;
     if (raw.password === "********") delete raw.password;
     const creds = parseCredentials(type, raw, cur?.creds);
-    const table = tablename ?? cur?.table;
-    if (typeof table !== "string" || !table) throw fail("INVALID_ARGUMENT", "tablename is required");
-    tableIdent("postgres", table);
+    // the table (SQL) or collection (MongoDB); a CouchDB connection is its database
+    const table = tablename ?? cur?.table ?? "";
+    if (typeof table !== "string" || (!table && type !== "couchdb")) throw fail("INVALID_ARGUMENT", "tablename is required");
+    if (table) tableIdent("postgres", table);
     return JSON.stringify({ dbtype: type, user: creds.user, address: creds.address, port: creds.port, dbname: creds.dbname, tablename: table, sealed: this.box.seal(JSON.stringify(creds)) });
   }
 
@@ -133,44 +134,31 @@ export class ExternalDbs {
     return { type, creds, table: String(c.tablename ?? "") };
   }
 
+  /** The connection's table operations, bound to its table and the time limit. */
   private table(row: CollectionRow) {
     const { type, creds, table } = this.openConnection(row.connection!);
-    if (type === "mongodb" || type === "couchdb") throw fail("INVALID_ARGUMENT", `items of a ${type} collection are read and written through the external database API (POST /api/v/4/external-db/.../data)`);
-    if (!table) throw fail("INVALID_ARGUMENT", `collection '${row.name}' has no tablename`);
-    const connector = this.pool.get(`collection:${row.collection_id}`, type, creds);
-    const run = async (q: { sql: string; args: unknown[] }) => connector.perform([q.sql, ...q.args], this.d.config.externalDbTimeoutMs);
-    return { dialect: type as SqlDialect, table, run };
+    if (!table && type !== "couchdb") throw fail("INVALID_ARGUMENT", `collection '${row.name}' has no tablename`);
+    const ops = this.pool.get(`collection:${row.collection_id}`, type, creds).table;
+    const ms = this.d.config.externalDbTimeoutMs;
+    return {
+      fetch: (q: Query) => ops.fetch(table, q, ms), count: (q: Query) => ops.count(table, q, ms),
+      insert: (items: Record<string, unknown>[]) => ops.insert(table, items, ms),
+      update: (q: Query, set: Record<string, unknown>) => ops.update(table, q, set, ms), delete: (q: Query) => ops.delete(table, q, ms),
+    };
   }
 
   async tableFetch(row: CollectionRow, q: Query): Promise<{ rows: unknown[]; total: number }> {
     const t = this.table(row);
-    const rows = (await t.run(selectSql(t.dialect, t.table, q))).Data;
-    const total = q.pageSize && (rows.length === q.pageSize || q.pageNum > 1) ? await this.tableCount(row, q) : (q.pageNum - 1) * q.pageSize + rows.length;
+    const rows = await t.fetch(q);
+    // a page that is not full tells the total without a second query
+    const total = q.pageSize && (rows.length === q.pageSize || (rows.length === 0 && q.pageNum > 1)) ? await t.count(q) : (q.pageNum - 1) * q.pageSize + rows.length;
     return { rows, total };
   }
 
-  async tableCount(row: CollectionRow, q: Query): Promise<number> {
-    const t = this.table(row);
-    const r = (await t.run(countSql(t.dialect, t.table, q))).Data[0] as Record<string, unknown> | undefined;
-    return Number(r?.n ?? 0);
-  }
-
-  async tableInsert(row: CollectionRow, items: Record<string, unknown>[]): Promise<number> {
-    const t = this.table(row);
-    let n = 0;
-    for (const it of items) n += (await t.run(insertSql(t.dialect, t.table, it))).Total;
-    return n;
-  }
-
-  async tableUpdate(row: CollectionRow, q: Query, set: Record<string, unknown>): Promise<number> {
-    const t = this.table(row);
-    return (await t.run(updateSql(t.dialect, t.table, q, set))).Total;
-  }
-
-  async tableDelete(row: CollectionRow, q: Query): Promise<number> {
-    const t = this.table(row);
-    return (await t.run(deleteSql(t.dialect, t.table, q))).Total;
-  }
+  tableCount(row: CollectionRow, q: Query) { return this.table(row).count(q); }
+  tableInsert(row: CollectionRow, items: Record<string, unknown>[]) { return this.table(row).insert(items); }
+  tableUpdate(row: CollectionRow, q: Query, set: Record<string, unknown>) { return this.table(row).update(q, set); }
+  tableDelete(row: CollectionRow, q: Query) { return this.table(row).delete(q); }
 
   /** A connection collection changed or went: its connector closes. */
   forgetCollection(id: string) { return this.pool.drop(`collection:${id}`); }

@@ -1,6 +1,7 @@
 // External databases (spec §4.4, §2 "External database credentials", wire reference §12): the
 // credential rules with their defaults, and the one interface every database implements.
 import { fail } from "../core/errors.ts";
+import type { Query } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 
 export const DB_TYPES = ["mongodb", "postgres", "mysql", "mssql", "couchdb"] as const;
@@ -21,10 +22,21 @@ export interface Credentials {
 /** The result of a data operation, as clients read it. */
 export interface DataResult { Data: unknown[]; Total: number }
 
+/** A collection's items on a table (SQL), a collection (MongoDB) or a database (CouchDB): the
+ *  collection query and item writes of spec §4.3, for collections that are database connections. */
+export interface TableOps {
+  fetch(table: string, q: Query, timeoutMs: number): Promise<unknown[]>;
+  count(table: string, q: Query, timeoutMs: number): Promise<number>;
+  insert(table: string, items: Record<string, unknown>[], timeoutMs: number): Promise<number>;
+  update(table: string, q: Query, set: Record<string, unknown>, timeoutMs: number): Promise<number>;
+  delete(table: string, q: Query, timeoutMs: number): Promise<number>;
+}
+
 /** One database connection (pooled inside). Errors thrown are ApiErrors with a clear message. */
 export interface Connector {
   /** `operation` as the wire carries it: SQL and positional arguments; a MongoDB expression; a CouchDB call. */
   perform(operation: unknown[], timeoutMs: number): Promise<DataResult>;
+  table: TableOps;
   close(): Promise<void>;
 }
 

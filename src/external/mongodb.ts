@@ -6,6 +6,7 @@ import { EJSON } from "bson";
 import { MongoClient } from "mongodb";
 import { ApiError, fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError } from "./connector.ts";
+import { documentFilter } from "./tables.ts";
 
 const METHODS = ["find", "findOne", "insertOne", "insertMany", "insert", "updateOne", "updateMany", "update", "deleteOne", "deleteMany", "countDocuments", "estimatedDocumentCount", "aggregate", "distinct"] as const;
 type Method = (typeof METHODS)[number];
@@ -92,6 +93,7 @@ export function mongoConnector(c: Credentials): Connector {
   const client = new MongoClient(mongoUri(c), { serverSelectionTimeoutMS: 5_000, connectTimeoutMS: 5_000, maxPoolSize: 5 });
   let connecting: Promise<MongoClient> | null = null;
   const ready = () => (connecting ??= client.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
+  const collection = async (name: string) => (await ready()).db(c.dbname).collection(name);
   return {
     async perform(op, timeoutMs): Promise<DataResult> {
       const o = parseMongoOperation(op[0]);
@@ -145,6 +147,27 @@ export function mongoConnector(c: Credentials): Connector {
         throw databaseError(e);
       }
     },
+    table: {
+      fetch: (t, q, ms) => guard(ms, async () => {
+        let cur = (await collection(t)).find(documentFilter(q), { maxTimeMS: ms, ...(q.select ? { projection: Object.fromEntries(q.select.map((f) => [f, 1])) } : {}) });
+        if (q.sort.length) cur = cur.sort(Object.fromEntries(q.sort.map((x) => [x.field, x.desc ? -1 : 1])) as never);
+        if (q.pageSize) cur = cur.skip((q.pageNum - 1) * q.pageSize).limit(q.pageSize);
+        return cur.toArray();
+      }),
+      count: (t, q, ms) => guard(ms, async () => (await collection(t)).countDocuments(documentFilter(q), { maxTimeMS: ms })),
+      insert: (t, items, ms) => guard(ms, async () => (await (await collection(t)).insertMany(items as never[])).insertedCount),
+      update: (t, q, set, ms) => guard(ms, async () => (await (await collection(t)).updateMany(documentFilter(q), { $set: set } as never, { maxTimeMS: ms } as never)).modifiedCount),
+      delete: (t, q, ms) => guard(ms, async () => (await (await collection(t)).deleteMany(documentFilter(q), { maxTimeMS: ms } as never)).deletedCount),
+    },
     close: () => client.close(),
   };
+}
+
+/** Driver errors as clear 400s (a timeout named as one). */
+async function guard<T>(ms: number, fn: () => Promise<T>): Promise<T> {
+  try { return await fn(); } catch (e) {
+    if (e instanceof ApiError) throw e;
+    if ((e as { code?: number }).code === 50) throw fail("EXTERNAL_DB", `the operation did not finish within ${ms / 1000} s and was cancelled`);
+    throw databaseError(e);
+  }
 }

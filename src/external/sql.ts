@@ -5,6 +5,7 @@ import mysql from "mysql2/promise";
 import pg from "pg";
 import { fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError, positional, sqlOperation } from "./connector.ts";
+import { sqlTable } from "./tables.ts";
 
 const POOL_MAX = 5;
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -17,26 +18,24 @@ export function postgresConnector(c: Credentials): Connector {
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30_000, ...(c.tls ? { ssl: { rejectUnauthorized: false } } : {}),
   });
   pool.on("error", () => { /* an idle client's error: the next query reconnects */ });
-  return {
-    async perform(op, timeoutMs): Promise<DataResult> {
-      const { sql, args } = positional("postgres", ...splitOp(op));
-      let client: pg.PoolClient;
-      try { client = await pool.connect(); } catch (e) { throw databaseError(e, "could not connect"); }
-      try {
-        // statement_timeout makes the server cancel the statement itself
-        await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);
-        const r = await client.query({ text: sql, values: args });
-        const last = Array.isArray(r) ? r[r.length - 1] : r;
-        return last.rows?.length || last.command === "SELECT" ? { Data: last.rows, Total: last.rows.length } : { Data: [], Total: last.rowCount ?? 0 };
-      } catch (e) {
-        if ((e as { code?: string }).code === "57014") throw timedOut(timeoutMs);
-        throw databaseError(e);
-      } finally {
-        client.release();
-      }
-    },
-    close: () => pool.end(),
+  const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
+    const { sql, args } = positional("postgres", ...splitOp(op));
+    let client: pg.PoolClient;
+    try { client = await pool.connect(); } catch (e) { throw databaseError(e, "could not connect"); }
+    try {
+      // statement_timeout makes the server cancel the statement itself
+      await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);
+      const r = await client.query({ text: sql, values: args });
+      const last = Array.isArray(r) ? r[r.length - 1] : r;
+      return last.rows?.length || last.command === "SELECT" ? { Data: last.rows, Total: last.rows.length } : { Data: [], Total: last.rowCount ?? 0 };
+    } catch (e) {
+      if ((e as { code?: string }).code === "57014") throw timedOut(timeoutMs);
+      throw databaseError(e);
+    } finally {
+      client.release();
+    }
   };
+  return { perform, table: sqlTable("postgres", perform), close: () => pool.end() };
 }
 
 export function mysqlConnector(c: Credentials): Connector {
@@ -44,22 +43,20 @@ export function mysqlConnector(c: Credentials): Connector {
     host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, connectionLimit: POOL_MAX,
     connectTimeout: CONNECT_TIMEOUT_MS, dateStrings: false, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: false,
   });
-  return {
-    async perform(op, timeoutMs): Promise<DataResult> {
-      const { sql, args } = positional("mysql", ...splitOp(op));
-      try {
-        const [rows] = await pool.query({ sql, values: args, timeout: timeoutMs });
-        if (Array.isArray(rows)) return { Data: rows as unknown[], Total: rows.length };
-        return { Data: [], Total: (rows as { affectedRows?: number }).affectedRows ?? 0 };
-      } catch (e) {
-        const code = (e as { code?: string }).code;
-        if (code === "PROTOCOL_SEQUENCE_TIMEOUT") throw timedOut(timeoutMs);
-        if (code === "ECONNREFUSED" || code === "ER_ACCESS_DENIED_ERROR" || code === "ETIMEDOUT" || code === "ENOTFOUND" || code === "ER_BAD_DB_ERROR") throw databaseError(e, "could not connect");
-        throw databaseError(e);
-      }
-    },
-    close: () => pool.end(),
+  const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
+    const { sql, args } = positional("mysql", ...splitOp(op));
+    try {
+      const [rows] = await pool.query({ sql, values: args, timeout: timeoutMs });
+      if (Array.isArray(rows)) return { Data: rows as unknown[], Total: rows.length };
+      return { Data: [], Total: (rows as { affectedRows?: number }).affectedRows ?? 0 };
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (code === "PROTOCOL_SEQUENCE_TIMEOUT") throw timedOut(timeoutMs);
+      if (code === "ECONNREFUSED" || code === "ER_ACCESS_DENIED_ERROR" || code === "ETIMEDOUT" || code === "ENOTFOUND" || code === "ER_BAD_DB_ERROR") throw databaseError(e, "could not connect");
+      throw databaseError(e);
+    }
   };
+  return { perform, table: sqlTable("mysql", perform), close: () => pool.end() };
 }
 
 export function mssqlConfig(c: Credentials): mssql.config {
@@ -74,23 +71,21 @@ export function mssqlConnector(c: Credentials): Connector {
   const pool = new mssql.ConnectionPool(mssqlConfig(c));
   let connecting: Promise<mssql.ConnectionPool> | null = null;
   const ready = () => (connecting ??= pool.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
-  return {
-    async perform(op, timeoutMs): Promise<DataResult> {
-      const { sql, args } = positional("mssql", ...splitOp(op));
-      const p = await ready();
-      const req = p.request();
-      (req as unknown as { timeout: number }).timeout = timeoutMs;
-      args.forEach((a, i) => req.input(`p${i + 1}`, a as never));
-      try {
-        const r = await req.query(sql);
-        return r.recordset ? { Data: r.recordset, Total: r.recordset.length } : { Data: [], Total: r.rowsAffected.reduce((x, y) => x + y, 0) };
-      } catch (e) {
-        if ((e as { code?: string }).code === "ETIMEOUT") throw timedOut(timeoutMs);
-        throw databaseError(e);
-      }
-    },
-    close: async () => { await pool.close(); },
+  const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
+    const { sql, args } = positional("mssql", ...splitOp(op));
+    const p = await ready();
+    const req = p.request();
+    (req as unknown as { timeout: number }).timeout = timeoutMs;
+    args.forEach((a, i) => req.input(`p${i + 1}`, a as never));
+    try {
+      const r = await req.query(sql);
+      return r.recordset ? { Data: r.recordset, Total: r.recordset.length } : { Data: [], Total: r.rowsAffected.reduce((x, y) => x + y, 0) };
+    } catch (e) {
+      if ((e as { code?: string }).code === "ETIMEOUT") throw timedOut(timeoutMs);
+      throw databaseError(e);
+    }
   };
+  return { perform, table: sqlTable("mssql", perform), close: async () => { await pool.close(); } };
 }
 
 function splitOp(op: unknown[]): [string, unknown[]] {

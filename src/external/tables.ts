@@ -3,7 +3,7 @@
 // SQL on the connection's table, with `$n` arguments (each connector puts them in its dialect).
 import { fail } from "../core/errors.ts";
 import type { Query } from "../core/query.ts";
-import type { SqlDialect } from "./connector.ts";
+import type { DataResult, SqlDialect, TableOps } from "./connector.ts";
 
 const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -85,3 +85,25 @@ export function deleteSql(d: SqlDialect, table: string, q: Query): { sql: string
 }
 
 const jsonable = (v: unknown) => (v !== null && typeof v === "object" ? JSON.stringify(v) : v);
+
+/** Table operations for a SQL connector, through its own `perform`. */
+export function sqlTable(d: SqlDialect, perform: (op: unknown[], timeoutMs: number) => Promise<DataResult>): TableOps {
+  const run = (q: { sql: string; args: unknown[] }, ms: number) => perform([q.sql, ...q.args], ms);
+  return {
+    fetch: async (t, q, ms) => (await run(selectSql(d, t, q), ms)).Data,
+    count: async (t, q, ms) => Number(((await run(countSql(d, t, q), ms)).Data[0] as { n?: unknown } | undefined)?.n ?? 0),
+    insert: async (t, items, ms) => { let n = 0; for (const it of items) n += (await run(insertSql(d, t, it), ms)).Total; return n; },
+    update: async (t, q, set, ms) => (await run(updateSql(d, t, q, set), ms)).Total,
+    delete: async (t, q, ms) => (await run(deleteSql(d, t, q), ms)).Total,
+  };
+}
+
+/** The collection query as a MongoDB filter / CouchDB Mango selector (the same operators). */
+export function documentFilter(q: Query): Record<string, unknown> {
+  const op: Record<string, string> = { EQ: "$eq", NEQ: "$ne", GT: "$gt", GTE: "$gte", LT: "$lt", LTE: "$lte", RE: "$regex" };
+  const groups = q.filters.map((g) => ({ $and: g.map((c) => {
+    if (!/^[A-Za-z_][A-Za-z0-9_.]*$/.test(c.field)) throw fail("BAD_QUERY", `'${c.field}' is not a plain field name`);
+    return { [c.field]: { [op[c.op]!]: c.value } };
+  }) }));
+  return groups.length === 0 ? {} : groups.length === 1 ? groups[0]! : { $or: groups };
+}

@@ -3,6 +3,7 @@
 // CouchDB cannot be installed here: their request translation is tested in translation.test.ts.
 import { afterAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 import { type Connector, type Credentials, parseCredentials } from "../../../src/external/connector.ts";
 import { mysqlConnector, postgresConnector } from "../../../src/external/sql.ts";
 import { available, canConnect } from "../services.ts";
@@ -56,6 +57,20 @@ for (const t of targets) {
       await c.perform([`INSERT INTO ${table} (id, label, n) VALUES ($1, $2, $3)`, 3, evil, 0], 5_000);
       const r = await c.perform([`SELECT label FROM ${table} WHERE id = $1`, 3], 5_000);
       expect((r.Data[0] as any).label).toBe(evil.slice(0, 50));
+    });
+
+    test("table operations: the collection query and item writes on a table", async () => {
+      const tbl = `${table}_items`;
+      await c.perform([`CREATE TABLE ${tbl} (item_id VARCHAR(10), site VARCHAR(20), value INT)`], 5_000);
+      try {
+        expect(await c.table.insert(tbl, [{ item_id: "a", site: "n", value: 1 }, { item_id: "b", site: "n", value: 5 }, { item_id: "c", site: "s", value: 9 }], 5_000)).toBe(3);
+        const q = parseQuery({ FILTERS: [[{ EQ: { site: "n" } }], [{ GT: { value: 8 } }]], SORT: [{ DESC: "value" }], PAGESIZE: 2, PAGENUM: 1 });
+        expect((await c.table.fetch(tbl, q, 5_000)).map((r: any) => r.item_id)).toEqual(["c", "b"]);
+        expect(await c.table.count(tbl, q, 5_000)).toBe(3);
+        expect(await c.table.update(tbl, parseQuery([[{ LT: { value: 5 } }]]), { site: "x" }, 5_000)).toBe(1);
+        expect(await c.table.delete(tbl, parseQuery([[{ EQ: { site: "x" } }]]), 5_000)).toBe(1);
+        expect(await c.table.count(tbl, parseQuery([]), 5_000)).toBe(2);
+      } finally { await c.perform([`DROP TABLE ${tbl}`], 5_000); }
     });
 
     test("bad SQL is a clear 400", async () => {

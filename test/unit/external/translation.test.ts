@@ -9,7 +9,9 @@ import { ObjectId } from "bson";
 import { SecretBox } from "../../../src/auth/secrets.ts";
 import { ApiError } from "../../../src/core/errors.ts";
 import { dbTypeOf, maskCredentials, parseCredentials, positional } from "../../../src/external/connector.ts";
-import { couchConnector, couchRequest } from "../../../src/external/couchdb.ts";
+import { couchConnector, couchRequest, mangoQuery } from "../../../src/external/couchdb.ts";
+import { deleteSql, documentFilter, insertSql, selectSql, updateSql } from "../../../src/external/tables.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 import { mongoUri, parseMongoOperation } from "../../../src/external/mongodb.ts";
 import { mssqlConfig } from "../../../src/external/sql.ts";
 
@@ -154,5 +156,50 @@ describe("sealed credentials", () => {
     const flipped = sealed.slice(0, -4) + (sealed.endsWith("AAAA") ? "BBBB" : "AAAA");
     expect(() => box.open(flipped)).toThrow();
     expect(() => SecretBox.load(dir, "another key entirely").open(sealed)).toThrow();
+  });
+});
+
+describe("collections that are database connections", () => {
+  const q = parseQuery({ FILTERS: [[{ GT: { value: 10 } }, { EQ: { site: "north" } }], [{ NEQ: { flag: null } }]], SORT: [{ DESC: "value" }], PAGESIZE: 5, PAGENUM: 3, SELECTCOLUMNS: ["site", "value"] });
+  test("SQL per dialect: quoted names, $n arguments, paging", () => {
+    expect(selectSql("postgres", "public.readings", q)).toEqual({
+      sql: `SELECT "site", "value" FROM "public"."readings" WHERE ("value" > $1 AND "site" = $2) OR ("flag" IS NOT NULL) ORDER BY "value" DESC LIMIT 5 OFFSET 10`, args: [10, "north"] });
+    expect(selectSql("mysql", "readings", q).sql).toBe("SELECT `site`, `value` FROM `readings` WHERE (`value` > $1 AND `site` = $2) OR (`flag` IS NOT NULL) ORDER BY `value` DESC LIMIT 5 OFFSET 10");
+    expect(selectSql("mssql", "readings", parseQuery({ PAGESIZE: 5, PAGENUM: 2 })).sql).toBe("SELECT * FROM [readings] ORDER BY (SELECT NULL) OFFSET 5 ROWS FETCH NEXT 5 ROWS ONLY");
+    expect(updateSql("postgres", "t", parseQuery([[{ EQ: { id: 1 } }]]), { a: 2, b: { x: 1 } })).toEqual({ sql: `UPDATE "t" SET "a" = $1, "b" = $2 WHERE ("id" = $3)`, args: [2, '{"x":1}', 1] });
+    expect(insertSql("mysql", "t", { a: 1, b: "x" })).toEqual({ sql: "INSERT INTO `t` (`a`, `b`) VALUES ($1, $2)", args: [1, "x"] });
+    expect(deleteSql("mssql", "t", parseQuery([]))).toEqual({ sql: "DELETE FROM [t]", args: [] });
+    refused(() => selectSql("postgres", "t", parseQuery([[{ EQ: { "a; drop": 1 } }]])), /plain/);
+    refused(() => selectSql("mssql", "t", parseQuery([[{ RE: { a: "x" } }]])), /regular expressions/);
+    refused(() => selectSql("postgres", "a.b.c", parseQuery([])), /tablename/);
+  });
+  test("MongoDB filters and CouchDB Mango queries use the same operators", () => {
+    expect(documentFilter(q)).toEqual({ $or: [{ $and: [{ value: { $gt: 10 } }, { site: { $eq: "north" } }] }, { $and: [{ flag: { $ne: null } }] }] });
+    expect(documentFilter(parseQuery([]))).toEqual({});
+    expect(mangoQuery(parseQuery({ FILTERS: [[{ RE: { site: "^n" } }]], SORT: [{ ASC: "at" }], PAGESIZE: 10, PAGENUM: 2 }))).toEqual({
+      selector: { $and: [{ site: { $regex: "^n" } }] }, sort: [{ at: "asc" }], limit: 10, skip: 10 });
+  });
+  test("CouchDB items: _find, _bulk_docs for inserts, updates (merged, with _rev) and deletes", async () => {
+    const seen: { path: string; body: any }[] = [];
+    const docs = [{ _id: "a", _rev: "1-x", site: "north", value: 1 }, { _id: "b", _rev: "1-y", site: "north", value: 2 }];
+    const server = Bun.serve({ port: 0, fetch: async (req) => {
+      const body: any = await req.json().catch(() => null);
+      seen.push({ path: new URL(req.url).pathname, body });
+      if (req.url.endsWith("/_find")) return Response.json({ docs: body.fields ? docs.map((d) => Object.fromEntries(body.fields.map((f: string) => [f, (d as any)[f]]))) : docs });
+      return Response.json(body.docs.map((d: any) => ({ ok: true, id: d._id ?? "new", rev: "2-z" })));
+    } });
+    try {
+      const c = couchConnector(parseCredentials("couchdb", { ...base, address: "127.0.0.1", port: String(server.port) }));
+      const sel = parseQuery([[{ EQ: { site: "north" } }]]);
+      expect(await c.table.fetch("", sel, 2_000)).toEqual(docs);
+      expect(seen.at(-1)).toEqual({ path: "/plant/_find", body: { selector: { $and: [{ site: { $eq: "north" } }] }, limit: 100, skip: 0 } });
+      expect(await c.table.count("", sel, 2_000)).toBe(2);
+      expect(await c.table.insert("", [{ site: "south" }], 2_000)).toBe(1);
+      expect(seen.at(-1)).toEqual({ path: "/plant/_bulk_docs", body: { docs: [{ site: "south" }] } });
+      expect(await c.table.update("", sel, { value: 9 }, 2_000)).toBe(2);
+      expect(seen.at(-1)!.body.docs).toEqual(docs.map((d) => ({ ...d, value: 9 })));
+      expect(await c.table.delete("", sel, 2_000)).toBe(2);
+      expect(seen.at(-1)!.body.docs).toEqual([{ _id: "a", _rev: "1-x", _deleted: true }, { _id: "b", _rev: "1-y", _deleted: true }]);
+    } finally { server.stop(true); }
   });
 });

@@ -10,15 +10,23 @@ import type { Test } from "tap";
 
 export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
 
+/** Ports handed out by this process, never handed out twice. */
+const handedOut = new Set<number>();
+
+/** A port nothing listens on, chosen below the kernel's ephemeral range (32768 and up): a port
+ *  the kernel picked for us could be given to an outgoing connection of a parallel test between
+ *  our check and the server's bind. */
 export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = net.createServer();
-    s.once("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => res(port));
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * 22_000);
+    if (handedOut.has(port)) continue;
+    const free = await new Promise<boolean>((res) => {
+      const s = net.createServer();
+      s.once("error", () => res(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => res(true)));
     });
-  });
+    if (free) { handedOut.add(port); return port; }
+  }
 }
 
 export interface RunResult { code: number | null; stdout: string; stderr: string }
@@ -62,7 +70,17 @@ export interface StartOptions {
   defaultThrottlers?: boolean;
 }
 
+/** Starts the binary; when a parallel test took one of its ports first, again on new ports. */
 export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
+  for (let attempt = 1; ; attempt++) {
+    try { return await startOutpostOnce(opts); }
+    catch (e) {
+      if (attempt >= 4 || !/EADDRINUSE|address already in use|Is port \d+ in use/.test(String(e))) throw e;
+    }
+  }
+}
+
+async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "outpost-e2e-"));
   const [httpPort, mqttPort, mqttWsPort, tls, wss] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const args = [
@@ -97,7 +115,10 @@ export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
   if (opts.waitForHealth !== false) {
     const deadline = Date.now() + 15_000;
     for (;;) {
-      if (proc.exitCode !== null) throw new Error(`outpost exited with ${proc.exitCode}:\n${out}`);
+      if (proc.exitCode !== null) {
+        if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+        throw new Error(`outpost exited with ${proc.exitCode}:\n${out}`);
+      }
       try {
         const r = await request(url, "GET", "/health");
         if (r.status === 200) break;

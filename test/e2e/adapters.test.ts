@@ -25,7 +25,8 @@ const edgeArgs = ["--mode", "edge", "--platform-url", platform.url, "--system-ke
 let edge: Outpost = await startOutpost({ args: edgeArgs, keepData: true });
 t.teardown(async () => { await edge.stop(); await platform.stop(); });
 const connected = () => s.dev.get(`/admin/edges/${SK}/${EDGE}`).then((r) => r.body.isConnected === true);
-if (!(await waitFor(connected))) throw new Error("the edge did not connect");
+// generous: at the start of a run every test file starts its servers at once
+if (!(await waitFor(connected, 45_000))) throw new Error(`the edge did not connect:\n${edge.logs().slice(-2000)}`);
 
 // the edge gets every adapter
 const tpl = await s.dev.put(`/admin/edges/template/${SK}/${EDGE}`, { add: [{ def_module: "adapter", def_name: "*", mode: "sync_to_edge" }] });

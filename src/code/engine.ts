@@ -181,9 +181,11 @@ export class CodeEngine {
       try { sandbox = this.idle(svc) ?? (await this.checkout(svc)); }
       catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
       const req = {
-        systemKey, systemSecret: system.system_secret, userEmail: principalEmail(p), userid: principalId(p), userToken: opts.userToken ?? "",
-        params: params ?? {}, isLogging: !!opts.logging || svc.logging_enabled === 1, service_instance_id: newUuid(),
-        caller: { userid: principalId(p), userEmail: principalEmail(p), userToken: opts.userToken ?? "" },
+        context: {
+          systemKey, systemSecret: system.system_secret, userEmail: principalEmail(p), userid: principalId(p), userToken: opts.userToken ?? "",
+          isLogging: !!opts.logging || svc.logging_enabled === 1, caller: { userid: principalId(p), userEmail: principalEmail(p), userToken: opts.userToken ?? "" },
+        },
+        params: params ?? {}, instanceId: newUuid(),
       };
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
       const stream = svc.execution_timeout < 0;

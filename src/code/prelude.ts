@@ -189,10 +189,12 @@ export const PRELUDE = String.raw`
   function end(state, kind, value) {
     if (state.finished) return;
     state.finished = true;
+    // the common answer, a string ended synchronously, crosses as is: "s"/"e" then "t" and the text
+    if (state.sync && typeof value === "string") { state.early = kind.charAt(0) + "t" + value; throw DONE; }
     var json;
     try { json = value === undefined ? "null" : JSON.stringify(value); } catch (e) { json = JSON.stringify(String(value)); }
     if (json === undefined) json = "null";
-    if (state.sync) state.early = '{"k":"' + kind + '","v":' + json + '}';
+    if (state.sync) state.early = kind.charAt(0) + "j" + json;
     else finish(kind, json);
     throw DONE; // success and error end the service
   }
@@ -203,9 +205,23 @@ export const PRELUDE = String.raw`
   Resp.prototype.status = function (code) { finish("status", JSON.stringify(code)); return this; };
   var entry = null;
 
-  // __run returns the outcome as JSON text when the service ends before returning (the common
-  // case, saving a host call); otherwise the outcome comes later through __done.
-  globalThis.__run = function (name, reqJson) {
+  // The caller's part of req (keys, user, token) is the same run after run for one caller: it
+  // crosses only when it changed, and every run gets its own copy of it.
+  var context = null;
+  function request(contextJson, run) {
+    if (contextJson !== undefined) context = JSON.parse(contextJson);
+    var c = context, cc = c.caller || {}, nl = run.indexOf("\n");
+    return {
+      systemKey: c.systemKey, systemSecret: c.systemSecret, userEmail: c.userEmail, userid: c.userid, userToken: c.userToken,
+      params: JSON.parse(run.substring(nl + 1)), isLogging: c.isLogging, service_instance_id: run.substring(0, nl),
+      caller: { userid: cc.userid, userEmail: cc.userEmail, userToken: cc.userToken },
+    };
+  }
+  // __run returns the outcome as text when the service ends before returning (the common case,
+  // saving a host call): "s" or "e" (success, error), then "t" and a string or "j" and JSON.
+  // Otherwise the outcome comes later through __done.
+  globalThis.__run = function (name, contextJson, run) {
+    var req = request(contextJson, run);
     if (entry === null) {
       entry = globalThis[name];
       if (typeof entry !== "function") { entry = null; finish("missing", JSON.stringify(name)); return; }
@@ -214,7 +230,7 @@ export const PRELUDE = String.raw`
     var resp = new Resp(state);
     var returned;
     try {
-      returned = entry(JSON.parse(reqJson), resp);
+      returned = entry(req, resp);
     } catch (e) {
       state.sync = false;
       if (e === DONE) return state.early;

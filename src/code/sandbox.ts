@@ -11,6 +11,7 @@ import {
   RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant,
 } from "quickjs-emscripten";
 import wasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
+import { DirectCall } from "./ffi.ts";
 import { PRELUDE } from "./prelude.ts";
 
 let module: Promise<QuickJSWASMModule> | undefined;
@@ -34,6 +35,15 @@ export interface RunHooks {
   log(text: string): void;
 }
 
+/** What a run's `req` is made of (see the prelude's request()). */
+export interface RunRequest {
+  /** systemKey, systemSecret, userEmail, userid, userToken, isLogging, caller: the same for
+   *  every run of one caller, so the sandbox sends it only when it changed */
+  context: Record<string, unknown>;
+  params: unknown;
+  instanceId: string;
+}
+
 export type RunOutcome =
   | { kind: "success" | "error"; value: unknown; status?: number; headers?: Record<string, string> }
   | { kind: "failed"; error: string; timedOut?: boolean };
@@ -45,10 +55,11 @@ export class Sandbox {
   private rt!: QuickJSRuntime;
   private vm!: QuickJSContext;
   private runFn!: QuickJSHandle;
-  /** the entry function's name, made once: a sandbox only ever runs one service */
-  private entryH: QuickJSHandle | undefined;
+  private direct!: DirectCall;
   private isDoneFn!: QuickJSHandle;
   private sliceDeadline = Infinity;
+  /** the request context the context holds, as sent */
+  private lastContext = "";
   private disposed = false;
   /** set when a run left state behind (a failure, pending work): not reused */
   broken = false;
@@ -81,6 +92,7 @@ export class Sandbox {
       for (const lib of src.libraries) s.load(`library ${lib.name}`, lib.code);
       s.load(`service ${src.service.name}`, src.service.code);
       s.runFn = s.vm.getProp(s.vm.global, "__run");
+      s.direct = new DirectCall(s.vm);
       s.isDoneFn = s.vm.getProp(s.vm.global, "__isDone");
     } catch (e) {
       s.dispose();
@@ -144,7 +156,7 @@ export class Sandbox {
 
   /** Runs the entry function once. Resolves when it calls success/error, when no work is left
    *  (success by default), on an uncaught error, or at the deadline (timeoutMs <= 0: none). */
-  run(entry: string, req: unknown, hooks: RunHooks, timeoutMs: number, onFinish?: () => void): Promise<RunOutcome> {
+  run(entry: string, req: RunRequest, hooks: RunHooks, timeoutMs: number, onFinish?: () => void): Promise<RunOutcome> {
     if (this.disposed || this.broken) return Promise.resolve({ kind: "failed", error: "sandbox unavailable" });
     this.hooks = hooks;
     this.outcome = null;
@@ -155,25 +167,24 @@ export class Sandbox {
       // onFinish runs synchronously when the run ends, so the caller can hand the sandbox on
       // before the promise settles (under load, that is what keeps the pool from running dry)
       this.resolveRun = onFinish ? (o) => { onFinish(); resolve(o); } : resolve;
-      const vm = this.vm;
-      this.entryH ??= vm.newString(entry);
-      const reqH = vm.newString(JSON.stringify(req ?? {}));
+      const context = JSON.stringify(req.context);
+      const same = context === this.lastContext;
+      this.lastContext = context;
       this.sliceDeadline = Date.now() + this.limits.sliceMs;
-      const r = vm.callFunction(this.runFn, this.vm.undefined, this.entryH, reqH);
+      const r = this.direct.call(this.runFn, [entry, same ? null : context, `${req.instanceId}\n${JSON.stringify(req.params ?? {})}`]);
       this.sliceDeadline = Infinity;
-      reqH.dispose();
-      if (r.error) {
+      if ("error" in r) {
         const msg = this.errorText(r.error);
         r.error.dispose();
         this.finish({ kind: "failed", error: msg });
         return;
       }
-      // the service ended before returning: its outcome came back with the call
-      const early = vm.typeof(r.value) === "string" ? vm.getString(r.value) : null;
-      r.value.dispose();
-      if (early !== null) {
-        const o = JSON.parse(early) as { k: "success" | "error"; v: unknown };
-        this.finish({ kind: o.k, value: o.v, status: this.status, headers: this.headers });
+      // the service ended before returning: its outcome came back with the call ("s"/"e", then
+      // "t" and text or "j" and JSON; anything else is the text of undefined)
+      const early = r.text;
+      if ((early[0] === "s" || early[0] === "e") && (early[1] === "t" || early[1] === "j")) {
+        const value = early[1] === "t" ? early.slice(2) : JSON.parse(early.slice(2));
+        this.finish({ kind: early[0] === "e" ? "error" : "success", value, status: this.status, headers: this.headers });
         return;
       }
       if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s`, timedOut: true }), timeoutMs);
@@ -237,7 +248,7 @@ export class Sandbox {
       for (const d of this.pending) d.dispose();
       this.pending.clear();
       this.runFn?.dispose();
-      this.entryH?.dispose();
+      this.direct?.dispose();
       this.isDoneFn?.dispose();
       this.vm?.dispose();
       this.rt?.dispose();

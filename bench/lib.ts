@@ -46,6 +46,17 @@ export async function startBaseline(script: string, args: string[] = [], health 
   return { pid: p.pid, url, rssKb: () => rssKb(p.pid), stop: async () => { p.kill("SIGTERM"); await p.exited; } };
 }
 
+/** CPU time a process has used so far (user + system), in microseconds, from /proc (0 elsewhere).
+ *  CPU per request drifts less than requests per second on a shared machine: time the load
+ *  generator or a neighbour takes from the server does not count. */
+export function cpuMicros(pid: number): number {
+  try {
+    const stat = require("node:fs").readFileSync(`/proc/${pid}/stat`, "utf8") as string;
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields from the third on
+    return (Number(f[11]) + Number(f[12])) * (1_000_000 / 100); // utime, stime in 100 Hz ticks
+  } catch { return 0; }
+}
+
 export function rssKb(pid: number): number {
   try {
     const s = require("node:fs").readFileSync(`/proc/${pid}/status`, "utf8") as string;
@@ -74,10 +85,15 @@ export async function load(url: string, headers: Record<string, string> = {}, se
 }
 
 /** Runs A and B alternately `rounds` times and returns the medians (drift hits both alike). */
-export async function alternate(a: () => Promise<number>, b: () => Promise<number>, rounds = 3): Promise<[number, number]> {
-  const as: number[] = [], bs: number[] = [];
-  for (let i = 0; i < rounds; i++) { as.push(await a()); bs.push(await b()); }
-  return [median(as), median(bs)];
+/** Runs a and b in turns; the medians of each, and the median of the per-round ratios a/b (a round's
+ *  two runs see about the same machine, so that ratio drifts least on a shared host). */
+export async function alternate(a: () => Promise<number>, b: () => Promise<number>, rounds = 3): Promise<[number, number, number]> {
+  const as: number[] = [], bs: number[] = [], ratios: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const x = await a(), y = await b();
+    as.push(x); bs.push(y); ratios.push(y > 0 ? x / y : 0);
+  }
+  return [median(as), median(bs), median(ratios)];
 }
 
 export async function json<T = any>(url: string, method = "GET", body?: unknown, headers: Record<string, string> = {}): Promise<T> {

@@ -349,6 +349,18 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     });
   }
 
+  subscribe(systemKey: string, filter: string, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>> {
+    const prefix = `${systemKey}/`;
+    const full = inSystem(prefix, filter);
+    const handler = (packet: any, cb: () => void) => {
+      const own = ownTopic(prefix, packet.topic);
+      if (own !== null) deliver(own, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload ?? ""));
+      cb();
+    };
+    const end = () => new Promise<void>((res) => this.aedes.unsubscribe(full, handler as any, () => res()));
+    return new Promise((res) => this.aedes.subscribe(full, handler as any, () => res(end)));
+  }
+
   subscriptions(systemKey: string): Map<string, number> {
     const out = new Map<string, number>();
     const prefix = `${systemKey}/`;

@@ -15,6 +15,7 @@ import { parseDependencies, type ServiceChange, type Services } from "../domain/
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
 import type { ServiceRow } from "../store/services.ts";
+import { RunInbox } from "./inbox.ts";
 import { type RunOutcome, Sandbox, SourceError } from "./sandbox.ts";
 
 export interface EngineDeps {
@@ -51,6 +52,9 @@ export interface ExecResult {
   /** the run failed because it reached its execution timeout */
   timedOut?: boolean;
 }
+
+/** What one run holds besides its sandbox. */
+interface RunState { inbox: RunInbox | null }
 
 const POOL_MAX = 16;
 const SERVICE_CACHE_MS = 5_000;
@@ -190,13 +194,19 @@ export class CodeEngine {
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
       const stream = svc.execution_timeout < 0;
       if (stream) this.streamRuns.set(key, sandbox);
-      outcome = await sandbox.run(name, req, {
-        host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0)),
-        log: (t) => { if (logs.length < 1000) logs.push(t); },
-      }, timeoutMs, () => {
-        if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
-        else this.checkin(svc, sandbox);
-      });
+      const run: RunState = { inbox: null };
+      try {
+        outcome = await sandbox.run(name, req, {
+          host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0, run)),
+          log: (t) => { if (logs.length < 1000) logs.push(t); },
+        }, timeoutMs, () => {
+          if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
+          else this.checkin(svc, sandbox);
+        });
+      } finally {
+        // the run's subscriptions end with it
+        if (run.inbox) void run.inbox.close().catch((err) => this.e.d.log.warn("could not end a service's subscriptions", { err }));
+      }
     } finally {
       this.release(key, svc.concurrency);
     }
@@ -240,7 +250,7 @@ export class CodeEngine {
   }
 
   /** One runtime-API call, as the effective user, through the same domain calls as the HTTP API. */
-  private async host(p: Principal, systemKey: string, op: string, a: any, depth: number): Promise<unknown> {
+  private async host(p: Principal, systemKey: string, op: string, a: any, depth: number, run: RunState): Promise<unknown> {
     const args = (a ?? {}) as Record<string, any>;
     const q = (v: unknown) => (v === null || v === undefined ? undefined : JSON.stringify(v));
     switch (op) {
@@ -261,6 +271,22 @@ export class CodeEngine {
       case "messaging.publish": {
         if (typeof args.topic !== "string") throw fail("INVALID_ARGUMENT", "a topic is required");
         return this.e.messages.publish(p, systemKey, { topic: args.topic, body: args.payload ?? "", qos: args.qos ?? 0 });
+      }
+      case "messaging.subscribe": {
+        const inbox = (run.inbox ??= new RunInbox((filter, deliver) => this.e.messages.subscribe(p, systemKey, filter, deliver)));
+        await inbox.subscribe(args.topic);
+        return null;
+      }
+      case "messaging.unsubscribe": {
+        if (typeof args.topic !== "string") throw fail("INVALID_ARGUMENT", "a topic is required");
+        await run.inbox?.unsubscribe(args.topic);
+        return null;
+      }
+      case "messaging.next": {
+        if (!run.inbox?.subscribed) throw fail("INVALID_ARGUMENT", "waitForMessage needs a subscription first (Messaging().subscribe)");
+        const topics = args.topics === undefined || args.topics === null ? null : Array.isArray(args.topics) ? args.topics : [args.topics];
+        if (topics && !topics.every((x: unknown) => typeof x === "string")) throw fail("INVALID_ARGUMENT", "topics must be topic filters");
+        return run.inbox.next(topics);
       }
       case "device.get": return this.e.devices.get(p, systemKey, String(args.name));
       case "device.list": return this.e.devices.list(p, systemKey, q(args.query) ?? null);

@@ -111,6 +111,21 @@ export const PRELUDE = String.raw`
     return {
       publish: function (topic, payload, cb) { return withCallback(call("messaging.publish", { topic: topic, payload: typeof payload === "string" ? payload : JSON.stringify(payload) }), cb); },
       subscribe: function (topic, cb) { return withCallback(call("messaging.subscribe", { topic: topic }), cb); },
+      unsubscribe: function (topic, cb) { return withCallback(call("messaging.unsubscribe", { topic: topic }), cb); },
+      // calls cb(false, payload, topic) for every message on the subscribed topics matching
+      // topics (all of them when omitted), for as long as the run lasts
+      waitForMessage: function (topics, cb) {
+        if (typeof topics === "function") { cb = topics; topics = null; }
+        if (typeof topics === "string") topics = [topics];
+        function next() {
+          call("messaging.next", { topics: topics }).then(function (m) {
+            if (m === null) return; // the run is over
+            if (typeof cb === "function") cb(false, m.payload, m.topic);
+            next();
+          }, function (e) { if (typeof cb === "function") cb(true, e.error || e.message); });
+        }
+        next();
+      },
     };
   }
 

@@ -15,6 +15,9 @@ import type { Systems } from "./systems.ts";
 export interface Broker {
   /** Publishes as `origin` (permissions already checked). */
   publish(systemKey: string, topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean, origin: Principal | null): Promise<void>;
+  /** An in-process subscription to a topic filter of a system (permissions already checked);
+   *  resolves, once it is active, to the function that ends it. */
+  subscribe(systemKey: string, filter: string, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>>;
   /** topic filter -> number of live subscriptions, for one system */
   subscriptions(systemKey: string): Map<string, number>;
 }
@@ -267,6 +270,15 @@ export class Messages {
     return {};
   }
 
+  /** A subscription for a code service's run; needs subscribe (read) permission on the filter. */
+  async subscribe(p: Principal, systemKey: string, filter: unknown, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>> {
+    await this.systems.access(p, systemKey);
+    if (typeof filter !== "string" || !filter || filter.length > 1024 || !validFilter(filter)) throw fail("INVALID_ARGUMENT", "topic must be a topic filter ('+' for one level, '#' last for the rest)");
+    await this.d.perms.require(p, { kind: "topic", name: filter }, LEVEL.READ, `subscribe to topic '${filter}'`);
+    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
+    return this.broker.subscribe(systemKey, filter, deliver);
+  }
+
   /** Topics with history, with the §4.12 query structure (developer). */
   async topics(p: Principal, systemKey: string, query: string | null) {
     await this.systems.accessAsDeveloper(p, systemKey);
@@ -320,4 +332,10 @@ export class Messages {
 
   /** Origin fields of a publish for the history row. */
   static originOf(p: Principal | null): string { return p ? principalId(p) : ""; }
+}
+
+/** An MQTT topic filter: '+' alone in its level, '#' alone and last. */
+function validFilter(filter: string): boolean {
+  const levels = filter.split("/");
+  return levels.every((l, i) => (l.includes("+") ? l === "+" : true) && (l.includes("#") ? l === "#" && i === levels.length - 1 : true));
 }

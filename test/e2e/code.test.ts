@@ -525,6 +525,82 @@ t.test("runtime: Messaging().publish reaches an MQTT subscriber", async (t) => {
   t.notOk(got.some((g) => g.text === "forbidden"), "nothing was delivered");
 });
 
+t.test("runtime: Messaging().subscribe and waitForMessage receive messages while the run lasts", async (t) => {
+  const base = `feed/${uniq("f")}`;
+  const name = uniq("listen");
+  // collects the payloads of three matching messages, then answers with them
+  await service(name, `function ${name}(req, resp) {
+    var m = ClearBlade.Messaging(), got = [];
+    m.subscribe("${base}/+/temp", function (err, data) {
+      if (err) resp.error({ subscribe: data });
+      m.waitForMessage(["${base}/+/temp"], function (err, payload, topic) {
+        if (err) resp.error({ wait: payload });
+        got.push({ topic: topic, payload: payload });
+        if (got.length === 3) resp.success(got);
+      });
+    });
+  }`, { execution_timeout: 10 });
+  const answer = exec(s.dev, name);
+  let done = false;
+  void answer.then(() => { done = true; });
+  // publish until the service has answered: messages before its subscription is active are not seen
+  const sent: string[] = [];
+  for (let i = 0; !done && i < 200; i++) {
+    await s.dev.post(`/api/v/1/message/${SK}/publish`, { topic: `${base}/other/humidity`, body: `h${i}` });
+    await s.dev.post(`/api/v/1/message/${SK}/publish`, { topic: `${base}/s${i}/temp`, body: `t${i}` });
+    sent.push(`t${i}`);
+    await sleep(50);
+  }
+  const r = await within(answer, 15_000, "the listening service");
+  t.equal(r.body.success, true, JSON.stringify(r.body));
+  const got = r.body.results as { topic: string; payload: string }[];
+  t.equal(got.length, 3, "three messages");
+  t.ok(got.every((g) => /^feed\/[^/]+\/s\d+\/temp$/.test(g.topic.replace(base, "feed/x"))), "only the subscribed filter, in the service's own topic form");
+  t.ok(got.every((g) => sent.includes(g.payload) && g.topic === `${base}/s${g.payload.slice(1)}/temp`), "payload and topic belong together");
+  const n = got.map((g) => Number(g.payload.slice(1)));
+  t.same(n, [...n].sort((a, b) => a - b), "in the order published");
+
+  // a message published after the run ended goes nowhere, and the next run starts clean
+  const once = uniq("once");
+  await service(once, `function ${once}(req, resp) {
+    var m = ClearBlade.Messaging();
+    m.subscribe("${base}/once", function () { m.waitForMessage(function (err, payload) { resp.success(payload); }); });
+  }`, { execution_timeout: 10 });
+  for (const round of [1, 2]) {
+    const a = exec(s.dev, once);
+    let answered = false;
+    void a.then(() => { answered = true; });
+    for (let i = 0; !answered && i < 100; i++) { await s.dev.post(`/api/v/1/message/${SK}/publish`, { topic: `${base}/once`, body: `round ${round}` }); await sleep(50); }
+    t.same((await within(a, 15_000, "once")).body, { success: true, results: `round ${round}` }, `run ${round} sees its own message`);
+  }
+
+  // failure paths: no permission on the topic, a bad filter, waiting without a subscription
+  const noSub = await userWith({});
+  const denied = uniq("nosub");
+  await service(denied, `function ${denied}(req, resp) { ClearBlade.Messaging().subscribe("${base}/+/temp", function (err, data) { resp.success({ err: err, data: data }); }); }`, { run_user: noSub.userId });
+  const d = (await exec(s.dev, denied)).body.results;
+  t.equal(d.err, true, "subscribe needs the run user's topic permission");
+  t.match(JSON.stringify(d.data), /subscribe to topic/, "and says so");
+  const badFilter = uniq("badf");
+  await service(badFilter, `function ${badFilter}(req, resp) { ClearBlade.Messaging().subscribe("a/#/b", function (err, data) { resp.success({ err: err, data: data }); }); }`);
+  const b = (await exec(s.dev, badFilter)).body.results;
+  t.equal(b.err, true, "an invalid filter is refused");
+  t.match(JSON.stringify(b.data), /topic filter/);
+  const noSubscription = uniq("nowait");
+  await service(noSubscription, `function ${noSubscription}(req, resp) { ClearBlade.Messaging().waitForMessage(["x"], function (err, data) { resp.success({ err: err, data: data }); }); }`);
+  const w = (await exec(s.dev, noSubscription)).body.results;
+  t.equal(w.err, true, "waitForMessage without a subscription is an error, not a hang");
+  t.match(JSON.stringify(w.data), /subscription first/);
+
+  // a run that waits past its execution_timeout ends as a timeout, and the server goes on
+  const forever = uniq("forever");
+  await service(forever, `function ${forever}(req, resp) { var m = ClearBlade.Messaging(); m.subscribe("${base}/never", function () { m.waitForMessage(function () {}); }); }`, { execution_timeout: 1 });
+  const f = await within(exec(s.dev, forever), 10_000, "forever");
+  t.equal(f.body.success, false, "the waiting run timed out");
+  t.match(String(f.body.results), /timed out/);
+  t.equal((await s.dev.post(`/api/v/1/message/${SK}/publish`, { topic: `${base}/never`, body: "late" })).status, 200, "publishing to its topic afterwards is fine");
+});
+
 t.test("runtime: Device get/create/update/delete", async (t) => {
   const dname = uniq("dev");
   const name = uniq("devsvc");

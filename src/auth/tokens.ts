@@ -96,8 +96,10 @@ export class Tokens {
   }
 
   /** Revokes every token of a subject (optionally keeping one, e.g. the caller's own session). */
-  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, exceptHash?: string, systemKey?: string) {
-    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, exceptHash, systemKey));
+  /** Revokes every token of a subject but those in `except`. */
+  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, except?: string | string[], systemKey?: string) {
+    const keep = except === undefined ? [] : Array.isArray(except) ? except : [except];
+    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, keep, systemKey));
     if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
   }
 

@@ -32,6 +32,8 @@ const FIXED = {
   created_date: { sql: "created_date", type: "int" }, last_active_date: { sql: "last_active_date", type: "int" },
 } as const;
 const STANDARD = { cb_ttl_override: "int" } as const;
+/** A device's custom and standard column values. */
+const deviceData = (d: DeviceRow): Record<string, unknown> => JSON.parse(d.data) as Record<string, unknown>;
 /** Keys of a create/update body that are not columns. */
 const NON_COLUMNS = ["active_key", "keys", "causeTrigger", "device_key", "system_key", "has_keys", "__HostId__", "roles"];
 
@@ -104,7 +106,10 @@ export class Devices {
     const s = await this.systems.get(systemKey);
     const b = validate(AuthBody, body);
     if ("grant_type" in b) {
-      const { issued, row } = await this.d.tokens.refresh("device", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "device"), (r) => r.system_key === s.system_key);
+      const { issued, row } = await this.d.tokens.refresh("device", b.refresh_token, b.access_token, async (r) => {
+        const d = await devicesRepo.byName(this.d.db, s.system_key, r.subject_id);
+        return Systems.ttlFor(s, "device", d ? deviceData(d) : {});
+      }, (r) => r.system_key === s.system_key);
       return { deviceName: row.subject_id, deviceToken: issued.token, refreshToken: issued.refreshToken, expiresAt: issued.expiresAt };
     }
     const dev = await devicesRepo.byName(this.d.db, s.system_key, b.deviceName);
@@ -117,7 +122,7 @@ export class Devices {
     } else await verifyPassword(b.activeKey, undefined); // same timing for unknown devices
     this.d.events.emit("Device::DeviceAuth", s.system_key, { deviceName: b.deviceName, is_error: !ok, error: ok ? "" : "invalid device name or key" });
     if (!ok) throw fail("BAD_CREDENTIALS", "invalid device name or active key, or the device is disabled");
-    const t = await this.d.tokens.issue(this.d.db, "device", dev!.name, s.system_key, Systems.ttlFor(s, "device"));
+    const t = await this.d.tokens.issue(this.d.db, "device", dev!.name, s.system_key, Systems.ttlFor(s, "device", deviceData(dev!)));
     await devicesRepo.touch(this.d.db, s.system_key, dev!.name, nowSeconds());
     return { deviceName: dev!.name, deviceToken: t.token, refreshToken: t.refreshToken, expiresAt: t.expiresAt };
   }
@@ -183,7 +188,7 @@ export class Devices {
     await this.guard(p, systemKey, LEVEL.UPDATE, name);
     const b = objectBody(body);
     if (p.kind === "device" && p.name === name) {
-      for (const k of ["enabled", "allow_key_auth", "allow_certificate_auth", "active_key"]) if (k in b) throw fail("PERMISSION_DENIED", `a device cannot change its own '${k}'`);
+      for (const k of ["enabled", "allow_key_auth", "allow_certificate_auth", "active_key", "cb_ttl_override"]) if (k in b) throw fail("PERMISSION_DENIED", `a device cannot change its own '${k}'`);
     }
     return this.applyUpdate(systemKey, name, b);
   }

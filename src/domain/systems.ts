@@ -163,7 +163,11 @@ export class Systems {
   }
 
   /** Token lifetime for a kind of principal of this system. */
-  static ttlFor(s: SystemRow, kind: "user" | "device"): number {
+  /** A token lifetime in seconds (0: never expires): the row's cb_ttl_override when it has one
+   *  (seconds when positive, -1 for never), else the system's setting for the kind. */
+  static ttlFor(s: SystemRow, kind: "user" | "device", row: Record<string, unknown> = {}): number {
+    const o = row.cb_ttl_override;
+    if (typeof o === "number" && Number.isInteger(o) && (o > 0 || o === -1)) return o === -1 ? 0 : o;
     return (kind === "user" ? s.token_ttl_user : s.token_ttl_device) ?? s.token_ttl;
   }
 

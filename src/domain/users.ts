@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import type { SecretBox } from "../auth/secrets.ts";
 import type { Principal } from "../auth/principal.ts";
 import type { ColumnType } from "../core/columns.ts";
 import { TtlCache } from "../core/cache.ts";
@@ -31,6 +32,23 @@ const PassBody = z.object({ old_password: z.string(), new_password: passwordSche
 
 type Schema = CustomSchema;
 
+/** Where a service account's token is kept in the user's data document: sealed (developers read
+ *  it back as cb_token) and hashed (to revoke it). Not a column, so no other read shows it. */
+const SERVICE_TOKEN = "__service_token";
+interface ServiceToken { sealed: string; hash: string }
+
+/** Columns only a developer or a user manager sets: they decide how long tokens live. */
+const PRIVILEGED_COLUMNS = ["cb_service_account", "cb_ttl_override"];
+function refusePrivileged(values: Record<string, unknown>) {
+  for (const k of PRIVILEGED_COLUMNS) if (k in values) throw fail("PERMISSION_DENIED", `'${k}' is set by a developer or a user manager, not by the user`);
+}
+
+/** The hash of a user's service account token, if it has one (kept when other tokens go). */
+const serviceTokenHash = (u: { data: string }): string[] => {
+  const t = (JSON.parse(u.data) as Record<string, unknown>)[SERVICE_TOKEN] as ServiceToken | undefined;
+  return t ? [t.hash] : [];
+};
+
 /** How long a node may serve a user row from memory. */
 const USER_CACHE_MS = 5_000;
 
@@ -39,7 +57,7 @@ export class Users {
   /** key: systemKey + "/" + user_id */
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles) {
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly box: SecretBox | null = null) {
     this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id");
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
@@ -56,6 +74,31 @@ export class Users {
 
   private toWire(u: UserRow, schema: Schema): Record<string, unknown> {
     return this.columnsOf.wire(schema, u.data, { user_id: u.user_id, email: u.email, creation_date: u.creation_date });
+  }
+
+  /** The developer's view: a service account's token as cb_token. */
+  private toDeveloperWire(u: UserRow, schema: Schema): Record<string, unknown> {
+    const out = this.toWire(u, schema);
+    const t = (JSON.parse(u.data) as Record<string, unknown>)[SERVICE_TOKEN] as ServiceToken | undefined;
+    if (t && this.box) { try { out.cb_token = this.box.open(t.sealed); } catch { /* sealed under another key */ } }
+    return out;
+  }
+
+  /** Keeps data's service token in step with its cb_service_account flag: issues a token that
+   *  never expires when the flag is set, revokes it when cleared (a developer rotates it by
+   *  clearing and setting the flag; a password change keeps it). */
+  private async serviceToken(tx: Executor, systemKey: string, userId: string, data: Record<string, unknown>) {
+    const held = data[SERVICE_TOKEN] as ServiceToken | undefined;
+    const wanted = data.cb_service_account === true;
+    if (held && !wanted) {
+      await this.d.tokens.revoke(tx, held.hash);
+      delete data[SERVICE_TOKEN];
+    }
+    if (wanted && !held) {
+      if (!this.box) throw fail("INTERNAL", "service accounts need the node's secret key");
+      const t = await this.d.tokens.issue(tx, "user", userId, systemKey, 0);
+      data[SERVICE_TOKEN] = { sealed: this.box.seal(t.token), hash: t.hash } satisfies ServiceToken;
+    }
   }
 
   private columnValues(schema: Schema, values: Record<string, unknown>, data?: Record<string, unknown>) {
@@ -92,8 +135,14 @@ export class Users {
 
   private async session(ex: Executor, systemKey: string, userId: string) {
     const s = await this.systems.get(systemKey);
-    const t = await this.d.tokens.issue(ex, "user", userId, systemKey, Systems.ttlFor(s, "user"));
+    const t = await this.d.tokens.issue(ex, "user", userId, systemKey, await this.ttlOf(ex, s, userId));
     return { user_token: t.token, user_id: userId, refresh_token: t.refreshToken, expires_at: t.expiresAt };
+  }
+
+  /** The token lifetime of a user: its cb_ttl_override, else the system's. */
+  private async ttlOf(ex: Executor, s: Awaited<ReturnType<Systems["get"]>>, userId: string): Promise<number> {
+    const u = await usersRepo.byId(ex, s.system_key, userId);
+    return Systems.ttlFor(s, "user", u ? (JSON.parse(u.data) as Record<string, unknown>) : {});
   }
 
   private async insertUser(tx: Executor, systemKey: string, body: Record<string, unknown>, roles: unknown[] = ["Authenticated"]) {
@@ -105,8 +154,10 @@ export class Users {
     const schema = await this.schema(tx, systemKey);
     const data = this.columnValues(schema, rest);
     if (await usersRepo.byEmail(tx, systemKey, e.data)) throw fail("ALREADY_EXISTS", `user '${e.data}' already exists`);
+    const userId = newKey();
+    await this.serviceToken(tx, systemKey, userId, data);
     const row: UserRow = {
-      user_id: newKey(), system_key: systemKey, email: e.data, email_lower: e.data.toLowerCase(),
+      user_id: userId, system_key: systemKey, email: e.data, email_lower: e.data.toLowerCase(),
       password_hash: await hashPassword(pw.data), creation_date: nowIso(), data: JSON.stringify(data),
     };
     await usersRepo.insert(tx, row);
@@ -121,6 +172,7 @@ export class Users {
     if (caller && caller.kind !== "developer" && caller.systemKey !== s.system_key) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", "the token does not belong to this system");
     if (!s.registration && caller?.kind !== "developer") throw fail("PERMISSION_DENIED", "user registration is closed in this system");
     const b = objectBody(body);
+    if (caller?.kind !== "developer") refusePrivileged(b);
     const row = await this.d.db.tx((tx) => this.insertUser(tx, s.system_key, b));
     const sess = await this.session(this.d.db, s.system_key, row.user_id);
     this.d.events.emit("User::UserCreated", s.system_key, { user: { email: row.email, user_id: row.user_id, creation_date: row.creation_date } });
@@ -131,7 +183,7 @@ export class Users {
     const s = await this.systems.checkSecret(key, secret);
     const b = validate(AuthBody, body);
     if ("grant_type" in b) {
-      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async () => Systems.ttlFor(s, "user"), (r) => r.system_key === s.system_key);
+      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, (r) => this.ttlOf(this.d.db, s, r.subject_id), (r) => r.system_key === s.system_key);
       return { user_token: issued.token, user_id: row.subject_id, refresh_token: issued.refreshToken, expires_at: issued.expiresAt };
     }
     const login = ((b.email ?? b.username) as string);
@@ -184,7 +236,7 @@ export class Users {
     const hash = await hashPassword(b.new_password);
     await this.d.db.tx(async (tx) => {
       await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
-      await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.tokenHash);
+      await this.d.tokens.revokeSubject(tx, "user", u.user_id, [p.tokenHash, ...serviceTokenHash(u)]);
       await this.logUser(tx, u.system_key, u.user_id);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
@@ -206,6 +258,7 @@ export class Users {
     if (_id !== undefined && _id !== u.user_id) throw fail("INVALID_ARGUMENT", "user_id cannot be changed");
     if (password !== undefined && !opts.allowPassword) throw fail("INVALID_ARGUMENT", "password cannot be changed here (use PUT /api/v/1/user/pass)");
     if (roles !== undefined && !opts.allowRoles) throw fail("INVALID_ARGUMENT", "roles cannot be changed here");
+    if (!opts.allowRoles) refusePrivileged(cols);
     let newEmail = u.email;
     if (email !== undefined) {
       const e = emailSchema.safeParse(email);
@@ -222,6 +275,7 @@ export class Users {
     const out = await this.d.db.tx(async (tx) => {
       const schema = await this.schema(tx, u.system_key);
       const data = this.columnValues(schema, cols, JSON.parse(u.data) as Record<string, unknown>);
+      await this.serviceToken(tx, u.system_key, u.user_id, data);
       if (newEmail.toLowerCase() !== u.email_lower) {
         const other = await usersRepo.byEmail(tx, u.system_key, newEmail);
         if (other) throw fail("ALREADY_EXISTS", `user '${newEmail}' already exists`);
@@ -229,11 +283,13 @@ export class Users {
       await usersRepo.update(tx, u.system_key, u.user_id, newEmail, JSON.stringify(data));
       if (pwHash) {
         await usersRepo.setPassword(tx, u.system_key, u.user_id, pwHash);
-        await this.d.tokens.revokeSubject(tx, "user", u.user_id, p.kind === "user" && p.id === u.user_id ? p.tokenHash : undefined);
+        const keep = [...(p.kind === "user" && p.id === u.user_id ? [p.tokenHash] : []), ...serviceTokenHash({ data: JSON.stringify(data) })];
+        await this.d.tokens.revokeSubject(tx, "user", u.user_id, keep);
       }
       if (roles !== undefined) roleChange = await this.roles.changeMembership(tx, u.system_key, "user", u.user_id, roles);
       await this.logUser(tx, u.system_key, u.user_id);
-      return this.toWire((await usersRepo.byId(tx, u.system_key, u.user_id))!, schema);
+      const updated = (await usersRepo.byId(tx, u.system_key, u.user_id))!;
+      return p.kind === "developer" ? this.toDeveloperWire(updated, schema) : this.toWire(updated, schema);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
     this.d.tokens.forgetSubject("user", u.user_id);
@@ -281,13 +337,13 @@ export class Users {
     return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
   }
 
-  private async query(systemKey: string, query: string | null | undefined) {
+  private async query(systemKey: string, query: string | null | undefined, developer = false) {
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
     const where = compileWhere(q.filters, schema.map);
     const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id") + compileLimit(q));
     const total = await usersRepo.count(this.d.db, systemKey, where);
-    let data = rows.map((r) => this.toWire(r, schema));
+    let data = rows.map((r) => (developer ? this.toDeveloperWire(r, schema) : this.toWire(r, schema)));
     if (q.select) {
       for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
       data = data.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
@@ -343,7 +399,7 @@ export class Users {
 
   async adminList(p: Principal, systemKey: string, query: string | null) {
     await this.systems.accessAsDeveloper(p, systemKey);
-    const r = await this.query(systemKey, query);
+    const r = await this.query(systemKey, query, true);
     // Go's GetUsersWithQuery wants a bare array, GetAllUsers an object (wire reference §4.2)
     return query !== null ? r.Data : r;
   }
@@ -362,6 +418,7 @@ export class Users {
 
   private async createIn(systemKey: string, body: unknown, allowRoles: boolean) {
     const b = objectBody(body);
+    if (!allowRoles) refusePrivileged(b);
     let roles: unknown[] = ["Authenticated"];
     if (b.roles !== undefined) {
       if (!allowRoles) throw fail("INVALID_ARGUMENT", "roles cannot be set here");

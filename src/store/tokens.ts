@@ -19,11 +19,12 @@ export const tokensRepo = {
   delete: (ex: Executor, hash: string) => ex.run(`DELETE FROM tokens WHERE token_hash = ?`, [hash]),
   /** Hashes of the subject's tokens, so caches can drop them too. */
   /** `systemKey` scopes subjects whose ids repeat across systems (device names). */
-  async deleteForSubject(ex: Executor, kind: TokenKind, subjectId: string, exceptHash?: string, systemKey?: string): Promise<string[]> {
+  async deleteForSubject(ex: Executor, kind: TokenKind, subjectId: string, except: string[], systemKey?: string): Promise<string[]> {
+    const keep = except.length ? ` AND token_hash NOT IN (${except.map(() => "?").join(",")})` : "";
     const scope = systemKey === undefined ? "" : " AND system_key = ?";
-    const args = [kind, subjectId, exceptHash ?? "", ...(systemKey === undefined ? [] : [systemKey])];
-    const rows = await ex.all<{ token_hash: string }>(`SELECT token_hash FROM tokens WHERE kind = ? AND subject_id = ? AND token_hash != ?${scope}`, args);
-    await ex.run(`DELETE FROM tokens WHERE kind = ? AND subject_id = ? AND token_hash != ?${scope}`, args);
+    const args = [kind, subjectId, ...except, ...(systemKey === undefined ? [] : [systemKey])];
+    const rows = await ex.all<{ token_hash: string }>(`SELECT token_hash FROM tokens WHERE kind = ? AND subject_id = ?${keep}${scope}`, args);
+    await ex.run(`DELETE FROM tokens WHERE kind = ? AND subject_id = ?${keep}${scope}`, args);
     return rows.map((r) => r.token_hash);
   },
   async deleteForSystem(ex: Executor, systemKey: string): Promise<string[]> {

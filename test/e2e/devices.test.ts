@@ -525,6 +525,25 @@ t.test("DELETE /api/v/2/devices/{sk}?query=", async (t) => {
 
 // ---- device authentication --------------------------------------------------------------------
 
+t.test("cb_ttl_override sets a device's token lifetime; the device cannot change its own", async (t) => {
+  const name = uniq("ttl");
+  await createDevice(s, name, { cb_ttl_override: 120 });
+  let r = await deviceAuth(s, name, `${name}-key`);
+  ok200(t, r, "auth");
+  t.ok(Math.abs(r.body.expiresAt - (nowSec() + 120)) < 5, `expiresAt is about now + 120 s (${r.body.expiresAt - nowSec()})`);
+  ok200(t, await s.dev.put(one(s, name, "admin"), { cb_ttl_override: -1 }), "-1: never expires");
+  r = await deviceAuth(s, name, `${name}-key`);
+  t.equal(r.body.expiresAt, -1, "a token that never expires says -1");
+  const refreshed = await request(o.url, "POST", `${api(s)}/auth`, { body: { grant_type: "refresh_token", refresh_token: r.body.refreshToken, access_token: r.body.deviceToken } });
+  ok200(t, refreshed, "refresh");
+  t.equal(refreshed.body.expiresAt, -1, "a refreshed token keeps the override");
+  ok200(t, await s.dev.put(one(s, name, "admin"), { cb_ttl_override: null }), "cleared");
+  r = await deviceAuth(s, name, `${name}-key`);
+  t.ok(r.body.expiresAt > nowSec() + 200, "back to the system's lifetime");
+  const self = await request(o.url, "PUT", one(s, name), { headers: { "ClearBlade-DeviceToken": r.body.deviceToken }, body: { cb_ttl_override: -1 } });
+  isErr(t, self, 401, undefined, "a device setting its own token lifetime");
+});
+
 t.test("POST /api/v/2/devices/{sk}/auth", async (t) => {
   const name = uniq("auth");
   const key = "auth-key-123";

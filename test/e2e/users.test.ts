@@ -571,6 +571,77 @@ t.test("tokens expire after the system's token_ttl", async (t) => {
   t.type(ref.body.user_token, "string");
 });
 
+t.test("service accounts: cb_service_account gives the user a token that never expires, shown to developers as cb_token", async (t) => {
+  const sa = await devWithSystemNamed("users-sa");
+  const u = await newUser(sa);
+  const set = await sa.dev.put(`/admin/user/${sa.systemKey}`, { user: u.userId, changes: { cb_service_account: true } });
+  ok200(t, set, "make it a service account");
+  const token = set.body.cb_token as string;
+  t.type(token, "string", "the answer carries cb_token");
+  t.not(token, u.token, "a token of its own");
+  ok200(t, await info(sa, token), "the token works");
+  ok200(t, await withToken(sa, token).post("/api/v/1/user/checkauth"), "checkauth");
+  const listed = (await sa.dev.get(`/admin/user/${sa.systemKey}`)).body.Data.find((x: any) => x.user_id === u.userId);
+  t.equal(listed?.cb_token, token, "the developer's listing shows it");
+  t.equal(listed?.cb_service_account, true);
+  const own = await info(sa, u.token);
+  t.notOk("cb_token" in own.body, "the user's own record does not");
+  t.equal(own.body.cb_service_account, true);
+  t.notOk(JSON.stringify(own.body).includes(token), "nor anywhere in it");
+
+  // a password change keeps the service token and ends the user's other sessions
+  ok200(t, await sa.dev.put(`/admin/user/${sa.systemKey}`, { user: u.userId, changes: { password: "another-password-2" } }), "new password");
+  ok200(t, await info(sa, token), "the service token still works");
+  isErr(t, await info(sa, u.token), 400, 204, "the session token does not");
+
+  // the user cannot make itself one, nor stretch its own tokens
+  isErr(t, await withToken(sa, token).put("/api/v/1/user/info", { cb_service_account: false }), 401, undefined, "a user clearing the flag");
+  isErr(t, await withToken(sa, token).put("/api/v/1/user/info", { cb_ttl_override: -1 }), 401, undefined, "a user setting cb_ttl_override");
+  isErr(t, await sa.app.post("/api/v/1/user/reg", { email: `${uniq("self")}@example.com`, password: "pw", cb_service_account: true }), 401, undefined, "registering as a service account");
+  isErr(t, await sa.dev.put(`/admin/user/${sa.systemKey}`, { user: u.userId, changes: { __service_token: { sealed: "x", hash: "y" } } }), 400, undefined, "the stored token is not a column");
+
+  // clearing the flag revokes the token; setting it again issues a new one
+  const cleared = await sa.dev.put(`/admin/user/${sa.systemKey}`, { user: u.userId, changes: { cb_service_account: false } });
+  ok200(t, cleared, "clear the flag");
+  t.notOk("cb_token" in cleared.body, "no cb_token any more");
+  isErr(t, await info(sa, token), 400, 204, "the old token is revoked");
+  const again = await sa.dev.put(`/admin/user/${sa.systemKey}`, { user: u.userId, changes: { cb_service_account: true } });
+  t.type(again.body.cb_token, "string");
+  t.not(again.body.cb_token, token, "a new token");
+  ok200(t, await info(sa, again.body.cb_token), "which works");
+
+  // created as one by the developer
+  const created = await sa.dev.post(`/admin/user/${sa.systemKey}`, { email: `${uniq("svc")}@example.com`, password: "pw", cb_service_account: true });
+  ok200(t, created, "create a service account");
+  const row = (await sa.dev.get(`/admin/user/${sa.systemKey}`)).body.Data.find((x: any) => x.user_id === created.body.user_id);
+  t.type(row?.cb_token, "string", "its token is listed");
+  ok200(t, await info(sa, row.cb_token), "and works");
+
+  // deleting the user revokes it
+  ok200(t, await sa.dev.del(`/admin/user/${sa.systemKey}?user=${u.userId}`), "delete the user");
+  isErr(t, await info(sa, again.body.cb_token), 400, 204, "the service token died with the user");
+});
+
+t.test("cb_ttl_override sets a user's token lifetime", async (t) => {
+  const st = await devWithSystemNamed("users-ttl-override");
+  const u = await newUser(st);
+  ok200(t, await st.dev.put(`/admin/user/${st.systemKey}`, { user: u.userId, changes: { cb_ttl_override: 2 } }), "2 s");
+  const a = await auth(st, u.email, u.password);
+  ok200(t, a);
+  t.ok(a.body.expires_at <= nowSec() + 3 && a.body.expires_at >= nowSec(), `expires_at is about now + 2 s (${a.body.expires_at - nowSec()})`);
+  ok200(t, await info(st, a.body.user_token), "works at once");
+  await new Promise((r) => setTimeout(r, 3200));
+  isErr(t, await info(st, a.body.user_token), 400, 204, "expired after its own lifetime");
+  ok200(t, await st.dev.put(`/admin/user/${st.systemKey}`, { user: u.userId, changes: { cb_ttl_override: -1 } }), "-1");
+  const b = await auth(st, u.email, u.password);
+  t.equal(b.body.expires_at, -1, "never expires");
+  const ref = await st.app.post("/api/v/1/user/auth", { grant_type: "refresh_token", refresh_token: b.body.refresh_token, access_token: b.body.user_token });
+  t.equal(ref.body.expires_at, -1, "a refresh keeps the override");
+  ok200(t, await st.dev.put(`/admin/user/${st.systemKey}`, { user: u.userId, changes: { cb_ttl_override: null } }), "cleared");
+  const c = await auth(st, u.email, u.password);
+  t.ok(c.body.expires_at > nowSec() + 60, "the system's lifetime again");
+});
+
 t.test("a token of system A is refused on system B", async (t) => {
   const a = await newUser(s);
   isErr(t, await a.client.get(`/admin/user/${s2.systemKey}/roles`), 401, 201, "GET /admin/user/{B}/roles");

@@ -261,6 +261,14 @@ t.test("platform_auth: Platform-UserToken with a user or device token", async (t
   t.equal(rd.status, 200, rd.text);
   t.equal(rd.body.userid, dev, "a device appears by its name");
 
+  // a service account's token (cb_service_account, read by the developer as cb_token)
+  const svcUser = await newUser(s);
+  const sa = await s.dev.put(`/admin/user/${SK}`, { user: svcUser.userId, changes: { cb_service_account: true } });
+  t.equal(sa.status, 200, sa.text);
+  const rs = await request(o.url, "POST", exec(s, name), { headers: { "Platform-UserToken": sa.body.cb_token }, body: {} });
+  t.equal(rs.status, 200, rs.text);
+  t.equal(rs.body.userid, svcUser.userId, "a service account runs the webhook as its user");
+
   const none = await request(o.url, "POST", exec(s, name), { body: {} });
   t.equal(none.status, 401, "no token");
   t.ok(isEnvelope(none.body, 401));

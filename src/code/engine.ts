@@ -179,6 +179,7 @@ export class CodeEngine {
     const key = `${systemKey}/${name}`;
     if (svc.concurrency > 0) await this.acquire(key, svc.concurrency, timeoutMs);
     const logs: string[] = [];
+    const run: RunState = { inbox: null };
     let outcome: RunOutcome;
     try {
       let sandbox: Sandbox;
@@ -194,21 +195,17 @@ export class CodeEngine {
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
       const stream = svc.execution_timeout < 0;
       if (stream) this.streamRuns.set(key, sandbox);
-      const run: RunState = { inbox: null };
-      try {
-        outcome = await sandbox.run(name, req, {
-          host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0, run)),
-          log: (t) => { if (logs.length < 1000) logs.push(t); },
-        }, timeoutMs, () => {
-          if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
-          else this.checkin(svc, sandbox);
-        });
-      } finally {
-        // the run's subscriptions end with it
-        if (run.inbox) void run.inbox.close().catch((err) => this.e.d.log.warn("could not end a service's subscriptions", { err }));
-      }
+      outcome = await sandbox.run(name, req, {
+        host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0, run)),
+        log: (t) => { if (logs.length < 1000) logs.push(t); },
+      }, timeoutMs, () => {
+        if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
+        else this.checkin(svc, sandbox);
+      });
     } finally {
       this.release(key, svc.concurrency);
+      // the run's subscriptions end with it
+      if (run.inbox) void run.inbox.close().catch((err) => this.e.d.log.warn("could not end a service's subscriptions", { err }));
     }
     return this.result(svc, p, params, opts, outcome, logs);
   }

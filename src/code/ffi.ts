@@ -62,6 +62,7 @@ export class DirectCall {
   /** Calls fn with string arguments; the result as text (String() of it), or the thrown error. */
   call(fn: QuickJSHandle, args: Arg[]): CallResult {
     const { ffi, module } = this.q;
+    if (args.length > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
     const ptrs = args.map((a) => (a === null ? this.undefinedPtr : this.newString(a)));
     // the wasm memory may have grown (and its buffer been replaced) since the last call
     if (this.heap32.buffer !== module.HEAPU8.buffer) this.heap32 = new Int32Array(module.HEAPU8.buffer);

@@ -24,8 +24,8 @@ export class RunInbox {
     if (this.subscriptions.has(filter)) return;
     const started = this.open(filter, (topic, payload) => this.deliver({ topic, payload: payload.toString("utf8") }));
     this.subscriptions.set(filter, started);
+    // one that is still starting when the run closes is ended by close()
     try { await started; } catch (e) { this.subscriptions.delete(filter); throw e; }
-    if (this.closed) await (await started)();
   }
 
   async unsubscribe(filter: string): Promise<void> {

@@ -44,8 +44,8 @@ function refusePrivileged(values: Record<string, unknown>) {
 }
 
 /** The hash of a user's service account token, if it has one (kept when other tokens go). */
-const serviceTokenHash = (u: { data: string }): string[] => {
-  const t = (JSON.parse(u.data) as Record<string, unknown>)[SERVICE_TOKEN] as ServiceToken | undefined;
+const serviceTokenHash = (data: Record<string, unknown>): string[] => {
+  const t = data[SERVICE_TOKEN] as ServiceToken | undefined;
   return t ? [t.hash] : [];
 };
 
@@ -133,16 +133,10 @@ export class Users {
 
   // ---- sessions -------------------------------------------------------------------------------
 
-  private async session(ex: Executor, systemKey: string, userId: string) {
+  private async session(ex: Executor, systemKey: string, u: Pick<UserRow, "user_id" | "data">) {
     const s = await this.systems.get(systemKey);
-    const t = await this.d.tokens.issue(ex, "user", userId, systemKey, await this.ttlOf(ex, s, userId));
-    return { user_token: t.token, user_id: userId, refresh_token: t.refreshToken, expires_at: t.expiresAt };
-  }
-
-  /** The token lifetime of a user: its cb_ttl_override, else the system's. */
-  private async ttlOf(ex: Executor, s: Awaited<ReturnType<Systems["get"]>>, userId: string): Promise<number> {
-    const u = await usersRepo.byId(ex, s.system_key, userId);
-    return Systems.ttlFor(s, "user", u ? (JSON.parse(u.data) as Record<string, unknown>) : {});
+    const t = await this.d.tokens.issue(ex, "user", u.user_id, systemKey, Systems.ttlFor(s, "user", JSON.parse(u.data) as Record<string, unknown>));
+    return { user_token: t.token, user_id: u.user_id, refresh_token: t.refreshToken, expires_at: t.expiresAt };
   }
 
   private async insertUser(tx: Executor, systemKey: string, body: Record<string, unknown>, roles: unknown[] = ["Authenticated"]) {
@@ -174,7 +168,7 @@ export class Users {
     const b = objectBody(body);
     if (caller?.kind !== "developer") refusePrivileged(b);
     const row = await this.d.db.tx((tx) => this.insertUser(tx, s.system_key, b));
-    const sess = await this.session(this.d.db, s.system_key, row.user_id);
+    const sess = await this.session(this.d.db, s.system_key, row);
     this.d.events.emit("User::UserCreated", s.system_key, { user: { email: row.email, user_id: row.user_id, creation_date: row.creation_date } });
     return { ...sess, email: row.email, creation_date: row.creation_date, options: {} };
   }
@@ -183,7 +177,10 @@ export class Users {
     const s = await this.systems.checkSecret(key, secret);
     const b = validate(AuthBody, body);
     if ("grant_type" in b) {
-      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, (r) => this.ttlOf(this.d.db, s, r.subject_id), (r) => r.system_key === s.system_key);
+      const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async (r) => {
+        const u = await usersRepo.byId(this.d.db, s.system_key, r.subject_id);
+        return Systems.ttlFor(s, "user", u ? (JSON.parse(u.data) as Record<string, unknown>) : {});
+      }, (r) => r.system_key === s.system_key);
       return { user_token: issued.token, user_id: row.subject_id, refresh_token: issued.refreshToken, expires_at: issued.expiresAt };
     }
     const login = ((b.email ?? b.username) as string);
@@ -191,7 +188,7 @@ export class Users {
     const ok = await verifyPassword(b.password, u?.password_hash);
     this.d.events.emit("User::UserAuth", s.system_key, { email: login, is_error: !ok || !u, error: ok && u ? "" : "invalid credentials" });
     if (!ok || !u) throw fail("BAD_CREDENTIALS", "invalid email or password");
-    return this.session(this.d.db, s.system_key, u.user_id);
+    return this.session(this.d.db, s.system_key, u);
   }
 
   async anonymous(key: string | null, secret: string | null) {
@@ -236,7 +233,7 @@ export class Users {
     const hash = await hashPassword(b.new_password);
     await this.d.db.tx(async (tx) => {
       await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
-      await this.d.tokens.revokeSubject(tx, "user", u.user_id, [p.tokenHash, ...serviceTokenHash(u)]);
+      await this.d.tokens.revokeSubject(tx, "user", u.user_id, [p.tokenHash, ...serviceTokenHash(JSON.parse(u.data) as Record<string, unknown>)]);
       await this.logUser(tx, u.system_key, u.user_id);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
@@ -283,7 +280,7 @@ export class Users {
       await usersRepo.update(tx, u.system_key, u.user_id, newEmail, JSON.stringify(data));
       if (pwHash) {
         await usersRepo.setPassword(tx, u.system_key, u.user_id, pwHash);
-        const keep = [...(p.kind === "user" && p.id === u.user_id ? [p.tokenHash] : []), ...serviceTokenHash({ data: JSON.stringify(data) })];
+        const keep = [...(p.kind === "user" && p.id === u.user_id ? [p.tokenHash] : []), ...serviceTokenHash(data)];
         await this.d.tokens.revokeSubject(tx, "user", u.user_id, keep);
       }
       if (roles !== undefined) roleChange = await this.roles.changeMembership(tx, u.system_key, "user", u.user_id, roles);
@@ -426,7 +423,7 @@ export class Users {
       roles = b.roles;
     }
     const row = await this.d.db.tx((tx) => this.insertUser(tx, systemKey, b, roles));
-    const sess = await this.session(this.d.db, systemKey, row.user_id);
+    const sess = await this.session(this.d.db, systemKey, row);
     this.d.events.emit("User::UserCreated", systemKey, { user: { email: row.email, user_id: row.user_id, creation_date: row.creation_date } });
     return { ...sess, email: row.email, creation_date: row.creation_date };
   }

@@ -4,28 +4,22 @@
 // routes, 400 code 106 for malformed JSON, never a stack trace), repeated slashes, the first of
 // repeated `query` parameters, and '+' / %20 decoding.
 import t, { type Test } from "tap";
-import { type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { type HttpResponse, devWithSystem, isEnvelope, isErr as isErrorAnswer, newUser, ok200, qs, request, startOutpost, uniq } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
 const s = await devWithSystem(o, "conventions");
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const rolesPath = `/admin/user/${s.systemKey}/roles`;
 
 /** Every error response this file sees, checked once more at the end for leaks. */
 const errors: HttpResponse[] = [];
 
+/** The harness's error check, plus a JSON content type; every error answer is kept for a later test. */
 function isErr(t: Test, r: HttpResponse, status: number, code?: number, what = "") {
   errors.push(r);
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
+  isErrorAnswer(t, r, status, code, what);
   t.match(String(r.headers["content-type"]), /application\/json/, `${what}: JSON content type`);
-  if (code !== undefined) t.equal(r.body?.error?.code, code, `${what}: error.code ${code}`);
-}
-
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
 }
 
 const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: unknown) => request(o.url, method, path, { headers, body });

@@ -4,7 +4,7 @@
 // permissions (spec §4.2, the /admin/devices rows of §4.11, §5; wire reference §1.3, §5).
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, isErr, ok200, qs } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -13,17 +13,8 @@ const s2 = await devWithSystem(o, "devices-b");
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const nowSec = () => Math.floor(Date.now() / 1000);
 
-function isErr(t: Test, r: HttpResponse, status: number, code?: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-  if (code !== undefined) t.equal(r.body?.error?.code, code, `${what}: error.code ${code}`);
-}
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
 /** the error detail (or message) mentions `word` */
 function detailHas(t: Test, r: HttpResponse, word: string, what = "") {
   const d = `${r.body?.error?.detail ?? ""} ${r.body?.error?.message ?? ""}`;

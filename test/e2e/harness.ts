@@ -255,10 +255,14 @@ export async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_00
 /** A query object as a URL parameter. */
 export const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 
-/** Asserts an error answer: the status and the envelope. */
-export function isErr(t: Test, r: HttpResponse, status: number, what = "") {
+/** Asserts an error answer: the status, the envelope and, when given, the envelope's error code
+ *  (`isErr(t, r, 400, "what")` or `isErr(t, r, 400, 204, "what")`). */
+export function isErr(t: Test, r: HttpResponse, status: number, codeOrWhat?: number | string, what = "") {
+  const code = typeof codeOrWhat === "number" ? codeOrWhat : undefined;
+  if (typeof codeOrWhat === "string") what = codeOrWhat;
   t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
   t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
+  if (code !== undefined) t.equal(r.body?.error?.code, code, `${what}: error.code ${code}`);
 }
 
 /** Asserts a 200, showing the body when it is not. */

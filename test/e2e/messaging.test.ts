@@ -6,7 +6,7 @@
 import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, startOutpost, uniq, sleep, waitFor, isErr, ok200 } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -32,15 +32,6 @@ function within<T>(p: Promise<T>, what: string, ms = 5_000): Promise<T> {
     const timer = setTimeout(() => rej(new Error(`no answer from the broker within ${ms} ms: ${what}`)), ms);
     p.then((v) => { clearTimeout(timer); res(v); }, (e) => { clearTimeout(timer); rej(e); });
   });
-}
-
-function isErr(t: Test, r: HttpResponse, status: number, what: string) {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-}
-
-function ok200(t: Test, r: HttpResponse, what: string) {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
 }
 
 /** An MQTT client of a system (developer token unless given). */

@@ -3,7 +3,7 @@
 // changes and levels; the query structure of spec §4.12; counting; deletion; and that role
 // permissions actually govern what users may do (spec §4.11, §4.12, §8; wire reference §4.3).
 import t, { type Test } from "tap";
-import { type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -12,19 +12,8 @@ const s2 = await devWithSystem(o, "roles-b");
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const BUILTIN = ["Administrator", "Authenticated", "Anonymous"];
 const HEX_ID = /^[0-9a-f]{28,30}$/;
-
-function isErr(t: Test, r: HttpResponse, status: number, code?: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-  if (code !== undefined) t.equal(r.body?.error?.code, code, `${what}: error.code ${code}`);
-}
-
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.status} ${r.text.slice(0, 300)})`}`);
-}
 
 const rolesPath = (sys: DevSystem) => `/admin/user/${sys.systemKey}/roles`;
 const userRolesPath = (sys: DevSystem) => `/api/v/3/user/roles/${sys.systemKey}`;

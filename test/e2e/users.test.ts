@@ -3,7 +3,7 @@
 // object, token expiry, cross-system tokens, and the developer's /admin/user/{systemKey} routes
 // with custom user columns (spec §4.1, §4.11, §4.12, §5, §7; wire reference §1.2, §3.3, §4).
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -16,21 +16,10 @@ function devWithSystemNamed(name: string): Promise<DevSystem> {
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-const qs = (q: unknown) => encodeURIComponent(JSON.stringify(q));
 const nowSec = () => Date.now() / 1000;
 const HEX_ID = /^[0-9a-f]{28,30}$/;
 
 /** Asserts an error response: status, the ClearBlade envelope, optionally the app code. */
-function isErr(t: Test, r: HttpResponse, status: number, code?: number, what = "") {
-  t.equal(r.status, status, `${what} -> ${status}${r.status === status ? "" : ` (got ${r.text.slice(0, 300)})`}`);
-  t.ok(isEnvelope(r.body, status), `${what}: error envelope`);
-  if (code !== undefined) t.equal(r.body?.error?.code, code, `${what}: error.code ${code}`);
-}
-
-function ok200(t: Test, r: HttpResponse, what = "") {
-  t.equal(r.status, 200, `${what} -> 200${r.status === 200 ? "" : ` (got ${r.text.slice(0, 300)})`}`);
-}
-
 async function addColumn(sys: DevSystem, name: string, type: string) {
   const r = await sys.dev.post(`/admin/user/${sys.systemKey}/columns`, { column_name: name, type });
   if (r.status !== 200) throw new Error(`add column ${name}: ${r.status} ${r.text}`);

@@ -84,26 +84,37 @@ const PLATFORM_HOST_FLAGS = new Set(["platform-ip", "novi-ip"]);
 
 export interface ParsedArgs { values: Record<string, unknown>; help: boolean; version: boolean }
 
+const FLAG = /^--?([A-Za-z][A-Za-z0-9-]*)(?:=(.*))?$/s;
+const flagKey = (name: string) => FLAG_ALIASES[name] ?? (PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" ? name : camel(name));
+const isSpecialFlag = (name: string) => PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" || name === "config";
+const isKnownFlagName = (name: string) =>
+  ["help", "h", "version", "v"].includes(name) || isSpecialFlag(name) || (KEYS as string[]).includes(flagKey(name));
+
+/** Whether a word is one of our flags: a value may start with "-" (a token, a negative number). */
+function isKnownFlag(word: string): boolean {
+  const m = FLAG.exec(word);
+  return !!m && isKnownFlagName(m[1]!.toLowerCase());
+}
+
 export function parseArgs(argv: string[]): ParsedArgs {
   const values: Record<string, unknown> = {};
   let help = false, version = false, platformHost: string | undefined, platformPort: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const m = /^--?([A-Za-z][A-Za-z0-9-]*)(?:=(.*))?$/s.exec(arg);
+    const m = FLAG.exec(arg);
     if (!m) throw new ConfigError(`unexpected argument '${arg}' (flags look like --name value or --name=value)`);
     const name = m[1]!.toLowerCase();
     if (name === "help" || name === "h") { help = true; continue; }
     if (name === "version" || name === "v") { version = true; continue; }
-    const key = FLAG_ALIASES[name] ?? (PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" ? name : camel(name));
-    const special = PLATFORM_HOST_FLAGS.has(name) || name === "platform-port" || name === "config";
-    if (!special && !(KEYS as string[]).includes(key)) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    const key = flagKey(name);
+    if (!isKnownFlagName(name)) throw new ConfigError(`unknown flag --${name} (see --help)`);
     const isBool = BOOLEAN_KEYS.has(key);
     let value: string | undefined = m[2];
     if (value === undefined) {
       const next = argv[i + 1];
       if (isBool && (next === undefined || !/^(true|false|1|0|yes|no)$/.test(next))) value = "true";
-      // the next word is another flag (not a negative number): this one was given no value
-      else if (next === undefined || /^--?[A-Za-z]/.test(next)) throw new ConfigError(`flag --${name} needs a value`);
+      // the next word is another of our flags: this one was given no value
+      else if (next === undefined || isKnownFlag(next)) throw new ConfigError(`flag --${name} needs a value`);
       else { value = next; i++; }
     }
     if (PLATFORM_HOST_FLAGS.has(name)) { platformHost = value; continue; }

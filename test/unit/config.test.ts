@@ -96,6 +96,12 @@ describe("flag syntax", () => {
   test("a flag that needs a value does not take the next flag as its value", () => {
     configError(() => load(["--data-dir", "--development-mode"]));
     configError(() => load(["--db", "--http-port=9100"]));
+    configError(() => load(["--edge-token", "-h"]));
+  });
+
+  test("a value may start with '-' when it is not one of the flags (random tokens do)", () => {
+    expect(parseArgs(["--edge-token", "-Ab3_x-9kQ", "--mode", "edge"]).values).toMatchObject({ edgeToken: "-Ab3_x-9kQ", mode: "edge" });
+    expect(parseArgs(["--edge-token", "--mode-is-not-a-flag"]).values.edgeToken).toBe("--mode-is-not-a-flag");
   });
 
   test("--help / -h / --version / -v", () => {

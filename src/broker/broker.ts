@@ -23,6 +23,8 @@ import type { ConnectionView } from "../domain/devices.ts";
 import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
+import { fastPublishIn, fastPublishOut } from "./publish.ts";
+import { coalesceWrites } from "./writes.ts";
 
 export interface BrokerDeps {
   config: Config;
@@ -176,7 +178,10 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
   /** Hands a connection to aedes, rewriting the client's topics into its system's space. */
   private accept(stream: net.Socket | Duplex, ip?: string): Client {
+    coalesceWrites(stream);
     const client = this.aedes.handle(stream as net.Socket);
+    fastPublishIn(client);
+    fastPublishOut(client);
     const remote = ip ?? (stream as net.Socket).remoteAddress ?? "";
     const c = client as unknown as { _parser: import("node:events").EventEmitter };
     c._parser.prependListener("packet", (packet: Record<string, any>) => {

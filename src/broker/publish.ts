@@ -1,0 +1,149 @@
+// The QoS 0 PUBLISH fast paths, in and out, around aedes. Most broker traffic is QoS 0 publishes,
+// and aedes spends most of a message's time on them outside its routing: mqtt-packet's streaming
+// parser (a BufferList, a state machine, debug calls) on the way in, and on the way out a
+// setImmediate, a packet copy and writeToStream's four or five writes per delivery. Here:
+// - in: the bytes are split into frames; a QoS 0 PUBLISH of an MQTT 3.1/3.1.1 client is decoded
+//   directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
+// - out: a QoS 0 delivery to an MQTT 3.1/3.1.1 client is encoded as one buffer into the
+//   connection's write batch, and the delivery completes when the batch leaves.
+// Everything else (QoS 1/2, MQTT 5, a connection not yet connected) takes aedes' own path.
+import type { Client } from "aedes";
+import { batchOf } from "./writes.ts";
+
+const PUBLISH = 3;
+
+interface ParserLike {
+  parse(buf: Buffer): number;
+  emit(event: "packet", packet: unknown): boolean;
+  settings: { protocolVersion?: number };
+}
+
+/** Splits what the client sends into frames and decodes QoS 0 PUBLISH frames itself. */
+export function fastPublishIn(client: Client): void {
+  const parser = (client as unknown as { _parser: ParserLike })._parser;
+  const parseFrame = parser.parse.bind(parser);
+  let pending: Buffer | null = null;
+  let busy = false;
+
+  parser.parse = (chunk: Buffer): number => {
+    pending = pending && pending.length > 0 ? Buffer.concat([pending, chunk]) : chunk;
+    // a packet handled synchronously can read the socket again: the running loop takes the bytes
+    if (busy) return pending.length;
+    busy = true;
+    try {
+      while (pending !== null && pending.length > 0) {
+        const buf: Buffer = pending;
+        const header = frameHeader(buf);
+        if (header === null) break; // an incomplete frame: wait for more bytes
+        if (header === undefined) { pending = null; parseFrame(buf); break; } // malformed: aedes' parser reports it
+        const [bodyStart, end] = header;
+        if (end > buf.length) break;
+        pending = end === buf.length ? null : buf.subarray(end);
+        const v = parser.settings.protocolVersion;
+        const packet = buf[0]! >> 4 === PUBLISH && (buf[0]! & 0x06) === 0 && (v === 4 || v === 3) ? publish0(buf, bodyStart, end) : null;
+        if (packet) parser.emit("packet", packet);
+        else parseFrame(buf.subarray(0, end));
+      }
+    } finally {
+      busy = false;
+    }
+    return pending?.length ?? 0;
+  };
+}
+
+/** [body start, frame end] of the frame at the start of buf; null if its header is incomplete,
+ *  undefined if the remaining length is malformed (more than four bytes). */
+function frameHeader(buf: Buffer): [number, number] | null | undefined {
+  let length = 0;
+  let mul = 1;
+  for (let i = 1; i <= 4; i++) {
+    if (i >= buf.length) return null;
+    const b = buf[i]!;
+    length += (b & 0x7f) * mul;
+    if ((b & 0x80) === 0) return [i + 1, i + 1 + length];
+    mul *= 128;
+  }
+  return undefined;
+}
+
+/** The packet mqtt-packet would make of a QoS 0 PUBLISH, or null to leave the frame to it. */
+function publish0(buf: Buffer, start: number, end: number) {
+  if (end - start < 2) return null;
+  const topicEnd = start + 2 + buf.readUInt16BE(start);
+  if (topicEnd > end) return null;
+  return {
+    cmd: "publish",
+    retain: (buf[0]! & 1) !== 0,
+    qos: 0,
+    dup: (buf[0]! & 8) !== 0,
+    length: end - start,
+    topic: buf.toString("utf8", start + 2, topicEnd),
+    // a copy: a retained or queued payload must not hold the whole read chunk
+    payload: Buffer.from(buf.subarray(topicEnd, end)),
+  };
+}
+
+/** Delivers QoS 0 messages to the client as single-buffer frames in its connection's batch. */
+export function fastPublishOut(client: Client): void {
+  const c = client as unknown as {
+    id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean;
+    duplicates: Record<string, number>; conn: { write(b: Buffer): boolean };
+    broker: { authorizeForward(client: Client, packet: unknown): Outbound | null | undefined };
+    deliver0(packet: Outbound, cb: () => void): void;
+    waitForDrain(cb: () => void): void;
+  };
+  const batch = batchOf(c.conn);
+  if (!batch) return;
+  const aedesDeliver0 = c.deliver0;
+  c.deliver0 = (packet: Outbound, cb: () => void) => {
+    if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
+    // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
+    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return batch.afterFlush(cb);
+    const out = c.broker.authorizeForward(client, packet);
+    if (!out) return batch.afterFlush(cb);
+    const ok = c.conn.write(encodePublish0(out.topic, out.payload, out.retain));
+    if (!ok && !c.errored) c.waitForDrain(cb);
+    else batch.afterFlush(cb);
+  };
+}
+
+interface Outbound {
+  topic: string; payload: Buffer | string | undefined; retain?: boolean;
+  brokerId?: string; brokerCounter?: number; clientId?: string; nl?: boolean; properties?: unknown;
+}
+
+/** aedes' dedupe: a message (broker id, counter) reaches a client at most once. */
+function firstDelivery(duplicates: Record<string, number>, packet: Outbound): boolean {
+  const id = packet.brokerId;
+  if (!id) return true;
+  const counter = packet.brokerCounter ?? 0;
+  if ((duplicates[id] ?? 0) >= counter) return false;
+  duplicates[id] = counter;
+  return true;
+}
+
+/** A QoS 0 PUBLISH frame (MQTT 3.1.1 §3.3) in one buffer. */
+export function encodePublish0(topic: string, payload: Buffer | string | undefined, retain = false): Buffer {
+  const topicLen = Buffer.byteLength(topic);
+  const body = typeof payload === "string" ? Buffer.from(payload) : (payload ?? EMPTY);
+  const length = 2 + topicLen + body.length;
+  let lenBytes = 1;
+  for (let n = length; n >= 128; n = Math.floor(n / 128)) lenBytes++;
+  const frame = Buffer.allocUnsafe(1 + lenBytes + length);
+  frame[0] = 0x30 | (retain ? 1 : 0);
+  let o = 1;
+  let n = length;
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    frame[o++] = b;
+  } while (n > 0);
+  frame.writeUInt16BE(topicLen, o);
+  o += 2;
+  o += frame.write(topic, o, "utf8");
+  body.copy(frame, o);
+  return frame;
+}
+
+const EMPTY = Buffer.alloc(0);

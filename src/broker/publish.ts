@@ -4,11 +4,12 @@
 // setImmediate, a packet copy and writeToStream's four or five writes per delivery. Here:
 // - in: the bytes are split into frames; a QoS 0 PUBLISH of an MQTT 3.1/3.1.1 client is decoded
 //   directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
-// - out: a QoS 0 delivery to an MQTT 3.1/3.1.1 client is encoded as one buffer into the
-//   connection's write batch, and the delivery completes when the batch leaves.
+// - out: a QoS 0 delivery to an MQTT 3.1/3.1.1 client is encoded as one buffer and written (into
+//   the connection's batch, see writes.ts); it completes at once unless the connection must drain.
+//   Completing synchronously is safe because fastPublishIn does not re-enter its read loop (aedes
+//   defers with setImmediate for fear of deep recursion through it).
 // Everything else (QoS 1/2, MQTT 5, a connection not yet connected) takes aedes' own path.
 import type { Client } from "aedes";
-import { batchOf } from "./writes.ts";
 
 const PUBLISH = 3;
 
@@ -83,7 +84,8 @@ function publish0(buf: Buffer, start: number, end: number) {
   };
 }
 
-/** Delivers QoS 0 messages to the client as single-buffer frames in its connection's batch. */
+/** Delivers QoS 0 messages to the client as single-buffer frames. Call it right after aedes'
+ *  handle(), before any subscription takes the client's deliver0. */
 export function fastPublishOut(client: Client): void {
   const c = client as unknown as {
     id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean;
@@ -92,18 +94,16 @@ export function fastPublishOut(client: Client): void {
     deliver0(packet: Outbound, cb: () => void): void;
     waitForDrain(cb: () => void): void;
   };
-  const batch = batchOf(c.conn);
-  if (!batch) return;
   const aedesDeliver0 = c.deliver0;
   c.deliver0 = (packet: Outbound, cb: () => void) => {
     if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
     // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
-    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return batch.afterFlush(cb);
+    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return cb();
     const out = c.broker.authorizeForward(client, packet);
-    if (!out) return batch.afterFlush(cb);
+    if (!out) return cb();
     const ok = c.conn.write(encodePublish0(out.topic, out.payload, out.retain));
     if (!ok && !c.errored) c.waitForDrain(cb);
-    else batch.afterFlush(cb);
+    else cb();
   };
 }
 

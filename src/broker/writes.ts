@@ -10,31 +10,17 @@ const FLUSH_BYTES = 64 * 1024;
 
 type Conn = Pick<Duplex, "write" | "end" | "destroy" | "cork" | "uncork" | "destroyed" | "writableNeedDrain">;
 
-/** What a coalesced connection offers besides its (now batching) write. */
-export interface Batched {
-  /** Calls `cb` once everything written so far has been handed to the real stream, in the turn's
-   *  flush (never synchronously: a delivery that completes in the same call stack as the publish
-   *  that caused it could recurse through aedes' read loop). */
-  afterFlush(cb: () => void): void;
-}
-
-const batches = new WeakMap<object, Batched>();
-
-/** The batch of a connection made by coalesceWrites, if it was. */
-export const batchOf = (conn: object): Batched | undefined => batches.get(conn);
-
 /** Makes `conn` collect what is written to it and hand it on once per turn (setImmediate), or
  *  sooner when the batch grows past FLUSH_BYTES, before an end or a destroy, and before a write
  *  that wants a callback. Backpressure is the real stream's: write answers false while it needs
  *  to drain, so aedes waits for its 'drain'. */
-export function coalesceWrites(conn: Conn): Batched {
+export function coalesceWrites(conn: Conn): void {
   const write = conn.write.bind(conn) as (chunk: Buffer, cb?: (err?: Error | null) => void) => boolean;
   const end = conn.end.bind(conn) as (...args: unknown[]) => unknown;
   const destroy = conn.destroy.bind(conn);
   let parts: Buffer[] = [];
   let bytes = 0;
   let scheduled = false;
-  let waiting: (() => void)[] = [];
 
   const send = () => {
     if (parts.length === 0) return;
@@ -46,12 +32,7 @@ export function coalesceWrites(conn: Conn): Batched {
   const flush = () => {
     scheduled = false;
     send();
-    if (waiting.length === 0) return;
-    const cbs = waiting;
-    waiting = [];
-    for (const cb of cbs) cb();
   };
-  const schedule = () => { if (!scheduled) { scheduled = true; setImmediate(flush); } };
 
   // writeToStream corks around each packet; batching makes that redundant
   conn.cork = () => {};
@@ -66,13 +47,9 @@ export function coalesceWrites(conn: Conn): Batched {
     parts.push(buf);
     bytes += buf.length;
     if (bytes >= FLUSH_BYTES) send();
-    else schedule();
+    else if (!scheduled) { scheduled = true; setImmediate(flush); }
     return !conn.writableNeedDrain;
   }) as Conn["write"];
   conn.end = ((...args: unknown[]) => { send(); return end(...args); }) as Conn["end"];
   conn.destroy = ((err?: Error) => { send(); return destroy(err); }) as Conn["destroy"];
-
-  const batched: Batched = { afterFlush(cb) { waiting.push(cb); schedule(); } };
-  batches.set(conn, batched);
-  return batched;
 }

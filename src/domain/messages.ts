@@ -40,6 +40,8 @@ interface Pending extends Message { systemKey: string; topic: string }
 export class Messages {
   private buffer: Pending[] = [];
   private flushing: Promise<void> | null = null;
+  /** a flush was asked for because the buffer is full and has not started yet */
+  private flushAsked = false;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private sweeper: ReturnType<typeof setInterval> | null = null;
   /** per system/topic settings; absent = defaults */
@@ -85,23 +87,32 @@ export class Messages {
     if (!this.limits(systemKey, topic).store) return;
     if (this.buffer.length >= BUFFER_MAX) { this.buffer.shift(); this.dropped++; }
     this.buffer.push({ systemKey, topic, payload, time: Date.now(), userid, ip, qos });
-    if (this.buffer.length >= FLUSH_ROWS) void this.flush();
+    // one flush at a time is asked for: while one writes, the next batch simply grows
+    if (this.buffer.length >= FLUSH_ROWS) { if (!this.flushAsked) { this.flushAsked = true; void this.flush(); } }
     else this.timer ??= setTimeout(() => { this.timer = null; void this.flush(); }, FLUSH_MS);
   }
 
   /** Writes the buffered messages in one transaction, a page per topic, and trims topics over their limit. */
   async flush(): Promise<void> {
-    if (this.flushing) { await this.flushing; if (!this.buffer.length) return; }
+    if (this.flushing) await this.flushing;
+    this.flushAsked = false;
     if (!this.buffer.length) return;
     const batch = this.buffer;
     this.buffer = [];
     this.flushing = (async () => {
       try {
         const byTopic = new Map<string, Pending[]>();
+        let last: Pending | undefined;
+        let list: Pending[] = [];
         for (const m of batch) {
-          const k = `${m.systemKey}\u0000${m.topic}`;
-          const list = byTopic.get(k);
-          if (list) list.push(m); else byTopic.set(k, [m]);
+          // a busy topic arrives in runs: the key is only built when the topic changes
+          if (last === undefined || m.topic !== last.topic || m.systemKey !== last.systemKey) {
+            const k = `${m.systemKey}\u0000${m.topic}`;
+            const known = byTopic.get(k);
+            if (known) list = known; else byTopic.set(k, (list = []));
+          }
+          list.push(m);
+          last = m;
         }
         await this.d.db.tx(async (tx) => {
           for (const [k, msgs] of byTopic) {

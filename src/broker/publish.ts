@@ -6,8 +6,8 @@
 //   directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
 // - out: a QoS 0 delivery to an MQTT 3.1/3.1.1 client is encoded as one buffer and written (into
 //   the connection's batch, see writes.ts); it completes at once unless the connection must drain.
-//   Completing synchronously is safe because fastPublishIn does not re-enter its read loop (aedes
-//   defers with setImmediate for fear of deep recursion through it).
+//   fastPublishIn does not re-enter its read loop, and complete() bounds completions nested
+//   through mqemitter's queue (aedes defers every delivery a turn for fear of both).
 // Everything else (QoS 1/2, MQTT 5, a connection not yet connected) takes aedes' own path.
 import type { Client } from "aedes";
 
@@ -23,22 +23,30 @@ interface ParserLike {
 export function fastPublishIn(client: Client): void {
   const parser = (client as unknown as { _parser: ParserLike })._parser;
   const parseFrame = parser.parse.bind(parser);
+  // bytes not yet parsed: `pending`, then `later` while a frame known to be longer is incomplete
+  // (joined once the frame is whole: joining every chunk would copy a big frame quadratically)
   let pending: Buffer | null = null;
+  let later: Buffer[] = [];
+  let laterBytes = 0;
+  let need = 0;
   let busy = false;
 
   parser.parse = (chunk: Buffer): number => {
-    pending = pending && pending.length > 0 ? Buffer.concat([pending, chunk]) : chunk;
+    if (pending === null || pending.length === 0) pending = chunk;
+    else if (pending.length + laterBytes + chunk.length < need) { later.push(chunk); laterBytes += chunk.length; return pending.length + laterBytes; }
+    else { pending = Buffer.concat([pending, ...later, chunk]); later = []; laterBytes = 0; }
     // a packet handled synchronously can read the socket again: the running loop takes the bytes
     if (busy) return pending.length;
     busy = true;
+    need = 0;
     try {
       while (pending !== null && pending.length > 0) {
         const buf: Buffer = pending;
         const header = frameHeader(buf);
-        if (header === null) break; // an incomplete frame: wait for more bytes
+        if (header === null) break; // an incomplete header: wait for more bytes
         if (header === undefined) { pending = null; parseFrame(buf); break; } // malformed: aedes' parser reports it
         const [bodyStart, end] = header;
-        if (end > buf.length) break;
+        if (end > buf.length) { need = end; break; }
         pending = end === buf.length ? null : buf.subarray(end);
         const v = parser.settings.protocolVersion;
         const packet = buf[0]! >> 4 === PUBLISH && (buf[0]! & 0x06) === 0 && (v === 4 || v === 3) ? publish0(buf, bodyStart, end) : null;
@@ -98,13 +106,27 @@ export function fastPublishOut(client: Client): void {
   c.deliver0 = (packet: Outbound, cb: () => void) => {
     if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
     // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
-    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return cb();
+    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);
     const out = c.broker.authorizeForward(client, packet);
-    if (!out) return cb();
+    if (!out) return complete(cb);
     const ok = c.conn.write(encodePublish0(out.topic, out.payload, out.retain));
     if (!ok && !c.errored) c.waitForDrain(cb);
-    else cb();
+    else complete(cb);
   };
+}
+
+/** How deep deliveries may complete inside one another before one waits a turn. */
+const MAX_SYNC_DEPTH = 32;
+let depth = 0;
+
+/** Completes a delivery at once, the common case. A completion can start the next message
+ *  mqemitter queued (when its concurrency is full), whose deliveries complete inside it, and so
+ *  on: past MAX_SYNC_DEPTH the completion waits a turn, so a released backlog cannot overflow the
+ *  stack (aedes defers every delivery for this reason). */
+function complete(cb: () => void) {
+  if (depth >= MAX_SYNC_DEPTH) { setImmediate(cb); return; }
+  depth++;
+  try { cb(); } finally { depth--; }
 }
 
 interface Outbound {

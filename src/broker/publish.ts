@@ -12,10 +12,13 @@
 import type { Client } from "aedes";
 
 const PUBLISH = 3;
+/** The largest packet a client may send (MQTT allows 256 MiB; one such packet is a gateway's
+ *  memory): the HTTP API's body limit. A bigger one is a protocol error that closes the connection. */
+export const MAX_PACKET_BYTES = 32 * 1024 * 1024;
 
 interface ParserLike {
   parse(buf: Buffer): number;
-  emit(event: "packet", packet: unknown): boolean;
+  emit(event: "packet" | "error", value: unknown): boolean;
   settings: { protocolVersion?: number };
 }
 
@@ -46,6 +49,7 @@ export function fastPublishIn(client: Client): void {
         if (header === null) break; // an incomplete header: wait for more bytes
         if (header === undefined) { pending = null; parseFrame(buf); break; } // malformed: aedes' parser reports it
         const [bodyStart, end] = header;
+        if (end - bodyStart > MAX_PACKET_BYTES) { pending = null; parser.emit("error", new Error(`packet larger than ${MAX_PACKET_BYTES} bytes`)); break; }
         if (end > buf.length) { need = end; break; }
         pending = end === buf.length ? null : buf.subarray(end);
         const v = parser.settings.protocolVersion;

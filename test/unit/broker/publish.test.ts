@@ -6,7 +6,7 @@ import net from "node:net";
 import { Aedes, type Client } from "aedes";
 import mqtt, { type MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
-import { encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
+import { MAX_PACKET_BYTES, encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
 import { coalesceWrites } from "../../../src/broker/writes.ts";
 
 type Version = 3 | 4 | 5;
@@ -249,6 +249,20 @@ describe("fastPublishIn", () => {
     expect(f.errors).toHaveLength(1);
   });
 
+  test("a packet over MAX_PACKET_BYTES is an 'error' as soon as its header arrives, and nothing is kept", () => {
+    const f = parserAfterConnect(4, true);
+    const frame = encodePublish0("big", Buffer.alloc(MAX_PACKET_BYTES, 1)); // body: topic + payload > limit
+    f.parser.parse(Buffer.concat([gen(pub0("ok", "1")), frame.subarray(0, 1000)]));
+    expect(f.packets.map((p) => p.topic)).toEqual(["ok"]);
+    expect(f.errors.map((e) => e.message)).toEqual([`packet larger than ${MAX_PACKET_BYTES} bytes`]);
+    expect(f.handed).toEqual([]); // not even its start reached mqtt-packet
+    // exactly at the limit is fine
+    const g = parserAfterConnect(4, true);
+    g.parser.parse(encodePublish0("b", Buffer.alloc(MAX_PACKET_BYTES - 3, 2)));
+    expect(g.packets).toHaveLength(1);
+    expect(g.errors).toEqual([]);
+  });
+
   test("a QoS 0 publish whose topic overruns the frame is mqtt-packet's error too", () => {
     const bad = Buffer.from([0x30, 0x04, 0x00, 0x09, 0x61, 0x62]); // topic length 9 in a 4-byte body
     const f = parserAfterConnect(4, true);
@@ -281,7 +295,7 @@ describe("fastPublishIn", () => {
   // chunks of an incomplete frame are joined once it is whole: joining each one would copy a
   // big frame quadratically (a 32 MiB PUBLISH in 64 KiB chunks took ~2.4 s that way)
   test("a large frame arriving in many chunks costs about what it costs mqtt-packet", () => {
-    const frame = encodePublish0("big", Buffer.alloc(32 << 20, 1));
+    const frame = encodePublish0("big", Buffer.alloc(MAX_PACKET_BYTES - 16, 1));
     const time = (fast: boolean) => {
       const f = parserAfterConnect(4, fast);
       const t = performance.now();

@@ -64,6 +64,8 @@ interface Pool { version: string; idle: Sandbox[] }
 
 export class CodeEngine {
   private readonly pools = new Map<string, Pool>();
+  /** the caller part of req as JSON, by principal (a cached token keeps its principal object) */
+  private readonly contexts = new WeakMap<Principal, { systemKey: string; secret: string; userToken: string; isLogging: boolean; json: string }>();
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, (() => void)[]>();
   private readonly rows = new TtlCache<string, ServiceRow>(SERVICE_CACHE_MS, 5_000);
@@ -186,22 +188,20 @@ export class CodeEngine {
       try { sandbox = this.idle(svc) ?? (await this.checkout(svc)); }
       catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
       const req = {
-        context: {
-          systemKey, systemSecret: system.system_secret, userEmail: principalEmail(p), userid: principalId(p), userToken: opts.userToken ?? "",
-          isLogging: !!opts.logging || svc.logging_enabled === 1, caller: { userid: principalId(p), userEmail: principalEmail(p), userToken: opts.userToken ?? "" },
-        },
+        context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", !!opts.logging || svc.logging_enabled === 1),
         params: params ?? {}, instanceId: newUuid(),
       };
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
       const stream = svc.execution_timeout < 0;
       if (stream) this.streamRuns.set(key, sandbox);
-      outcome = await sandbox.run(name, req, {
+      const ran = sandbox.run(name, req, {
         host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0, run)),
         log: (t) => { if (logs.length < 1000) logs.push(t); },
       }, timeoutMs, () => {
         if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
         else this.checkin(svc, sandbox);
       });
+      outcome = ran instanceof Promise ? await ran : ran;
     } finally {
       this.release(key, svc.concurrency);
       // the run's subscriptions end with it
@@ -210,17 +210,31 @@ export class CodeEngine {
     return this.result(svc, p, params, opts, outcome, logs);
   }
 
-  private async result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): Promise<ExecResult> {
+  /** The caller's part of req as JSON, made once per caller: it is the same run after run. */
+  private contextJson(p: Principal, systemKey: string, secret: string, userToken: string, isLogging: boolean): string {
+    const hit = this.contexts.get(p);
+    if (hit && hit.systemKey === systemKey && hit.secret === secret && hit.userToken === userToken && hit.isLogging === isLogging) return hit.json;
+    const userEmail = principalEmail(p), userid = principalId(p);
+    const json = JSON.stringify({ systemKey, systemSecret: secret, userEmail, userid, userToken, isLogging, caller: { userid, userEmail, userToken } });
+    this.contexts.set(p, { systemKey, secret, userToken, isLogging, json });
+    return json;
+  }
+
+  private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): ExecResult | Promise<ExecResult> {
+    if (o.kind === "failed") return this.failed(svc, p, params, opts, o, logs);
     const withLogs = opts.logging || svc.logging_enabled === 1;
-    if (o.kind === "failed") {
-      if (!opts.retry) await this.e.services.recordFailure({
-        system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
-        user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
-      }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
-      this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
-      return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: logs.join("\n") } : {}) };
-    }
     return { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers, ...(withLogs ? { logs: logs.join("\n") } : {}) };
+  }
+
+  /** A failed run: recorded (unless it is a retry), logged, answered with the error. */
+  private async failed(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome & { kind: "failed" }, logs: string[]): Promise<ExecResult> {
+    const withLogs = opts.logging || svc.logging_enabled === 1;
+    if (!opts.retry) await this.e.services.recordFailure({
+      system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
+      user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
+    }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
+    this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
+    return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: logs.join("\n") } : {}) };
   }
 
   /** Runs failed runs again with their parameters, as the caller; a success removes the record. */

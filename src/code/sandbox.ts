@@ -38,8 +38,9 @@ export interface RunHooks {
 /** What a run's `req` is made of (see the prelude's request()). */
 export interface RunRequest {
   /** systemKey, systemSecret, userEmail, userid, userToken, isLogging, caller: the same for
-   *  every run of one caller, so the sandbox sends it only when it changed */
-  context: Record<string, unknown>;
+   *  every run of one caller, so the sandbox sends it only when it changed (as an object, or
+   *  already as JSON) */
+  context: Record<string, unknown> | string;
   params: unknown;
   instanceId: string;
 }
@@ -154,42 +155,44 @@ export class Sandbox {
     }).consume((f) => vm.setProp(vm.global, "__log", f));
   }
 
-  /** Runs the entry function once. Resolves when it calls success/error, when no work is left
-   *  (success by default), on an uncaught error, or at the deadline (timeoutMs <= 0: none). */
-  run(entry: string, req: RunRequest, hooks: RunHooks, timeoutMs: number, onFinish?: () => void): Promise<RunOutcome> {
-    if (this.disposed || this.broken) return Promise.resolve({ kind: "failed", error: "sandbox unavailable" });
+  /** Runs the entry function once. Ends when it calls success/error, when no work is left
+   *  (success by default), on an uncaught error, or at the deadline (timeoutMs <= 0: none). A run
+   *  that ended before the call returned (the common case) answers at once, without a promise. */
+  run(entry: string, req: RunRequest, hooks: RunHooks, timeoutMs: number, onFinish?: () => void): RunOutcome | Promise<RunOutcome> {
+    if (this.disposed || this.broken) return { kind: "failed", error: "sandbox unavailable" };
     this.hooks = hooks;
     this.outcome = null;
     this.awaiting = false;
     this.status = undefined;
     this.headers = undefined;
-    return new Promise<RunOutcome>((resolve) => {
-      // onFinish runs synchronously when the run ends, so the caller can hand the sandbox on
-      // before the promise settles (under load, that is what keeps the pool from running dry)
-      this.resolveRun = onFinish ? (o) => { onFinish(); resolve(o); } : resolve;
-      const context = JSON.stringify(req.context);
-      const same = context === this.lastContext;
-      this.lastContext = context;
-      this.sliceDeadline = Date.now() + this.limits.sliceMs;
-      const r = this.direct.call(this.runFn, [entry, same ? null : context, `${req.instanceId}\n${JSON.stringify(req.params ?? {})}`]);
-      this.sliceDeadline = Infinity;
-      if ("error" in r) {
-        const msg = this.errorText(r.error);
-        r.error.dispose();
-        this.finish({ kind: "failed", error: msg });
-        return;
-      }
+    // onFinish runs synchronously when the run ends, so the caller can hand the sandbox on
+    // before it sees the outcome (under load, that is what keeps the pool from running dry)
+    let settle: ((o: RunOutcome) => void) | null = null;
+    this.resolveRun = (o) => { onFinish?.(); settle?.(o); };
+    const context = typeof req.context === "string" ? req.context : JSON.stringify(req.context);
+    const same = context === this.lastContext;
+    this.lastContext = context;
+    this.sliceDeadline = Date.now() + this.limits.sliceMs;
+    const r = this.direct.call(this.runFn, [entry, same ? null : context, `${req.instanceId}\n${JSON.stringify(req.params ?? {})}`]);
+    this.sliceDeadline = Infinity;
+    if ("error" in r) {
+      const msg = this.errorText(r.error);
+      r.error.dispose();
+      this.finish({ kind: "failed", error: msg });
+    } else {
       // the service ended before returning: its outcome came back with the call ("s"/"e", then
       // "t" and text or "j" and JSON; anything else is the text of undefined)
       const early = r.text;
       if ((early[0] === "s" || early[0] === "e") && (early[1] === "t" || early[1] === "j")) {
         const value = early[1] === "t" ? early.slice(2) : JSON.parse(early.slice(2));
         this.finish({ kind: early[0] === "e" ? "error" : "success", value, status: this.status, headers: this.headers });
-        return;
+      } else {
+        if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s`, timedOut: true }), timeoutMs);
+        this.pump();
       }
-      if (timeoutMs > 0) this.timer = setTimeout(() => this.finish({ kind: "failed", error: `execution timed out after ${timeoutMs / 1000} s`, timedOut: true }), timeoutMs);
-      this.pump();
-    });
+    }
+    if (this.outcome) return this.outcome;
+    return new Promise<RunOutcome>((resolve) => { settle = resolve; });
   }
 
   /** Runs queued promise jobs; finishes the run when nothing is left to wait for. */

@@ -42,13 +42,14 @@ export class HttpThrottle {
   constructor(private readonly throttle: Throttle, private readonly tokens: Tokens, private readonly refuse: Refusal) {}
 
   /** Runs before routing; a Response ends the request there. */
-  onRequest(request: Request, ip: string | undefined): Response | undefined | Promise<Response | undefined> {
+  onRequest(request: Request, ipOf: () => string | undefined): Response | undefined | Promise<Response | undefined> {
     if (!this.throttle.active("HTTP Requests") || this.internal.has(request)) return undefined;
+    const ip = plainIp(ipOf());
     const token = tokenOf(request);
-    if (!token) return this.decide(request, plainIp(ip), null);
+    if (!token) return this.decide(request, ip, null);
     const p = this.tokens.resolveNow(token);
-    if (p !== undefined) return this.decide(request, plainIp(ip), p);
-    return this.tokens.resolve(token).then((q) => this.decide(request, plainIp(ip), q), () => this.decide(request, plainIp(ip), null));
+    if (p !== undefined) return this.decide(request, ip, p);
+    return this.tokens.resolve(token).then((q) => this.decide(request, ip, q), () => this.decide(request, ip, null));
   }
 
   /** Gives back the request's concurrency slot (once; later calls do nothing). */

@@ -1,9 +1,9 @@
 // MongoDB (the `mongodb` driver): the connection string from the credentials, and the operation
 // as existing clients write it, `db.<collection>.<method>(<args>)[.sort(...).limit(n)...]`,
 // parsed as data (relaxed JSON, with ObjectId/ISODate/NumberLong helpers), never evaluated.
-import JSON5 from "json5";
 import { EJSON } from "bson";
-import { MongoClient } from "mongodb";
+import JSON5 from "json5";
+import type { MongoClient } from "mongodb";
 import { ApiError, fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError } from "./connector.ts";
 import { documentFilter } from "./tables.ts";
@@ -90,6 +90,8 @@ const obj = (v: unknown, what: string) => {
 };
 
 export function mongoConnector(c: Credentials): Connector {
+  // the driver loads with the first connection: it is a large part of a cold start's module loading
+  const { MongoClient } = require("mongodb") as typeof import("mongodb");
   const client = new MongoClient(mongoUri(c), { serverSelectionTimeoutMS: 5_000, connectTimeoutMS: 5_000, maxPoolSize: 5 });
   let connecting: Promise<MongoClient> | null = null;
   const ready = () => (connecting ??= client.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));

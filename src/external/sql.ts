@@ -1,11 +1,18 @@
 // The SQL databases (postgres with `pg`, mysql/MariaDB with `mysql2`, SQL Server with `mssql`):
 // pooled connections, `$n` positional arguments in each dialect's form, a time limit per statement.
-import mssql from "mssql";
-import mysql from "mysql2/promise";
-import pg from "pg";
+import type mssql from "mssql";
+import type pg from "pg";
 import { fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError, positional, sqlOperation } from "./connector.ts";
 import { sqlTable } from "./tables.ts";
+
+// The drivers load when a connection of their kind is first made: together they are most of a
+// cold start's module loading, and most deployments use one of them or none.
+const drivers = {
+  pg: () => require("pg") as typeof import("pg"),
+  mysql: () => require("mysql2/promise") as typeof import("mysql2/promise"),
+  mssql: () => require("mssql") as typeof import("mssql"),
+};
 
 const POOL_MAX = 5;
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -13,7 +20,7 @@ const CONNECT_TIMEOUT_MS = 5_000;
 const timedOut = (ms: number) => fail("EXTERNAL_DB", `the statement did not finish within ${ms / 1000} s and was cancelled`);
 
 export function postgresConnector(c: Credentials): Connector {
-  const pool = new pg.Pool({
+  const pool = new (drivers.pg().Pool)({
     host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, max: POOL_MAX,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30_000, ...(c.tls ? { ssl: { rejectUnauthorized: false } } : {}),
   });
@@ -39,7 +46,7 @@ export function postgresConnector(c: Credentials): Connector {
 }
 
 export function mysqlConnector(c: Credentials): Connector {
-  const pool = mysql.createPool({
+  const pool = drivers.mysql().createPool({
     host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, connectionLimit: POOL_MAX,
     connectTimeout: CONNECT_TIMEOUT_MS, dateStrings: false, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: false,
   });
@@ -68,7 +75,7 @@ export function mssqlConfig(c: Credentials): mssql.config {
 }
 
 export function mssqlConnector(c: Credentials): Connector {
-  const pool = new mssql.ConnectionPool(mssqlConfig(c));
+  const pool = new (drivers.mssql().ConnectionPool)(mssqlConfig(c));
   let connecting: Promise<mssql.ConnectionPool> | null = null;
   const ready = () => (connecting ??= pool.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
   const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {

@@ -188,7 +188,7 @@ export class CodeEngine {
       try { sandbox = this.idle(svc) ?? (await this.checkout(svc)); }
       catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
       const req = {
-        context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", !!opts.logging || svc.logging_enabled === 1),
+        context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
         params: params ?? {}, instanceId: newUuid(),
       };
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
@@ -222,13 +222,13 @@ export class CodeEngine {
 
   private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): ExecResult | Promise<ExecResult> {
     if (o.kind === "failed") return this.failed(svc, p, params, opts, o, logs);
-    const withLogs = opts.logging || svc.logging_enabled === 1;
+    const withLogs = wantsLogs(svc, opts);
     return { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers, ...(withLogs ? { logs: logs.join("\n") } : {}) };
   }
 
   /** A failed run: recorded (unless it is a retry), logged, answered with the error. */
   private async failed(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome & { kind: "failed" }, logs: string[]): Promise<ExecResult> {
-    const withLogs = opts.logging || svc.logging_enabled === 1;
+    const withLogs = wantsLogs(svc, opts);
     if (!opts.retry) await this.e.services.recordFailure({
       system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
       user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
@@ -358,3 +358,6 @@ export class CodeEngine {
     this.pools.clear();
   }
 }
+
+/** A run's logs are kept and answered when the caller asks (Logging-enabled) or the service logs. */
+const wantsLogs = (svc: ServiceRow, opts: ExecOptions) => !!opts.logging || svc.logging_enabled === 1;

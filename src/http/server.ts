@@ -61,8 +61,8 @@ export function createHttpApp(s: Services) {
   };
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
-    // at once, and a concurrency slot is given back when the handler has its answer, before the
-    // answer leaves, so a client's next request finds it free. A wrap rather than onRequest and
+    // at once, and a concurrency slot is given back when the handler has its answer (an error's
+    // too), before the answer leaves, so a client's next request finds it free. A wrap rather than onRequest and
     // onAfterHandle hooks: with those, Elysia builds every route's full context and a slower
     // handler (about 5 µs per request over HTTP here).
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
@@ -72,7 +72,6 @@ export function createHttpApp(s: Services) {
       return early;
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
-      throttle.release(request);
       // Go clients build some paths with "//": route them as if the slashes were single. Done
       // only when no route matched, so normal requests pay nothing for it.
       if (code === "NOT_FOUND") {

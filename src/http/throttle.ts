@@ -44,12 +44,11 @@ export class HttpThrottle {
   /** Runs before routing; a Response ends the request there. */
   onRequest(request: Request, ipOf: () => string | undefined): Response | undefined | Promise<Response | undefined> {
     if (!this.throttle.active("HTTP Requests") || this.internal.has(request)) return undefined;
-    const ip = plainIp(ipOf());
     const token = tokenOf(request);
-    if (!token) return this.decide(request, ip, null);
+    if (!token) return this.decide(request, ipOf, null);
     const p = this.tokens.resolveNow(token);
-    if (p !== undefined) return this.decide(request, ip, p);
-    return this.tokens.resolve(token).then((q) => this.decide(request, ip, q), () => this.decide(request, ip, null));
+    if (p !== undefined) return this.decide(request, ipOf, p);
+    return this.tokens.resolve(token).then((q) => this.decide(request, ipOf, q), () => this.decide(request, ipOf, null));
   }
 
   /** Gives back the request's concurrency slot (once; later calls do nothing). */
@@ -58,13 +57,15 @@ export class HttpThrottle {
     if (release) { this.releases.delete(request); release(); }
   }
 
-  private decide(request: Request, ip: string, p: Principal | null): Response | undefined | Promise<Response | undefined> {
+  private decide(request: Request, ipOf: () => string | undefined, p: Principal | null): Response | undefined | Promise<Response | undefined> {
     if (p?.kind === "developer") return undefined; // §5.6: developers are never throttled
     const resource = pathOf(request.url);
     const systemKey = (p ? p.systemKey : systemKeyOf(request)) ?? SYSTEM_KEY_IN_PATH.exec(resource)?.[1] ?? "";
     let email = p ? principalEmail(p) : "";
     let askedForEmail = false;
-    const subject: Subject = { systemKey, resource, ip, email: () => { askedForEmail = true; return email; } };
+    let ip: string | undefined;
+    // the address is read only if a case that matched system and resource looks at it
+    const subject: Subject = { systemKey, resource, get ip() { return (ip ??= plainIp(ipOf())); }, email: () => { askedForEmail = true; return email; } };
     if (!p) {
       // only read the body when a case that matched system and resource wants to know who it is
       this.throttle.find("HTTP Requests", subject);

@@ -1,7 +1,8 @@
 // The one call a warm run makes into QuickJS, on the C API directly. quickjs-emscripten's
 // callFunction wraps every value and argument array in Lifetime objects and encodes strings with a
 // JavaScript loop: about 2 µs of a 12 µs run. This writes strings with TextEncoder into one
-// reused buffer and the arguments into one reused array. The internals it reads (ffi, module,
+// reused buffer (through one reused view) and the arguments into one reused array, and reads a
+// short result without TextDecoder. The internals it reads (ffi, module,
 // ctx, memory) are those of the pinned quickjs-emscripten version; the contract test in
 // test/unit/code/sandbox.test.ts runs through this path on every call.
 import type { QuickJSContext, QuickJSHandle } from "quickjs-emscripten";
@@ -15,13 +16,17 @@ interface Internals {
     QTS_FreeValuePointer(ctx: number, value: number): void;
     QTS_ResolveException(ctx: number, value: number): number;
   };
-  module: { HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void; UTF8ToString(p: number): string };
+  module: { HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void };
   ctx: { value: number };
   memory: { heapValueHandle(ptr: number): QuickJSHandle };
 }
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 const MAX_ARGS = 4;
+/** Results up to this many ASCII characters are read with a loop: TextDecoder's call and the view
+ *  it needs cost more than the loop for the short outcomes most runs answer with. */
+const SHORT_TEXT = 64;
 
 /** A string argument, or undefined (null). */
 export type Arg = string | null;
@@ -32,9 +37,13 @@ export class DirectCall {
   private readonly ctx: number;
   private readonly undefinedPtr: number;
   private readonly argv: number;
+  private readonly ptrs = [0, 0, 0, 0];
   private scratch: number;
   private scratchBytes = 4096;
-  private heap32: Int32Array;
+  /** views of the wasm memory, made again when it grows (its buffer is then replaced) */
+  private heap8!: Uint8Array;
+  private heap32!: Int32Array;
+  private scratchView!: Uint8Array;
 
   constructor(vm: QuickJSContext) {
     this.q = vm as unknown as Internals;
@@ -42,41 +51,67 @@ export class DirectCall {
     this.undefinedPtr = (vm.undefined as unknown as { value: number }).value;
     this.argv = this.q.module._malloc(MAX_ARGS * 4);
     this.scratch = this.q.module._malloc(this.scratchBytes);
-    this.heap32 = new Int32Array(this.q.module.HEAPU8.buffer);
+    this.views();
+  }
+
+  private views() {
+    const heap = this.q.module.HEAPU8;
+    this.heap8 = heap;
+    this.heap32 = new Int32Array(heap.buffer);
+    this.scratchView = heap.subarray(this.scratch, this.scratch + this.scratchBytes - 1);
   }
 
   private newString(s: string): number {
     const m = this.q.module;
     for (;;) {
-      const r = encoder.encodeInto(s, m.HEAPU8.subarray(this.scratch, this.scratch + this.scratchBytes - 1));
+      if (this.heap8.buffer !== m.HEAPU8.buffer) this.views();
+      const r = encoder.encodeInto(s, this.scratchView);
       if (r.read === s.length) {
-        m.HEAPU8[this.scratch + r.written] = 0;
+        this.heap8[this.scratch + r.written] = 0;
         return this.q.ffi.QTS_NewString(this.ctx, this.scratch);
       }
       m._free(this.scratch);
       this.scratchBytes = s.length * 3 + 1;
       this.scratch = m._malloc(this.scratchBytes);
+      this.views();
     }
+  }
+
+  /** The NUL-terminated UTF-8 string at ptr. */
+  private readString(ptr: number): string {
+    const heap = this.q.module.HEAPU8;
+    let text = "";
+    for (let i = ptr; i < ptr + SHORT_TEXT; i++) {
+      const b = heap[i]!;
+      if (b === 0) return text;
+      if (b > 127) break;
+      text += String.fromCharCode(b);
+    }
+    let end = ptr;
+    while (heap[end] !== 0) end++;
+    return decoder.decode(heap.subarray(ptr, end));
   }
 
   /** Calls fn with string arguments; the result as text (String() of it), or the thrown error. */
   call(fn: QuickJSHandle, args: Arg[]): CallResult {
-    const { ffi, module } = this.q;
-    if (args.length > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
-    const ptrs = args.map((a) => (a === null ? this.undefinedPtr : this.newString(a)));
-    // the wasm memory may have grown (and its buffer been replaced) since the last call
-    if (this.heap32.buffer !== module.HEAPU8.buffer) this.heap32 = new Int32Array(module.HEAPU8.buffer);
-    for (let i = 0; i < ptrs.length; i++) this.heap32[(this.argv >> 2) + i] = ptrs[i]!;
+    const { ffi } = this.q;
+    const n = args.length;
+    if (n > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
+    const ptrs = this.ptrs;
+    for (let i = 0; i < n; i++) { const a = args[i]; ptrs[i] = a === null || a === undefined ? this.undefinedPtr : this.newString(a); }
+    // creating strings may have grown the wasm memory
+    if (this.heap8.buffer !== this.q.module.HEAPU8.buffer) this.views();
+    for (let i = 0; i < n; i++) this.heap32[(this.argv >> 2) + i] = ptrs[i]!;
     const fnPtr = (fn as unknown as { value: number }).value;
-    const res = ffi.QTS_Call(this.ctx, fnPtr, this.undefinedPtr, ptrs.length, this.argv);
-    for (let i = 0; i < ptrs.length; i++) if (args[i] !== null) ffi.QTS_FreeValuePointer(this.ctx, ptrs[i]!);
+    const res = ffi.QTS_Call(this.ctx, fnPtr, this.undefinedPtr, n, this.argv);
+    for (let i = 0; i < n; i++) if (args[i] !== null && args[i] !== undefined) ffi.QTS_FreeValuePointer(this.ctx, ptrs[i]!);
     const err = ffi.QTS_ResolveException(this.ctx, res);
     if (err) {
       ffi.QTS_FreeValuePointer(this.ctx, res);
       return { error: this.q.memory.heapValueHandle(err) };
     }
     const chars = ffi.QTS_GetString(this.ctx, res);
-    const text = module.UTF8ToString(chars);
+    const text = this.readString(chars);
     ffi.QTS_FreeCString(this.ctx, chars);
     ffi.QTS_FreeValuePointer(this.ctx, res);
     return { text };

@@ -35,7 +35,7 @@ export interface RunHooks {
   log(text: string): void;
 }
 
-/** What a run's `req` is made of (see the prelude's request()). */
+/** What a run's `req` is made of (see the prelude's __run). */
 export interface RunRequest {
   /** systemKey, systemSecret, userEmail, userid, userToken, isLogging, caller: the same for
    *  every run of one caller, so the sandbox sends it only when it changed (as an object, or
@@ -173,7 +173,7 @@ export class Sandbox {
     const same = context === this.lastContext;
     this.lastContext = context;
     this.sliceDeadline = Date.now() + this.limits.sliceMs;
-    const r = this.direct.call(this.runFn, [entry, same ? null : context, `${req.instanceId}\n${JSON.stringify(req.params ?? {})}`]);
+    const r = this.direct.call(this.runFn, [entry, same ? null : context, req.instanceId, isEmptyObject(req.params) ? null : JSON.stringify(req.params)]);
     this.sliceDeadline = Infinity;
     if ("error" in r) {
       const msg = this.errorText(r.error);
@@ -257,6 +257,14 @@ export class Sandbox {
       this.rt?.dispose();
     } catch { /* a runtime that hit its memory limit may refuse; it is garbage either way */ }
   }
+}
+
+/** No parameters, or {}: the prelude makes the {} itself (cheaper than parsing it in there). */
+function isEmptyObject(p: unknown): boolean {
+  if (p === null || p === undefined) return true;
+  if (typeof p !== "object" || Object.getPrototypeOf(p) !== Object.prototype) return false;
+  for (const _ in p) return false;
+  return true;
 }
 
 function errorInfo(err: unknown): unknown {

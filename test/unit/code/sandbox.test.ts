@@ -48,6 +48,22 @@ describe("Sandbox runs", () => {
     }
   });
 
+  test("text results of every length around the short-text read come back intact, ASCII or not", async () => {
+    const sb = await sandbox("function svc(req, resp){ resp.success(req.params.v) }");
+    for (const n of [0, 1, 62, 63, 64, 65, 66, 200, 5_000]) {
+      for (const v of ["a".repeat(n), "a".repeat(n) + "é", "ü" + "a".repeat(n), "a".repeat(Math.max(0, n - 1)) + "✓" + "b".repeat(3)]) {
+        expect(await sb.run("svc", req("u", { v }), hooks, 5_000)).toMatchObject({ kind: "success", value: v });
+      }
+    }
+  });
+
+  test("missing or empty parameters are a fresh {} each run; other parameters cross as they are", async () => {
+    const sb = await sandbox("function svc(req, resp){ var seen = JSON.stringify(req.params); req.params.mark = 1; resp.success(seen) }");
+    for (const [params, seen] of [[undefined, "{}"], [null, "{}"], [{}, "{}"], [{}, "{}"], [[1, 2], "[1,2]"], [{ a: null }, '{"a":null}'], [Object.create(null), "{}"]] as const) {
+      expect(await sb.run("svc", { context: context("u"), params, instanceId: crypto.randomUUID() }, hooks, 5_000)).toMatchObject({ kind: "success", value: seen });
+    }
+  });
+
   test("a service that returns without answering succeeds with null; a string it returns is not an answer", async () => {
     const sb = await sandbox("function svc(req, resp){ return 'st-not-an-answer' }");
     expect(await sb.run("svc", req("u"), hooks, 5_000)).toMatchObject({ kind: "success", value: null });

@@ -60,7 +60,8 @@ const POOL_MAX = 16;
 const SERVICE_CACHE_MS = 5_000;
 const RESTART_DELAY_MS = 1_000;
 
-interface Pool { version: string; idle: Sandbox[] }
+/** Warm sandboxes of one service: of its version, loaded with the system's libraries of one epoch. */
+interface Pool { version: number; epoch: number; idle: Sandbox[] }
 
 export class CodeEngine {
   private readonly pools = new Map<string, Pool>();
@@ -103,18 +104,19 @@ export class CodeEngine {
 
   // ---- sandboxes ------------------------------------------------------------------------------
 
-  private poolVersion(s: ServiceRow) { return `${s.version}:${this.libraryEpoch.get(s.system_key) ?? 0}`; }
-
-  /** An idle sandbox of the service's current version, without waiting, or undefined. */
-  private idle(s: ServiceRow): Sandbox | undefined {
-    const pool = this.pools.get(`${s.system_key}/${s.name}`);
-    return pool && pool.version === this.poolVersion(s) ? pool.idle.pop() : undefined;
+  private current(pool: Pool | undefined, s: ServiceRow): boolean {
+    return pool !== undefined && pool.version === s.version && pool.epoch === (this.libraryEpoch.get(s.system_key) ?? 0);
   }
 
-  private async checkout(s: ServiceRow): Promise<Sandbox> {
-    const ready = this.idle(s);
+  /** An idle sandbox of the service's current version, without waiting, or undefined. */
+  private idle(key: string, s: ServiceRow): Sandbox | undefined {
+    const pool = this.pools.get(key);
+    return this.current(pool, s) ? pool!.idle.pop() : undefined;
+  }
+
+  private async checkout(key: string, s: ServiceRow): Promise<Sandbox> {
+    const ready = this.idle(key, s);
     if (ready) return ready;
-    const key = `${s.system_key}/${s.name}`;
     const libs = await this.e.services.libraryChain(this.e.d.db, s.system_key, parseDependencies(s.dependencies));
     const system = await this.e.systems.get(s.system_key);
     return Sandbox.create({
@@ -128,13 +130,13 @@ export class CodeEngine {
     }, this.limits);
   }
 
-  private checkin(s: ServiceRow, sandbox: Sandbox) {
-    const key = `${s.system_key}/${s.name}`;
-    const version = this.poolVersion(s);
-    let pool = this.pools.get(key);
-    if (!pool || pool.version !== version) {
-      if (pool) for (const x of pool.idle) x.dispose();
-      this.pools.set(key, (pool = { version, idle: [] }));
+  private checkin(key: string, s: ServiceRow, sandbox: Sandbox) {
+    const found = this.pools.get(key);
+    let pool: Pool;
+    if (found && this.current(found, s)) pool = found;
+    else {
+      if (found) for (const x of found.idle) x.dispose();
+      this.pools.set(key, (pool = { version: s.version, epoch: this.libraryEpoch.get(s.system_key) ?? 0, idle: [] }));
     }
     if (sandbox.broken || pool.idle.length >= POOL_MAX || this.stopped) sandbox.dispose();
     else pool.idle.push(sandbox);
@@ -168,8 +170,9 @@ export class CodeEngine {
   /** Runs a service for a caller. */
   async execute(p: Principal, systemKey: string, name: string, params: unknown, opts: ExecOptions = {}): Promise<ExecResult> {
     // the hot path answers from caches without waiting; a miss takes the ordinary way
+    const key = `${systemKey}/${name}`;
     const system = this.e.systems.accessNow(p, systemKey) ?? (await this.e.systems.access(p, systemKey));
-    const svc = this.rows.get(`${systemKey}/${name}`) ?? (await this.service(systemKey, name));
+    const svc = this.rows.get(key) ?? (await this.service(systemKey, name));
     const res = { kind: "service" as const, name };
     if (!opts.internal && !this.e.d.perms.checkedNow(p, res, LEVEL.READ, `service '${name}' (running a service needs read)`))
       await this.e.d.perms.require(p, res, LEVEL.READ, `service '${name}' (running a service needs read)`);
@@ -178,14 +181,13 @@ export class CodeEngine {
     if (params !== undefined && params !== null && (typeof params !== "object" || Array.isArray(params))) throw fail("INVALID_ARGUMENT", "the body (the service's parameters) must be a JSON object");
     const effective = svc.run_user ? await this.e.users.principalFor(systemKey, svc.run_user) : p;
     const timeoutMs = svc.execution_timeout < 0 ? 0 : svc.execution_timeout * 1000;
-    const key = `${systemKey}/${name}`;
     if (svc.concurrency > 0) await this.acquire(key, svc.concurrency, timeoutMs);
     const logs: string[] = [];
     const run: RunState = { inbox: null };
     let outcome: RunOutcome;
     try {
       let sandbox: Sandbox;
-      try { sandbox = this.idle(svc) ?? (await this.checkout(svc)); }
+      try { sandbox = this.idle(key, svc) ?? (await this.checkout(key, svc)); }
       catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
       const req = {
         context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
@@ -199,7 +201,7 @@ export class CodeEngine {
         log: (t) => { if (logs.length < 1000) logs.push(t); },
       }, timeoutMs, () => {
         if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
-        else this.checkin(svc, sandbox);
+        else this.checkin(key, svc, sandbox);
       });
       outcome = ran instanceof Promise ? await ran : ran;
     } finally {
@@ -222,8 +224,9 @@ export class CodeEngine {
 
   private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): ExecResult | Promise<ExecResult> {
     if (o.kind === "failed") return this.failed(svc, p, params, opts, o, logs);
-    const withLogs = wantsLogs(svc, opts);
-    return { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers, ...(withLogs ? { logs: logs.join("\n") } : {}) };
+    const r: ExecResult = { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers };
+    if (wantsLogs(svc, opts)) r.logs = logs.join("\n");
+    return r;
   }
 
   /** A failed run: recorded (unless it is a retry), logged, answered with the error. */

@@ -12,12 +12,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 async function engineOverhead(): Promise<number> {
   const sb = await Sandbox.create({ libraries: [], service: { name: "triv", code: "function triv(req, resp){ resp.success(req.params.n) }" }, meta: {} }, { memoryBytes: 64 << 20, sliceMs: 500 });
   const hooks = { host: async () => null, log: () => {} };
-  // a req as an HTTP call makes it: one caller's context, fresh parameters and instance id each run
-  const context = {
+  // a req as the engine makes it for an HTTP call: one caller's context (serialized once per
+  // caller, as the engine caches it), fresh parameters and instance id each run
+  const context = JSON.stringify({
     systemKey: "9b79a67844ac845e38a1141c5b1486", systemSecret: "22F1FA1176DD928BAE64CC04842210", userEmail: "u@example.com", userid: "3b8a1cc577d55408937d39664c67cc",
     userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE", isLogging: false,
     caller: { userid: "3b8a1cc577d55408937d39664c67cc", userEmail: "u@example.com", userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE" },
-  };
+  });
   const req = (n: number) => ({ context, params: { n }, instanceId: crypto.randomUUID() });
   for (let i = 0; i < 2000; i++) await sb.run("triv", req(i), hooks, 60_000);
   const N = 20_000;

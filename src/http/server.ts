@@ -54,8 +54,10 @@ export function createHttpApp(s: Services) {
     const r = errorResponse(throttledError(d));
     if (d.retryAfterS) r.headers.set("retry-after", String(d.retryAfterS));
     return r;
-  });
+  }, (request) => app.server?.requestIP(request)?.address);
+  // a request that holds a concurrency slot gives it back once its handler has the answer
   const settle = (request: Request, r: unknown) => {
+    if (!throttle.holds(request)) return r;
     if (!(r instanceof Promise)) { throttle.release(request); return r; }
     return r.then((res) => { throttle.release(request); return res; }, (err) => { throttle.release(request); throw err; });
   };
@@ -66,7 +68,7 @@ export function createHttpApp(s: Services) {
     // onAfterHandle hooks: with those, Elysia builds every route's full context and a slower
     // handler (about 5 µs per request over HTTP here).
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
-      const early = throttle.onRequest(request, () => app.server?.requestIP(request)?.address);
+      const early = throttle.onRequest(request);
       if (early === undefined) return settle(request, handle(request));
       if (early instanceof Promise) return early.then((refused) => refused ?? settle(request, handle(request)));
       return early;

@@ -33,23 +33,40 @@ async function loginIn(request: Request): Promise<string> {
 }
 
 export type Refusal = (d: Decision) => Response;
+/** The client address of a request's connection. */
+export type AddressOf = (request: Request) => string | undefined;
+
+/** What the cases look at for one request. The address is read, and a login name looked for,
+ *  only when a case that matched system and resource asks (a class: its getter lives on the
+ *  prototype, where an object literal's would be made per request). */
+class RequestSubject implements Subject {
+  private address: string | undefined;
+  /** a case asked who an unauthenticated caller is */
+  askedForEmail = false;
+  constructor(readonly systemKey: string, readonly resource: string, public login: string, private readonly request: Request, private readonly addressOf: AddressOf) {}
+  get ip() { return (this.address ??= plainIp(this.addressOf(this.request))); }
+  email() { this.askedForEmail = true; return this.login; }
+}
 
 export class HttpThrottle {
   private readonly releases = new WeakMap<Request, () => void>();
   /** requests the server makes to itself (re-routing "//" paths): counted once, as the original */
   readonly internal = new WeakSet<Request>();
 
-  constructor(private readonly throttle: Throttle, private readonly tokens: Tokens, private readonly refuse: Refusal) {}
+  constructor(private readonly throttle: Throttle, private readonly tokens: Tokens, private readonly refuse: Refusal, private readonly addressOf: AddressOf) {}
 
   /** Runs before routing; a Response ends the request there. */
-  onRequest(request: Request, ipOf: () => string | undefined): Response | undefined | Promise<Response | undefined> {
+  onRequest(request: Request): Response | undefined | Promise<Response | undefined> {
     if (!this.throttle.active("HTTP Requests") || this.internal.has(request)) return undefined;
     const token = tokenOf(request);
-    if (!token) return this.decide(request, ipOf, null);
+    if (!token) return this.decide(request, null);
     const p = this.tokens.resolveNow(token);
-    if (p !== undefined) return this.decide(request, ipOf, p);
-    return this.tokens.resolve(token).then((q) => this.decide(request, ipOf, q), () => this.decide(request, ipOf, null));
+    if (p !== undefined) return this.decide(request, p);
+    return this.tokens.resolve(token).then((q) => this.decide(request, q), () => this.decide(request, null));
   }
+
+  /** Whether the request holds a concurrency slot to give back. */
+  holds(request: Request) { return this.releases.has(request); }
 
   /** Gives back the request's concurrency slot (once; later calls do nothing). */
   release(request: Request) {
@@ -57,19 +74,15 @@ export class HttpThrottle {
     if (release) { this.releases.delete(request); release(); }
   }
 
-  private decide(request: Request, ipOf: () => string | undefined, p: Principal | null): Response | undefined | Promise<Response | undefined> {
+  private decide(request: Request, p: Principal | null): Response | undefined | Promise<Response | undefined> {
     if (p?.kind === "developer") return undefined; // §5.6: developers are never throttled
     const resource = pathOf(request.url);
     const systemKey = (p ? p.systemKey : systemKeyOf(request)) ?? SYSTEM_KEY_IN_PATH.exec(resource)?.[1] ?? "";
-    let email = p ? principalEmail(p) : "";
-    let askedForEmail = false;
-    let ip: string | undefined;
-    // the address is read only if a case that matched system and resource looks at it
-    const subject: Subject = { systemKey, resource, get ip() { return (ip ??= plainIp(ipOf())); }, email: () => { askedForEmail = true; return email; } };
+    const subject = new RequestSubject(systemKey, resource, p ? principalEmail(p) : "", request, this.addressOf);
     if (!p) {
       // only read the body when a case that matched system and resource wants to know who it is
       this.throttle.find("HTTP Requests", subject);
-      if (askedForEmail) return loginIn(request).then((name) => { email = name; return this.outcome(request, this.throttle.evaluate("HTTP Requests", subject)); });
+      if (subject.askedForEmail) return loginIn(request).then((name) => { subject.login = name; return this.outcome(request, this.throttle.evaluate("HTTP Requests", subject)); });
     }
     return this.outcome(request, this.throttle.evaluate("HTTP Requests", subject));
   }

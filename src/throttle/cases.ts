@@ -145,14 +145,20 @@ export interface CompiledCase {
   consumer: ConsumerMatcher;
   /** the start of every bucket key of this case */
   keyPrefix: string;
+  /** the one bucket key of a case without a `?` slot (made once, not per request), else null */
+  fixedKey: string | null;
 }
 
 export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
-  return {
-    row, builtIn, system: filter(row.system_key), resource: row.resource ? resourceMatcher(row.resource) : filter("*"),
-    consumer: parseConsumer(row.consumer), keyPrefix: `${row.throttler_name}\u0000${row.case_name}\u0000`,
-  };
+  const system = filter(row.system_key), resource = row.resource ? resourceMatcher(row.resource) : filter("*"), consumer = parseConsumer(row.consumer);
+  const keyPrefix = `${row.throttler_name}\u0000${row.case_name}\u0000`;
+  const fixed = (f: Filter) => (f.kind === ANY ? "*" : f.value);
+  const fixedKey = [system, resource, consumer.legacy, consumer.email, consumer.ip].some((f) => f.kind === EACH) ? null
+    : bucketKey(keyPrefix, fixed(system), fixed(resource), consumer.typed ? `${fixed(consumer.email)},${fixed(consumer.ip)}` : fixed(consumer.legacy));
+  return { row, builtIn, system, resource, consumer, keyPrefix, fixedKey };
 }
+
+const bucketKey = (prefix: string, system: string, resource: string, consumer: string) => `${prefix}${system}\u0000${resource}\u0000${consumer}`;
 
 /** Whether the case's resource filter lets this resource through (a path or a topic). */
 export function resourceMatches(c: CompiledCase, resource: string): boolean {
@@ -178,13 +184,14 @@ export function matchRest(c: CompiledCase, s: Subject): string | null {
     else if (f.kind === EACH) who = s.email() || s.ip || null;
     else who = f.value === s.ip || f.value === s.email() ? f.value : null;
   } else {
+    // a slot that matches anything does not read its value: the address costs a lookup
     const e = k.email.kind === ANY ? "*" : slot(k.email, s.email());
     if (e === null) return null;
-    const i = slot(k.ip, s.ip);
-    who = i === null ? null : `${e},${i}`;
+    const i = k.ip.kind === ANY ? "*" : slot(k.ip, s.ip);
+    who = i === null ? null : c.fixedKey !== null ? "" : `${e},${i}`;
   }
   if (who === null) return null;
-  return `${c.keyPrefix}${sys}\u0000${res}\u0000${who}`;
+  return c.fixedKey ?? bucketKey(c.keyPrefix, sys, res, who);
 }
 
 /** The bucket key when the case matches the subject, or null. */

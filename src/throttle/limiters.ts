@@ -4,6 +4,8 @@
 import { RedisClient } from "bun";
 import type { Logger } from "../core/log.ts";
 
+const TAKEN = Object.freeze({ ok: true, retryAfterS: 0 });
+
 /** Per-node token buckets: up to `capacity` tokens, one more every duration/capacity seconds.
  *  Bounded: when full, the oldest keys go first (a bucket that goes starts full again: the cap
  *  errs on the lenient side instead of growing without end). */
@@ -23,7 +25,7 @@ export class TokenBuckets {
       b = { tokens: capacity, at: now };
       this.buckets.set(key, b);
     }
-    if (b.tokens >= 1) { b.tokens -= 1; return { ok: true, retryAfterS: 0 }; }
+    if (b.tokens >= 1) { b.tokens -= 1; return TAKEN; }
     return { ok: false, retryAfterS: Math.ceil((1 - b.tokens) / perMs / 1000) };
   }
 

@@ -145,9 +145,9 @@ export class Throttle {
       const release = this.inFlight.acquire(key, max);
       return release ? { ok: true, caseName, release } : { ok: false, caseName };
     }
-    const local = () => {
+    const local = (): Decision => {
       const r = this.buckets.take(key, max, duration ?? 1);
-      return { ok: r.ok, caseName, ...(r.ok ? {} : { retryAfterS: r.retryAfterS }) };
+      return r.ok ? { ok: true, caseName } : { ok: false, caseName, retryAfterS: r.retryAfterS };
     };
     if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
       return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? local() : { ok, caseName, ...(ok ? {} : { retryAfterS: duration ?? 1 }) }));

@@ -47,6 +47,15 @@ describe("consumers", () => {
   test("typed email=? needs an email", () => {
     expect(matchCase(caseOf({ consumer: "email=?" }), subject({}))).toBeNull();
   });
+  test("the address is read only by a case whose consumer looks at it (reading it costs a lookup)", () => {
+    let reads = 0;
+    const counting = (email: string): Subject => ({ systemKey: "sys1", resource: "/a", email: () => email, get ip() { reads++; return "1.2.3.4"; } });
+    for (const consumer of ["*", "email=a@b.c", "email=?", "email=*"]) expect(matchCase(caseOf({ consumer }), counting("a@b.c"))).not.toBeNull();
+    expect(matchCase(caseOf({ consumer: "email=x@b.c" }), counting("a@b.c"))).toBeNull();
+    expect(reads).toBe(0);
+    for (const consumer of ["ip_address=1.2.3.4", "email=a@b.c,ip_address=?", "1.2.3.4"]) expect(matchCase(caseOf({ consumer }), counting("a@b.c"))).not.toBeNull();
+    expect(reads).toBe(3);
+  });
 });
 
 describe("system and resource", () => {

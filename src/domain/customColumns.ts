@@ -13,6 +13,8 @@ export interface CustomSchema {
   map: ColumnMap;
   /** the columns kept in the data document (standard ones first, then the developer's) */
   custom: Record<string, ColumnType>;
+  /** the same as pairs, made once: every row on the wire walks them */
+  customList: [string, ColumnType][];
 }
 
 const SCHEMA_CACHE_MS = 5_000;
@@ -43,13 +45,16 @@ export class CustomColumns {
     return this.cache.get(systemKey) ?? (await this.cache.getOr(systemKey, () => this.load(ex, systemKey)))!;
   }
 
+  /** The cached schema, without waiting, or undefined. */
+  schemaNow(systemKey: string): CustomSchema | undefined { return this.cache.get(systemKey); }
+
   private async load(ex: Executor, systemKey: string): Promise<CustomSchema> {
     const custom: Record<string, ColumnType> = { ...this.standard };
     for (const c of await customColumnsRepo.list(ex, systemKey, this.table)) custom[c.name] = c.type;
     const map: ColumnMap = {};
     for (const [n, f] of Object.entries(this.fixed)) map[n] = { sql: f.sql, type: f.type };
     for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
-    return { map, custom };
+    return { map, custom, customList: Object.entries(custom) };
   }
 
   /** Checks custom column values; unknown keys are a 400 naming them. Returns the updated document. */
@@ -65,7 +70,7 @@ export class CustomColumns {
   /** The custom part of a row on the wire (absent values are null). */
   wire(schema: CustomSchema, dataJson: string, out: Record<string, unknown>): Record<string, unknown> {
     const data = JSON.parse(dataJson) as Record<string, unknown>;
-    for (const [n, t] of Object.entries(schema.custom)) out[n] = n in data ? fromSql(t, data[n]) : null;
+    for (const [n, t] of schema.customList) out[n] = n in data ? fromSql(t, data[n]) : null;
     return out;
   }
 

@@ -2,7 +2,7 @@
 // existing clients use, code meta, failed runs and their retry, libraries with versions.
 import { Elysia } from "elysia";
 import { objectBody } from "../../core/validate.ts";
-import { jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
+import { callerOf, jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -14,10 +14,10 @@ export const codeRoutes = (s: Services) => {
   let app = new Elysia()
     .post("/api/v/1/code/:systemKey/:name", async ({ request, params }) => {
       // the hot path: a cached token answers without waiting
-      const token = tokenOf(request);
-      const caller = (token && s.tokens.resolveNow(token)) || (await auth(request));
+      const known = callerOf(s.tokens, request);
+      const caller = known instanceof Promise ? await known : known;
       const r = await s.code.execute(caller, params.systemKey, params.name, await jsonBody(request), {
-        userToken: token ?? "", logging: request.headers.get("logging-enabled") === "true",
+        userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",
       });
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
     })

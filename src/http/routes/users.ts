@@ -1,7 +1,7 @@
 // Users: the user-token API (spec §4.1, wire reference §1.2, §4.1) and the developer's
 // user administration under /admin/user/{systemKey} (spec §4.11, wire reference §4.2).
 import { Elysia } from "elysia";
-import { jsonBody, optionalPrincipalOf, principalOf, queryOf, systemKeyOf, systemSecretOf } from "../request.ts";
+import { callerOf, jsonBody, optionalPrincipalOf, principalOf, queryOf, systemKeyOf, systemSecretOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
 export const userRoutes = (s: Services) => new Elysia()
@@ -11,7 +11,7 @@ export const userRoutes = (s: Services) => new Elysia()
   .post("/api/v/1/user/anon", async ({ request }) => s.users.anonymous(systemKeyOf(request), systemSecretOf(request)))
   .post("/api/v/1/user/checkauth", async ({ request }) => s.users.checkAuth(await principalOf(s.tokens, request), systemKeyOf(request)))
   .post("/api/v/1/user/logout", async ({ request }) => s.users.logout(await principalOf(s.tokens, request)))
-  .get("/api/v/1/user/info", async ({ request }) => s.users.info(await principalOf(s.tokens, request)))
+  .get("/api/v/1/user/info", ({ request }) => { const p = callerOf(s.tokens, request); return p instanceof Promise ? p.then((q) => s.users.info(q)) : s.users.info(p); })
   .put("/api/v/1/user/info", async ({ request }) => s.users.updateInfo(await principalOf(s.tokens, request), await jsonBody(request)))
   .post("/api/v/1/user/info", async ({ request }) => s.users.createAsUser(await principalOf(s.tokens, request), await jsonBody(request), systemKeyOf(request)))
   .delete("/api/v/1/user/info", async ({ request }) =>

@@ -147,6 +147,8 @@ export interface CompiledCase {
   keyPrefix: string;
   /** the one bucket key of a case without a `?` slot (made once, not per request), else null */
   fixedKey: string | null;
+  /** the decision letting a request through by this case, shared (decisions are not changed) */
+  allowed: Readonly<{ ok: true; caseName: string }>;
 }
 
 export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
@@ -155,7 +157,7 @@ export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
   const fixed = (f: Filter) => (f.kind === ANY ? "*" : f.value);
   const fixedKey = [system, resource, consumer.legacy, consumer.email, consumer.ip].some((f) => f.kind === EACH) ? null
     : bucketKey(keyPrefix, fixed(system), fixed(resource), consumer.typed ? `${fixed(consumer.email)},${fixed(consumer.ip)}` : fixed(consumer.legacy));
-  return { row, builtIn, system, resource, consumer, keyPrefix, fixedKey };
+  return { row, builtIn, system, resource, consumer, keyPrefix, fixedKey, allowed: Object.freeze({ ok: true, caseName: row.case_name }) };
 }
 
 const bucketKey = (prefix: string, system: string, resource: string, consumer: string) => `${prefix}${system}\u0000${resource}\u0000${consumer}`;

@@ -139,20 +139,22 @@ export class Throttle {
 
   private apply(c: CompiledCase, key: string): Decision | Promise<Decision> {
     const { max_num: max, limiter_type: type, duration, case_name: caseName } = c.row;
-    if (max === -1) return { ok: true, caseName };
+    if (max === -1) return c.allowed;
     if (max === 0) return { ok: false, caseName };
     if (type === "concurrency") {
       const release = this.inFlight.acquire(key, max);
       return release ? { ok: true, caseName, release } : { ok: false, caseName };
     }
-    const local = (): Decision => {
-      const r = this.buckets.take(key, max, duration ?? 1);
-      return r.ok ? { ok: true, caseName } : { ok: false, caseName, retryAfterS: r.retryAfterS };
-    };
     if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
-      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? local() : { ok, caseName, ...(ok ? {} : { retryAfterS: duration ?? 1 }) }));
+      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key) : ok ? c.allowed : { ok, caseName, retryAfterS: duration ?? 1 }));
     }
-    return local();
+    return this.local(c, key);
+  }
+
+  /** A frequency case on this node's token bucket. */
+  private local(c: CompiledCase, key: string): Decision {
+    const r = this.buckets.take(key, c.row.max_num, c.row.duration ?? 1);
+    return r.ok ? c.allowed : { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
   }
 
   stop() { this.shared?.stop(); }

@@ -49,8 +49,9 @@ export class Tokens {
 
   /** From the cache only, without waiting: the principal, or undefined when not cached. */
   resolveNow(token: string): Principal | undefined {
-    const hit = this.cache.get(token);
-    return hit && (hit.expiresAt === 0 || hit.expiresAt * 1000 > Date.now()) ? hit.principal : undefined;
+    const now = Date.now();
+    const hit = this.cache.get(token, now);
+    return hit && (hit.expiresAt === 0 || hit.expiresAt * 1000 > now) ? hit.principal : undefined;
   }
 
   /** The principal of a valid token, or null (unknown, expired, revoked, subject gone). */

@@ -5,10 +5,11 @@ export class TtlCache<K, V> {
   private readonly map = new Map<K, { v: V; until: number }>();
   constructor(private readonly ttlMs: number, private readonly max = 10_000) {}
 
-  get(k: K): V | undefined {
+  /** `now` may be passed by a caller that has just read the clock. */
+  get(k: K, now = Date.now()): V | undefined {
     const e = this.map.get(k);
     if (!e) return undefined;
-    if (e.until <= Date.now()) { this.map.delete(k); return undefined; }
+    if (e.until <= now) { this.map.delete(k); return undefined; }
     return e.v;
   }
 

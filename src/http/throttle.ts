@@ -15,7 +15,8 @@ const SYSTEM_KEY_IN_PATH = /\/([0-9a-f]{30})(?:\/|$)/;
 const PEEK_MAX = 64 * 1024;
 
 const pathOf = (url: string) => {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
+  // a request's url is absolute: its path starts after "http://" or "https://" and a host
+  const start = url.indexOf("/", 8);
   const q = url.indexOf("?", start);
   return start < 0 ? "/" : q < 0 ? url.slice(start) : url.slice(start, q);
 };

@@ -13,8 +13,9 @@ export class TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   constructor(private readonly maxKeys = 100_000) {}
 
-  /** Takes a token; when there is none, how many seconds until one comes back. */
-  take(key: string, capacity: number, durationS: number, now = Date.now()): { ok: boolean; retryAfterS: number } {
+  /** Takes a token; when there is none, how many seconds until one comes back. `now` in ms on
+   *  any steady clock (the throttle passes performance.now, which does not jump with the date). */
+  take(key: string, capacity: number, durationS: number, now = performance.now()): { ok: boolean; retryAfterS: number } {
     const perMs = capacity / (durationS * 1000);
     let b = this.buckets.get(key);
     if (b) {

@@ -126,7 +126,7 @@ export class Throttle {
     if (this.cases[t].length === 0) return ALLOW;
     const t0 = performance.now();
     const hit = this.find(t, s);
-    const d = hit ? this.apply(hit.c, hit.key) : ALLOW;
+    const d = hit ? this.apply(hit.c, hit.key, t0) : ALLOW;
     if (d instanceof Promise) return d.then((x) => this.done(t, t0, x));
     return this.done(t, t0, d);
   }
@@ -137,7 +137,8 @@ export class Throttle {
     return d;
   }
 
-  private apply(c: CompiledCase, key: string): Decision | Promise<Decision> {
+  /** `now`: the monotonic clock (performance.now), which the buckets measure their refills by. */
+  private apply(c: CompiledCase, key: string, now: number): Decision | Promise<Decision> {
     const { max_num: max, limiter_type: type, duration, case_name: caseName } = c.row;
     if (max === -1) return c.allowed;
     if (max === 0) return { ok: false, caseName };
@@ -146,14 +147,14 @@ export class Throttle {
       return release ? { ok: true, caseName, release } : { ok: false, caseName };
     }
     if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
-      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key) : ok ? c.allowed : { ok, caseName, retryAfterS: duration ?? 1 }));
+      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key, performance.now()) : ok ? c.allowed : { ok, caseName, retryAfterS: duration ?? 1 }));
     }
-    return this.local(c, key);
+    return this.local(c, key, now);
   }
 
   /** A frequency case on this node's token bucket. */
-  private local(c: CompiledCase, key: string): Decision {
-    const r = this.buckets.take(key, c.row.max_num, c.row.duration ?? 1);
+  private local(c: CompiledCase, key: string, now: number): Decision {
+    const r = this.buckets.take(key, c.row.max_num, c.row.duration ?? 1, now);
     return r.ok ? c.allowed : { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
   }
 

@@ -96,11 +96,10 @@ export class Tokens {
     this.forgetHash(tokenHash);
   }
 
-  /** Revokes every token of a subject (optionally keeping one, e.g. the caller's own session). */
-  /** Revokes every token of a subject but those in `except`. */
-  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, except?: string | string[], systemKey?: string) {
-    const keep = except === undefined ? [] : Array.isArray(except) ? except : [except];
-    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, keep, systemKey));
+  /** Revokes every token of a subject but those in `except` (the caller's own session, a
+   *  service account's token). */
+  async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, except: string[] = [], systemKey?: string) {
+    const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, except, systemKey));
     if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
   }
 

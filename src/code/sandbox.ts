@@ -37,10 +37,9 @@ export interface RunHooks {
 
 /** What a run's `req` is made of (see the prelude's __run). */
 export interface RunRequest {
-  /** systemKey, systemSecret, userEmail, userid, userToken, isLogging, caller: the same for
-   *  every run of one caller, so the sandbox sends it only when it changed (as an object, or
-   *  already as JSON) */
-  context: Record<string, unknown> | string;
+  /** systemKey, systemSecret, userEmail, userid, userToken, isLogging, caller as JSON: the same
+   *  for every run of one caller, so the sandbox sends it only when it changed */
+  context: string;
   params: unknown;
   instanceId: string;
 }
@@ -169,11 +168,10 @@ export class Sandbox {
     // before it sees the outcome (under load, that is what keeps the pool from running dry)
     let settle: ((o: RunOutcome) => void) | null = null;
     this.resolveRun = (o) => { onFinish?.(); settle?.(o); };
-    const context = typeof req.context === "string" ? req.context : JSON.stringify(req.context);
-    const same = context === this.lastContext;
-    this.lastContext = context;
+    const same = req.context === this.lastContext;
+    this.lastContext = req.context;
     this.sliceDeadline = Date.now() + this.limits.sliceMs;
-    const r = this.direct.call(this.runFn, [entry, same ? null : context, req.instanceId, isEmptyObject(req.params) ? null : JSON.stringify(req.params)]);
+    const r = this.direct.call(this.runFn, [entry, same ? null : req.context, req.instanceId, isEmptyObject(req.params) ? null : JSON.stringify(req.params)]);
     this.sliceDeadline = Infinity;
     if ("error" in r) {
       const msg = this.errorText(r.error);

@@ -143,7 +143,7 @@ export class Developers {
     const hash = await hashPassword(b.new_password);
     await this.d.db.tx(async (tx) => {
       await developersRepo.setPassword(tx, dev.id, hash);
-      await this.d.tokens.revokeSubject(tx, "dev", dev.id, p.tokenHash);
+      await this.d.tokens.revokeSubject(tx, "dev", dev.id, [p.tokenHash]);
     });
     return {};
   }

@@ -198,13 +198,13 @@ export class Devices {
     let disabled = false;
     const out = await this.d.db.tx(async (tx) => {
       const row = await this.find(tx, systemKey, name);
-      const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, JSON.parse(row.data) as Record<string, unknown>, false);
+      const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, deviceData(row), false);
       const changes: DeviceChanges = { ...cols, data: JSON.stringify(data) };
       if (activeKey) changes.active_key_hash = await hashPassword(activeKey);
       disabled = (cols.enabled === 0 && row.enabled === 1) || (cols.allow_key_auth === 0 && row.allow_key_auth === 1) || !!activeKey;
       await devicesRepo.update(tx, systemKey, name, changes);
       await this.logDevice(tx, systemKey, name);
-      if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
+      if (cols.enabled === 0) await this.d.tokens.revokeSubject(tx, "device", name, [], systemKey);
       return this.toWire((await devicesRepo.byName(tx, systemKey, name))!, schema);
     });
     if (disabled) this.d.tokens.forgetSubject("device", name, systemKey);
@@ -224,7 +224,7 @@ export class Devices {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const wire = await this.d.db.tx(async (tx) => {
       const row = await this.find(tx, systemKey, name);
-      await this.d.tokens.revokeSubject(tx, "device", name, undefined, systemKey);
+      await this.d.tokens.revokeSubject(tx, "device", name, [], systemKey);
       await this.roles.removeSubject(tx, systemKey, "device", name);
       await devicesRepo.delete(tx, systemKey, name);
       await this.d.changes.record(tx, systemKey, "device", name, "delete", { name });

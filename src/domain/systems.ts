@@ -162,7 +162,6 @@ export class Systems {
     return (await this.find(s.system_key))!;
   }
 
-  /** Token lifetime for a kind of principal of this system. */
   /** A token lifetime in seconds (0: never expires): the row's cb_ttl_override when it has one
    *  (seconds when positive, -1 for never), else the system's setting for the kind. */
   static ttlFor(s: SystemRow, kind: "user" | "device", row: Record<string, unknown> = {}): number {

@@ -49,6 +49,9 @@ const serviceTokenHash = (data: Record<string, unknown>): string[] => {
   return t ? [t.hash] : [];
 };
 
+/** A user's custom and standard column values (and its service token). */
+const userData = (u: Pick<UserRow, "data">): Record<string, unknown> => JSON.parse(u.data) as Record<string, unknown>;
+
 /** How long a node may serve a user row from memory. */
 const USER_CACHE_MS = 5_000;
 
@@ -79,7 +82,7 @@ export class Users {
   /** The developer's view: a service account's token as cb_token. */
   private toDeveloperWire(u: UserRow, schema: Schema): Record<string, unknown> {
     const out = this.toWire(u, schema);
-    const t = (JSON.parse(u.data) as Record<string, unknown>)[SERVICE_TOKEN] as ServiceToken | undefined;
+    const t = userData(u)[SERVICE_TOKEN] as ServiceToken | undefined;
     if (t && this.box) { try { out.cb_token = this.box.open(t.sealed); } catch { /* sealed under another key */ } }
     return out;
   }
@@ -135,7 +138,7 @@ export class Users {
 
   private async session(ex: Executor, systemKey: string, u: Pick<UserRow, "user_id" | "data">) {
     const s = await this.systems.get(systemKey);
-    const t = await this.d.tokens.issue(ex, "user", u.user_id, systemKey, Systems.ttlFor(s, "user", JSON.parse(u.data) as Record<string, unknown>));
+    const t = await this.d.tokens.issue(ex, "user", u.user_id, systemKey, Systems.ttlFor(s, "user", userData(u)));
     return { user_token: t.token, user_id: u.user_id, refresh_token: t.refreshToken, expires_at: t.expiresAt };
   }
 
@@ -179,7 +182,7 @@ export class Users {
     if ("grant_type" in b) {
       const { issued, row } = await this.d.tokens.refresh("user", b.refresh_token, b.access_token, async (r) => {
         const u = await usersRepo.byId(this.d.db, s.system_key, r.subject_id);
-        return Systems.ttlFor(s, "user", u ? (JSON.parse(u.data) as Record<string, unknown>) : {});
+        return Systems.ttlFor(s, "user", u ? userData(u) : {});
       }, (r) => r.system_key === s.system_key);
       return { user_token: issued.token, user_id: row.subject_id, refresh_token: issued.refreshToken, expires_at: issued.expiresAt };
     }
@@ -236,7 +239,7 @@ export class Users {
     const hash = await hashPassword(b.new_password);
     await this.d.db.tx(async (tx) => {
       await usersRepo.setPassword(tx, u.system_key, u.user_id, hash);
-      await this.d.tokens.revokeSubject(tx, "user", u.user_id, [p.tokenHash, ...serviceTokenHash(JSON.parse(u.data) as Record<string, unknown>)]);
+      await this.d.tokens.revokeSubject(tx, "user", u.user_id, [p.tokenHash, ...serviceTokenHash(userData(u))]);
       await this.logUser(tx, u.system_key, u.user_id);
     });
     this.rows.delete(`${u.system_key}/${u.user_id}`);
@@ -274,7 +277,7 @@ export class Users {
     let roleChange = { added: [] as string[], removed: [] as string[] };
     const out = await this.d.db.tx(async (tx) => {
       const schema = await this.schema(tx, u.system_key);
-      const data = this.columnValues(schema, cols, JSON.parse(u.data) as Record<string, unknown>);
+      const data = this.columnValues(schema, cols, userData(u));
       await this.serviceToken(tx, u.system_key, u.user_id, data);
       if (newEmail.toLowerCase() !== u.email_lower) {
         const other = await usersRepo.byEmail(tx, u.system_key, newEmail);

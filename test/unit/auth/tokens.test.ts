@@ -242,7 +242,7 @@ describe("revocation and cache control", () => {
     const a3 = await tokens.issue(db, "user", "u1", SK, 3600);
     const b = await tokens.issue(db, "user", "u2", SK, 3600);
     for (const t of [a1, a2, a3, b]) expect(await tokens.resolve(t.token)).not.toBeNull(); // all cached
-    await tokens.revokeSubject(db, "user", "u1", a3.hash);
+    await tokens.revokeSubject(db, "user", "u1", [a3.hash]);
     expect(await tokens.resolve(a1.token)).toBeNull();
     expect(await tokens.resolve(a2.token)).toBeNull();
     expect(await tokens.resolve(a3.token)).not.toBeNull();

@@ -18,7 +18,7 @@ const context = (user: string) => ({
   systemKey: "sk", systemSecret: "secret", userEmail: `${user}@example.com`, userid: user, userToken: `tok-${user}`, isLogging: false,
   caller: { userid: user, userEmail: `${user}@example.com`, userToken: `tok-${user}` },
 });
-const req = (user: string, params: unknown = {}): RunRequest => ({ context: context(user), params, instanceId: crypto.randomUUID() });
+const req = (user: string, params: unknown = {}): RunRequest => ({ context: JSON.stringify(context(user)), params, instanceId: crypto.randomUUID() });
 
 describe("Sandbox runs", () => {
   test("req carries the caller's context, the parameters and the instance id, in the wire order", async () => {
@@ -60,7 +60,7 @@ describe("Sandbox runs", () => {
   test("missing or empty parameters are a fresh {} each run; other parameters cross as they are", async () => {
     const sb = await sandbox("function svc(req, resp){ var seen = JSON.stringify(req.params); req.params.mark = 1; resp.success(seen) }");
     for (const [params, seen] of [[undefined, "{}"], [null, "{}"], [{}, "{}"], [{}, "{}"], [[1, 2], "[1,2]"], [{ a: null }, '{"a":null}'], [Object.create(null), "{}"]] as const) {
-      expect(await sb.run("svc", { context: context("u"), params, instanceId: crypto.randomUUID() }, hooks, 5_000)).toMatchObject({ kind: "success", value: seen });
+      expect(await sb.run("svc", { context: JSON.stringify(context("u")), params, instanceId: crypto.randomUUID() }, hooks, 5_000)).toMatchObject({ kind: "success", value: seen });
     }
   });
 

@@ -2,6 +2,7 @@
 //   bun scripts/build.ts            -> dist/outpost-linux-x64
 //   bun scripts/build.ts --arm64    -> dist/outpost-linux-arm64 (runtime and addon from npm, see vendorArm64)
 //   bun scripts/build.ts --all      -> both
+//   bun scripts/build.ts --out F    -> the x64 binary at F (a private copy, e.g. for a second test run)
 // libsql loads its native addon with a dynamic require the bundler cannot follow; the plugin
 // below rewrites it to a static require so the .node file is embedded in the binary.
 import type { BunPlugin } from "bun";
@@ -42,6 +43,7 @@ async function vendorArm64(): Promise<{ bun: string; addon: string }> {
 }
 
 async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: string) {
+  outfile = resolve(ROOT, outfile);
   const t0 = performance.now();
   let nativeSpec = "@libsql/linux-x64-gnu";
   let executablePath: string | undefined;
@@ -57,7 +59,7 @@ async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: strin
     bytecode: true,
     format: "esm",
     sourcemap: "linked",
-    compile: { target, outfile: join(ROOT, outfile), autoloadDotenv: false, autoloadBunfig: false, ...(executablePath ? { executablePath } : {}) },
+    compile: { target, outfile, autoloadDotenv: false, autoloadBunfig: false, ...(executablePath ? { executablePath } : {}) },
   } as Parameters<typeof Bun.build>[0]);
   if (!res.success) {
     for (const l of res.logs) console.error(l);
@@ -66,7 +68,10 @@ async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: strin
   console.log(`built ${outfile} (${target}) in ${Math.round(performance.now() - t0)} ms`);
 }
 
-const args = new Set(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+const out = argv.includes("--out") ? argv[argv.indexOf("--out") + 1] : undefined;
 mkdirSync(join(ROOT, "dist"), { recursive: true });
-if (!args.has("--arm64") || args.has("--all")) await build("bun-linux-x64", "dist/outpost-linux-x64");
+if (out) await build("bun-linux-x64", out);
+else if (!args.has("--arm64") || args.has("--all")) await build("bun-linux-x64", "dist/outpost-linux-x64");
 if (args.has("--arm64") || args.has("--all")) await build("bun-linux-arm64", "dist/outpost-linux-arm64");

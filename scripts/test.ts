@@ -79,7 +79,7 @@ if (e2e.length && !only.has("--unit")) {
   const outdir = join(ROOT, ".e2e-build", String(process.pid));
   rmSync(outdir, { recursive: true, force: true });
   const built = await Bun.build({
-    entrypoints: e2e, outdir, target: "node", format: "esm", splitting: true, naming: "[name].mjs", root: join(ROOT, "test/e2e"),
+    entrypoints: e2e, outdir, target: "node", format: "esm", splitting: true, naming: "[dir]/[name].mjs", root: join(ROOT, "test/e2e"),
     packages: "external",
   });
   if (!built.success) {

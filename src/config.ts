@@ -34,6 +34,7 @@ export const ConfigSchema = z.object({
   edgeName: z.string().min(1).optional(),
   edgeToken: z.string().min(1).optional(),
   adaptersDir: z.string().optional(),
+  adaptersUser: z.string().min(1).default("nobody"),
   edgeTemplatesDir: z.string().default("./edge-templates"),
   // messaging
   historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
@@ -204,6 +205,7 @@ Edge
   --edge-name NAME            the edge's name (also --edge-id)
   --edge-token TOKEN          the edge's token (also --edge-cookie)
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
+  --adapters-user USER        who adapter commands run as when the edge runs as root (nobody)
   --edge-templates-dir DIR    named edge templates, one JSON file each (./edge-templates)
 
 Messaging

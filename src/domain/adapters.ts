@@ -15,6 +15,8 @@ import type { Edges } from "./edges.ts";
 import type { Systems } from "./systems.ts";
 
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$/;
+/** A file's owner or group: a user or group name as useradd takes it, or a number. */
+const ACCOUNT_RE = /^(?:[A-Za-z_][A-Za-z0-9_.-]{0,31}|\d{1,10})$/;
 const TEXT_FIELDS = ["description", "protocol", "architecture", "os", "deploy_command", "start_command", "stop_command", "status_command", "undeploy_command", "logs_command"] as const;
 const FLAG_FIELDS = ["run_stop_on_deploy", "run_start_on_deploy", "run_deploy_on_deploy"] as const;
 /** Fields clients send back from a read; not settable. */
@@ -182,6 +184,8 @@ export class Adapters {
     const pathName = text("path_name", prev?.path_name ?? fileName);
     const safe = safeRelativePath(pathName);
     if (!safe) throw fail("INVALID_ARGUMENT", `path_name '${pathName}' must be a relative path inside the adapter's directory (no '..', not absolute)`);
+    const owner = text("owner", prev?.owner ?? ""), group = text("group", prev?.group_name ?? "");
+    for (const [k, v] of [["owner", owner], ["group", group]] as const) if (v && !ACCOUNT_RE.test(v)) throw fail("INVALID_ARGUMENT", `${k} '${v}' must be a user or group name, or a number`);
     const permissions = text("permissions", prev?.permissions ?? "0644");
     if (permissionBits(permissions) === null) throw fail("INVALID_ARGUMENT", `permissions '${permissions}' must be octal like 0755 or 644`);
     let content: Buffer | null = null;
@@ -195,7 +199,7 @@ export class Adapters {
     if (content) await blobsRepo.put(tx, hash, content);
     const row: AdapterFileRow = {
       system_key: systemKey, adapter_name: adapter.name, name: fileName, version: (prev?.version ?? 0) + 1, path_name: safe,
-      owner: text("owner", prev?.owner ?? ""), group_name: text("group", prev?.group_name ?? ""), permissions, hash,
+      owner, group_name: group, permissions, hash,
       size: content ? content.length : prev!.size, created_at: nowIso(),
     };
     await adapterFilesRepo.insert(tx, row);

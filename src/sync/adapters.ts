@@ -1,10 +1,13 @@
 // Edge side of adapter control (spec §4.10): files written under the adapters directory, never
-// outside it; permissions (and owner/group when running as root) set; the adapter's mapped
-// command run in its directory with a time limit, its output returned.
+// outside it and never through a symbolic link; permissions and owners set; the adapter's mapped
+// command run in its directory with a time limit and a clean environment, as an unprivileged user
+// when the edge runs as root, its output returned. The edge's data directory (database, secret
+// key) stays out of the commands' reach.
 import { spawn } from "node:child_process";
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, constants, fchmodSync, fchownSync, fstatSync, ftruncateSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, type Stats, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
+import { fail } from "../core/errors.ts";
 
 export const CONTROL_COMMANDS = ["deploy", "start", "stop", "restart", "status", "logs", "undeploy"] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];
@@ -18,16 +21,28 @@ export interface ControlAdapter {
 export interface ControlFile { name: string; path_name: string; owner: string; group: string; permissions: string; version: number; content: string }
 export interface ControlResult { err: boolean; command: string; output: string }
 
+export interface RunnerOptions {
+  /** who commands run as when the edge runs as root: a user name or a uid (nobody) */
+  user?: string;
+  /** the edge's data directory, kept from the commands */
+  dataDir?: string;
+}
+
 /** Most output bytes kept from one command. */
 const OUTPUT_MAX = 64 * 1024;
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$/;
+/** Longest path_name, and longest part of one (what file systems take). */
+const PATH_MAX = 1024, PART_MAX = 255;
+const DEFAULT_USER = "nobody";
+const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/** A file's relative path, normalised; null when it is absolute or climbs out with `..`. */
+/** A file's relative path, normalised; null when it is absolute, climbs out with `..` or names
+ *  the directory itself. */
 export function safeRelativePath(p: string): string | null {
-  if (!p || p.includes("\0") || isAbsolute(p) || /^[A-Za-z]:/.test(p) || p.startsWith("\\")) return null;
-  const n = normalize(p.replace(/\\/g, "/"));
-  if (n === "." || n.startsWith("..") || n.split(sep).includes("..")) return null;
-  return n.replace(/\/+$/, "");
+  if (!p || p.length > PATH_MAX || p.includes("\0") || isAbsolute(p) || /^[A-Za-z]:/.test(p) || p.startsWith("\\")) return null;
+  const n = normalize(p.replace(/\\/g, "/")).replace(/\/+$/, "");
+  if (!n || n === "." || n.split("/").some((part) => part === ".." || part.length > PART_MAX)) return null;
+  return n;
 }
 
 /** Octal permission text ("755", "0644"); null when it is not. */
@@ -35,55 +50,205 @@ export function permissionBits(p: string): number | null {
   return /^0?[0-7]{3}$/.test(p) ? parseInt(p, 8) : null;
 }
 
-export class AdapterRunner {
-  constructor(private readonly root: string) {}
+/** A user of this host: ids and home. */
+interface Account { uid: number; gid: number; home: string }
 
-  /** The adapter's directory, inside the root (the name is checked, so it cannot climb out). */
+/** The line of a name (or a number) in /etc/passwd or /etc/group, split on ':'. Read from the
+ *  files rather than through getent, which gateways built on busybox may not have. */
+function entryOf(file: string, who: string): string[] | null {
+  let text: string;
+  try { text = readFileSync(file, "utf8"); } catch { return null; }
+  const numeric = /^\d+$/.test(who);
+  for (const line of text.split("\n")) {
+    const f = line.split(":");
+    if (f.length >= 4 && (f[0] === who || (numeric && f[2] === who))) return f;
+  }
+  return null;
+}
+
+/** A user by name or uid; a uid /etc/passwd does not list stands for itself (its gid the same). */
+function accountOf(who: string): Account | null {
+  const f = entryOf("/etc/passwd", who);
+  if (f && f.length >= 6) return { uid: Number(f[2]), gid: Number(f[3]), home: f[5] || "/" };
+  return /^\d+$/.test(who) ? { uid: Number(who), gid: Number(who), home: "/" } : null;
+}
+
+function groupOf(who: string): number | null {
+  const f = entryOf("/etc/group", who);
+  return f ? Number(f[2]) : /^\d+$/.test(who) ? Number(who) : null;
+}
+
+const lstatOrNull = (p: string): Stats | null => { try { return lstatSync(p); } catch { return null; } };
+/** A path as it really is where it exists (the operator may give the directories through links). */
+const realOrResolved = (p: string) => { try { return realpathSync(p); } catch { return resolve(p); } };
+const within = (dir: string, p: string) => p === dir || p.startsWith(dir + sep);
+
+export class AdapterRunner {
+  constructor(private readonly root: string, private opts: RunnerOptions = {}) {}
+
+  /** Who runs the commands and what they must not reach (the edge's configuration). */
+  configure(opts: RunnerOptions) { this.opts = { ...this.opts, ...opts }; }
+
+  /** The adapter's directory, inside the root (the name is checked, so it cannot climb out); never
+   *  the data directory or one holding it, since undeploy removes an adapter's directory whole. */
   dir(adapter: string): string {
-    if (!NAME_RE.test(adapter)) throw new Error(`invalid adapter name '${adapter}'`);
-    return join(this.root, adapter);
+    if (!NAME_RE.test(adapter)) throw fail("INVALID_ARGUMENT", `invalid adapter name '${adapter}'`);
+    const dir = join(realOrResolved(this.root), adapter);
+    const data = this.opts.dataDir && realOrResolved(this.opts.dataDir);
+    if (data && within(dir, data)) throw fail("INVALID_ARGUMENT", `adapter '${adapter}': its directory ${dir} would hold the edge's data directory`);
+    return dir;
   }
 
-  deployed(adapter: string) { return existsSync(this.dir(adapter)); }
+  deployed(adapter: string) { return !!lstatOrNull(this.dir(adapter))?.isDirectory(); }
 
-  /** Writes the files; each one must land inside the adapter's directory, symlinks included. */
-  writeFiles(adapter: string, files: ControlFile[]): string[] {
-    const base = this.dir(adapter);
-    mkdirSync(base, { recursive: true });
-    const realBase = realpathSync(base);
-    const notes: string[] = [];
-    for (const f of files) {
-      const rel = safeRelativePath(f.path_name || f.name);
-      if (!rel) throw new Error(`file '${f.name}': path '${f.path_name}' leaves the adapter's directory`);
-      const target = resolve(realBase, rel);
-      mkdirSync(dirname(target), { recursive: true });
-      const parent = realpathSync(dirname(target));
-      if (parent !== realBase && !parent.startsWith(realBase + sep)) throw new Error(`file '${f.name}': path '${f.path_name}' leaves the adapter's directory`);
-      if (existsSync(target) && lstatSync(target).isSymbolicLink()) rmSync(target); // never write through a link
-      writeFileSync(target, Buffer.from(f.content, "base64"));
-      const mode = permissionBits(f.permissions);
-      if (mode !== null) chmodSync(target, mode);
-      if ((f.owner || f.group) && process.getuid?.() === 0) {
-        const who = `${f.owner}${f.group ? `:${f.group}` : ""}`;
-        const r = Bun.spawnSync(["chown", who, target]);
-        if (r.exitCode !== 0) notes.push(`chown ${who} ${relative(realBase, target)}: ${r.stderr.toString().trim()}`);
+  /** Commands run as the configured user when the edge runs as root; otherwise as the edge's own
+   *  user (null), which is all a process that is not root can do. */
+  private account(): Account | null {
+    if (process.getuid?.() !== 0) return null;
+    const who = this.opts.user || DEFAULT_USER;
+    const a = accountOf(who);
+    if (!a) throw fail("INVALID_ARGUMENT", `the adapters user '${who}' does not exist on this edge (--adapters-user)`);
+    return a;
+  }
+
+  /** The adapters directory, made when missing, passable for the adapters user. */
+  private rootDir(who: Account | null) {
+    mkdirSync(this.root, { recursive: true, mode: 0o755 });
+    const root = realpathSync(this.root);
+    if (this.opts.dataDir && root === realOrResolved(this.opts.dataDir))
+      throw fail("INVALID_ARGUMENT", "the adapters directory must not be the edge's data directory (--adapters-dir)");
+    const st = lstatSync(root);
+    if (who && (st.mode & 0o011) !== 0o011) chmodSync(root, st.mode | 0o011);
+  }
+
+  /** The adapter's directory: a real directory (a link in its place is refused), made when missing,
+   *  owned by the user the commands run as so that an adapter can keep its state beside its files. */
+  private home(adapter: string, who: Account | null): string {
+    this.rootDir(who);
+    const dir = this.dir(adapter);
+    const st = lstatOrNull(dir);
+    if (!st) mkdirSync(dir, { mode: 0o755 });
+    else if (!st.isDirectory()) throw fail("INVALID_ARGUMENT", `adapter '${adapter}': ${dir} is not a directory (a link is never followed)`);
+    if (who && st?.uid !== who.uid) lchownSync(dir, who.uid, who.gid);
+    return dir;
+  }
+
+  /** Keeps the data directory from the adapters user: not listable, and everything in it readable
+   *  by the edge alone. The default adapters directory lies inside it (<data-dir>/adapters), so
+   *  then it is 0711: passable on the way down to the adapters, but with nothing in it to list
+   *  or to open by a known name (outpost.db, secret.key); otherwise it is 0700. */
+  private guardDataDir() {
+    if (!this.opts.dataDir) return;
+    const root = realpathSync(this.root);
+    const data = realOrResolved(this.opts.dataDir);
+    const st = lstatOrNull(data);
+    if (!st?.isDirectory()) return;
+    const holdsRoot = root.startsWith(data + sep);
+    const mode = holdsRoot ? 0o711 : 0o700;
+    if ((st.mode & 0o777) !== mode) chmodSync(data, mode);
+    for (const name of readdirSync(data)) {
+      const p = join(data, name);
+      const e = lstatOrNull(p);
+      if (!e || e.isSymbolicLink()) continue;
+      if (holdsRoot && within(p, root)) {
+        // directories between the data directory and the adapters one: passable only
+        for (let d = p; d !== root; d = join(d, relative(d, root).split(sep)[0]!)) {
+          const m = lstatSync(d).mode & 0o7777;
+          if (m !== 0o711) chmodSync(d, 0o711);
+        }
+      } else if (e.mode & 0o077) chmodSync(p, e.mode & 0o7700);
+    }
+  }
+
+  /** Goes down a file's path under the adapter's directory, part by part: each must be a real
+   *  directory and the file a regular file. A link is refused, a dangling one too (following it
+   *  would write wherever it points). Missing directories are made when `make`. */
+  private walk(home: string, rel: string, file: string, who: Account | null, make: boolean): string {
+    const parts = rel.split("/");
+    let at = home;
+    for (let i = 0; i < parts.length; i++) {
+      at = join(at, parts[i]!);
+      const last = i === parts.length - 1;
+      const st = lstatOrNull(at);
+      if (!st) {
+        if (last || !make) return join(home, rel);
+        mkdirSync(at, { mode: 0o755 });
+        if (who) lchownSync(at, who.uid, who.gid);
+        continue;
       }
+      if (st.isSymbolicLink()) throw fail("INVALID_ARGUMENT", `file '${file}': '${relative(home, at)}' is a symbolic link; a deploy never writes through one`);
+      if (last ? !st.isFile() : !st.isDirectory()) throw fail("INVALID_ARGUMENT", `file '${file}': '${relative(home, at)}' is not a ${last ? "regular file" : "directory"}`);
+    }
+    return at;
+  }
+
+  /** Owner and group a file gets: the adapters user's unless the file names others (as root only). */
+  private ownerOf(f: ControlFile, rel: string, who: Account | null, notes: string[]): [number, number] | null {
+    if (!who) return null;
+    let uid = who.uid, gid = who.gid;
+    if (f.owner) {
+      const a = accountOf(f.owner);
+      if (a) uid = a.uid; else notes.push(`chown ${f.owner} ${rel}: no such user on this edge`);
+    }
+    if (f.group) {
+      const g = groupOf(f.group);
+      if (g !== null) gid = g; else notes.push(`chgrp ${f.group} ${rel}: no such group on this edge`);
+    }
+    return [uid, gid];
+  }
+
+  /** Writes the files; every path is checked before any is written, so a refused deploy writes nothing. */
+  writeFiles(adapter: string, files: ControlFile[]): string[] {
+    const who = this.account();
+    const home = this.home(adapter, who);
+    const plan = files.map((f) => {
+      const rel = safeRelativePath(f.path_name || f.name);
+      if (!rel) throw fail("INVALID_ARGUMENT", `file '${f.name}': path '${f.path_name}' leaves the adapter's directory`);
+      this.walk(home, rel, f.name, who, false);
+      return { f, rel };
+    });
+    const notes: string[] = [];
+    for (const { f, rel } of plan) {
+      const target = this.walk(home, rel, f.name, who, true);
+      const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
+      try {
+        // an adapter's process may have swapped a directory on the way for a link since the walk:
+        // the file opened is checked where it really is before anything is written to it (and
+        // O_NONBLOCK: a FIFO swapped in cannot hold the edge)
+        let real: string;
+        try { real = readlinkSync(`/proc/self/fd/${fd}`); } catch { real = join(realpathSync(dirname(target)), basename(target)); }
+        if (!fstatSync(fd).isFile() || !within(home, real)) throw fail("INVALID_ARGUMENT", `file '${f.name}': path '${f.path_name}' leaves the adapter's directory`);
+        ftruncateSync(fd, 0);
+        writeFileSync(fd, Buffer.from(f.content, "base64"));
+        const owner = this.ownerOf(f, rel, who, notes);
+        if (owner) fchownSync(fd, owner[0], owner[1]);
+        const mode = permissionBits(f.permissions);
+        if (mode !== null) fchmodSync(fd, mode);
+      } finally { closeSync(fd); }
     }
     return notes;
   }
 
   remove(adapter: string) { rmSync(this.dir(adapter), { recursive: true, force: true }); }
 
+  /** Only what a shell needs: nothing of the edge's own environment (its token, its OUTPOST_*
+   *  settings) reaches a command. */
+  private env(who: Account | null): Record<string, string> {
+    const e = process.env;
+    return { PATH: e.PATH || DEFAULT_PATH, HOME: who ? who.home : e.HOME || "/", ...(e.LANG ? { LANG: e.LANG } : {}) };
+  }
+
   /** Runs a shell command in the adapter's directory; output goes to a file, so a process the
    *  command leaves running in the background cannot hold the call open. */
   run(adapter: string, command: string, timeoutMs: number): Promise<{ code: number | null; timedOut: boolean; output: string }> {
-    const cwd = this.dir(adapter);
-    mkdirSync(cwd, { recursive: true });
+    const who = this.account();
+    const cwd = this.home(adapter, who);
+    if (who) this.guardDataDir();
     const outDir = mkdtempSync(join(tmpdir(), "outpost-adapter-"));
     const outPath = join(outDir, "out");
     const fd = openSync(outPath, "w");
     return new Promise((res) => {
-      const child = spawn("sh", ["-c", command], { cwd, stdio: ["ignore", fd, fd], detached: true, env: { ...process.env, OUTPOST_ADAPTER: adapter } });
+      const child = spawn("sh", ["-c", command], { cwd, stdio: ["ignore", fd, fd], detached: true, env: this.env(who), ...(who ? { uid: who.uid, gid: who.gid } : {}) });
       closeSync(fd);
       let timedOut = false;
       const timer = setTimeout(() => {
@@ -91,16 +256,17 @@ export class AdapterRunner {
         try { process.kill(-child.pid!, "SIGKILL"); } catch { child.kill("SIGKILL"); }
       }, timeoutMs);
       let done = false;
-      const finish = (code: number | null) => {
+      const finish = (code: number | null, error?: Error) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
         let output = "";
         try { const b = readFileSync(outPath); output = b.subarray(0, OUTPUT_MAX).toString("utf8") + (b.length > OUTPUT_MAX ? "\n[output truncated]" : ""); } catch { /* none */ }
+        if (error) output += `${output ? "\n" : ""}${error.message}`;
         rmSync(outDir, { recursive: true, force: true });
         res({ code, timedOut, output });
       };
-      child.once("error", () => finish(null));
+      child.once("error", (e) => finish(null, e));
       child.once("exit", (code) => finish(code));
     });
   }

@@ -2,11 +2,14 @@
 // permissions on publish and subscribe, history, live connection registry, and the TCP, WebSocket,
 // TLS and secure WebSocket listeners.
 //
-// Isolation: every topic a client names is stored inside aedes as "<systemKey>/<topic>". Inbound
-// packets are rewritten as they are parsed (the system key is the CONNECT password, checked by
-// authenticate before anything else is processed); outbound publishes lose the prefix in
-// authorizeForward, which also drops anything of another system. So "#" in one system never sees
-// another system's messages, and retained messages of equal topics in two systems never collide.
+// Isolation: every topic a client names is stored inside aedes as "<systemKey>/<topic>", and every
+// client id as "<systemKey>/<client id>". Inbound packets are rewritten as they are parsed (the
+// system key is the CONNECT password, checked by authenticate before aedes looks up a session or
+// takes over a connection); outbound publishes lose the prefix in authorizeForward, which drops
+// anything outside the client's system. So "#" in one system never sees another system's
+// messages, retained messages of equal topics in two systems never collide, and a client id
+// reused in another system neither resumes the session nor disconnects the client of the first.
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import net from "node:net";
 import tls from "node:tls";
@@ -44,6 +47,8 @@ export interface BrokerDeps {
 interface Session {
   systemKey: string;
   prefix: string;
+  /** the client id as the client sent it (aedes' client.id is it inside the system's space) */
+  clientId: string;
   principal: Principal | null;
   ip: string;
   connectedAt: string;
@@ -58,6 +63,9 @@ const DECISION_MS = 5_000;
 const DRAIN_MS = 2_000;
 const DECISIONS_MAX = 500;
 
+/** Longest client id a client may send (the system key and a slash come in front of it). */
+const CLIENT_ID_MAX = 128;
+const IDENTIFIER_REJECTED = 2;
 const NOT_AUTHORIZED = 5;
 /** MQTT 3.1.1 has no "connection rate exceeded" (MQTT 5 0x9F): "server unavailable" is the nearest refusal */
 const SERVER_UNAVAILABLE = 3;
@@ -88,7 +96,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       mq: MQEmitter({ concurrency: 100 }),
       persistence: this.d.persistence,
       queueLimit: 200,
-      maxClientsIdLength: 128,
+      // checked for MQTT 3.1 clients only, on the id in the system's space (see accept)
+      maxClientsIdLength: CLIENT_ID_MAX + 64,
       authenticate: (client, username, password, done) => {
         this.authenticate(client, username, password).then(() => done(null, true), (err) => done(err, false));
       },
@@ -188,7 +197,10 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       if (packet.cmd === "connect") {
         const key = packet.password ? Buffer.from(packet.password).toString("utf8") : "";
         const prefix = `${key}/`;
-        this.sessions.set(client, { systemKey: key, prefix, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: new Map() });
+        // aedes makes up an id for a client that sent none; this does the same, in the system's space
+        const clientId: string = packet.clientId || `aedes_${randomUUID()}`;
+        this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: new Map() });
+        packet.clientId = prefix + clientId;
         if (packet.will) packet.will.topic = prefix + packet.will.topic;
         return;
       }
@@ -204,6 +216,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
     const s = this.sessions.get(client);
     if (!s || !username || !password || !s.systemKey) throw authError("username (a token) and password (the system key) are required");
+    if (s.clientId.length > CLIENT_ID_MAX) throw Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED });
     const p = await this.d.tokens.resolve(username);
     // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
     const release = await this.admit(s, p);
@@ -242,7 +255,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       if (!d.ok) {
         packet.topic = DROPPED_TOPIC;
         packet.retain = false;
-        this.d.log.debug("mqtt publish throttled", { client: client.id, case: d.caseName });
+        this.d.log.debug("mqtt publish throttled", { client: s.clientId, case: d.caseName });
       } else if (d.release) setImmediate(d.release); // in flight while the broker handles it
       cb(null);
     };
@@ -276,14 +289,14 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   }
 
   /** Outbound: the client's own topic. A topic in the system's space loses its prefix (aedes
-   *  hands each delivery its own copy of the packet, so it is changed in place: that also covers
-   *  the offline queue, which aedes writes as given after asking here). Anything else reaching
-   *  a client is already in its own form: the client's subscriptions all lie in its system's
-   *  space, so only its own queued packets (stored after an earlier pass here) arrive unprefixed. */
+   *  hands each delivery its own copy of the packet, so it is changed in place; a queued packet
+   *  keeps its stored topic, as the persistence updates only its message id). Anything else
+   *  never reaches the client: every subscription and every queued packet of a client lies in
+   *  its system's space, so a packet outside it is a fault, and dropping it is what keeps a fault
+   *  from crossing systems. */
   private forward(client: Client, packet: any) {
     const s = this.sessions.get(client);
-    if (!s) return null;
-    if (!packet.topic.startsWith(s.prefix)) return packet;
+    if (!s?.principal || typeof packet.topic !== "string" || !packet.topic.startsWith(s.prefix)) return null;
     if (packet.qos > 0) {
       // deliver at most at the QoS of the best matching subscription (aedes checks exact topics only)
       let max = -1;
@@ -319,8 +332,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     if (!set) this.bySystem.set(s.systemKey, (set = new Set()));
     set.add(client);
     const p = s.principal;
-    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceConnected", s.systemKey, { deviceName: p.name, clientId: client.id });
-    else this.d.events.emit("Messaging::MQTTUserConnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: client.id });
+    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceConnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
+    else this.d.events.emit("Messaging::MQTTUserConnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
 
   private disconnected(client: Client) {
@@ -330,8 +343,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const set = this.bySystem.get(s.systemKey);
     if (set?.delete(client) && set.size === 0) this.bySystem.delete(s.systemKey);
     const p = s.principal;
-    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceDisconnected", s.systemKey, { deviceName: p.name, clientId: client.id });
-    else this.d.events.emit("Messaging::MQTTUserDisconnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: client.id });
+    if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceDisconnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
+    else this.d.events.emit("Messaging::MQTTUserDisconnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
 
   private subscribed(client: Client, topics: string[], type: "Messaging::Subscribe" | "Messaging::Unsubscribe") {
@@ -384,7 +397,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       const s = this.sessions.get(client);
       if (s?.principal?.kind !== "device") continue;
       const list = out.get(s.principal.name) ?? [];
-      list.push({ client_id: client.id, time_connected: s.connectedAt });
+      list.push({ client_id: s.clientId, time_connected: s.connectedAt });
       out.set(s.principal.name, list);
     }
     return out;

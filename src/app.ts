@@ -34,7 +34,7 @@ import type { Services } from "./http/services.ts";
 import { type Db, openDb } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
 import { VERSION } from "./version.ts";
-import { topicMatches } from "./auth/permissions.ts";
+import { relayed } from "./sync/assets.ts";
 import { Edges } from "./domain/edges.ts";
 import { ChangeRecorder } from "./sync/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
@@ -117,7 +117,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       // on an edge, messages on relayed topics wait in the outbox for the platform
       relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
-        if (sk !== config.systemKey || !(topic.endsWith("/_platform") || changes.relayTopics.some((f) => topicMatches(f, topic)))) return;
+        if (sk !== config.systemKey || !relayed(changes.relayTopics, topic)) return;
         const write = db.tx((tx) => changes.relay(tx, sk, topic, payload, qos)).catch((err) => log.error("relay failed", { err }));
         relaying.add(write);
         void write.finally(() => relaying.delete(write));
@@ -154,6 +154,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
           for (const id of ids) collections.forgetId(id);
         },
       });
+      developers.upstream = (email, password) => edgeSync.verifyDeveloper(email, password);
       await edgeSync.start();
       started.push({ name: "sync", stop: () => edgeSync.stop() });
       services.edgeSync = edgeSync;

@@ -134,6 +134,21 @@ export class Permissions {
     return grantedLevel(perms, res);
   }
 
+  /** Like require(), but the level must be granted by a role of the system's own making: the
+   *  built-in Administrator role's "everything" does not reach what hands out the system's secrets
+   *  (an edge record's token receives the system secret and its users). Developers hold it. */
+  async requireGranted(p: Principal, res: Resource, level: number, what?: string): Promise<void> {
+    if (p.kind === "developer") return;
+    let granted = 0;
+    if (p.kind !== "edge") {
+      const all = await this.roles(p.systemKey);
+      const perms: RolePermissions[] = [];
+      for (const id of p.roles) { const r = id === "Administrator" ? undefined : all.get(id); if (r) perms.push(r); }
+      granted = grantedLevel(perms, res);
+    }
+    if ((granted & level) !== level) throw new ApiError("PERMISSION_DENIED", `not allowed to ${verb(level)} ${what ?? describe(res)} (a developer, or a role that grants it by name)`);
+  }
+
   async can(p: Principal, res: Resource, level: number): Promise<boolean> {
     return ((await this.level(p, res)) & level) === level;
   }

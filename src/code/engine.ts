@@ -13,6 +13,7 @@ import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
 import { parseDependencies, type ServiceChange, type Services } from "../domain/services.ts";
 import type { Systems } from "../domain/systems.ts";
+import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { Users } from "../domain/users.ts";
 import type { ServiceRow } from "../store/services.ts";
 import { RunInbox } from "./inbox.ts";
@@ -166,6 +167,18 @@ export class CodeEngine {
   }
 
   // ---- running --------------------------------------------------------------------------------
+
+  /** The principal a trigger or timer runs its service as (see RunAs): the system's developer,
+   *  or the user or device that defined it, which must still exist. */
+  async runner(systemKey: string, ownerId: string, r: RunAs): Promise<Principal> {
+    if (r.user_type === RUN_AS_USER) return this.e.users.principalFor(systemKey, r.user_id);
+    if (r.user_type === RUN_AS_DEVICE) {
+      const p = await this.e.devices.principalFor(systemKey, r.user_id);
+      if (!p) throw fail("INVALID_ARGUMENT", `device '${r.user_id}' it runs as does not exist or is disabled`);
+      return p;
+    }
+    return { kind: "developer", id: ownerId, email: "", admin: false, tokenHash: "" };
+  }
 
   /** Runs a service for a caller. */
   async execute(p: Principal, systemKey: string, name: string, params: unknown, opts: ExecOptions = {}): Promise<ExecResult> {

@@ -60,11 +60,14 @@ export class Devices {
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private connections?: ConnectionView) {
     this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name");
-    d.tokens.registerLoader("device", async (row: TokenRow): Promise<Principal | null> => {
-      const dev = await devicesRepo.byName(d.db, row.system_key!, row.subject_id);
-      if (!dev || !dev.enabled) return null;
-      return { kind: "device", systemKey: dev.system_key, id: dev.name, name: dev.name, roles: await roles.rolesOf(d.db, dev.system_key, "device", dev.name), tokenHash: row.token_hash };
-    });
+    d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
+  }
+
+  /** The principal of an enabled device (code a device defined runs as it); null if there is none. */
+  async principalFor(systemKey: string, name: string, tokenHash = ""): Promise<Principal | null> {
+    const dev = await devicesRepo.byName(this.d.db, systemKey, name);
+    if (!dev || !dev.enabled) return null;
+    return { kind: "device", systemKey: dev.system_key, id: dev.name, name: dev.name, roles: await this.roles.rolesOf(this.d.db, dev.system_key, "device", dev.name), tokenHash };
   }
 
   /** Logs a device for edge sync: its row (with key hashes, so it authenticates on edges too) and roles. */

@@ -18,6 +18,8 @@ export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
     const perms = emptyPermissions();
     // Administrator may do everything (the check special-cases it); show that in its listing too.
     if (name === "Administrator") for (const k of SCALAR_KINDS) perms.scalars[k] = LEVEL.ALL;
+    // except changing edges, which takes a role that grants it (see Permissions.requireGranted)
+    if (name === "Administrator") perms.scalars.edges = LEVEL.READ;
     await rolesRepo.insert(ex, { role_id: name, system_key: systemKey, name, description: `built-in ${name} role`, permissions: JSON.stringify(perms) });
   }
 }

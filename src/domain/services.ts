@@ -54,6 +54,14 @@ function failedToWire(r: FailedRunRow) {
   };
 }
 
+/** Whose rights code runs with is a developer's choice: anyone else may name only itself (or ""
+ *  for the default). `runAs` is a user id or email, as in a service's run_user. */
+export function checkRunAs(p: Principal, runAs: string, what: string): void {
+  if (p.kind === "developer" || runAs === "") return;
+  if (p.kind === "user" && (runAs === p.id || runAs.toLowerCase() === p.email.toLowerCase())) return;
+  throw fail("FORBIDDEN", `${what} runs as '${runAs}': only a developer may make code run with another user's rights`);
+}
+
 export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
 
 export class Services {
@@ -82,7 +90,7 @@ export class Services {
 
   // ---- services -------------------------------------------------------------------------------
 
-  private fields(body: Record<string, unknown>, base: ServiceRow): ServiceRow {
+  private fields(p: Principal, body: Record<string, unknown>, base: ServiceRow): ServiceRow {
     const out = { ...base };
     for (const [k, v] of Object.entries(body)) {
       switch (k) {
@@ -113,6 +121,8 @@ export class Services {
         default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
       }
     }
+    // also when run_user is not in the body: changing a service's code is acting with its rights
+    checkRunAs(p, out.run_user, `service '${base.name}'`);
     return out;
   }
 
@@ -129,7 +139,7 @@ export class Services {
     const b = objectBody(body);
     if (typeof b.code !== "string") throw fail("INVALID_ARGUMENT", "code is required");
     const now = nowIso();
-    const row = this.fields(b, {
+    const row = this.fields(p, b, {
       system_key: systemKey, name, code: "", params: "[]", dependencies: "", run_user: "", execution_timeout: 60, concurrency: 0,
       logging_enabled: 0, auto_restart: 0, auto_balance: 0, log_ttl_minutes: 10080, run_on_edge: 1, run_on_platform: 1, version: 1, created_at: now, updated_at: now,
     });
@@ -149,7 +159,7 @@ export class Services {
     const row = await this.d.db.tx(async (tx) => {
       const cur = await servicesRepo.get(tx, systemKey, name);
       if (!cur) throw notFound("service", name, "Code");
-      const next = this.fields(b, cur);
+      const next = this.fields(p, b, cur);
       next.version = cur.version + 1;
       next.updated_at = nowIso();
       await this.checkDependencies(tx, systemKey, next.dependencies);

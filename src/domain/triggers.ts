@@ -1,7 +1,7 @@
 // Trigger handlers and timers (spec §4.9, trigger and timer parts of §4.11, wire reference §7):
 // definitions stored per system. Firing them is src/events' job.
 import { LEVEL } from "../auth/permissions.ts";
-import type { Principal } from "../auth/principal.ts";
+import { type Principal, principalId } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso, timerKey } from "../core/ids.ts";
 import { objectBody } from "../core/validate.ts";
@@ -15,6 +15,17 @@ const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
 export function nextRunAfterStart(startMs: number, now: number): number {
   return Math.max(startMs, now);
+}
+
+/** Whose rights a trigger's or timer's service runs with, as timers carry it on the wire. */
+export const RUN_AS_DEVELOPER = 1, RUN_AS_USER = 2, RUN_AS_DEVICE = 3;
+export interface RunAs { user_id: string; user_type: number }
+
+/** A trigger or timer runs with the rights of whoever defined it last: a developer's as the
+ *  system's developer, anyone else's as that caller (so defining one never lends rights). */
+function runAsOf(p: Principal): RunAs {
+  if (p.kind === "developer") return { user_id: "", user_type: RUN_AS_DEVELOPER };
+  return { user_id: principalId(p), user_type: p.kind === "device" ? RUN_AS_DEVICE : RUN_AS_USER };
 }
 
 export class Triggers {
@@ -44,7 +55,7 @@ export class Triggers {
   }
 
   /** Accepts the flat body and the nested one (`event_definition`). */
-  private async parseTrigger(systemKey: string, name: string, body: unknown, base?: TriggerRow): Promise<TriggerRow> {
+  private async parseTrigger(p: Principal, systemKey: string, name: string, body: unknown, base?: TriggerRow): Promise<TriggerRow> {
     const b = objectBody(body);
     const nested = b.event_definition === undefined ? {} : objectBody(b.event_definition, "event_definition");
     const known = new Set(["def_module", "def_name", "key_value_pairs", "service_name", "system_key", "system_secret", "name", "disabled", "event_definition", "namespace"]);
@@ -68,6 +79,7 @@ export class Triggers {
     return {
       system_key: systemKey, name, def_module: def.def_module, def_name: def.def_name, key_value_pairs: JSON.stringify(kvp),
       service_name: service, disabled: b.disabled === undefined ? (base?.disabled ?? 0) : b.disabled ? 1 : 0, created_at: base?.created_at ?? nowIso(),
+      ...runAsOf(p),
     };
   }
 
@@ -86,7 +98,7 @@ export class Triggers {
   async createTrigger(p: Principal, systemKey: string, name: string, body: unknown) {
     const s = await this.guard(p, systemKey, "triggers", LEVEL.CREATE);
     if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid trigger name '${name}'`);
-    const row = await this.parseTrigger(systemKey, name, body);
+    const row = await this.parseTrigger(p, systemKey, name, body);
     await this.d.db.tx(async (tx) => {
       if (await triggersRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `trigger '${name}' already exists`);
       await triggersRepo.upsert(tx, row);
@@ -100,7 +112,7 @@ export class Triggers {
     const s = await this.guard(p, systemKey, "triggers", LEVEL.UPDATE);
     const cur = await triggersRepo.get(this.d.db, systemKey, name);
     if (!cur) throw notFound("trigger", name, "Triggers");
-    const row = await this.parseTrigger(systemKey, name, body, cur);
+    const row = await this.parseTrigger(p, systemKey, name, body, cur);
     await this.d.db.tx(async (tx) => {
       await triggersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
@@ -159,12 +171,28 @@ export class Triggers {
     const done = repeats > 0 && runs >= repeats;
     return {
       system_key: systemKey, name, description, frequency, repeats, start_time: start as string, service_name: service,
-      user_id: typeof b.user_id === "string" ? b.user_id : base?.user_id ?? (p.kind === "developer" ? "" : p.id),
-      user_type: typeof b.user_type === "number" ? b.user_type : base?.user_type ?? (p.kind === "developer" ? 1 : p.kind === "device" ? 3 : 2),
+      ...this.timerRunAs(p, b, base),
       disabled: b.disabled === undefined ? (base?.disabled ?? 0) : b.disabled ? 1 : 0, runs,
       next_run: done ? null : changedSchedule ? nextRunAfterStart(startMs, Date.now()) : base!.next_run,
       created_at: base?.created_at ?? nowIso(),
     };
+  }
+
+  /** A developer may name the user a timer runs as; anyone else defines it as itself. */
+  private timerRunAs(p: Principal, b: Record<string, unknown>, base?: TimerRow): RunAs {
+    const own = runAsOf(p);
+    if (b.user_id !== undefined && typeof b.user_id !== "string") throw fail("INVALID_ARGUMENT", "user_id must be a string");
+    if (b.user_type !== undefined && !(b.user_type === RUN_AS_DEVELOPER || b.user_type === RUN_AS_USER || b.user_type === RUN_AS_DEVICE))
+      throw fail("INVALID_ARGUMENT", "user_type must be 1 (developer), 2 (user) or 3 (device)");
+    if (p.kind !== "developer") {
+      if ((b.user_id !== undefined && b.user_id !== own.user_id) || (b.user_type !== undefined && b.user_type !== own.user_type))
+        throw fail("FORBIDDEN", "user_id: only a developer may make a timer run with another user's rights");
+      return own;
+    }
+    if (b.user_id === undefined && b.user_type === undefined) return base && base.user_type !== RUN_AS_DEVELOPER ? { user_id: base.user_id, user_type: base.user_type } : own;
+    const userId = (b.user_id as string | undefined) ?? base?.user_id ?? "";
+    const userType = (b.user_type as number | undefined) ?? (userId ? RUN_AS_USER : RUN_AS_DEVELOPER);
+    return userType === RUN_AS_DEVELOPER ? own : { user_id: userId, user_type: userType };
   }
 
   async listTimers(p: Principal, systemKey: string) {

@@ -37,6 +37,16 @@ type Schema = CustomSchema;
 const SERVICE_TOKEN = "__service_token";
 interface ServiceToken { sealed: string; hash: string }
 
+/** A user's row as an edge receives it: a service account's token stays on the platform (an edge
+ *  receives no tokens). The password hash goes along: the template chose to let the system's users
+ *  sign in on the edge, offline too. */
+export function userForEdge(row: UserRow): UserRow {
+  if (!row.data.includes(SERVICE_TOKEN)) return row;
+  const data = JSON.parse(row.data) as Record<string, unknown>;
+  delete data[SERVICE_TOKEN];
+  return { ...row, data: JSON.stringify(data) };
+}
+
 /** Columns only a developer or a user manager sets: they decide how long tokens live. */
 const PRIVILEGED_COLUMNS = ["cb_service_account", "cb_ttl_override"];
 function refusePrivileged(values: Record<string, unknown>) {
@@ -113,7 +123,8 @@ export class Users {
   private async logUser(tx: Executor, systemKey: string, userId: string) {
     if (!this.d.changes.logs(systemKey)) return;
     const row = await usersRepo.byId(tx, systemKey, userId);
-    if (row) await this.d.changes.record(tx, systemKey, "user", row.email, "upsert", { user: row, roles: await this.roles.rolesOf(tx, systemKey, "user", userId) });
+    if (!row) return;
+    await this.d.changes.record(tx, systemKey, "user", row.email, "upsert", { user: userForEdge(row), roles: await this.roles.rolesOf(tx, systemKey, "user", userId) });
   }
 
   /** The principal a service runs as when its run_user is this user. */

@@ -1,7 +1,6 @@
 // Runs trigger handlers: every domain event is matched against the triggers of its system
 // (definition and key_value_pairs filters) and each match runs its service with the event's
 // payload in req.params plus params.trigger = "Module::Action".
-import type { Principal } from "../auth/principal.ts";
 import { topicMatches } from "../auth/permissions.ts";
 import type { DomainEvent, EventBus, EventType } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
@@ -82,13 +81,13 @@ export class TriggerDispatcher {
     }
     const system = await this.systems.find(e.systemKey);
     if (!system) return;
-    // trigger runs act for the system's developer; a service with a run_user runs as that user
-    const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
+    // a trigger runs as whoever defined it (see RunAs); a service with a run_user runs as that user
     for (const t of list) {
       if (!matches(t, e)) continue;
       this.fired++;
       const params = { ...(e.payload as Record<string, unknown>), trigger: e.type };
-      this.engine.execute(owner, e.systemKey, t.service_name, params, { internal: true, trigger: e.type, depth: e.depth })
+      this.engine.runner(e.systemKey, system.owner_id, t)
+        .then((p) => this.engine.execute(p, e.systemKey, t.service_name, params, { internal: true, trigger: e.type, depth: e.depth }))
         .catch((err) => this.log.warn("trigger run failed", { trigger: t.name, err }));
     }
   }

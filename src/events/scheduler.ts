@@ -2,7 +2,6 @@
 // next time. The next time counts from the firing, so after a restart (or any pause) a timer
 // fires once and continues at its frequency: never more often than asked, no catch-up bursts.
 import cron from "node-cron";
-import type { Principal } from "../auth/principal.ts";
 import type { Logger } from "../core/log.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
@@ -36,9 +35,9 @@ export class TimerScheduler {
         if (!(await this.triggers.claimFiring(t, next))) continue; // another node fired it
         const system = await this.systems.find(t.system_key);
         if (!system) continue;
-        const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
         this.fired++;
-        this.engine.execute(owner, t.system_key, t.service_name, { timer: t.name, runs }, { internal: true, trigger: "Timer" })
+        this.engine.runner(t.system_key, system.owner_id, t)
+          .then((p) => this.engine.execute(p, t.system_key, t.service_name, { timer: t.name, runs }, { internal: true, trigger: "Timer" }))
           .catch((err) => this.log.warn("timer run failed", { timer: t.name, err }));
       }
     } catch (err) {

@@ -2,7 +2,7 @@
 // schema_migrations; a failure leaves the database as it was. Append only: never edit a
 // released migration, add a new one.
 import type { Db } from "./db.ts";
-import { MQTT_MIGRATION } from "./mqtt.ts";
+import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
 
 export interface Migration { version: number; name: string; up: string[] }
 
@@ -443,6 +443,17 @@ export const MIGRATIONS: Migration[] = [
       // edge side: the definitions that came from the platform, so a snapshot removes what the
       // platform no longer sends without touching what was made on the edge itself
       `CREATE TABLE synced_assets (asset_type TEXT NOT NULL, asset_name TEXT NOT NULL, PRIMARY KEY (asset_type, asset_name))`,
+    ],
+  },
+  MQTT_SCOPE_MIGRATION,
+  {
+    version: 13,
+    name: "trigger run identity",
+    up: [
+      // whose rights a trigger's service runs with (as timers have): 1 the system's developer,
+      // 2 a user, 3 a device; existing triggers were made by developers or ran as one
+      `ALTER TABLE triggers ADD COLUMN user_id TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE triggers ADD COLUMN user_type INTEGER NOT NULL DEFAULT 1`,
     ],
   },
 ];

@@ -4,13 +4,15 @@ import type { Executor } from "./db.ts";
 export interface TriggerRow {
   system_key: string; name: string; def_module: string; def_name: string; key_value_pairs: string;
   service_name: string; disabled: number; created_at: string;
+  /** whose rights the service runs with (see RunAs in domain/triggers.ts) */
+  user_id: string; user_type: number;
 }
 export interface TimerRow {
   system_key: string; name: string; description: string; frequency: number; repeats: number; start_time: string;
   service_name: string; user_id: string; user_type: number; disabled: number; runs: number; next_run: number | null; created_at: string;
 }
 
-const TRIGGER_COLS = ["system_key", "name", "def_module", "def_name", "key_value_pairs", "service_name", "disabled", "created_at"] as const;
+const TRIGGER_COLS = ["system_key", "name", "def_module", "def_name", "key_value_pairs", "service_name", "disabled", "created_at", "user_id", "user_type"] as const;
 const TIMER_COLS = ["system_key", "name", "description", "frequency", "repeats", "start_time", "service_name", "user_id", "user_type", "disabled", "runs", "next_run", "created_at"] as const;
 
 export const triggersRepo = {
@@ -20,7 +22,8 @@ export const triggersRepo = {
   upsert: (ex: Executor, r: TriggerRow) =>
     ex.run(`INSERT INTO triggers(${TRIGGER_COLS.join(", ")}) VALUES (${TRIGGER_COLS.map(() => "?").join(", ")})
       ON CONFLICT(system_key, name) DO UPDATE SET def_module = excluded.def_module, def_name = excluded.def_name,
-      key_value_pairs = excluded.key_value_pairs, service_name = excluded.service_name, disabled = excluded.disabled`, TRIGGER_COLS.map((c) => r[c])),
+      key_value_pairs = excluded.key_value_pairs, service_name = excluded.service_name, disabled = excluded.disabled,
+      user_id = excluded.user_id, user_type = excluded.user_type`, TRIGGER_COLS.map((c) => r[c])),
   delete: (ex: Executor, systemKey: string, name: string) => ex.run(`DELETE FROM triggers WHERE system_key = ? AND name = ?`, [systemKey, name]),
 };
 

@@ -2,6 +2,7 @@
 // applying a change, on an edge (everything down) or on a platform (rows coming up).
 // Definitions are the platform's: a change replaces the edge's copy. Rows are last writer wins on
 // their hybrid-logical-clock stamp; a delete leaves a tombstone so an older write cannot undo it.
+import { topicMatches } from "../auth/permissions.ts";
 import { type ColumnType, toSql } from "../core/columns.ts";
 import { collectionsRepo, type ColumnDef, type IndexRow } from "../store/collections.ts";
 import type { Executor, SqlValue } from "../store/db.ts";
@@ -14,6 +15,7 @@ import { usersRepo, type UserRow } from "../store/users.ts";
 import { adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
 import { adapterBody, type AdapterBody, decodeBase64 } from "../domain/adapters.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
+import { userForEdge } from "../domain/users.ts";
 import type { AssetType, RowChange } from "./changes.ts";
 
 /** A change as it travels: from the log, or made up from current state for a snapshot. */
@@ -47,6 +49,14 @@ export function goesDown(template: TemplateEntry[], type: AssetType, name: strin
 export function upCollections(template: TemplateEntry[], names: string[]): string[] {
   return names.filter((n) => { const e = entryFor(template, "row", n); return !!e && e.rows !== false && (e.mode === "sync_to_platform" || e.mode === "sync"); });
 }
+
+/** Topic filters whose messages an edge relays to the platform. */
+export function relayFilters(template: TemplateEntry[]): string[] {
+  return template.filter((e) => e.def_module === "topic" && (e.mode === "sync_to_platform" || e.mode === "sync")).map((e) => e.def_name);
+}
+
+/** Whether a message on `topic` goes up from an edge: a relayed topic, or one ending in /_platform. */
+export const relayed = (filters: string[], topic: string) => topic.endsWith("/_platform") || filters.some((f) => topicMatches(f, topic));
 
 // ---- snapshots (platform) ---------------------------------------------------------------------
 
@@ -101,7 +111,7 @@ export async function* snapshot(ex: Executor, systemKey: string, template: Templ
   const users = pick("user", await usersRepo.all(ex, systemKey), (r) => r.email);
   for (let i = 0; i < users.length; i += 500) {
     const page: WireChange[] = [];
-    for (const u of users.slice(i, i + 500)) page.push(mk("user", u.email, { user: u, roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }));
+    for (const u of users.slice(i, i + 500)) page.push(mk("user", u.email, { user: userForEdge(u), roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }));
     yield page;
   }
   const adapters = pick("adapter", await adaptersRepo.list(ex, systemKey), (r) => r.name);
@@ -139,7 +149,10 @@ export async function applyDefinition(ex: Executor, sk: string, ch: WireChange):
       if (del) await librariesRepo.delete(ex, sk, ch.name); else await librariesRepo.put(ex, { ...(b as LibraryRow), system_key: sk });
       return;
     case "trigger":
-      if (del) await triggersRepo.delete(ex, sk, ch.name); else await triggersRepo.upsert(ex, { ...(b as TriggerRow), system_key: sk });
+      if (del) await triggersRepo.delete(ex, sk, ch.name); else {
+        const t = b as TriggerRow; // a platform from before run identities sends neither field
+        await triggersRepo.upsert(ex, { ...t, user_id: t.user_id ?? "", user_type: t.user_type ?? 1, system_key: sk });
+      }
       return;
     case "timer":
       if (del) await timersRepo.delete(ex, sk, ch.name);

@@ -21,7 +21,7 @@ import { adaptersRepo } from "../store/adapters.ts";
 import { adapterBody, controlFiles } from "../domain/adapters.ts";
 import { VERSION } from "../version.ts";
 import { AdapterRunner } from "./adapters.ts";
-import { applyDefinition, applyRows, upCollections, type WireChange } from "./assets.ts";
+import { applyDefinition, applyRows, relayFilters, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
 import { PING_MS, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
 
@@ -34,6 +34,8 @@ export interface EdgeSyncDeps {
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 const OUTBOX_BATCH = 500;
+/** Longest an edge waits for the platform to check a developer's password. */
+const VERIFY_TIMEOUT_MS = 5_000;
 
 export class EdgeSync {
   private ws: WebSocket | null = null;
@@ -70,6 +72,23 @@ export class EdgeSync {
     if (this.timer) clearTimeout(this.timer);
     if (this.ping) clearInterval(this.ping);
     this.ws?.close(1000, "edge stopping");
+  }
+
+  /** Asks the platform whether a developer's password is right (see Developers.authenticate):
+   *  the developer's id, null if refused, undefined if the platform did not answer. */
+  async verifyDeveloper(email: string, password: string): Promise<string | null | undefined> {
+    const base = this.d.config.platformUrl!.replace(/\/$/, "");
+    try {
+      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS) });
+      if (r.status >= 500 || r.status === 429) return undefined;
+      if (r.status !== 200) return null;
+      const b = (await r.json()) as { user_id?: unknown; dev_token?: unknown };
+      // the platform session it opened is not needed here
+      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS) }).catch(() => {});
+      return typeof b.user_id === "string" ? b.user_id : null;
+    } catch {
+      return undefined;
+    }
   }
 
   private url() {
@@ -129,7 +148,7 @@ export class EdgeSync {
 
   private useTemplate(t: TemplateEntry[]) {
     this.template = t;
-    this.d.changes.relayTopics = t.filter((e) => e.def_module === "topic" && (e.mode === "sync_to_platform" || e.mode === "sync")).map((e) => e.def_name);
+    this.d.changes.relayTopics = relayFilters(t);
   }
 
   private async refreshUpCollections() {
@@ -141,7 +160,7 @@ export class EdgeSync {
     switch (m.t) {
       case "welcome": {
         await this.d.db.tx(async (tx) => {
-          await developersRepo.put(tx, m.owner as unknown as DeveloperRow);
+          await developersRepo.putProfile(tx, m.owner);
           await systemsRepo.put(tx, m.system as unknown as SystemRow);
           await syncStateRepo.set(tx, "template", JSON.stringify(m.template));
         });

@@ -5,18 +5,19 @@ import type { Principal } from "../auth/principal.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import { newUuid, nowIso, nowSeconds } from "../core/ids.ts";
+import { parse as parseHlc } from "../core/hlc.ts";
 import { describeIssues } from "../core/validate.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Edges, TemplateEntry } from "../domain/edges.ts";
 import type { Broker } from "../domain/messages.ts";
 import type { Db } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
-import { developersRepo } from "../store/developers.ts";
+import { developerProfile, developersRepo } from "../store/developers.ts";
 import { type EdgeRow, edgesRepo } from "../store/edges.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
-import { applyRows, entryFor, goesDown, snapshot, upCollections, type WireChange } from "./assets.ts";
+import { applyRows, entryFor, goesDown, relayed, relayFilters, snapshot, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage } from "./protocol.ts";
 
@@ -235,7 +236,8 @@ export class SyncHub {
         if (failedNow.get(`${type}\u0000${f.name}`) !== f.seq) await statusRepo.failed(tx, edge.system_key, edge.name, type, f.name, f.seq, (f.error ?? "").slice(0, 2000), at);
       }
     });
-    s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: owner as unknown as Record<string, unknown>, template: s.template, snapshot: needsSnapshot, seq: maxSeq });
+    // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
+    s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: needsSnapshot, seq: maxSeq });
     if (needsSnapshot) s.startSnapshot(maxSeq, true);
     else {
       // deploy-mode assets are copied at every start of the edge
@@ -270,13 +272,21 @@ export class SyncHub {
     const sk = s.edge.system_key;
     const rowsByCollection = new Map<string, RowChange[]>();
     const messages: { topic: string; payload: string; qos: number }[] = [];
+    const relays = relayFilters(s.template);
     for (const it of m.items) {
-      const body = JSON.parse(it.body);
+      // an edge sends only what its template sends up; anything else is dropped (and acknowledged,
+      // so a confused edge does not send it forever)
+      let body: Record<string, unknown>;
+      try { body = JSON.parse(it.body); } catch { continue; }
+      if (!body || typeof body !== "object") continue;
       if (it.kind === "row") {
+        if (!isRowChange(body)) continue;
         const list = rowsByCollection.get(body.collection_id) ?? [];
-        list.push(body as RowChange);
+        list.push(body);
         rowsByCollection.set(body.collection_id, list);
-      } else messages.push(body);
+      } else if (typeof body.topic === "string" && typeof body.payload === "string" && relayed(relays, body.topic)) {
+        messages.push(body as { topic: string; payload: string; qos: number });
+      }
     }
     const touched: string[] = [];
     await this.d.db.tx(async (tx) => {
@@ -295,7 +305,7 @@ export class SyncHub {
     for (const msg of messages) {
       const topic = msg.topic.endsWith("/_platform") ? msg.topic.slice(0, -"/_platform".length) : msg.topic;
       const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
-      await broker?.publish(sk, topic, Buffer.from(msg.payload, "base64"), (msg.qos as 0 | 1 | 2) ?? 0, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
+      await broker?.publish(sk, topic, Buffer.from(msg.payload, "base64"), msg.qos === 1 || msg.qos === 2 ? msg.qos : 0, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
     }
     s.send({ t: "up_ack", upTo: m.items.length ? Math.max(...m.items.map((i) => i.id)) : 0 });
   }
@@ -414,4 +424,10 @@ export class SyncHub {
       if (upTo > 0) await changesRepo.compact(this.d.db, s.system_key, upTo);
     }
   }
+}
+
+/** The shape of a row change an edge sends up (anything else is dropped). */
+function isRowChange(b: Record<string, unknown>): b is Record<string, unknown> & RowChange {
+  return typeof b.collection_id === "string" && typeof b.item_id === "string" && (b.op === "upsert" || b.op === "delete") &&
+    typeof b.hlc === "string" && parseHlc(b.hlc) !== null && (b.values === null || b.values === undefined || (typeof b.values === "object" && !Array.isArray(b.values)));
 }

@@ -3,6 +3,7 @@
 // one goes, which paces big snapshots and backlogs and keeps the channel free for live changes.
 import { z } from "zod";
 import type { TemplateEntry } from "../domain/edges.ts";
+import type { DeveloperProfile } from "../store/developers.ts";
 import type { ControlAdapter, ControlCommand, ControlFile } from "./adapters.ts";
 import type { WireChange } from "./assets.ts";
 
@@ -32,7 +33,7 @@ export type EdgeMessage = z.infer<typeof EdgeMessage>;
 
 /** What the platform sends. */
 export type PlatformMessage =
-  | { t: "welcome"; system: Record<string, unknown>; owner: Record<string, unknown>; template: TemplateEntry[]; snapshot: boolean; seq: number }
+  | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number }
   | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }
   | { t: "snapshot_end"; seq: number; keep: Record<string, string[]> }
   | { t: "template"; template: TemplateEntry[] }

@@ -51,6 +51,8 @@ export function parseQuery(input: unknown, opts: { defaultPageSize?: number } = 
   if (pageSize < 0 || pageNum < 0) throw badQuery("PAGESIZE and PAGENUM must not be negative");
   if (pageSize > MAX_PAGE_SIZE) throw badQuery(`PAGESIZE is at most ${MAX_PAGE_SIZE} (use PAGESIZE 0 and PAGENUM 0 for everything)`);
   if (pageSize > 0 && pageNum === 0) pageNum = 1;
+  // the offset must stay an exact integer for SQL (1e20 pages of 100 would be written 1e+22)
+  if (pageSize > 0 && (pageNum - 1) * pageSize > Number.MAX_SAFE_INTEGER) throw badQuery("PAGENUM is too large for this PAGESIZE");
   let select: string[] | null = null;
   if (o.SELECTCOLUMNS != null) {
     if (!Array.isArray(o.SELECTCOLUMNS) || !o.SELECTCOLUMNS.every((c) => typeof c === "string"))
@@ -62,7 +64,7 @@ export function parseQuery(input: unknown, opts: { defaultPageSize?: number } = 
 
 function int(v: unknown, name: string): number {
   const n = typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isInteger(n)) throw badQuery(`${name} must be an integer`);
+  if (typeof n !== "number" || !Number.isSafeInteger(n)) throw badQuery(`${name} must be an integer (at most ${Number.MAX_SAFE_INTEGER})`);
   return n;
 }
 

@@ -422,7 +422,9 @@ export class Collections {
 
   async insert(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.CREATE);
-    const items = body === undefined ? [{}] : Array.isArray(body) ? body : [body];
+    // a missing body is a mistake, not an empty row ({} is an empty row)
+    if (body === undefined) throw fail("BODY_REQUIRED", "the body is required: an item (object of column values) or an array of items");
+    const items = Array.isArray(body) ? body : [body];
     if (items.length > MAX_INSERT_ROWS) throw dataError(`at most ${MAX_INSERT_ROWS} items per request`);
     if (c.row.connection !== null) {
       const objs = items.map((it, i) => { if (!it || typeof it !== "object" || Array.isArray(it)) throw dataError(`item ${i}: must be an object of column values`); return it as Record<string, unknown>; });

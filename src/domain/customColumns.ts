@@ -49,9 +49,10 @@ export class CustomColumns {
   schemaNow(systemKey: string): CustomSchema | undefined { return this.cache.get(systemKey); }
 
   private async load(ex: Executor, systemKey: string): Promise<CustomSchema> {
-    const custom: Record<string, ColumnType> = { ...this.standard };
+    // keyed by names from requests: no prototype, so 'constructor' or '__proto__' is no column
+    const custom: Record<string, ColumnType> = Object.assign(Object.create(null), this.standard);
     for (const c of await customColumnsRepo.list(ex, systemKey, this.table)) custom[c.name] = c.type;
-    const map: ColumnMap = {};
+    const map: ColumnMap = Object.create(null);
     for (const [n, f] of Object.entries(this.fixed)) map[n] = { sql: f.sql, type: f.type };
     for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
     return { map, custom, customList: Object.entries(custom) };

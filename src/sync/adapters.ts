@@ -84,10 +84,8 @@ const realOrResolved = (p: string) => { try { return realpathSync(p); } catch { 
 const within = (dir: string, p: string) => p === dir || p.startsWith(dir + sep);
 
 export class AdapterRunner {
-  constructor(private readonly root: string, private opts: RunnerOptions = {}) {}
-
-  /** Who runs the commands and what they must not reach (the edge's configuration). */
-  configure(opts: RunnerOptions) { this.opts = { ...this.opts, ...opts }; }
+  /** `opts`: who runs the commands and what they must not reach (the edge's configuration). */
+  constructor(private readonly root: string, private readonly opts: RunnerOptions = {}) {}
 
   /** The adapter's directory, inside the root (the name is checked, so it cannot climb out); never
    *  the data directory or one holding it, since undeploy removes an adapter's directory whole. */

@@ -55,7 +55,7 @@ export class EdgeSync {
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
-    this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"));
+    this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"), { user: d.config.adaptersUser, dataDir: d.config.dataDir });
   }
 
   async start() {

@@ -13,10 +13,6 @@ const fl = (p: unknown) => (p as P).file!;
 export const adapterRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
   const a = s.adapters;
-  // an edge's runner is made with its directory alone: the user its commands run as and the data
-  // directory kept from them are set here (routes are built as the edge starts, before its sync
-  // channel can bring a command)
-  s.edgeSync?.adapters.configure({ user: s.config.adaptersUser, dataDir: s.config.dataDir });
   let app = new Elysia()
     .get("/admin/edges/:systemKey/control", async ({ request, params }) => {
       const q = queryOf(request);

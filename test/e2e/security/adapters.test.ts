@@ -153,9 +153,12 @@ t.test("a deploy never writes through a symbolic link, dangling or not", async (
   const name = uniq("links");
   t.equal((await s.dev.post(base, { name })).status, 200);
   t.equal((await s.dev.post(`${base}/${name}/files`, { name: "a.txt", file: b64("first") })).status, 200);
-  t.match((await s.dev.put(`${base}/${name}/control`, { command: "deploy", edges: [E1.name] })).body[E1.name], { err: false });
   const home = join(adaptersDir, name);
-  t.equal(readFileSync(join(home, "a.txt"), "utf8"), "first");
+  // the file reaches the edge through sync: a deploy before it arrives writes nothing yet
+  t.ok(await waitFor(async () => {
+    const r = await s.dev.put(`${base}/${name}/control`, { command: "deploy", edges: [E1.name] });
+    return r.body[E1.name]?.err === false && existsSync(join(home, "a.txt")) && readFileSync(join(home, "a.txt"), "utf8") === "first";
+  }, 10_000), "deployed");
 
   const deploy = async (files: [string, string][]) => {
     for (const [file, path] of files) {

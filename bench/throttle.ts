@@ -62,16 +62,19 @@ export async function benchThrottle() {
   }
   report("Throttling: one evaluation (in process)", rows);
 
-  const on = await startOutpost(["--enable-default-throttlers", "true"]);
+  const admin = { email: "bench-admin@example.com", password: "pw" };
+  const on = await startOutpost(["--enable-default-throttlers", "true", "--admin-email", admin.email, "--admin-password", admin.password]);
   const off = await startOutpost(["--enable-default-throttlers", "false"]);
   try {
     const path = "/api/v/1/user/info";
     const sOn = await setupSystem(on.url), sOff = await setupSystem(off.url);
-    // a realistic set: the two built-ins plus 50 cases for other systems, consumers and routes,
+    // cases for other systems and for every system are a platform admin's to make
+    const asAdmin = { "ClearBlade-DevToken": (await json(`${on.url}/admin/auth`, "POST", admin)).dev_token as string };
+    // a realistic set: the built-ins plus 50 cases for other systems, consumers and routes,
     // and one generous case that every benchmark request matches (so its bucket is exercised)
     for (const c of caseSet(51, sOn.systemKey, "u@example.com", path))
-      await json(`${on.url}/admin/throttlers/HTTP%20Requests/cases`, "POST", c, { "ClearBlade-DevToken": sOn.devToken });
-    const cases = (await json(`${on.url}/admin/throttlers/HTTP%20Requests`, "GET", undefined, { "ClearBlade-DevToken": sOn.devToken })).cases.length;
+      await json(`${on.url}/admin/throttlers/HTTP%20Requests/cases`, "POST", c, asAdmin);
+    const cases = (await json(`${on.url}/admin/throttlers/HTTP%20Requests`, "GET", undefined, asAdmin)).cases.length;
     await load(on.url + path, { "ClearBlade-UserToken": sOn.userToken }, 1);
     await load(off.url + path, { "ClearBlade-UserToken": sOff.userToken }, 1);
     // the median of paired rounds' ratios: a round's two runs see the same neighbours

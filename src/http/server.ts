@@ -55,11 +55,12 @@ export function createHttpApp(s: Services) {
     if (d.retryAfterS) r.headers.set("retry-after", String(d.retryAfterS));
     return r;
   }, (request) => app.server?.requestIP(request)?.address);
-  // a request that holds a concurrency slot gives it back once its handler has the answer
+  // a request that holds a concurrency slot gives it back once its handler has the answer (which
+  // also tells whether a sign-in failed)
   const settle = (request: Request, r: unknown) => {
     if (!throttle.holds(request)) return r;
-    if (!(r instanceof Promise)) { throttle.release(request); return r; }
-    return r.then((res) => { throttle.release(request); return res; }, (err) => { throttle.release(request); throw err; });
+    if (!(r instanceof Promise)) { throttle.release(request, r); return r; }
+    return r.then((res) => { throttle.release(request, res); return res; }, (err) => { throttle.release(request); throw err; });
   };
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers

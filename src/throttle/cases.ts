@@ -1,4 +1,4 @@
-// Throttling cases (document 001 §2.3–§2.7): the three fixed throttlers, case validation, the two
+// Throttling cases (document 001 §2.3–§2.7): the three fixed throttlers, case validation, the
 // built-in cases, and compiling a case into matchers. A compiled case answers "does this request
 // match?" and "which bucket does it count in?" without allocating when it does not match.
 import { Memoirist } from "memoirist";
@@ -15,11 +15,38 @@ export function throttlerName(v: unknown): ThrottlerName {
   return n;
 }
 
-/** The built-in cases of §2.7: priority 200, 3 per 600 s, a bucket per system and per consumer. */
-export const BUILT_IN_CASES: Omit<CaseRow, "created_at" | "updated_at">[] = [
-  { throttler_name: "HTTP Requests", case_name: "Block brute force auth", system_key: "?", consumer: "?", resource: "/api/v/1/user/auth", limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 },
-  { throttler_name: "HTTP Requests", case_name: "Block brute force password reset core api", system_key: "?", consumer: "?", resource: "/api/v/1/user/pass", limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 },
+/** What a built-in case counts beyond the plain case fields (never stored, never on the wire). */
+export type Counts =
+  /** every request it matches, like any case */
+  | "requests"
+  /** only requests that sign in with credentials they carry (subject.signIn); other calls on the
+   *  same path, such as those of a device named "auth", pass */
+  | "sign-ins"
+  /** sign-ins, each giving its token back unless answered 401: the credential comes with every
+   *  call there, so only wrong ones may use up the budget */
+  | "failed sign-ins";
+
+export type BuiltInCase = Omit<CaseRow, "created_at" | "updated_at"> & { counts: Counts };
+
+const bruteForce = (case_name: string, resource: string, system_key: string, consumer: string, counts: Counts): BuiltInCase =>
+  ({ throttler_name: "HTTP Requests", case_name, system_key, consumer, resource, limiter_type: "frequency", max_num: 3, duration: 600, priority: 200, counts });
+
+/** The built-in cases: user sign-in and password change (priority 200, 3 per 600 s, a bucket per
+ *  system and per consumer), and the same limit on every other way to try a password or key.
+ *  Developers sign in to the platform, not to a system: their bucket is per email alone. */
+export const BUILT_IN_CASES: BuiltInCase[] = [
+  bruteForce("Block brute force auth", "/api/v/1/user/auth", "?", "?", "requests"),
+  bruteForce("Block brute force password reset core api", "/api/v/1/user/pass", "?", "?", "requests"),
+  // a bucket per login name (email=?): a refresh-token grant names nobody and guesses nothing
+  bruteForce("Block brute force device auth", "/api/v/2/devices/{systemKey}/auth", "?", "email=?", "sign-ins"),
+  bruteForce("Block brute force developer auth", "/admin/auth", "*", "email=?", "sign-ins"),
+  // only calls carrying an email and password (http_basic_auth) name a user
+  bruteForce("Block brute force webhook basic auth", "/api/v/4/webhook/execute/{systemKey}/*", "?", "email=?", "failed sign-ins"),
 ];
+
+/** A user's or developer's email as a consumer: sign-in finds them by their lower-case email, so
+ *  every spelling of one address is one consumer. */
+export const emailKey = (email: string) => email.trim().toLowerCase();
 
 const FIELDS = new Set(["throttler_name", "case_name", "system_key", "consumer", "resource", "limiter_type", "max_num", "duration", "priority"]);
 
@@ -86,16 +113,18 @@ export interface Subject {
   systemKey: string;
   resource: string;
   ip: string;
-  /** a user's email or a device's name ("" when anonymous) */
+  /** a user's email (see emailKey) or a device's name ("" when anonymous) */
   email(): string;
+  /** the request signs in with credentials it carries (cases counting sign-ins match only these) */
+  readonly signIn?: boolean;
 }
 
 /** One slot filter: `*` (match all, one bucket), `?` (a bucket per value) or a value. Every
  *  filter has the same shape, so the matcher's property reads stay monomorphic (it runs once per
  *  case per request). */
 export const ANY = 0, EACH = 1, EXACT = 2, ROUTE = 3;
-export interface Filter { kind: number; value: string; prefix: string; router: Memoirist<true> | null }
-const filter = (v: string): Filter => ({ kind: v === "*" ? ANY : v === "?" ? EACH : EXACT, value: v, prefix: "", router: null });
+export interface Filter { kind: number; value: string; prefix: string; router: Memoirist<true> | null; lower: string }
+const filter = (v: string): Filter => ({ kind: v === "*" ? ANY : v === "?" ? EACH : EXACT, value: v, prefix: "", router: null, lower: v.toLowerCase() });
 
 export interface ConsumerMatcher { typed: boolean; legacy: Filter; email: Filter; ip: Filter }
 
@@ -120,6 +149,10 @@ function slot(f: Filter, value: string): string | null {
   return value === f.value ? value : null;
 }
 
+/** An exact consumer value against the subject's: emails come lower-case (emailKey), so a value
+ *  written with capitals still names its user; device names compare exactly, as their lookup does. */
+const sameConsumer = (f: Filter, value: string) => value === f.value || (value !== "" && value === f.lower);
+
 /** Resource: exact text, `?`/`*`, or a route pattern (contains `/`) with {param} and a trailing `*`. */
 export function resourceMatcher(v: string): Filter {
   if (!v.includes("/")) return filter(v);
@@ -134,12 +167,16 @@ export function resourceMatcher(v: string): Filter {
   try { router.add("M", path, true); } catch (e) { throw fail("INVALID_ARGUMENT", `resource '${v}': ${(e as Error).message}`); }
   // the literal start of the pattern: most paths are told apart by it without asking the router
   const open = path.search(/[:*]/);
-  return { kind: ROUTE, value: v, prefix: open < 0 ? path : path.slice(0, open), router };
+  return { kind: ROUTE, value: v, prefix: open < 0 ? path : path.slice(0, open), router, lower: v };
 }
 
 export interface CompiledCase {
   row: CaseRow;
   builtIn: boolean;
+  /** matches only subjects that sign in with credentials they carry */
+  signInOnly: boolean;
+  /** a pass hands out a way to give its token back (see Counts) */
+  refunds: boolean;
   system: Filter;
   resource: Filter;
   consumer: ConsumerMatcher;
@@ -151,13 +188,16 @@ export interface CompiledCase {
   allowed: Readonly<{ ok: true; caseName: string }>;
 }
 
-export function compileCase(row: CaseRow, builtIn = false): CompiledCase {
+export function compileCase(row: CaseRow, builtIn = false, counts: Counts = "requests"): CompiledCase {
   const system = filter(row.system_key), resource = row.resource ? resourceMatcher(row.resource) : filter("*"), consumer = parseConsumer(row.consumer);
   const keyPrefix = `${row.throttler_name}\u0000${row.case_name}\u0000`;
   const fixed = (f: Filter) => (f.kind === ANY ? "*" : f.value);
   const fixedKey = [system, resource, consumer.legacy, consumer.email, consumer.ip].some((f) => f.kind === EACH) ? null
     : bucketKey(keyPrefix, fixed(system), fixed(resource), consumer.typed ? `${fixed(consumer.email)},${fixed(consumer.ip)}` : fixed(consumer.legacy));
-  return { row, builtIn, system, resource, consumer, keyPrefix, fixedKey, allowed: Object.freeze({ ok: true, caseName: row.case_name }) };
+  return {
+    row, builtIn, signInOnly: counts !== "requests", refunds: counts === "failed sign-ins", system, resource, consumer, keyPrefix, fixedKey,
+    allowed: Object.freeze({ ok: true, caseName: row.case_name }),
+  };
 }
 
 const bucketKey = (prefix: string, system: string, resource: string, consumer: string) => `${prefix}${system}\u0000${resource}\u0000${consumer}`;
@@ -174,6 +214,7 @@ export function resourceMatches(c: CompiledCase, resource: string): boolean {
 
 /** The bucket key when system and consumer match too (the resource already did), or null. */
 export function matchRest(c: CompiledCase, s: Subject): string | null {
+  if (c.signInOnly && s.signIn !== true) return null;
   const sys = slot(c.system, s.systemKey);
   if (sys === null) return null;
   const r = c.resource;
@@ -184,10 +225,10 @@ export function matchRest(c: CompiledCase, s: Subject): string | null {
     const f = k.legacy;
     if (f.kind === ANY) who = "*";
     else if (f.kind === EACH) who = s.email() || s.ip || null;
-    else who = f.value === s.ip || f.value === s.email() ? f.value : null;
+    else who = f.value === s.ip || sameConsumer(f, s.email()) ? f.value : null;
   } else {
     // a slot that matches anything does not read its value: the address costs a lookup
-    const e = k.email.kind === ANY ? "*" : slot(k.email, s.email());
+    const e = k.email.kind === ANY ? "*" : k.email.kind === EACH ? slot(k.email, s.email()) : sameConsumer(k.email, s.email()) ? k.email.value : null;
     if (e === null) return null;
     const i = k.ip.kind === ANY ? "*" : slot(k.ip, s.ip);
     who = i === null ? null : c.fixedKey !== null ? "" : `${e},${i}`;

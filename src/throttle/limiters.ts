@@ -30,6 +30,12 @@ export class TokenBuckets {
     return { ok: false, retryAfterS: Math.ceil((1 - b.tokens) / perMs / 1000) };
   }
 
+  /** Gives a token back (never above capacity); a bucket that went meanwhile is full already. */
+  give(key: string, capacity: number) {
+    const b = this.buckets.get(key);
+    if (b) b.tokens = Math.min(capacity, b.tokens + 1);
+  }
+
   clear() { this.buckets.clear(); }
   get size() { return this.buckets.size; }
 }
@@ -57,6 +63,8 @@ export class InFlight {
 
 // INCR, and on the first hit of a window start its expiry: one round trip (field notes §4.3).
 const WINDOW_SCRIPT = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return c`;
+// A hit given back: only within the window that counted it (an ended window must not start below 0).
+const REFUND_SCRIPT = `local c = tonumber(redis.call('GET', KEYS[1]) or '0') if c > 0 then redis.call('DECR', KEYS[1]) end return c`;
 const COMMAND_TIMEOUT_MS = 250;
 const RECONNECT_MS = 1_000;
 export const CASES_CHANNEL = "outpost:throttle:cases";
@@ -112,13 +120,24 @@ export class SharedStore {
   /** Counts a hit in the key's window; true when within `max`, null when Redis cannot answer. */
   async hit(key: string, max: number, durationS: number): Promise<boolean | null> {
     if (!this.up) return null;
+    const count = await this.eval([WINDOW_SCRIPT, "1", `outpost:throttle:${key}`, String(durationS * 1000)]);
+    return count === null ? null : count <= max;
+  }
+
+  /** Takes back one hit of the key's current window (a sign-in that did not fail). */
+  async refund(key: string): Promise<void> {
+    if (this.up) await this.eval([REFUND_SCRIPT, "1", `outpost:throttle:${key}`]);
+  }
+
+  /** A script's number, or null when Redis cannot answer in time. */
+  private async eval(args: string[]): Promise<number | null> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const count = await Promise.race([
-        this.cmd.send("EVAL", [WINDOW_SCRIPT, "1", `outpost:throttle:${key}`, String(durationS * 1000)]) as Promise<number>,
+      const n = await Promise.race([
+        this.cmd.send("EVAL", args) as Promise<number>,
         new Promise<never>((_r, rej) => { timer = setTimeout(() => rej(new Error("timed out")), COMMAND_TIMEOUT_MS); }),
       ]);
-      return Number(count) <= max;
+      return Number(n);
     } catch (err) {
       this.down(String((err as Error)?.message ?? err));
       return null;

@@ -6,7 +6,7 @@ import type { Logger } from "../core/log.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Db } from "../store/db.ts";
 import { type CaseRow, casesRepo } from "../store/throttle.ts";
-import { BUILT_IN_CASES, type CompiledCase, compileCase, EXACT, matchRest, resourceMatches, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
+import { BUILT_IN_CASES, type BuiltInCase, type CompiledCase, compileCase, type Counts, EXACT, matchRest, resourceMatches, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
 import { InFlight, SharedStore, TokenBuckets } from "./limiters.ts";
 
 export interface Decision {
@@ -17,10 +17,13 @@ export interface Decision {
   retryAfterS?: number;
   /** for concurrency limiters: call when the request or connection ends */
   release?: () => void;
+  /** for cases counting failed sign-ins: call when the attempt did not fail (gives the token back) */
+  refund?: () => void;
 }
 
 const ALLOW: Decision = Object.freeze({ ok: true });
 const EPOCH = "1970-01-01T00:00:00.000Z";
+const rowOf = ({ counts: _, ...c }: BuiltInCase): CaseRow => ({ ...c, created_at: EPOCH, updated_at: EPOCH });
 /** Above this many entries the per-system index is not built (the scan is still correct). */
 const INDEX_MAX = 200_000;
 /** Distinct resources remembered per case list (paths with ids in them would grow it forever). */
@@ -75,7 +78,7 @@ export class Throttle {
   get builtInsActive() { return this.d.config.enableDefaultThrottlers && !this.d.config.developmentMode; }
 
   builtInRows(): CaseRow[] {
-    return this.builtInsActive ? BUILT_IN_CASES.map((c) => ({ ...c, created_at: EPOCH, updated_at: EPOCH })) : [];
+    return this.builtInsActive ? BUILT_IN_CASES.map(rowOf) : [];
   }
 
   async start() {
@@ -90,11 +93,12 @@ export class Throttle {
 
   /** Reads the cases again (after a change here, or news of one from another node). */
   async reload() {
-    const rows = [...this.builtInRows().map((r) => ({ r, builtIn: true })), ...(await casesRepo.all(this.d.db)).map((r) => ({ r, builtIn: false }))];
+    const builtIns = this.builtInsActive ? BUILT_IN_CASES.map((c) => ({ r: rowOf(c), builtIn: true, counts: c.counts })) : [];
+    const stored = (await casesRepo.all(this.d.db)).map((r) => ({ r, builtIn: false, counts: "requests" as Counts }));
     const next: Record<ThrottlerName, CompiledCase[]> = { "HTTP Requests": [], "MQTT Connections": [], "MQTT Publishes": [] };
-    for (const { r, builtIn } of rows) {
+    for (const { r, builtIn, counts } of [...builtIns, ...stored]) {
       if (!(THROTTLERS as readonly string[]).includes(r.throttler_name)) continue;
-      try { next[r.throttler_name as ThrottlerName].push(compileCase(r, builtIn)); }
+      try { next[r.throttler_name as ThrottlerName].push(compileCase(r, builtIn, counts)); }
       catch (err) { this.d.log.warn("throttling: a stored case does not compile and is skipped", { case: r.case_name, err }); }
     }
     // lower priority number first; equal priorities keep a stable order by name
@@ -147,7 +151,9 @@ export class Throttle {
       return release ? { ok: true, caseName, release } : { ok: false, caseName };
     }
     if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
-      return this.shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key, performance.now()) : ok ? c.allowed : { ok, caseName, retryAfterS: duration ?? 1 }));
+      const shared = this.shared;
+      return shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key, performance.now())
+        : !ok ? { ok, caseName, retryAfterS: duration ?? 1 } : c.refunds ? { ok, caseName, refund: () => void shared.refund(key) } : c.allowed));
     }
     return this.local(c, key, now);
   }
@@ -155,7 +161,8 @@ export class Throttle {
   /** A frequency case on this node's token bucket. */
   private local(c: CompiledCase, key: string, now: number): Decision {
     const r = this.buckets.take(key, c.row.max_num, c.row.duration ?? 1, now);
-    return r.ok ? c.allowed : { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
+    if (!r.ok) return { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
+    return c.refunds ? { ok: true, caseName: c.row.case_name, refund: () => this.buckets.give(key, c.row.max_num) } : c.allowed;
   }
 
   stop() { this.shared?.stop(); }

@@ -46,9 +46,25 @@ async function statuses(n: number, call: () => Promise<{ status: number }>): Pro
 
 // ---- one server with the built-in cases on, for most of the file -----------------------------
 
-const o = await server({ defaultThrottlers: true });
-const s = await devWithSystem(o, "throttle-a");
+const ADMIN_EMAIL = "root@throttle.example", ADMIN_PASSWORD = "admin-password-1";
+const o = await server({ defaultThrottlers: true, args: ["--admin-email", ADMIN_EMAIL, "--admin-password", ADMIN_PASSWORD] });
+
+/** The platform admin with a system of its own: cases for every system (`*`, `?`) are the admin's. */
+async function adminWithSystem(srv: Outpost, name: string): Promise<DevSystem> {
+  const auth = await request(srv.url, "POST", "/admin/auth", { body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
+  if (auth.status !== 200) throw new Error(`admin sign-in: ${auth.text}`);
+  const dev = new Client(srv.url, { "ClearBlade-DevToken": auth.body.dev_token });
+  const sys = await dev.post("/admin/systemmanagement", { name, description: "test system" });
+  if (sys.status !== 200) throw new Error(`system create failed: ${sys.text}`);
+  return {
+    dev, devToken: auth.body.dev_token, devId: auth.body.user_id, email: ADMIN_EMAIL, password: ADMIN_PASSWORD,
+    systemKey: sys.body.appID, systemSecret: sys.body.appSecret,
+    app: new Client(srv.url, { "ClearBlade-SystemKey": sys.body.appID, "ClearBlade-SystemSecret": sys.body.appSecret }),
+  };
+}
+const s = await adminWithSystem(o, "throttle-a");
 const s2 = await devWithSystem(o, "throttle-b");
+const BUILT_INS = ["Block brute force auth", "Block brute force password reset core api", "Block brute force device auth", "Block brute force developer auth", "Block brute force webhook basic auth"];
 
 /** A service anyone authenticated may run: a cheap route for limiter tests. */
 async function openService(sys: DevSystem) {
@@ -69,9 +85,11 @@ t.test("administration: three fixed throttlers, listed with every case", async (
   t.same(all.body.map((x: any) => x.name), [HTTP, CONN, PUB], "exactly the three throttlers");
   const httpCases = all.body[0].cases;
   const builtIns = httpCases.filter((c: any) => c.built_in);
-  t.same(builtIns.map((c: any) => c.case_name).sort(), ["Block brute force auth", "Block brute force password reset core api"]);
-  for (const c of builtIns) t.match(c, { system_key: "?", consumer: "?", limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 });
-  t.same(builtIns.map((c: any) => c.resource).sort(), ["/api/v/1/user/auth", "/api/v/1/user/pass"]);
+  t.same(builtIns.map((c: any) => c.case_name).sort(), [...BUILT_INS].sort());
+  for (const c of builtIns) t.match(c, { limiter_type: "frequency", max_num: 3, duration: 600, priority: 200 });
+  const user = builtIns.filter((c: any) => c.case_name === BUILT_INS[0] || c.case_name === BUILT_INS[1]);
+  for (const c of user) t.match(c, { system_key: "?", consumer: "?" });
+  t.same(user.map((c: any) => c.resource).sort(), ["/api/v/1/user/auth", "/api/v/1/user/pass"]);
 
   const one = await s.dev.get(`/admin/throttlers/${enc(HTTP)}`);
   t.equal(one.status, 200);
@@ -198,7 +216,7 @@ t.test("built-in cases: protected while active, kept by the bulk deletes", async
   t.equal(one.status, 200, one.text);
   let httpCases = (await s.dev.get(`/admin/throttlers/${enc(HTTP)}`)).body.cases;
   t.notOk(httpCases.some((c: any) => c.case_name === mine.case_name), "the custom HTTP cases are gone");
-  t.equal(httpCases.filter((c: any) => c.built_in).length, 2, "the built-in ones stay");
+  t.equal(httpCases.filter((c: any) => c.built_in).length, BUILT_INS.length, "the built-in ones stay");
   t.ok((await s.dev.get(`/admin/throttlers/${enc(PUB)}`)).body.cases.some((c: any) => c.case_name === minePub.case_name), "other throttlers are untouched");
   t.equal((await s.dev.get(`/admin/throttlers/${enc(HTTP)}`)).status, 200, "the throttler itself remains");
   const all = await s.dev.del("/admin/throttlers");
@@ -206,7 +224,7 @@ t.test("built-in cases: protected while active, kept by the bulk deletes", async
   const after = (await s.dev.get("/admin/throttlers")).body;
   t.same(after.map((x: any) => x.cases.filter((c: any) => !c.built_in).length), [0, 0, 0], "every custom case is gone");
   httpCases = after[0].cases;
-  t.equal(httpCases.length, 2, "the built-in cases stay");
+  t.equal(httpCases.length, BUILT_INS.length, "the built-in cases stay");
 });
 
 t.test("built-in: 3 sign-ins per 10 minutes per system and consumer; 429 with the envelope", async (t) => {
@@ -507,7 +525,7 @@ t.test("EnableDefaultThrottlers false or DevelopmentMode true: no built-in cases
     t.same(listed, [], `${args.join(" ")}: none listed`);
     const u = await newUser(d);
     t.same(await statuses(5, () => d.app.post("/api/v/1/user/auth", { email: u.email, password: u.password })), [200, 200, 200, 200, 200], `${args.join(" ")}: sign-ins are not limited`);
-    const mine = await d.dev.post(casesPath(HTTP), kase({ case_name: "Block brute force auth", resource: "/x" }));
+    const mine = await d.dev.post(casesPath(HTTP), kase({ case_name: "Block brute force auth", system_key: d.systemKey, resource: "/x" }));
     t.equal(mine.status, 200, "the built-in names are free");
     t.equal((await d.dev.del(casePath(HTTP, "Block brute force auth"))).status, 200, "and such a case can be deleted");
     await x.stop();
@@ -557,7 +575,7 @@ t.test("global mode: two nodes share one fixed window through Redis, fall back t
   t.equal(await call(b), 200, "the second node serves the same system (shared database)");
 
   // a case created on node a reaches node b at once (Redis announces it)
-  const c = await create(sys.dev, HTTP, kase({ resource: `/api/v/1/code/{systemKey}/${svc}`, consumer: "?", max_num: 4, duration: 4 }));
+  const c = await create(sys.dev, HTTP, kase({ system_key: sys.systemKey, resource: `/api/v/1/code/{systemKey}/${svc}`, consumer: "?", max_num: 4, duration: 4 }));
   const t0 = Date.now();
   let seen = false;
   while (!seen && Date.now() - t0 < 3000) {

@@ -1,7 +1,7 @@
 // Case validation and matching (document 001 §2.4–§2.6, §8.1) without a server.
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
-import { ANY, compileCase, EACH, EXACT, matchCase, parseCase, parseConsumer, type Subject } from "../../../src/throttle/cases.ts";
+import { ANY, BUILT_IN_CASES, compileCase, EACH, emailKey, EXACT, matchCase, parseCase, parseConsumer, type Subject } from "../../../src/throttle/cases.ts";
 
 const body = (b: Record<string, unknown>) => ({ case_name: "c", system_key: "*", consumer: "*", resource: "*", limiter_type: "frequency", max_num: 1, duration: 60, priority: 1, ...b });
 const subject = (s: Partial<Omit<Subject, "email">> & { email?: string } = {}): Subject => ({ systemKey: s.systemKey ?? "sys1", resource: s.resource ?? "/a", ip: s.ip ?? "1.2.3.4", email: () => s.email ?? "" });
@@ -87,5 +87,41 @@ describe("system and resource", () => {
   test("resource ? gives each path its own key", () => {
     const c = caseOf({ resource: "?" });
     expect(matchCase(c, subject({ resource: "/a" }))).not.toBe(matchCase(c, subject({ resource: "/b" })));
+  });
+});
+
+describe("consumers as sign-in finds them", () => {
+  test("emails are one consumer in any spelling (lower case, no blanks)", () => {
+    expect(emailKey(" Victim@Example.COM ")).toBe("victim@example.com");
+  });
+  test("an exact email written with capitals matches the normalised email; device names compare exactly", () => {
+    for (const consumer of ["Victim@Example.com", "email=Victim@Example.com"]) {
+      expect(matchCase(caseOf({ consumer }), subject({ email: "victim@example.com" }))).not.toBeNull();
+      expect(matchCase(caseOf({ consumer }), subject({ email: "other@example.com" }))).toBeNull();
+    }
+    expect(matchCase(caseOf({ consumer: "email=Sensor" }), subject({ email: "Sensor" }))).not.toBeNull();
+    expect(matchCase(caseOf({ consumer: "email=Sensor" }), subject({ email: "sensor" }))).not.toBeNull(); // the filter's lower case
+    expect(matchCase(caseOf({ consumer: "email=sensor" }), subject({ email: "Sensor" }))).toBeNull();
+    const each = caseOf({ consumer: "?" });
+    expect(matchCase(each, subject({ email: "Sensor" }))).not.toBe(matchCase(each, subject({ email: "sensor" })));
+  });
+  test("a case counting sign-ins matches only subjects that sign in", () => {
+    const c = compileCase(parseCase("HTTP Requests", body({ resource: "/admin/auth" })), true, "sign-ins");
+    expect(matchCase(c, { ...subject({ resource: "/admin/auth" }), signIn: true })).not.toBeNull();
+    expect(matchCase(c, subject({ resource: "/admin/auth" }))).toBeNull();
+    expect(matchCase(caseOf({ resource: "/admin/auth" }), subject({ resource: "/admin/auth" }))).not.toBeNull();
+  });
+});
+
+describe("built-in cases", () => {
+  test("every one compiles, and a webhook pattern covers the name and any path after it", () => {
+    for (const b of BUILT_IN_CASES) expect(() => compileCase({ ...b, created_at: "", updated_at: "" }, true, b.counts)).not.toThrow();
+    const hook = BUILT_IN_CASES.find((b) => b.case_name === "Block brute force webhook basic auth")!;
+    const c = compileCase({ ...hook, created_at: "", updated_at: "" }, true, hook.counts);
+    const at = (resource: string) => matchCase(c, { ...subject({ resource, email: "a@b.co" }), signIn: true });
+    expect(at("/api/v/4/webhook/execute/sys1/hook")).not.toBeNull();
+    expect(at("/api/v/4/webhook/execute/sys1/hook/a/b")).toBe(at("/api/v/4/webhook/execute/sys1/other"));
+    expect(at("/api/v/4/webhook/sys1/hook")).toBeNull();
+    expect(matchCase(c, { ...subject({ resource: "/api/v/4/webhook/execute/sys1/hook" }), signIn: true })).toBeNull(); // no user name
   });
 });

@@ -20,6 +20,18 @@ describe("TokenBuckets", () => {
     expect(b.take("k", 3, 30, t0 + 1_000_000).ok).toBe(true);
     expect(b.take("k", 3, 30, t0 + 1_000_000).ok).toBe(false);
   });
+  test("a token given back is there again, never above capacity", () => {
+    const b = new TokenBuckets();
+    const t0 = 1_000_000;
+    expect([1, 2].map(() => b.take("k", 2, 600, t0).ok)).toEqual([true, true]);
+    b.give("k", 2);
+    expect(b.take("k", 2, 600, t0).ok).toBe(true);
+    expect(b.take("k", 2, 600, t0).ok).toBe(false);
+    b.give("k", 2); b.give("k", 2); b.give("k", 2);
+    expect([1, 2, 3].map(() => b.take("k", 2, 600, t0).ok)).toEqual([true, true, false]);
+    b.give("unknown", 2);
+    expect(b.size).toBe(1);
+  });
   test("bounded: the oldest key goes, and comes back full", () => {
     const b = new TokenBuckets(2);
     b.take("a", 1, 60, 0); b.take("b", 1, 60, 0); b.take("c", 1, 60, 0);
@@ -69,7 +81,12 @@ async function freePort(): Promise<number> {
     await a.start(); await b.start();
     expect(a.available && b.available).toBe(true);
     const key = `k${Date.now()}`;
-    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1), await a.hit(key, 3, 1), await b.hit(key, 3, 1)]).toEqual([true, true, true, false]);
+    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1), await a.hit(key, 3, 1)]).toEqual([true, true, true]);
+    await b.refund(key);
+    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1)]).toEqual([true, false]); // one hit given back
+    await Bun.sleep(1100);
+    await b.refund(key); // the window ended: nothing to give back, no credit for the next one
+    expect([await a.hit(key, 3, 1), await a.hit(key, 3, 1), await a.hit(key, 3, 1), await a.hit(key, 3, 1)]).toEqual([true, true, true, false]);
     await Bun.sleep(1100);
     expect(await a.hit(key, 3, 1)).toBe(true); // a new window
 

@@ -1,0 +1,128 @@
+// The throttling engine with a real in-memory database: cases of one system with an exact, a `?`
+// and a `*` system key together (the per-system index must merge them by priority, so a system's
+// own cases never hide the built-in ones), and the built-in sign-in cases.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { loadConfig } from "../../../src/config.ts";
+import { createLogger } from "../../../src/core/log.ts";
+import { Metrics } from "../../../src/core/metrics.ts";
+import { openDb, type Db } from "../../../src/store/db.ts";
+import { migrate } from "../../../src/store/migrations.ts";
+import { casesRepo } from "../../../src/store/throttle.ts";
+import { BUILT_IN_CASES, parseCase, type Subject } from "../../../src/throttle/cases.ts";
+import { Throttle } from "../../../src/throttle/throttle.ts";
+
+const HTTP = "HTTP Requests";
+const SYS = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", OTHER = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
+const AUTH = "/api/v/1/user/auth";
+
+let db: Db;
+let throttle: Throttle;
+
+async function start(args: string[] = []) {
+  throttle = new Throttle({ db, config: loadConfig(args, {}), log: createLogger("silent"), metrics: new Metrics(), nodeId: "n1" });
+  await throttle.start();
+}
+beforeEach(async () => {
+  db = await openDb({ url: ":memory:" });
+  await migrate(db);
+  await start();
+});
+afterEach(async () => { throttle.stop(); await db.close(); });
+
+/** Stores a case and reloads, as the administration does. */
+async function put(fields: Record<string, unknown>) {
+  await casesRepo.put(db, parseCase(HTTP, { consumer: "?", limiter_type: "frequency", max_num: 1000, duration: 60, ...fields }));
+  await throttle.reload();
+}
+const subject = (s: { systemKey?: string; resource?: string; email?: string; signIn?: boolean } = {}): Subject =>
+  ({ systemKey: s.systemKey ?? SYS, resource: s.resource ?? AUTH, ip: "10.0.0.1", email: () => s.email ?? "a@b.co", signIn: s.signIn });
+const winner = (s: Subject) => throttle.find(HTTP, s)?.c.row.case_name ?? null;
+const ok = (s: Subject) => { const d = throttle.evaluate(HTTP, s); if (d instanceof Promise) throw new Error("no shared store here"); return d; };
+
+describe("exact, ? and * cases of one system", () => {
+  test("an exact case on another resource does not hide the built-in sign-in case", async () => {
+    await put({ case_name: "mine", system_key: SYS, resource: "/api/v/1/user/info", priority: 1 });
+    expect(winner(subject())).toBe("Block brute force auth");
+    expect(winner(subject({ resource: "/api/v/1/user/info" }))).toBe("mine");
+    expect([1, 2, 3, 4].map(() => ok(subject()).ok)).toEqual([true, true, true, false]);
+  });
+
+  test("an exact case on the sign-in resource: priority decides against the built-in ? case", async () => {
+    await put({ case_name: "generous", system_key: SYS, resource: AUTH, priority: 300 });
+    expect(winner(subject())).toBe("Block brute force auth");
+    expect([1, 2, 3, 4].map(() => ok(subject()).ok)).toEqual([true, true, true, false]);
+    await put({ case_name: "generous", system_key: SYS, resource: AUTH, priority: 100 });
+    expect(winner(subject())).toBe("generous");
+    expect(winner(subject({ systemKey: OTHER }))).toBe("Block brute force auth");
+  });
+
+  test("exact, ? and * cases together: the lowest priority number wins, whichever kind it is", async () => {
+    const orders: [number, number, number, string, string][] = [
+      // priorities of the exact, ? and * cases; the winner for the system, and for another system
+      [10, 20, 30, "exact", "each"], [20, 10, 30, "each", "each"], [30, 20, 10, "all", "all"],
+      [250, 240, 230, "Block brute force auth", "Block brute force auth"], [150, 240, 230, "exact", "Block brute force auth"],
+    ];
+    for (const [exact, each, all, mine, other] of orders) {
+      await put({ case_name: "exact", system_key: SYS, resource: AUTH, priority: exact });
+      await put({ case_name: "each", system_key: "?", resource: AUTH, priority: each });
+      await put({ case_name: "all", system_key: "*", resource: AUTH, priority: all });
+      expect(winner(subject())).toBe(mine);
+      expect(winner(subject({ systemKey: OTHER }))).toBe(other); // never the exact case
+    }
+  });
+
+  test("a case that does not match the consumer lets the next one, the built-in, decide", async () => {
+    await put({ case_name: "vip", system_key: SYS, resource: AUTH, consumer: "email=vip@b.co", max_num: -1, priority: 1 });
+    await put({ case_name: "each", system_key: "?", resource: AUTH, consumer: "ip_address=10.9.9.9", max_num: 0, priority: 2 });
+    expect(winner(subject({ email: "vip@b.co" }))).toBe("vip");
+    expect(winner(subject())).toBe("Block brute force auth");
+  });
+
+  test("without the built-in cases the generic ones still apply to a system with exact cases", async () => {
+    throttle.stop();
+    await start(["--enable-default-throttlers", "false"]);
+    await put({ case_name: "mine", system_key: SYS, resource: "/elsewhere", priority: 1 });
+    expect(winner(subject())).toBeNull();
+    await put({ case_name: "each", system_key: "?", resource: AUTH, priority: 500 });
+    expect(winner(subject())).toBe("each");
+  });
+});
+
+describe("built-in sign-in cases", () => {
+  test("one bucket per system and consumer; other consumers unaffected", () => {
+    expect([1, 2, 3, 4].map(() => ok(subject()).ok)).toEqual([true, true, true, false]);
+    expect(ok(subject({ email: "other@b.co" })).ok).toBe(true);
+    expect(ok(subject({ systemKey: OTHER })).ok).toBe(true);
+  });
+
+  test("device, developer and webhook cases match sign-ins only", () => {
+    const device = `/api/v/2/devices/${SYS}/auth`;
+    expect(winner(subject({ resource: device }))).toBeNull();
+    expect(winner(subject({ resource: device, signIn: true }))).toBe("Block brute force device auth");
+    expect(winner(subject({ resource: "/admin/auth", systemKey: "", signIn: true }))).toBe("Block brute force developer auth");
+    expect(winner(subject({ resource: `/api/v/4/webhook/execute/${SYS}/hook`, signIn: true }))).toBe("Block brute force webhook basic auth");
+    expect(winner(subject({ resource: `/api/v/4/webhook/execute/${SYS}/hook/more/path`, signIn: true }))).toBe("Block brute force webhook basic auth");
+    expect(winner(subject({ resource: `/api/v/4/webhook/execute/${SYS}/hook` }))).toBeNull();
+    // developers sign in to the platform: one bucket per email whatever the system
+    const dev = (systemKey: string) => subject({ resource: "/admin/auth", systemKey, email: "dev@b.co", signIn: true });
+    expect([ok(dev("")), ok(dev(SYS)), ok(dev(OTHER)), ok(dev(""))].map((d) => d.ok)).toEqual([true, true, true, false]);
+  });
+
+  test("webhook basic auth: an attempt that did not fail gives its token back", () => {
+    const hook = (email: string) => subject({ resource: `/api/v/4/webhook/execute/${SYS}/hook`, email, signIn: true });
+    for (let i = 0; i < 10; i++) {
+      const d = ok(hook("good@b.co"));
+      expect(d.ok).toBe(true);
+      d.refund!();
+    }
+    expect([1, 2, 3, 4].map(() => ok(hook("bad@b.co")).ok)).toEqual([true, true, true, false]);
+    expect(ok(hook("bad@b.co")).refund).toBeUndefined();
+    // the other built-in cases count every sign-in
+    expect(ok(subject()).refund).toBeUndefined();
+  });
+
+  test("listed rows carry only case fields", () => {
+    expect(throttle.builtInRows().map((r) => r.case_name)).toEqual(BUILT_IN_CASES.map((c) => c.case_name));
+    for (const r of throttle.builtInRows()) expect(Object.keys(r)).not.toContain("counts");
+  });
+});

@@ -216,9 +216,13 @@ Messaging
 Code engine
   --code-memory-limit-mb N    memory per service sandbox (64)
   --code-slice-ms N           longest stretch of user code without yielding before it is stopped (500)
+  --code-workers N            threads running code (the number of cores, at least 2)
+  --code-memory-mb N          memory of all sandboxes of all workers together (256)
+  --code-max-share F          the share of the workers one system may hold at once (0.5)
+  --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
 
 Throttling
-  --enable-default-throttlers true|false   the two built-in cases (true)
+  --enable-default-throttlers true|false   the built-in brute-force cases (true)
   --enable-global-throttlers true|false    share frequency windows through Redis (false)
   --redis-url URL             Redis for global throttling
 

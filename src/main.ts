@@ -3,6 +3,9 @@ import { start } from "./app.ts";
 import { ConfigError, HELP, loadConfig } from "./config.ts";
 import { VERSION } from "./version.ts";
 
+/** Longest a SIGTERM/SIGINT drain may take before the process exits anyway. */
+const STOP_DEADLINE_MS = 20_000;
+
 async function main() {
   let config;
   try {
@@ -26,6 +29,8 @@ async function main() {
   }
   const shutdown = (signal: string) => {
     app.log.info("shutting down", { signal });
+    // a part that cannot stop must not keep the process (and its ports) forever
+    setTimeout(() => { app.log.error("shutdown took too long: exiting", { afterMs: STOP_DEADLINE_MS }); process.exit(1); }, STOP_DEADLINE_MS).unref();
     app.stop().then(() => process.exit(0), () => process.exit(1));
   };
   process.on("SIGINT", () => shutdown("SIGINT"));

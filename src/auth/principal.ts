@@ -1,5 +1,7 @@
 // Who is calling. Every token resolves to one of these; routes, the broker and the code engine
 // all pass a Principal to the domain layer.
+import { fail } from "../core/errors.ts";
+
 export type Principal =
   | { kind: "developer"; id: string; email: string; admin: boolean; tokenHash: string }
   | { kind: "user"; systemKey: string; id: string; email: string; roles: string[]; tokenHash: string }
@@ -14,3 +16,11 @@ export const principalId = (p: Principal) => (p.kind === "device" ? p.name : p.i
 /** Email for users and developers, device name for devices (the throttler's "email" slot). */
 export const principalEmail = (p: Principal): string =>
   p.kind === "developer" || p.kind === "user" ? p.email : p.kind === "anonymous" ? "anon" : p.name;
+
+export type DeveloperPrincipal = Extract<Principal, { kind: "developer" }>;
+
+/** The principal if it is a developer; otherwise the DEVELOPER_ONLY error. */
+export function developerOnly(p: Principal, what = "this operation"): DeveloperPrincipal {
+  if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", `${what} needs a developer token`);
+  return p;
+}

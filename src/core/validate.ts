@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ApiError } from "./errors.ts";
 
 export function validate<T extends z.ZodType>(schema: T, input: unknown, what = "body"): z.infer<T> {
-  const r = schema.safeParse(input ?? {});
+  const r = schema.safeParse(input === undefined ? {} : input);
   if (r.success) return r.data;
   throw new ApiError("INVALID_ARGUMENT", describeIssues(r.error, what));
 }
@@ -23,13 +23,55 @@ function describeIssue(i: z.core.$ZodIssue, what: string): string {
   return `${path}: ${i.message}`;
 }
 
-/** An object body: anything else (array, string, number) is a 400. */
+/** An object body (a missing one is empty): anything else (null, array, string, number) is a 400. */
 export function objectBody(body: unknown, what = "body"): Record<string, unknown> {
-  if (body === undefined || body === null) return {};
-  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("INVALID_ARGUMENT", `${what} must be a JSON object`);
+  if (body === undefined) return {};
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw new ApiError("INVALID_ARGUMENT", `${what} must be a JSON object`);
   return body as Record<string, unknown>;
+}
+
+/** Refuses fields outside `known` (a 400 naming them): a misspelt or foreign field is a mistake
+ *  the caller should hear about, not something dropped. */
+export function knownFields(b: Record<string, unknown>, known: ReadonlySet<string>, what = "body"): Record<string, unknown> {
+  for (const k in b) if (!known.has(k)) throw new ApiError("INVALID_ARGUMENT", `${what}: unknown field '${k}' (known: ${[...known].join(", ")})`);
+  return b;
 }
 
 export const email = z.string().trim().min(3).max(254).regex(/^[^\s@]+@[^\s@]+$/, "must be an email address");
 export const nonEmpty = z.string().min(1, "must not be empty");
 export const password = z.string().min(1, "must not be empty").max(1024);
+
+/** Deepest nesting of objects and arrays a JSON document from a caller may have. Everything that
+ *  walks a document (validation, the sandbox, the store) may recurse; a deeper one is refused
+ *  before any of it. */
+export const MAX_JSON_DEPTH = 128;
+
+/** Whether JSON text nests objects and arrays deeper than MAX_JSON_DEPTH (strings skipped). */
+export function jsonTooDeep(text: string): boolean {
+  // a document of depth d has at least 2d characters: short ones need no scan
+  if (text.length <= 2 * MAX_JSON_DEPTH) return false;
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92 /* \\ */) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (c === 125 /* } */ || c === 93 /* ] */) depth--;
+  }
+  return false;
+}
+
+const PROTO_KEY = /(?<!\\)"__proto__"\s*:/;
+
+/** Refuses JSON text from a caller that nests deeper than MAX_JSON_DEPTH or uses "__proto__" as a
+ *  key (JSON.parse keeps it as an own key, but any copy made by assignment turns it into the
+ *  prototype). Both checks are cheap scans, skipped where they cannot apply. */
+export function checkJsonText(text: string): void {
+  if (jsonTooDeep(text)) throw new ApiError("BAD_JSON", `the document is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  if (text.includes("__proto__") && PROTO_KEY.test(text)) throw new ApiError("INVALID_ARGUMENT", `"__proto__" may not be used as a key`);
+}

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type AdapterFileRow, type AdapterRow, adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
 import { edgesRepo } from "../store/edges.ts";
@@ -39,6 +39,8 @@ export function decodeBase64(v: string): Buffer | null {
 }
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+const CONTROL_FIELDS = new Set(["command", "edges", "timeout"]);
 
 export class Adapters {
   /** Set on a platform once the sync hub runs. */
@@ -261,7 +263,7 @@ export class Adapters {
   /** `{command, edges, timeout?}`: the command on each edge, `{edge: {err, command, output}}`. */
   async control(p: Principal, systemKey: string, name: string, body: unknown) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), CONTROL_FIELDS);
     const command = b.command;
     if (typeof command !== "string" || !(CONTROL_COMMANDS as readonly string[]).includes(command))
       throw fail("INVALID_ARGUMENT", `command must be one of ${CONTROL_COMMANDS.join(", ")}`);
@@ -271,13 +273,14 @@ export class Adapters {
     if (typeof timeoutS !== "number" || !Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > MAX_TIMEOUT_S) throw fail("INVALID_ARGUMENT", `timeout must be 1 to ${MAX_TIMEOUT_S} seconds`);
     if (!this.edgeControl) throw fail("INVALID_ARGUMENT", "adapters are controlled from the platform, not from an edge");
     const a = await this.adapter(this.d.db, s.system_key, name);
-    for (const e of new Set(edges as string[])) await this.edges.find(this.d.db, s.system_key, e);
     const req = {
       adapter: a, command: command as ControlCommand, timeoutMs: timeoutS * 1000,
       ...(command === "deploy" ? { files: controlFiles(await adapterBody(this.d.db, a)) } : {}),
     };
     const control = this.edgeControl;
-    const results = await Promise.all([...new Set(edges as string[])].map(async (e) => [e, await control(s.system_key, e, req)] as const));
+    // one answer per edge: an unknown edge is an error in its entry, and the others still run
+    const results = await Promise.all([...new Set(edges as string[])].map(async (e) => [e,
+      (await edgesRepo.get(this.d.db, s.system_key, e)) ? await control(s.system_key, e, req) : { err: true, command, output: `edge '${e}' does not exist` }] as const));
     return Object.fromEntries(results);
   }
 

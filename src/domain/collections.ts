@@ -317,6 +317,8 @@ export class Collections {
   async describe(p: Principal, id: string | null) {
     if (!id) throw fail("INVALID_ARGUMENT", "id: the collection id is required");
     const c = await this.byIdFor(p, id);
+    // as the listing shows it: to those who may read it
+    if (p.kind !== "developer") await this.require(p, c, LEVEL.READ);
     return Collections.toWire(c.row);
   }
 
@@ -427,7 +429,12 @@ export class Collections {
     const items = Array.isArray(body) ? body : [body];
     if (items.length > MAX_INSERT_ROWS) throw dataError(`at most ${MAX_INSERT_ROWS} items per request`);
     if (c.row.connection !== null) {
-      const objs = items.map((it, i) => { if (!it || typeof it !== "object" || Array.isArray(it)) throw dataError(`item ${i}: must be an object of column values`); return it as Record<string, unknown>; });
+      const objs = items.map((it, i) => {
+        if (!it || typeof it !== "object" || Array.isArray(it)) throw dataError(`item ${i}: must be an object of column values`);
+        // the database's columns hold plain values: a document or list is a mistake, not text to store
+        for (const [k, v] of Object.entries(it)) if (v !== null && typeof v === "object") throw dataError(`item ${i}: column '${k}' must be a plain value (text, number, boolean or null)`);
+        return it as Record<string, unknown>;
+      });
       await this.tables().tableInsert(c.row, objs);
       return objs.map((o) => ({ item_id: typeof o.item_id === "string" ? o.item_id : "" }));
     }

@@ -3,7 +3,7 @@
 import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } from "../core/columns.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
-import type { ColumnMap } from "../core/query.ts";
+import type { ColumnMap, Query } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import { type CustomTable, customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
 import type { Db, Executor } from "../store/db.ts";
@@ -73,6 +73,13 @@ export class CustomColumns {
     const data = JSON.parse(dataJson) as Record<string, unknown>;
     for (const [n, t] of schema.customList) out[n] = n in data ? fromSql(t, data[n]) : null;
     return out;
+  }
+
+  /** Rows on the wire cut to the query's SELECTCOLUMNS (each a known column), or as they are. */
+  selected<T extends Record<string, unknown>>(schema: CustomSchema, q: Query, rows: T[]): Record<string, unknown>[] {
+    if (!q.select) return rows;
+    for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
+    return rows.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
   }
 
   /** `[{ColumnName, ColumnType, PK, UserDefined}]` */

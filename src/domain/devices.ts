@@ -8,7 +8,7 @@ import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { deviceKey, newToken, nowSeconds } from "../core/ids.ts";
 import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
-import { objectBody, validate } from "../core/validate.ts";
+import { knownFields, objectBody, validate } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type DeviceChanges, type DeviceRow, devicesRepo } from "../store/devices.ts";
 import type { TokenRow } from "../store/tokens.ts";
@@ -42,7 +42,7 @@ const MIN_KEY = 6;
 
 const AuthBody = z.union([
   z.object({ grant_type: z.literal("refresh_token", { error: "grant_type must be 'refresh_token'" }), refresh_token: z.string().min(1), access_token: z.string().min(1) }).strict(),
-  z.object({ deviceName: z.string().min(1), activeKey: z.string().min(1) }).passthrough(),
+  z.object({ deviceName: z.string().min(1), activeKey: z.string().min(1) }).strict(),
 ]);
 
 const bool = (v: unknown, field: string): number => {
@@ -54,6 +54,8 @@ const str = (v: unknown, field: string, max = 10_000): string => {
   if (typeof v !== "string" || v.length > max) throw fail("INVALID_ARGUMENT", `${field} must be a string`);
   return v;
 };
+
+const KEY_FIELDS = new Set(["count", "numberOfKeys"]);
 
 export class Devices {
   readonly columnsOf: CustomColumns;
@@ -136,7 +138,7 @@ export class Devices {
   private async parse(ex: Executor, systemKey: string, body: Record<string, unknown>, data: Record<string, unknown>, creating: boolean) {
     const schema = await this.columnsOf.schema(ex, systemKey);
     const cols: DeviceChanges = {};
-    const custom: Record<string, unknown> = {};
+    const custom: Record<string, unknown> = Object.create(null); // keys from the request
     let activeKey: string | undefined;
     for (const [k, v] of Object.entries(body)) {
       switch (k) {
@@ -250,12 +252,7 @@ export class Devices {
   async list(p: Principal, systemKey: string, query: string | null) {
     await this.guard(p, systemKey, LEVEL.READ);
     const { schema, rows, q } = await this.matching(systemKey, query, true);
-    let out = rows.map((r) => this.toWire(r, schema));
-    if (q.select) {
-      for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
-      out = out.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
-    }
-    return out;
+    return this.columnsOf.selected(schema, q, rows.map((r) => this.toWire(r, schema)));
   }
 
   async count(p: Principal, systemKey: string, query: string | null) {
@@ -313,7 +310,7 @@ export class Devices {
   /** POST: creates `count` keys, any of which authenticates the device; they are shown once. */
   async createKeys(p: Principal, systemKey: string, name: string, body: unknown) {
     await this.systems.accessAsDeveloper(p, systemKey);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), KEY_FIELDS);
     const count = b.count ?? b.numberOfKeys ?? 1;
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 100) throw fail("INVALID_ARGUMENT", "count must be an integer from 1 to 100");
     await this.find(this.d.db, systemKey, name);

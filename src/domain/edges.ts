@@ -98,7 +98,7 @@ export class Edges {
   private async parse(ex: Executor, systemKey: string, b: Record<string, unknown>, data: Record<string, unknown>) {
     const schema = await this.columnsOf.schema(ex, systemKey);
     const cols: EdgeChanges = {};
-    const custom: Record<string, unknown> = {};
+    const custom: Record<string, unknown> = Object.create(null); // keys from the request
     let token: string | undefined;
     for (const [k, v] of Object.entries(b)) {
       if (k === "name" || IGNORED.has(k)) continue;
@@ -176,7 +176,7 @@ export class Edges {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
     const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), compileOrder(q.sort, schema.map, "name") + compileLimit(q));
-    return Promise.all(rows.map((r) => this.toWire(r, s.system_secret)));
+    return this.columnsOf.selected(schema, q, await Promise.all(rows.map((r) => this.toWire(r, s.system_secret))));
   }
 
   async count(p: Principal, systemKey: string, query: string | null) {

@@ -5,7 +5,7 @@ import type { Principal } from "../auth/principal.ts";
 import { principalId } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type Message, type StorageRow, type StoredMessage, decodePage, messagesRepo } from "../store/messages.ts";
 import type { Executor } from "../store/db.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -36,6 +36,8 @@ const TOPIC_COLUMNS: ColumnMap = {
 
 interface Limits { maxRows: number; maxTime: number; store: boolean }
 interface Pending extends Message { systemKey: string; topic: string }
+
+const STORAGE_FIELDS = new Set(["topic", "max_rows", "max_time", "edge", "platform", "system_key"]);
 
 export class Messages {
   private buffer: Pending[] = [];
@@ -226,7 +228,7 @@ export class Messages {
       return n;
     };
     const count = num("count", true)!;
-    if (count < 0 || !Number.isInteger(count)) throw fail("INVALID_ARGUMENT", "count must be 0 (all) or a positive integer");
+    if (count < 0 || !Number.isSafeInteger(count)) throw fail("INVALID_ARGUMENT", "count must be 0 (all) or a positive integer");
     const last = num("last"), start = num("start"), stop = num("stop");
     const ms = (s: number | null) => (s === null || s < 0 ? null : s * 1000);
     // "last" is the point in time to read back from; start/stop bound a window (-1 = unused).
@@ -328,9 +330,10 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     if (!Array.isArray(body)) throw fail("INVALID_ARGUMENT", "body must be an array of {topic, max_rows, max_time, edge, platform}");
     const rows: StorageRow[] = body.map((e, i) => {
-      const o = objectBody(e, `[${i}]`);
-      const int = (v: unknown, n: string) => { if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw fail("INVALID_ARGUMENT", `[${i}].${n} must be a whole number >= 0`); return v; };
+      const o = knownFields(objectBody(e, `[${i}]`), STORAGE_FIELDS, `[${i}]`);
+      const int = (v: unknown, n: string) => { if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw fail("INVALID_ARGUMENT", `[${i}].${n} must be a whole number >= 0`); return v; };
       if (typeof o.topic !== "string" || !o.topic || /[+#]/.test(o.topic)) throw fail("INVALID_ARGUMENT", `[${i}].topic must be a topic name`);
+      for (const k of ["edge", "platform"]) if (o[k] !== undefined && typeof o[k] !== "boolean") throw fail("INVALID_ARGUMENT", `[${i}].${k} must be a boolean`);
       return {
         system_key: systemKey, topic: o.topic, max_rows: int(o.max_rows, "max_rows"), max_time: int(o.max_time ?? 0, "max_time"),
         edge: o.edge === false ? 0 : 1, platform: o.platform === false ? 0 : 1,

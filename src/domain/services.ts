@@ -116,8 +116,12 @@ export class Services {
         case "logging_enabled": case "auto_restart": case "auto_balance": case "run_on_edge": case "run_on_platform":
           if (typeof v !== "boolean" && v !== "true" && v !== "false") throw fail("INVALID_ARGUMENT", `${k} must be a boolean`);
           out[k] = v === true || v === "true" ? 1 : 0; break;
-        case "name": case "systemID": case "system_key": case "systemKey": case "current_version": case "source_map": case "log_level": case "engine_type": case "namespace":
+        case "name": case "systemID": case "system_key": case "systemKey": case "source_map": case "log_level": case "engine_type": case "namespace":
+          if (v !== null && typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
           break; // identifiers or settings we accept and do not use
+        case "current_version":
+          if (v !== null && typeof v !== "number") throw fail("INVALID_ARGUMENT", `${k} must be a number`);
+          break;
         default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
       }
     }

@@ -92,7 +92,7 @@ export class Throttlers {
     const cur = await casesRepo.get(this.d.db, t, caseName);
     if (!cur) throw fail("NOT_FOUND", `case '${caseName}' does not exist in '${t}'`);
     this.allowed(s, t, caseName, cur.system_key);
-    const row = parseCase(t, objectBody(body ?? {}), cur);
+    const row = parseCase(t, objectBody(body), cur);
     // nor may a case be moved onto a system the caller could not create it for
     this.allowed(s, t, caseName, row.system_key);
     await casesRepo.put(this.d.db, row);

@@ -65,7 +65,8 @@ export class Triggers {
     if (typeof module !== "string" || typeof action !== "string") throw fail("INVALID_ARGUMENT", "def_module and def_name are required");
     const def = findDefinition(module, action);
     if (!def) throw fail("INVALID_ARGUMENT", `unknown trigger definition '${module}::${action}' (see GET /admin/triggers/definitions)`);
-    const kvpIn = b.key_value_pairs === undefined ? (base ? JSON.parse(base.key_value_pairs) : {}) : objectBody(b.key_value_pairs, "key_value_pairs");
+    // null is "no filters" (an SDK's nil map)
+    const kvpIn = b.key_value_pairs === undefined ? (base ? JSON.parse(base.key_value_pairs) : {}) : b.key_value_pairs === null ? {} : objectBody(b.key_value_pairs, "key_value_pairs");
     const kvp: Record<string, string> = {};
     for (const [k, v] of Object.entries(kvpIn as Record<string, unknown>)) {
       if (!def.def_keys.includes(k)) throw fail("INVALID_ARGUMENT", `key_value_pairs: '${k}' is not a filter of ${def.def_module}::${def.def_name} (${def.def_keys.join(", ") || "none"})`);

@@ -10,7 +10,7 @@ import { TtlCache } from "../core/cache.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newKey, nowIso } from "../core/ids.ts";
 import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
-import { email as emailSchema, objectBody, password as passwordSchema, validate } from "../core/validate.ts";
+import { email as emailSchema, knownFields, objectBody, password as passwordSchema, validate } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { type UserRow, usersRepo } from "../store/users.ts";
@@ -64,6 +64,9 @@ const userData = (u: Pick<UserRow, "data">): Record<string, unknown> => JSON.par
 
 /** How long a node may serve a user row from memory. */
 const USER_CACHE_MS = 5_000;
+
+const USER_REF_FIELDS = new Set(["user_id", "user", "email"]);
+const QUERY_UPDATE_FIELDS = new Set(["query", "changes", "$set"]);
 
 export class Users {
   private readonly columnsOf: CustomColumns;
@@ -357,12 +360,8 @@ export class Users {
     const where = compileWhere(q.filters, schema.map);
     const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id") + compileLimit(q));
     const total = await usersRepo.count(this.d.db, systemKey, where);
-    let data = rows.map((r) => (developer ? this.toDeveloperWire(r, schema) : this.toWire(r, schema)));
-    if (q.select) {
-      for (const c of q.select) if (!schema.map[c]) throw fail("BAD_QUERY", `unknown column '${c}'`);
-      data = data.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
-    }
-    return { Data: data, Total: total };
+    const data = rows.map((r) => (developer ? this.toDeveloperWire(r, schema) : this.toWire(r, schema)));
+    return { Data: this.columnsOf.selected(schema, q, data), Total: total };
   }
 
   /** DELETE /api/v/1/user/info: deletes the user named in the body; needs delete on the users list. */
@@ -370,7 +369,7 @@ export class Users {
     const s = await this.systems.checkSecret(key, secret);
     await this.systems.access(p, s.system_key);
     await this.d.perms.require(p, { kind: "users" }, LEVEL.DELETE, "users");
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), USER_REF_FIELDS);
     const u = await this.findUser(this.d.db, s.system_key, b.user_id ?? b.user ?? b.email);
     await this.deleteUser(s.system_key, u);
     return {};
@@ -401,7 +400,8 @@ export class Users {
     await this.d.perms.require(p, { kind: "users" }, LEVEL.UPDATE, "users");
     const b = objectBody(body);
     if (b.query === undefined) return this.updateInfo(p, b);
-    const changes = objectBody(b.changes ?? b.$set, "changes");
+    knownFields(b, QUERY_UPDATE_FIELDS);
+    const changes = objectBody(b.changes !== undefined ? b.changes : b.$set, "changes");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(b.query, { defaultPageSize: 0 });
     const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), "");

@@ -7,7 +7,7 @@ import type { CodeEngine, ExecResult } from "../code/engine.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { checkJsonText, objectBody } from "../core/validate.ts";
 import { type WebhookRow, webhooksRepo } from "../store/webhooks.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Services } from "./services.ts";
@@ -139,7 +139,7 @@ export class Webhooks {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const cur = await webhooksRepo.get(this.d.db, s.system_key, name);
     if (!cur) throw notFound("webhook", name, "Webhooks");
-    await webhooksRepo.put(this.d.db, await this.parse(s.system_key, name, body ?? {}, cur));
+    await webhooksRepo.put(this.d.db, await this.parse(s.system_key, name, body, cur));
     this.changed(s.system_key, name);
     return { success: true };
   }
@@ -235,7 +235,10 @@ export class Webhooks {
 function parseBody(text: string): unknown {
   if (!text) return {};
   const t = text.trimStart();
-  if (t[0] === "{" || t[0] === "[") { try { return JSON.parse(text); } catch { /* not JSON: the text */ } }
+  if (t[0] === "{" || t[0] === "[") {
+    checkJsonText(text);
+    try { return JSON.parse(text); } catch { /* not JSON: the text */ }
+  }
   return text;
 }
 

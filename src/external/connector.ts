@@ -2,7 +2,7 @@
 // credential rules with their defaults, and the one interface every database implements.
 import { fail } from "../core/errors.ts";
 import type { Query } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 
 export const DB_TYPES = ["mongodb", "postgres", "mysql", "mssql", "couchdb"] as const;
 export type DbType = (typeof DB_TYPES)[number];
@@ -103,9 +103,11 @@ export function parseCredentials(type: DbType, raw: unknown, base?: Credentials)
 /** Credentials as a read shows them: the password masked. */
 export const maskCredentials = (c: Credentials): Credentials => ({ ...c, password: c.password ? "********" : "" });
 
+const OPERATION_FIELDS = new Set(["operation", "operations", "timeout"]);
+
 /** The operation array: a statement (or expression) and its arguments. */
 export function operationOf(body: unknown): unknown[] {
-  const b = objectBody(body);
+  const b = knownFields(objectBody(body), OPERATION_FIELDS);
   const op = b.operation ?? b.operations;
   if (!Array.isArray(op) || op.length === 0) throw fail("INVALID_ARGUMENT", "operation must be a list: the statement (or expression) first, then its arguments");
   return op;

@@ -4,6 +4,7 @@
 import type { Principal } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import { ApiError, fail } from "../core/errors.ts";
+import { checkJsonText } from "../core/validate.ts";
 
 const TOKEN_HEADERS = [
   "clearblade-usertoken", "platform-usertoken",
@@ -61,6 +62,7 @@ export async function textBody(req: Request): Promise<string> {
 export async function jsonBody(req: Request): Promise<unknown> {
   const text = await textBody(req);
   if (!text.trim()) return undefined;
+  checkJsonText(text);
   try { return JSON.parse(text); } catch (e) {
     throw new ApiError("BAD_JSON", `request body is not valid JSON: ${(e as Error).message}`);
   }

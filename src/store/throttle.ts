@@ -1,4 +1,4 @@
-// Throttling cases (document 001 §2.4). The three throttlers are fixed names, not rows; the two
+// Throttling cases. The three throttlers are fixed names, not rows; the
 // built-in cases are not rows either (they exist by configuration, src/throttle/cases.ts).
 import type { Executor } from "./db.ts";
 import { upsert } from "./sql.ts";

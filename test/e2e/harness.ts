@@ -65,7 +65,7 @@ export interface StartOptions {
   /** keep the data directory after stop (for restart tests) */
   keepData?: boolean;
   waitForHealth?: boolean;
-  /** keep the two built-in throttling cases (3 sign-ins per 10 minutes per user): off unless a
+  /** keep the built-in throttling cases (3 sign-ins per 10 minutes per account): off unless a
    *  test is about them, because suites sign the same users in many times */
   defaultThrottlers?: boolean;
 }

@@ -1,13 +1,16 @@
 // Code services and libraries (spec §4.5, wire reference §6): execution, definitions on the paths
 // existing clients use, code meta, failed runs and their retry, libraries with versions.
 import { Elysia } from "elysia";
-import { objectBody } from "../../core/validate.ts";
+import { knownFields, objectBody } from "../../core/validate.ts";
 import { callerOf, jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
 const sk = (p: unknown) => (p as P).systemKey!;
 const nm = (p: unknown) => (p as P).name!;
+/** The failed runs a retry or delete names: `{id: one id or a list}`. */
+const failedIds = async (r: Request) => knownFields(objectBody(await jsonBody(r)), ID_FIELD).id;
+const ID_FIELD = new Set(["id"]);
 
 export const codeRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
@@ -24,11 +27,11 @@ export const codeRoutes = (s: Services) => {
     .get("/api/v/1/code/:systemKey/:name", async ({ request, params }) => s.services.read(await auth(request), params.systemKey, params.name))
     .get("/api/v/3/code/codemeta/:systemKey", async ({ request, params }) => s.services.codeMeta(await auth(request), params.systemKey))
     .get("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .post("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
+    .post("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, await failedIds(request)))
     .get("/api/v/3/code/:systemKey/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
     .get("/codeadmin/failed/:systemKey", async ({ request, params }) => ({ [params.systemKey]: await s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")) }))
-    .post("/codeadmin/failed/:systemKey", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
-    .delete("/codeadmin/failed/:systemKey", async ({ request, params }) => s.services.deleteFailed(await auth(request), params.systemKey, objectBody(await jsonBody(request)).id))
+    .post("/codeadmin/failed/:systemKey", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, await failedIds(request)))
+    .delete("/codeadmin/failed/:systemKey", async ({ request, params }) => s.services.deleteFailed(await auth(request), params.systemKey, await failedIds(request)))
     // libraries
     .get("/codeadmin/v/2/library/:systemKey", async ({ request, params }) => s.services.libraries(await auth(request), params.systemKey))
     .get("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.library(await auth(request), params.systemKey, params.name))

@@ -51,6 +51,10 @@ export interface Route {
   open?: string;
   /** unknown fields are passed through by design (the reason): no unknown-field case */
   extraFields?: string;
+  /** fields where null means "none" by design (SDKs send a nil map as null): no null case for them */
+  nullable?: string[];
+  /** fields that take any JSON value by design (a payload): no wrong-type cases for them */
+  anyType?: string[];
   /** where the body holds column names ("" top level, "$set", "changes"): custom-column keys */
   columns?: "" | "$set" | "changes";
   /** the system comes from the ClearBlade-SystemKey/-SystemSecret headers (sent with every request) */
@@ -215,7 +219,7 @@ export function routes(opts: { pg: boolean }): Route[] {
   const me = "messaging.ts";
   add({ file: me, method: "GET", path: "/api/v/1/message/{sk}?topic={topic}&count=0", auth: "user" });
   add({ file: me, method: "DELETE", path: "/api/v/1/message/{sk}?topic={topic}&count=0", auth: "user", noBaseline: "deletes history" });
-  add({ file: me, method: "POST", path: "/api/v/1/message/{sk}/publish", auth: "user", body: (i) => ({ topic: i.topic, body: "published by the owner", qos: 0 }) });
+  add({ file: me, method: "POST", path: "/api/v/1/message/{sk}/publish", auth: "user", anyType: ["body"], body: (i) => ({ topic: i.topic, body: "published by the owner", qos: 0 }) });
   add({ file: me, method: "GET", path: "/api/v/1/message/{sk}/currentTopics", auth: "user" });
   add({ file: me, method: "GET", path: "/api/v/4/message/{sk}/topics", auth: "dev", query: "meta" });
   add({ file: me, method: "GET", path: "/api/v/4/message/{sk}/topics/count", auth: "dev", query: "count" });
@@ -258,8 +262,8 @@ export function routes(opts: { pg: boolean }): Route[] {
   ] as const) {
     add({ file: ha, method: "GET", path: triggers, auth });
     add({ file: ha, method: "GET", path: `${trigger}/{trig}`, auth });
-    add({ file: ha, method: "POST", path: `${trigger}/{new}`, auth, body: (i) => ({ def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: i.colName }, service_name: i.svc }) });
-    add({ file: ha, method: "PUT", path: `${trigger}/{trig}`, auth, body: (i) => ({ key_value_pairs: { collectionName: i.colName } }) });
+    add({ file: ha, method: "POST", path: `${trigger}/{new}`, auth, nullable: ["key_value_pairs"], body: (i) => ({ def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: i.colName }, service_name: i.svc }) });
+    add({ file: ha, method: "PUT", path: `${trigger}/{trig}`, auth, nullable: ["key_value_pairs"], body: (i) => ({ key_value_pairs: { collectionName: i.colName } }) });
     add({ file: ha, method: "DELETE", path: `${trigger}/{trigVictim}`, auth, noBaseline: "deletes a trigger" });
     add({ file: ha, method: "GET", path: timers, auth });
     add({ file: ha, method: "GET", path: `${timer}/{timer}`, auth });

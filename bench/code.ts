@@ -4,14 +4,14 @@
 // Execution is a POST with a JSON parameters body, so the baseline is a bare Elysia POST route
 // reading a JSON body and answering JSON; a GET route's figure is printed too (on Bun a POST costs
 // about 1.7x a GET before any handler runs).
-import { Sandbox } from "../src/code/sandbox.ts";
+import { paramsJson, type RunHooks, Sandbox } from "../src/code/sandbox.ts";
 import { alternate, cpuMicros, fmt, json, load, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
 async function engineOverhead(): Promise<number> {
   const sb = await Sandbox.create({ libraries: [], service: { name: "triv", code: "function triv(req, resp){ resp.success(req.params.n) }" }, meta: {} }, { memoryBytes: 64 << 20, sliceMs: 500 });
-  const hooks = { host: async () => null, log: () => {} };
+  const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
   // a req as the engine makes it for an HTTP call: one caller's context (serialized once per
   // caller, as the engine caches it), fresh parameters and instance id each run
   const context = JSON.stringify({
@@ -19,7 +19,7 @@ async function engineOverhead(): Promise<number> {
     userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE", isLogging: false,
     caller: { userid: "3b8a1cc577d55408937d39664c67cc", userEmail: "u@example.com", userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE" },
   });
-  const req = (n: number) => ({ context, params: { n }, instanceId: crypto.randomUUID() });
+  const req = (n: number) => ({ context, params: paramsJson({ n }), instanceId: crypto.randomUUID() });
   for (let i = 0; i < 2000; i++) await sb.run("triv", req(i), hooks, 60_000);
   const N = 20_000;
   const t0 = performance.now();

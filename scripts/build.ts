@@ -53,7 +53,10 @@ async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: strin
     executablePath = v.bun;
   }
   const res = await Bun.build({
-    entrypoints: [join(ROOT, "src/main.ts")],
+    // the code worker is an entry of its own: its threads load it from the binary, as
+    // /$bunfs/root/code/worker.ts under this root (src/code/pool.ts)
+    entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts")],
+    root: join(ROOT, "src"),
     plugins: [libsqlStaticNative(nativeSpec)],
     minify: true,
     bytecode: true,

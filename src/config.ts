@@ -6,6 +6,8 @@ import { LOG_LEVELS } from "./core/log.ts";
 /** A number given as a number or as digits (flags and env are text); "" is not 0. */
 const intText = z.union([z.number(), z.string().trim().regex(/^-?\d+$/, "must be a whole number").transform(Number)]);
 const port = intText.pipe(z.number().int().min(0).max(65535));
+/** A share in (0, 1], given as a number or as text ("0.5"). */
+const fraction = z.union([z.number(), z.string().trim().regex(/^\d*\.?\d+$/, "must be a number").transform(Number)]).pipe(z.number().gt(0).max(1));
 const bool = z.union([z.boolean(), z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => ["true", "1", "yes"].includes(v))]);
 
 export const ConfigSchema = z.object({
@@ -43,6 +45,12 @@ export const ConfigSchema = z.object({
   // code engine
   codeMemoryLimitMb: intText.pipe(z.number().int().min(4).max(4096)).default(64),
   codeSliceMs: intText.pipe(z.number().int().min(10).max(600_000)).default(500),
+  // code workers: how many (default: the cores, at least 2), their memory together, the share of
+  // them one system may hold, and how many runs of one system may wait for one
+  codeWorkers: intText.pipe(z.number().int().min(1).max(256)).optional(),
+  codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
+  codeMaxShare: fraction.default(0.5),
+  codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
   // throttling (document 001 §2.8)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
@@ -216,6 +224,10 @@ Messaging
 Code engine
   --code-memory-limit-mb N    memory per service sandbox (64)
   --code-slice-ms N           longest stretch of user code without yielding before it is stopped (500)
+  --code-workers N            threads running code (the number of cores, at least 2)
+  --code-memory-mb N          memory of all sandboxes of all workers together (256)
+  --code-max-share F          the share of the workers one system may hold at once (0.5)
+  --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
   --code-workers N            threads running code (the number of cores, at least 2)
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)

@@ -1,6 +1,7 @@
-// The code engine: runs services in pooled QuickJS sandboxes as their effective user, enforces
-// time, memory and concurrency limits, records failures, keeps stream services running, and
-// answers the runtime API's calls through the domain layer.
+// The code engine: runs services as their effective user in QuickJS sandboxes on the code workers
+// (pool.ts), enforces concurrency limits, records failures, keeps stream services running, and
+// answers the runtime API's calls through the domain layer, on this thread, with the rights of
+// the run's principal (never anything a worker says).
 import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
@@ -16,8 +17,10 @@ import type { Systems } from "../domain/systems.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { Users } from "../domain/users.ts";
 import type { ServiceRow } from "../store/services.ts";
+import { availableParallelism } from "node:os";
 import { RunInbox } from "./inbox.ts";
-import { type RunOutcome, Sandbox, SourceError } from "./sandbox.ts";
+import { type PoolOutcome, WorkerPool } from "./pool.ts";
+import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
 export interface EngineDeps {
   d: DomainDeps;
@@ -57,15 +60,17 @@ export interface ExecResult {
 /** What one run holds besides its sandbox. */
 interface RunState { inbox: RunInbox | null }
 
-const POOL_MAX = 16;
 const SERVICE_CACHE_MS = 5_000;
+const SOURCE_CACHE_MS = 600_000;
 const RESTART_DELAY_MS = 1_000;
 
-/** Warm sandboxes of one service: of its version, loaded with the system's libraries of one epoch. */
-interface Pool { version: number; epoch: number; idle: Sandbox[] }
+/** A service's source as its sandboxes load it: of its version, with the system's libraries of
+ *  one epoch (together, the version string workers compare). */
+interface Source { v: number; epoch: number; version: string; source: SandboxSource }
 
 export class CodeEngine {
-  private readonly pools = new Map<string, Pool>();
+  readonly pool: WorkerPool;
+  private readonly sources = new TtlCache<string, Source>(SOURCE_CACHE_MS, 5_000);
   /** the caller part of req as JSON, by principal (a cached token keeps its principal object) */
   private readonly contexts = new WeakMap<Principal, { systemKey: string; secret: string; userToken: string; isLogging: boolean; json: string }>();
   private readonly running = new Map<string, number>();
@@ -74,26 +79,30 @@ export class CodeEngine {
   /** library versions per system, part of a pool's version: a library change retires sandboxes */
   private libraryEpoch = new Map<string, number>();
   private readonly streams = new Map<string, { stop(): void }>();
-  /** sandboxes of running stream services, to end them on stop or change */
-  private readonly streamRuns = new Map<string, Sandbox>();
+  /** runs of stream services, to end them on stop or change */
+  private readonly streamRuns = new Map<string, number>();
   private stopped = false;
 
   constructor(private readonly e: EngineDeps) {
     e.services.onChange = (c) => this.changed(c);
-  }
-
-  private get limits() {
-    return { memoryBytes: this.e.d.config.codeMemoryLimitMb * 1024 * 1024, sliceMs: this.e.d.config.codeSliceMs };
+    const c = e.d.config;
+    this.pool = new WorkerPool({
+      workers: c.codeWorkers ?? Math.max(2, availableParallelism()), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
+      sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log,
+    });
   }
 
   private changed(c: ServiceChange) {
     if (c.kind === "library") this.libraryEpoch.set(c.systemKey, (this.libraryEpoch.get(c.systemKey) ?? 0) + 1);
     const key = `${c.systemKey}/${c.name}`;
     this.rows.delete(key);
-    for (const [k, pool] of this.pools) if (c.kind === "library" ? k.startsWith(`${c.systemKey}/`) : k === key) { for (const s of pool.idle) s.dispose(); this.pools.delete(k); }
+    const gone = c.kind === "library" ? `${c.systemKey}/` : key;
+    this.sources.deleteWhere((_, k) => k === gone || (gone.endsWith("/") && k.startsWith(gone)));
+    this.pool.forget(gone);
     if (c.kind === "service") {
       this.streams.get(key)?.stop();
-      this.streamRuns.get(key)?.abort("the service changed");
+      const run = this.streamRuns.get(key);
+      if (run !== undefined) this.pool.abort(run, "the service changed");
       if (!c.deleted) void this.maybeStartStream(c.systemKey, c.name);
     }
   }
@@ -103,44 +112,27 @@ export class CodeEngine {
     return this.rows.get(key) ?? (await this.rows.getOr(key, () => this.e.services.get(systemKey, name))) ?? (() => { throw fail("NOT_FOUND", `service '${name}' does not exist`); })();
   }
 
-  // ---- sandboxes ------------------------------------------------------------------------------
+  // ---- sources ------------------------------------------------------------------------------
 
-  private current(pool: Pool | undefined, s: ServiceRow): boolean {
-    return pool !== undefined && pool.version === s.version && pool.epoch === (this.libraryEpoch.get(s.system_key) ?? 0);
-  }
-
-  /** An idle sandbox of the service's current version, without waiting, or undefined. */
-  private idle(key: string, s: ServiceRow): Sandbox | undefined {
-    const pool = this.pools.get(key);
-    return this.current(pool, s) ? pool!.idle.pop() : undefined;
-  }
-
-  private async checkout(key: string, s: ServiceRow): Promise<Sandbox> {
-    const ready = this.idle(key, s);
-    if (ready) return ready;
+  /** The service's source at its current version, made once per version (workers keep it too). */
+  private async source(key: string, s: ServiceRow): Promise<Source> {
+    const epoch = this.libraryEpoch.get(s.system_key) ?? 0;
+    const hit = this.sources.get(key);
+    if (hit && hit.v === s.version && hit.epoch === epoch) return hit;
     const libs = await this.e.services.libraryChain(this.e.d.db, s.system_key, parseDependencies(s.dependencies));
     const system = await this.e.systems.get(s.system_key);
-    return Sandbox.create({
-      libraries: libs.map((l) => ({ name: l.name, code: l.code })),
-      service: { name: s.name, code: s.code },
-      meta: {
-        is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: this.e.d.config.platformUrl ?? "",
-        node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,
-        code_versions: { [s.name]: s.version },
+    return this.sources.set(key, {
+      v: s.version, epoch, version: `${s.version}.${epoch}`,
+      source: {
+        libraries: libs.map((l) => ({ name: l.name, code: l.code })),
+        service: { name: s.name, code: s.code },
+        meta: {
+          is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: this.e.d.config.platformUrl ?? "",
+          node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,
+          code_versions: { [s.name]: s.version },
+        },
       },
-    }, this.limits);
-  }
-
-  private checkin(key: string, s: ServiceRow, sandbox: Sandbox) {
-    const found = this.pools.get(key);
-    let pool: Pool;
-    if (found && this.current(found, s)) pool = found;
-    else {
-      if (found) for (const x of found.idle) x.dispose();
-      this.pools.set(key, (pool = { version: s.version, epoch: this.libraryEpoch.get(s.system_key) ?? 0, idle: [] }));
-    }
-    if (sandbox.broken || pool.idle.length >= POOL_MAX || this.stopped) sandbox.dispose();
-    else pool.idle.push(sandbox);
+    });
   }
 
   // ---- concurrency ----------------------------------------------------------------------------
@@ -195,34 +187,36 @@ export class CodeEngine {
     const effective = svc.run_user ? await this.e.users.principalFor(systemKey, svc.run_user) : p;
     const timeoutMs = svc.execution_timeout < 0 ? 0 : svc.execution_timeout * 1000;
     if (svc.concurrency > 0) await this.acquire(key, svc.concurrency, timeoutMs);
-    const logs: string[] = [];
     const run: RunState = { inbox: null };
-    let outcome: RunOutcome;
+    const stream = svc.execution_timeout < 0;
+    let outcome: PoolOutcome;
+    let id = -1;
     try {
-      let sandbox: Sandbox;
-      try { sandbox = this.idle(key, svc) ?? (await this.checkout(key, svc)); }
-      catch (e) { outcome = { kind: "failed", error: e instanceof SourceError || e instanceof ApiError ? (e as Error).message : "could not load the service" }; return await this.result(svc, p, params, opts, outcome, logs); }
-      const req = {
-        context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
-        params: params ?? {}, instanceId: newUuid(),
-      };
+      let src: Source;
+      const hit = this.sources.get(key);
+      if (hit && hit.v === svc.version && hit.epoch === (this.libraryEpoch.get(systemKey) ?? 0)) src = hit;
+      else {
+        try { src = await this.source(key, svc); }
+        catch (e) { return await this.result(svc, p, params, opts, { kind: "failed", error: e instanceof ApiError ? e.message : "could not load the service" }); }
+      }
       const scope = { depth: (opts.depth ?? 0) + (opts.trigger ? 1 : 0) };
-      const stream = svc.execution_timeout < 0;
-      if (stream) this.streamRuns.set(key, sandbox);
-      const ran = sandbox.run(name, req, {
-        host: (op, args) => causeScope.run(scope, () => this.host(effective, systemKey, op, args, opts.depth ?? 0, run)),
-        log: (t) => { if (logs.length < 1000) logs.push(t); },
-      }, timeoutMs, () => {
-        if (stream) { this.streamRuns.delete(key); sandbox.dispose(); }
-        else this.checkin(key, svc, sandbox);
+      const depth = opts.depth ?? 0;
+      const submitted = this.pool.submit({
+        system: systemKey, key, version: src.version, source: src.source, entry: name,
+        context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
+        params: paramsJson(params), timeoutMs, logs: wantsLogs(svc, opts),
+        host: (op, args) => this.answer(effective, systemKey, op, args, scope, depth, run),
       });
-      outcome = ran instanceof Promise ? await ran : ran;
+      id = submitted.id;
+      if (stream) this.streamRuns.set(key, id);
+      outcome = await submitted.done;
     } finally {
+      if (stream && this.streamRuns.get(key) === id) this.streamRuns.delete(key);
       this.release(key, svc.concurrency);
       // the run's subscriptions end with it
       if (run.inbox) void run.inbox.close().catch((err) => this.e.d.log.warn("could not end a service's subscriptions", { err }));
     }
-    return this.result(svc, p, params, opts, outcome, logs);
+    return this.result(svc, p, params, opts, outcome);
   }
 
   /** The caller's part of req as JSON, made once per caller: it is the same run after run. */
@@ -235,22 +229,24 @@ export class CodeEngine {
     return json;
   }
 
-  private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome, logs: string[]): ExecResult | Promise<ExecResult> {
-    if (o.kind === "failed") return this.failed(svc, p, params, opts, o, logs);
-    const r: ExecResult = { success: o.kind === "success", results: o.value, status: o.status, headers: o.headers };
-    if (wantsLogs(svc, opts)) r.logs = logs.join("\n");
+  private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: PoolOutcome): ExecResult | Promise<ExecResult> {
+    if (o.kind === "failed") return this.failed(svc, p, params, opts, o);
+    const r: ExecResult = { success: o.kind === "success", results: outcomeValue(o.raw), status: o.status, headers: o.headers };
+    if (wantsLogs(svc, opts)) r.logs = o.logs ? o.logs.join("\n") : "";
     return r;
   }
 
-  /** A failed run: recorded (unless it is a retry), logged, answered with the error. */
-  private async failed(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: RunOutcome & { kind: "failed" }, logs: string[]): Promise<ExecResult> {
+  /** A failed run: recorded (unless it is a retry), logged, answered with the error. A run whose
+   *  worker had to be terminated answers 504. */
+  private async failed(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: PoolOutcome & { kind: "failed" }): Promise<ExecResult> {
     const withLogs = wantsLogs(svc, opts);
     if (!opts.retry) await this.e.services.recordFailure({
       system_key: svc.system_key, service_name: svc.name, params: JSON.stringify(params ?? {}), error: o.error,
       user_id: principalId(p), user_type: p.kind, trigger: opts.trigger ?? "",
     }).catch((err) => this.e.d.log.error("could not record a failed run", { err }));
     this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
-    return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: logs.join("\n") } : {}) };
+    if (o.killed) throw fail("SERVICE_TIMED_OUT", `service '${svc.name}': ${o.error}`);
+    return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: o.logs ? o.logs.join("\n") : "" } : {}) };
   }
 
   /** Runs failed runs again with their parameters, as the caller; a success removes the record. */
@@ -274,6 +270,16 @@ export class CodeEngine {
     if (ref.name) return c.byNameFor(p, systemKey, ref.name);
     if (ref.ref) return /^[0-9a-f]{30}$/.test(ref.ref) ? c.byIdFor(p, ref.ref) : c.byNameFor(p, systemKey, ref.ref);
     throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
+  }
+
+  /** A run's runtime-API call from its worker, answered as JSON text: {ok, data} or {ok, error}. */
+  private answer(p: Principal, systemKey: string, op: string, argsJson: string, scope: { depth: number }, depth: number, run: RunState): Promise<string> {
+    let args: unknown;
+    try { args = JSON.parse(argsJson); } catch { args = null; }
+    return causeScope.run(scope, () => this.host(p, systemKey, op, args, depth, run)).then(
+      (data) => JSON.stringify({ ok: true, data: data === undefined ? null : data }),
+      (err) => JSON.stringify({ ok: false, error: errorInfo(err) }),
+    );
   }
 
   /** One runtime-API call, as the effective user, through the same domain calls as the HTTP API. */
@@ -332,9 +338,10 @@ export class CodeEngine {
 
   // ---- stream services (execution_timeout -1) -------------------------------------------------
 
-  /** Starts every stream service with auto_restart (at start-up). */
+  /** Starts the code workers, then every stream service with auto_restart (at start-up). */
   async start() {
     this.stopped = false;
+    this.pool.start();
     for (const s of await this.e.services.streamServices()) void this.maybeStartStream(s.system_key, s.name);
   }
 
@@ -346,7 +353,7 @@ export class CodeEngine {
     if (this.streams.has(key)) return;
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
-    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); this.streamRuns.get(key)?.abort("the stream service was stopped"); } });
+    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); const run = this.streamRuns.get(key); if (run !== undefined) this.pool.abort(run, "the stream service was stopped"); } });
     const loop = async () => {
       while (!stopped && !this.stopped) {
         const system = await this.e.systems.find(systemKey);
@@ -364,16 +371,24 @@ export class CodeEngine {
   forgetSystem(systemKey: string) {
     this.libraryEpoch.set(systemKey, (this.libraryEpoch.get(systemKey) ?? 0) + 1);
     this.rows.deleteWhere((r) => r.system_key === systemKey);
-    for (const [k, pool] of this.pools) if (k.startsWith(`${systemKey}/`)) { for (const s of pool.idle) s.dispose(); this.pools.delete(k); }
+    this.sources.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
+    this.pool.forget(`${systemKey}/`);
   }
 
   async stop() {
     this.stopped = true;
     for (const s of [...this.streams.values()]) s.stop();
-    for (const pool of this.pools.values()) for (const s of pool.idle) s.dispose();
-    this.pools.clear();
+    await this.pool.stop();
   }
 }
 
 /** A run's logs are kept and answered when the caller asks (Logging-enabled) or the service logs. */
 const wantsLogs = (svc: ServiceRow, opts: ExecOptions) => !!opts.logging || svc.logging_enabled === 1;
+
+function errorInfo(err: unknown): unknown {
+  if (err && typeof err === "object" && "detail" in err && "kind" in err) {
+    const e = err as { detail: string; kind: { code: number; status: number } };
+    return { detail: e.detail, code: e.kind.code, status: e.kind.status };
+  }
+  return { detail: err instanceof Error ? err.message : String(err) };
+}

@@ -1,11 +1,19 @@
 // The sandbox on its own: what crosses into a run (req from a cached caller context and fresh
 // parameters) and what comes back (text, JSON, errors), through the direct C-API call path.
 import { afterAll, describe, expect, test } from "bun:test";
-import { type RunRequest, Sandbox } from "../../../src/code/sandbox.ts";
+import { outcomeValue, paramsJson, publishDeadlines, type RunHooks, type RunOutcome, type RunRequest, Sandbox } from "../../../src/code/sandbox.ts";
 
 const LIMITS = { memoryBytes: 32 << 20, sliceMs: 500 };
-const hooks = { host: async () => null, log: () => {} };
+const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
 const opened: Sandbox[] = [];
+
+/** An outcome with its answer decoded, as the engine answers it. */
+async function run(sb: Sandbox, r: RunRequest, h: RunHooks = hooks, timeoutMs = 5_000): Promise<Record<string, unknown>> {
+  const o: RunOutcome = await sb.run("svc", r, h, timeoutMs);
+  if (o.kind === "failed") return { ...o };
+  const { raw, ...rest } = o;
+  return { ...rest, value: outcomeValue(raw) };
+}
 
 async function sandbox(code: string): Promise<Sandbox> {
   const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {} }, LIMITS);
@@ -18,15 +26,15 @@ const context = (user: string) => ({
   systemKey: "sk", systemSecret: "secret", userEmail: `${user}@example.com`, userid: user, userToken: `tok-${user}`, isLogging: false,
   caller: { userid: user, userEmail: `${user}@example.com`, userToken: `tok-${user}` },
 });
-const req = (user: string, params: unknown = {}): RunRequest => ({ context: JSON.stringify(context(user)), params, instanceId: crypto.randomUUID() });
+const req = (user: string, params: unknown = {}): RunRequest => ({ context: JSON.stringify(context(user)), params: paramsJson(params), instanceId: crypto.randomUUID() });
 
 describe("Sandbox runs", () => {
   test("req carries the caller's context, the parameters and the instance id, in the wire order", async () => {
     const sb = await sandbox("function svc(req, resp){ resp.success(req) }");
     const r = req("alice", { n: 1 });
-    const o = await sb.run("svc", r, hooks, 5_000);
+    const o = await run(sb, r);
     expect(o.kind).toBe("success");
-    const value = (o as { value: Record<string, unknown> }).value;
+    const value = o.value as Record<string, unknown>;
     expect(Object.keys(value)).toEqual(["systemKey", "systemSecret", "userEmail", "userid", "userToken", "params", "isLogging", "service_instance_id", "caller"]);
     expect(value).toEqual({ ...context("alice"), params: { n: 1 }, service_instance_id: r.instanceId });
   });
@@ -35,7 +43,7 @@ describe("Sandbox runs", () => {
     const sb = await sandbox("function svc(req, resp){ var seen = req.userid + '/' + req.caller.userEmail + '/' + req.params.i; req.userid = 'changed'; req.caller.userEmail = 'changed'; delete req.systemKey; resp.success(seen + '/' + typeof req.systemKey) }");
     for (let i = 0; i < 6; i++) {
       const user = i % 3 === 2 ? "bob" : "alice"; // same caller twice in a row, then another
-      const o = await sb.run("svc", req(user, { i }), hooks, 5_000);
+      const o = await run(sb, req(user, { i }));
       expect(o).toMatchObject({ kind: "success", value: `${user}/${user}@example.com/${i}/undefined` });
     }
   });
@@ -43,8 +51,8 @@ describe("Sandbox runs", () => {
   test("strings come back as text, other values as JSON, resp.error as an error", async () => {
     const sb = await sandbox("function svc(req, resp){ var p = req.params; if (p.err) resp.error(p.v); resp.success(p.v) }");
     for (const v of ["plain", "", "j{not json", "s", "ünïcødé ✓ 日本", 42, 0, null, true, { a: [1, "x"] }, ["t", "j"]]) {
-      expect(await sb.run("svc", req("u", { v }), hooks, 5_000)).toMatchObject({ kind: "success", value: v });
-      expect(await sb.run("svc", req("u", { v, err: true }), hooks, 5_000)).toMatchObject({ kind: "error", value: v });
+      expect(await run(sb, req("u", { v }))).toMatchObject({ kind: "success", value: v });
+      expect(await run(sb, req("u", { v, err: true }))).toMatchObject({ kind: "error", value: v });
     }
   });
 
@@ -52,7 +60,7 @@ describe("Sandbox runs", () => {
     const sb = await sandbox("function svc(req, resp){ resp.success(req.params.v) }");
     for (const n of [0, 1, 62, 63, 64, 65, 66, 200, 5_000]) {
       for (const v of ["a".repeat(n), "a".repeat(n) + "é", "ü" + "a".repeat(n), "a".repeat(Math.max(0, n - 1)) + "✓" + "b".repeat(3)]) {
-        expect(await sb.run("svc", req("u", { v }), hooks, 5_000)).toMatchObject({ kind: "success", value: v });
+        expect(await run(sb, req("u", { v }))).toMatchObject({ kind: "success", value: v });
       }
     }
   });
@@ -60,34 +68,100 @@ describe("Sandbox runs", () => {
   test("missing or empty parameters are a fresh {} each run; other parameters cross as they are", async () => {
     const sb = await sandbox("function svc(req, resp){ var seen = JSON.stringify(req.params); req.params.mark = 1; resp.success(seen) }");
     for (const [params, seen] of [[undefined, "{}"], [null, "{}"], [{}, "{}"], [{}, "{}"], [[1, 2], "[1,2]"], [{ a: null }, '{"a":null}'], [Object.create(null), "{}"]] as const) {
-      expect(await sb.run("svc", { context: JSON.stringify(context("u")), params, instanceId: crypto.randomUUID() }, hooks, 5_000)).toMatchObject({ kind: "success", value: seen });
+      expect(await run(sb, { context: JSON.stringify(context("u")), params: paramsJson(params), instanceId: crypto.randomUUID() })).toMatchObject({ kind: "success", value: seen });
     }
   });
 
   test("a service that returns without answering succeeds with null; a string it returns is not an answer", async () => {
     const sb = await sandbox("function svc(req, resp){ return 'st-not-an-answer' }");
-    expect(await sb.run("svc", req("u"), hooks, 5_000)).toMatchObject({ kind: "success", value: null });
+    expect(await run(sb, req("u"))).toMatchObject({ kind: "success", value: null });
   });
 
   test("large and multi-byte parameters cross intact (the scratch buffer grows)", async () => {
     const sb = await sandbox("function svc(req, resp){ resp.success(req.params.s.length + ':' + req.params.s.slice(-3)) }");
     for (const s of ["é".repeat(3_000), "日本語".repeat(20_000), "x".repeat(200_000)]) {
-      expect(await sb.run("svc", req("u", { s }), hooks, 5_000)).toMatchObject({ kind: "success", value: `${s.length}:${s.slice(-3)}` });
+      expect(await run(sb, req("u", { s }))).toMatchObject({ kind: "success", value: `${s.length}:${s.slice(-3)}` });
     }
   });
 
   test("runs keep working after the wasm memory grew", async () => {
     const sb = await sandbox("var keep = []; function svc(req, resp){ if (req.params.grow) { for (var i = 0; i < 20; i++) keep.push(new Uint8Array(1 << 20)) } resp.success(keep.length) }");
-    expect(await sb.run("svc", req("u", { grow: true }), hooks, 5_000)).toMatchObject({ kind: "success", value: 20 });
-    expect(await sb.run("svc", req("v", {}), hooks, 5_000)).toMatchObject({ kind: "success", value: 20 });
+    expect(await run(sb, req("u", { grow: true }))).toMatchObject({ kind: "success", value: 20 });
+    expect(await run(sb, req("v", {}))).toMatchObject({ kind: "success", value: 20 });
   });
 
   test("a thrown error is a failed run with its message; an async answer still arrives", async () => {
     const bad = await sandbox("function svc(req, resp){ throw new TypeError('sensor ' + req.params.id + ' offline') }");
-    expect(await bad.run("svc", req("u", { id: 7 }), hooks, 5_000)).toEqual({ kind: "failed", error: "TypeError: sensor 7 offline" });
+    expect(await run(bad, req("u", { id: 7 }))).toEqual({ kind: "failed", error: "TypeError: sensor 7 offline" });
     expect(bad.broken).toBe(true);
     const later = await sandbox("async function svc(req, resp){ await null; resp.success('later ' + req.userid) }");
-    expect(await later.run("svc", req("carol"), hooks, 5_000)).toMatchObject({ kind: "success", value: "later carol" });
-    expect(await later.run("svc", req("dave"), hooks, 5_000)).toMatchObject({ kind: "success", value: "later dave" });
+    expect(await run(later, req("carol"))).toMatchObject({ kind: "success", value: "later carol" });
+    expect(await run(later, req("dave"))).toMatchObject({ kind: "success", value: "later dave" });
+  });
+
+  test("a stretch of code that reaches the run's deadline before its slice ends is a timeout; one that reaches its slice is an interrupt", async () => {
+    const sb = await sandbox("function svc(req, resp){ while (true) {} }");
+    const t0 = Date.now();
+    expect(await run(sb, req("u"), hooks, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
+    expect(Date.now() - t0).toBeLessThan(450);
+    const sb2 = await sandbox("function svc(req, resp){ while (true) {} }");
+    expect(await run(sb2, req("u"), hooks, 5_000)).toEqual({ kind: "failed", error: "interrupted: ran longer than 500 ms without yielding" });
+  });
+
+  test("async code interrupted at its slice says so; past its deadline, whatever it failed of is the timeout", async () => {
+    const slice = await sandbox("async function svc(req, resp){ await null; while (true) {} }");
+    expect(await run(slice, req("u"), hooks, 5_000)).toEqual({ kind: "failed", error: "interrupted: ran longer than 500 ms without yielding" });
+    const deadline = await sandbox("async function svc(req, resp){ await null; try { while (true) {} } finally { null.x } }");
+    expect(await run(deadline, req("u"), hooks, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
+  });
+
+  test("a sandbox handed on and disposed as its run ends, as a worker does with a failed one, ends cleanly", async () => {
+    for (const code of ["function svc(req, resp){ throw new Error('x') }", "function svc(req, resp){ while (true) {} }", "async function svc(req, resp){ await null; throw new Error('y') }"]) {
+      const sb = await sandbox(code);
+      const o = await sb.run("svc", req("u"), hooks, 5_000, () => sb.dispose());
+      expect(o.kind).toBe("failed");
+    }
+  });
+
+  test("host calls carry JSON text both ways; an answer given during the call still arrives", async () => {
+    const sb = await sandbox("async function svc(req, resp){ var a = await ClearBladeAsync.Users().count({ q: 1 }); var b = await ClearBladeAsync.Users().count(); resp.success([a, b]) }");
+    const seen: [string, string][] = [];
+    const later: RunHooks = {
+      host: (op, a, answer) => { seen.push([op, a]); if (seen.length === 1) setTimeout(() => answer('{"ok":true,"data":{"n":1}}'), 5); else answer('{"ok":true,"data":2}'); },
+      log: () => {},
+    };
+    expect(await run(sb, req("u"), later)).toMatchObject({ kind: "success", value: [{ n: 1 }, 2] });
+    expect(seen.map(([op, a]) => [op, JSON.parse(a)])).toEqual([["user.count", { query: { q: 1 } }], ["user.count", { query: { FILTERS: [] } }]]);
+    const failing: RunHooks = { host: (_op, _a, answer) => setTimeout(() => answer('{"ok":false,"error":{"detail":"no such thing"}}'), 1), log: () => {} };
+    const sb2 = await sandbox("async function svc(req, resp){ try { await ClearBladeAsync.Users().count() } catch (e) { resp.error(e.message) } }");
+    expect(await run(sb2, req("u"), failing)).toMatchObject({ kind: "error", value: "no such thing" });
+  });
+
+  test("onFinish gets the outcome when the run ends, before the caller sees it", async () => {
+    const sb = await sandbox("async function svc(req, resp){ await ClearBladeAsync.Users().count(); resp.success('late') }");
+    const order: string[] = [];
+    const slow: RunHooks = { host: (_op, _a, answer) => setTimeout(() => answer('{"ok":true,"data":0}'), 1), log: () => {} };
+    const p = sb.run("svc", req("u"), slow, 5_000, (o) => order.push(`finish ${o.kind}`));
+    expect(p).toBeInstanceOf(Promise);
+    await p;
+    order.push("caller");
+    expect(order).toEqual(["finish success", "caller"]);
+    const sync = await sandbox("function svc(req, resp){ resp.success('now') }");
+    let got: RunOutcome | null = null;
+    const o = sync.run("svc", req("u"), hooks, 5_000, (x) => (got = x));
+    expect(o).toEqual({ kind: "success", raw: "tnow", status: undefined, headers: undefined });
+    expect(got!).toBe(o as RunOutcome);
+  });
+
+  test("the deadline of the code running now is published while it runs and cleared after", async () => {
+    const view = new Float64Array(1);
+    publishDeadlines(view);
+    const sb = await sandbox("function svc(req, resp){ log('x'); resp.success(1) }");
+    let during = 0;
+    const t0 = Date.now();
+    await sb.run("svc", req("u"), { host: hooks.host, log: () => (during = view[0]!) }, 10_000);
+    expect(during).toBeGreaterThanOrEqual(t0 + 500);
+    expect(during).toBeLessThanOrEqual(Date.now() + 500);
+    expect(view[0]).toBe(0);
   });
 });

@@ -1,0 +1,474 @@
+// The code workers: threads (worker.ts), each with its own QuickJS module and wasm heap, that run
+// services, triggers, timers and webhooks off the event loop serving HTTP, MQTT and sync.
+//
+// Scheduling: a worker runs one batch at a time, and a batch holds steps of one system (runs to
+// start, answers to host calls of its runs waiting there). One system holds at most `maxShare` of
+// the workers at once; its further runs wait in its own bounded queue (past it: 429), and free
+// workers go to the system served least recently. A run's host calls come here, are answered by
+// the engine (rights checked on this thread), and go back in a later batch to the worker holding
+// the run.
+//
+// Budgets: every worker's heap is bounded by its share of --code-memory-mb. A worker whose heap
+// grew past half its share is replaced once its runs are over, and one that sits idle with a
+// grown heap too, so memory a burst took returns to the system (a wasm heap never shrinks; ending
+// the thread frees it). Warm sandboxes are bounded over all workers, least recently used first.
+//
+// Time: the worker interrupts user code at its slice or its run's deadline. A worker still in
+// the same stretch of user code a grace period later (code the interrupt does not reach) is
+// terminated and replaced; its run answers as timed out.
+import { ApiError, fail } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
+import type { RunOutcome, SandboxSource } from "./sandbox.ts";
+
+export interface PoolOptions {
+  workers: number;
+  /** the heaps of all workers together */
+  memoryMb: number;
+  /** one sandbox's limit */
+  sandboxMemoryMb: number;
+  sliceMs: number;
+  /** the share of the workers one system may hold at once (0..1] */
+  maxShare: number;
+  /** runs of one system waiting for a worker */
+  queueMax: number;
+  log: Logger;
+}
+
+/** One run, as the engine hands it over. */
+export interface RunSpec {
+  system: string;
+  /** systemKey/name */
+  key: string;
+  /** the version of the service's code and libraries: a worker with another rebuilds */
+  version: string;
+  source: SandboxSource;
+  entry: string;
+  /** the caller's part of req as JSON */
+  context: string;
+  params: string | null;
+  /** 0: none (a stream service) */
+  timeoutMs: number;
+  logs: boolean;
+  /** a runtime-API call of the run, answered as {ok, data} / {ok, error} JSON text */
+  host(op: string, argsJson: string): Promise<string>;
+}
+
+export type PoolOutcome = RunOutcome & { logs?: string[]; /** its worker had to be terminated */ killed?: boolean };
+
+interface Run {
+  id: number;
+  spec: RunSpec;
+  sys: Sys;
+  /** epoch ms, 0: none */
+  deadline: number;
+  slot: Slot | null;
+  over: boolean;
+  resolve(o: PoolOutcome): void;
+}
+
+interface Sys {
+  key: string;
+  queue: Run[];
+  /** answers to host calls, by the worker holding their run */
+  answers: Map<Slot, AnswerStep[]>;
+  /** workers running a batch of this system now */
+  holding: number;
+  /** when it was last given a worker (a counter) */
+  served: number;
+}
+
+interface Batch { sys: Sys; steps: Step[]; runs: (Run | undefined)[] }
+
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  batch: Batch | null;
+  retiring: boolean;
+  ended: boolean;
+  /** runs started on it and not over */
+  runs: Map<number, Run>;
+  /** sources it holds: key -> version, least recently used first */
+  sources: Map<string, string>;
+  heap: number;
+  freshHeap: number;
+  warm: number;
+  idleSince: number;
+  /** see InitMessage.watch */
+  deadline: Float64Array;
+  current: Int32Array;
+}
+
+/** The worker's code: next to this file when run from source; in the binary, an entry of its own
+ *  under the bundle's root, src/ (scripts/build.ts). */
+const WORKER_URL = import.meta.url.startsWith("file:///$bunfs/") ? "/$bunfs/root/code/worker.ts" : new URL("./worker.ts", import.meta.url).href;
+/** steps in one batch: enough to carry a burst in one post, few enough that a batch ends soon */
+const BATCH_MAX = 64;
+/** warm sandboxes over all workers */
+const WARM_MAX = 64;
+/** sources one worker keeps */
+const SOURCES_MAX = 256;
+/** how long past its deadline a stretch of user code may run before its worker is terminated */
+export const GRACE_MS = 1_000;
+const WATCH_EVERY_MS = 100;
+/** an idle worker whose heap grew this much is replaced after IDLE_RECYCLE_MS */
+const RECYCLE_SLACK_BYTES = 16 << 20;
+const IDLE_RECYCLE_MS = 2_000;
+/** the least heap a worker is given (its module starts at 16 MiB) */
+const MIN_SHARE_BYTES = 32 << 20;
+const RESPAWN_MIN_MS = 100;
+const RESPAWN_MAX_MS = 10_000;
+
+export class WorkerPool {
+  readonly workers: number;
+  /** workers one system may hold at once */
+  readonly maxHold: number;
+  /** each worker's heap bound */
+  readonly shareBytes: number;
+  private readonly slots: Slot[] = [];
+  private readonly systems = new Map<string, Sys>();
+  /** systems with queued runs or answers */
+  private readonly waiting = new Set<Sys>();
+  private readonly live = new Map<number, Run>();
+  private nextId = 0;
+  private served = 0;
+  private pumping = false;
+  private stopped = false;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private backoffMs = 0;
+  /** workers replaced for memory, and terminated for not coming back (for tests and metrics) */
+  replaced = 0;
+  killed = 0;
+
+  constructor(private readonly o: PoolOptions) {
+    // every worker needs a heap of its own: fewer workers rather than heaps below the minimum
+    this.workers = Math.max(1, Math.min(o.workers, Math.floor((o.memoryMb << 20) / MIN_SHARE_BYTES)));
+    if (this.workers < o.workers) o.log.warn("fewer code workers than asked: the code memory budget does not cover more", { asked: o.workers, workers: this.workers, memoryMb: o.memoryMb });
+    this.shareBytes = Math.floor((o.memoryMb << 20) / this.workers);
+    this.maxHold = Math.max(1, Math.floor(this.workers * o.maxShare));
+  }
+
+  start() {
+    this.stopped = false;
+    while (this.slots.length < this.workers) this.spawn();
+    this.timer = setInterval(() => this.watch(), WATCH_EVERY_MS);
+    this.timer.unref();
+  }
+
+  /** Queues a run; throws THROTTLED (with retryAfterS) when its system's queue is full. */
+  submit(spec: RunSpec): { id: number; done: Promise<PoolOutcome> } {
+    if (this.stopped) throw fail("INTERNAL", "the code engine is stopping");
+    let sys = this.systems.get(spec.system);
+    if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0 }));
+    if (sys.queue.length >= this.o.queueMax) throw Object.assign(fail("THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`), { retryAfterS: 1 });
+    const id = ++this.nextId;
+    let resolve!: (o: PoolOutcome) => void;
+    const done = new Promise<PoolOutcome>((r) => (resolve = r));
+    const run: Run = { id, spec, sys, deadline: spec.timeoutMs > 0 ? Date.now() + spec.timeoutMs : 0, slot: null, over: false, resolve };
+    this.live.set(id, run);
+    sys.queue.push(run);
+    this.waiting.add(sys);
+    this.pump();
+    return { id, done };
+  }
+
+  /** Ends a run (a stream service stopped or changed). */
+  abort(id: number, why: string) {
+    const run = this.live.get(id);
+    if (!run) return;
+    if (!run.slot) {
+      run.sys.queue.splice(run.sys.queue.indexOf(run), 1);
+      if (!run.sys.queue.length && !run.sys.answers.size) this.waiting.delete(run.sys);
+      this.finish(run, { kind: "failed", error: why });
+    } else this.post(run.slot, { t: "abort", id, why });
+  }
+
+  /** Drops warm sandboxes and sources of a service (systemKey/name) or a system (systemKey/). */
+  forget(key: string) {
+    for (const slot of this.slots) {
+      for (const k of [...slot.sources.keys()]) if (k === key || (key.endsWith("/") && k.startsWith(key))) slot.sources.delete(k);
+      if (slot.ready) this.post(slot, { t: "forget", key });
+    }
+  }
+
+  /** Resolves once every worker has loaded its module (runs submitted before simply wait). */
+  async ready(): Promise<void> {
+    while (!this.stopped && this.slots.some((s) => !s.ready && !s.retiring)) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /** What the pool is doing, for tests and metrics. */
+  stats() {
+    let queued = 0;
+    for (const s of this.systems.values()) queued += s.queue.length;
+    return {
+      workers: this.slots.filter((s) => !s.retiring).length, retiring: this.slots.filter((s) => s.retiring).length,
+      busy: this.slots.filter((s) => s.batch).length, running: this.live.size - queued, queued, replaced: this.replaced, killed: this.killed,
+      heaps: this.slots.map((s) => s.heap), warm: this.slots.reduce((n, s) => n + s.warm, 0),
+    };
+  }
+
+  async stop() {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    for (const run of [...this.live.values()]) this.finish(run, { kind: "failed", error: "the server is stopping" });
+    for (const s of this.systems.values()) { s.queue.length = 0; s.answers.clear(); }
+    this.waiting.clear();
+    for (const slot of this.slots.splice(0)) this.end(slot);
+  }
+
+  // ---- workers --------------------------------------------------------------------------------
+
+  private spawn() {
+    const watch = new SharedArrayBuffer(16);
+    const slot: Slot = {
+      worker: new Worker(WORKER_URL), ready: false, batch: null, retiring: false, ended: false, runs: new Map(), sources: new Map(),
+      heap: 0, freshHeap: 0, warm: 0, idleSince: Date.now(), deadline: new Float64Array(watch, 0, 1), current: new Int32Array(watch),
+    };
+    this.slots.push(slot);
+    slot.worker.onmessage = (e: MessageEvent) => this.message(slot, e.data as string);
+    slot.worker.onerror = (e) => { this.o.log.error("a code worker failed", { err: e.message }); this.lost(slot); };
+    slot.worker.addEventListener("close", () => this.lost(slot));
+    const init: InitMessage = {
+      t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil(WARM_MAX / this.workers),
+      limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb << 20, this.shareBytes), sliceMs: this.o.sliceMs },
+    };
+    slot.worker.postMessage(init);
+  }
+
+  /** Ends a worker's thread (its heap goes with it). */
+  private end(slot: Slot) {
+    if (slot.ended) return;
+    slot.ended = true;
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+    for (const s of this.systems.values()) s.answers.delete(slot);
+    slot.worker.terminate();
+  }
+
+  /** Stops giving a worker runs and ends it once its runs are over; a new one takes its place. */
+  private retire(slot: Slot, why: string) {
+    if (slot.retiring || slot.ended) return;
+    slot.retiring = true;
+    this.replaced++;
+    this.o.log.info("replacing a code worker", { why, heapMb: Math.round(slot.heap / 1048576) });
+    if (!this.stopped) this.spawn();
+    // a stream service never ends by itself: it restarts on another worker
+    for (const run of slot.runs.values()) if (!run.deadline) this.post(slot, { t: "abort", id: run.id, why: "its worker was replaced to give memory back; it restarts" });
+    if (!slot.batch && slot.runs.size === 0) this.end(slot);
+  }
+
+  /** Terminates a worker stuck in user code past its deadline; its run answers as timed out. */
+  private kill(slot: Slot, now: number) {
+    const b = slot.batch;
+    const victim = slot.current[2], at = slot.current[3]!;
+    this.killed++;
+    this.end(slot);
+    if (b) {
+      b.sys.holding--;
+      // steps after the stuck one never started: their runs go back to the front of the queue
+      const again: Run[] = [];
+      for (let i = at + 1; i < b.runs.length; i++) {
+        const r = b.runs[i];
+        if (r && !r.over) { again.push(r); slot.runs.delete(r.id); r.slot = null; }
+      }
+      if (again.length) { b.sys.queue.unshift(...again); this.waiting.add(b.sys); }
+    }
+    for (const run of [...slot.runs.values()]) {
+      if (run.id === victim && b) {
+        const timedOut = run.deadline > 0 && now >= run.deadline;
+        this.o.log.warn("terminated a code worker stuck in a run", { service: run.spec.key, timedOut });
+        this.finish(run, {
+          kind: "failed", timedOut: true, killed: true,
+          error: timedOut ? `execution timed out after ${run.spec.timeoutMs / 1000} s (its worker did not come back and was stopped)`
+            : `ran longer than ${this.o.sliceMs} ms without yielding and could not be interrupted (its worker was stopped)`,
+        });
+      } else this.finish(run, { kind: "failed", error: "its worker was stopped: another run on it did not come back in time" });
+    }
+    if (!this.stopped) this.spawn();
+    this.pump();
+  }
+
+  /** A worker that ended without being asked to. One that failed before it was ready is
+   *  replaced after a pause that grows, so a worker that cannot start does not spin. */
+  private lost(slot: Slot) {
+    if (slot.ended) return;
+    const b = slot.batch;
+    this.end(slot);
+    if (b) b.sys.holding--;
+    for (const run of [...slot.runs.values()]) this.finish(run, { kind: "failed", error: "the worker running it stopped unexpectedly" });
+    if (this.stopped) return;
+    if (slot.ready) { this.spawn(); this.pump(); return; }
+    this.backoffMs = Math.min(RESPAWN_MAX_MS, this.backoffMs * 2 || RESPAWN_MIN_MS);
+    setTimeout(() => { if (!this.stopped) this.spawn(); }, this.backoffMs).unref();
+  }
+
+  private watch() {
+    const now = Date.now();
+    for (const slot of [...this.slots]) {
+      if (slot.batch) {
+        const d = slot.deadline[0]!;
+        if (d > 0 && now > d + GRACE_MS) this.kill(slot, now);
+      } else if (slot.ready && !slot.retiring && slot.runs.size === 0 && now - slot.idleSince >= IDLE_RECYCLE_MS && slot.heap > slot.freshHeap + RECYCLE_SLACK_BYTES) {
+        this.retire(slot, "idle with a grown heap");
+      }
+    }
+    // a run whose deadline passes while it waits for a worker answers at its deadline
+    for (const sys of this.waiting) {
+      for (let i = 0; i < sys.queue.length; i++) {
+        const run = sys.queue[i]!;
+        if (run.deadline && run.deadline <= now) { sys.queue.splice(i--, 1); this.finish(run, this.timedOut(run)); }
+      }
+      if (!sys.queue.length && !sys.answers.size) this.waiting.delete(sys);
+    }
+  }
+
+  // ---- scheduling -----------------------------------------------------------------------------
+
+  /** Gives free workers batches: each to the waiting system served least recently that may
+   *  hold another worker. */
+  private pump() {
+    if (this.pumping || this.stopped) return;
+    this.pumping = true;
+    try {
+      for (;;) {
+        let best: Sys | null = null, bestSlot: Slot | null = null;
+        for (const sys of this.waiting) {
+          if (sys.holding >= this.maxHold || (best && sys.served >= best.served)) continue;
+          const slot = this.slotFor(sys);
+          if (slot) { best = sys; bestSlot = slot; }
+        }
+        if (!best || !bestSlot) return;
+        this.send(bestSlot, best);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** A free worker for a system: one where its runs wait for answers, else one that holds the
+   *  source of its next run, else any. */
+  private slotFor(sys: Sys): Slot | null {
+    let pick: Slot | null = null, warm = false;
+    const head = sys.queue[0];
+    for (const slot of this.slots) {
+      if (!slot.ready || slot.batch || slot.ended) continue;
+      if (sys.answers.get(slot)?.length) return slot;
+      if (!head || slot.retiring || warm) continue;
+      warm = slot.sources.get(head.spec.key) === head.spec.version;
+      pick = slot;
+    }
+    return pick;
+  }
+
+  private send(slot: Slot, sys: Sys) {
+    const steps: Step[] = [], runs: (Run | undefined)[] = [];
+    const answers = sys.answers.get(slot);
+    if (answers) {
+      sys.answers.delete(slot);
+      for (const a of answers) if (slot.runs.has(a.id)) { steps.push(a); runs.push(undefined); }
+    }
+    let src: BatchMessage["src"], drop: string[] | undefined;
+    const contexts: string[] = [];
+    const now = Date.now();
+    while (!slot.retiring && sys.queue.length && steps.length < BATCH_MAX) {
+      const run = sys.queue.shift()!;
+      if (run.deadline && run.deadline <= now) { this.finish(run, this.timedOut(run)); continue; }
+      const sp = run.spec;
+      const had = slot.sources.get(sp.key);
+      slot.sources.delete(sp.key);
+      slot.sources.set(sp.key, sp.version);
+      if (had !== sp.version) {
+        (src ??= {})[sp.key] = [sp.version, sp.source];
+        if (slot.sources.size > SOURCES_MAX) {
+          const oldest = slot.sources.keys().next().value as string;
+          slot.sources.delete(oldest);
+          (drop ??= []).push(oldest);
+        }
+      }
+      let cx = contexts.indexOf(sp.context);
+      if (cx < 0) cx = contexts.push(sp.context) - 1;
+      steps.push({ k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0 });
+      runs.push(run);
+      run.slot = slot;
+      slot.runs.set(run.id, run);
+    }
+    if (!sys.queue.length && !sys.answers.size) this.waiting.delete(sys);
+    if (!steps.length) return;
+    sys.holding++;
+    sys.served = ++this.served;
+    slot.batch = { sys, steps, runs };
+    const m: BatchMessage = { t: "b", cx: contexts, s: steps };
+    if (src) m.src = src;
+    if (drop) m.drop = drop;
+    slot.worker.postMessage(JSON.stringify(m));
+  }
+
+  private post(slot: Slot, m: ControlMessage) {
+    if (!slot.ended) slot.worker.postMessage(JSON.stringify(m));
+  }
+
+  private message(slot: Slot, data: string) {
+    if (slot.ended) return;
+    const m = JSON.parse(data) as ReportMessage | ReadyMessage;
+    const now = Date.now();
+    if (m.t === "ready") {
+      slot.ready = true;
+      this.backoffMs = 0;
+      slot.heap = slot.freshHeap = m.heap;
+      slot.idleSince = now;
+      this.pump();
+      return;
+    }
+    slot.heap = m.heap;
+    slot.warm = m.warm;
+    for (const c of m.c) this.call(slot, c);
+    for (const d of m.d) {
+      const run = slot.runs.get(d.id);
+      if (!run) continue;
+      const o: PoolOutcome = decodeOutcome(d, run.spec.timeoutMs);
+      if (d.lg) o.logs = d.lg;
+      this.finish(run, o);
+    }
+    if (m.t === "e" && slot.batch) {
+      slot.batch.sys.holding--;
+      slot.batch = null;
+      if (slot.heap > Math.max(this.shareBytes / 2, slot.freshHeap + RECYCLE_SLACK_BYTES)) this.retire(slot, "its heap grew past half its share");
+    }
+    if (slot.runs.size === 0) {
+      slot.idleSince = now;
+      if (slot.retiring && !slot.batch) this.end(slot);
+    }
+    this.pump();
+  }
+
+  /** A host call of a run: answered by the engine, sent back with the next batch for its worker. */
+  private call(slot: Slot, c: Call) {
+    const run = slot.runs.get(c.id);
+    if (!run) return;
+    run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then((x) => {
+      if (run.over || run.slot !== slot || slot.ended) return;
+      const list = run.sys.answers.get(slot);
+      if (list) list.push({ k: "a", id: c.id, c: c.c, x });
+      else run.sys.answers.set(slot, [{ k: "a", id: c.id, c: c.c, x }]);
+      this.waiting.add(run.sys);
+      this.pump();
+    });
+  }
+
+  private timedOut(run: Run): PoolOutcome {
+    return { kind: "failed", error: `execution timed out after ${run.spec.timeoutMs / 1000} s`, timedOut: true };
+  }
+
+  private finish(run: Run, o: PoolOutcome) {
+    if (run.over) return;
+    run.over = true;
+    this.live.delete(run.id);
+    run.slot?.runs.delete(run.id);
+    run.resolve(o);
+  }
+}
+
+/** The seconds a refused run's caller is told to wait (THROTTLED from submit). */
+export const retryAfterOf = (e: unknown): number | undefined =>
+  e instanceof ApiError && typeof (e as { retryAfterS?: unknown }).retryAfterS === "number" ? (e as unknown as { retryAfterS: number }).retryAfterS : undefined;

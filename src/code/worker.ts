@@ -1,0 +1,161 @@
+// A code worker: a thread with its own QuickJS module and wasm heap, running the batches of steps
+// the pool sends it (pool.ts). It keeps the sources it was sent and warm sandboxes of the services
+// it ran; everything a run does outside its sandbox (the runtime API, answers) goes to the pool,
+// which checks the caller's rights on the main thread.
+import type { QuickJSWASMModule } from "quickjs-emscripten";
+import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
+import { heapBytes, publishDeadlines, quickjs, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
+
+declare const self: Worker;
+
+/** Warm sandboxes of one service at one version. */
+interface Pool { st: string; idle: Sandbox[] }
+
+/** At most this many warm sandboxes of one service. */
+const POOL_MAX = 16;
+const LOG_LINES_MAX = 1000;
+
+let qjs: QuickJSWASMModule;
+let limits: SandboxLimits;
+let warmMax = 0;
+let watchRun: Int32Array;
+const sources = new Map<string, { st: string; src: SandboxSource }>();
+const pools = new Map<string, Pool>();
+/** idle sandboxes, least recently used first, with their service */
+const lru = new Map<Sandbox, string>();
+/** runs under way: the sandbox they hold */
+const runs = new Map<number, Sandbox>();
+/** host calls waiting for their answer */
+const answers = new Map<number, (text: string) => void>();
+let nextCall = 0;
+
+// what goes out with the end of the batch, or at once between batches
+let done: Done[] = [];
+let calls: Call[] = [];
+let inBatch = false;
+
+function report(t: "e" | "u") {
+  const m: ReportMessage = { t, heap: heapBytes(), warm: lru.size, d: done, c: calls };
+  done = [];
+  calls = [];
+  postMessage(JSON.stringify(m));
+}
+
+function checkout(key: string, st: string): Sandbox {
+  const pool = pools.get(key);
+  if (pool && pool.st === st) {
+    const sb = pool.idle.pop();
+    if (sb) { lru.delete(sb); return sb; }
+  } else if (pool) drop(key);
+  const s = sources.get(key);
+  if (!s || s.st !== st) throw new Error(`no source for ${key}`);
+  return Sandbox.open(qjs, s.src, limits);
+}
+
+function checkin(key: string, st: string, sb: Sandbox) {
+  let pool = pools.get(key);
+  if (pool && pool.st !== st) { drop(key); pool = undefined; }
+  if (!pool) pools.set(key, (pool = { st, idle: [] }));
+  if (sb.broken || pool.idle.length >= POOL_MAX || !sources.has(key)) { sb.dispose(); return; }
+  pool.idle.push(sb);
+  lru.set(sb, key);
+  // the warm sandboxes of all services together are bounded: the least recently used go first
+  for (const [old, oldKey] of lru) {
+    if (lru.size <= warmMax) break;
+    lru.delete(old);
+    const p = pools.get(oldKey);
+    if (p) p.idle.splice(p.idle.indexOf(old), 1);
+    old.dispose();
+  }
+}
+
+/** Drops the idle sandboxes of a service. */
+function drop(key: string) {
+  const pool = pools.get(key);
+  if (!pool) return;
+  for (const sb of pool.idle) { lru.delete(sb); sb.dispose(); }
+  pools.delete(key);
+}
+
+function start(s: RunStep, contexts: string[]) {
+  let sb: Sandbox;
+  try { sb = checkout(s.key, s.st); }
+  catch (e) {
+    done.push({ id: s.id, o: "f" + (e instanceof SourceError ? e.message : `could not load the service (${e instanceof Error ? e.message : String(e)})`) });
+    return;
+  }
+  const logs: string[] | null = s.lg ? [] : null;
+  runs.set(s.id, sb);
+  const hooks: RunHooks = {
+    host: (op, a, answer) => {
+      const c = ++nextCall;
+      answers.set(c, answer);
+      calls.push({ id: s.id, c, op, a });
+    },
+    log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
+  };
+  // the pool has already answered a run whose deadline passed while it queued; one that passes
+  // now still starts, and is interrupted at once
+  const timeoutMs = s.dl ? Math.max(1, s.dl - Date.now()) : 0;
+  sb.run(s.e, { context: contexts[s.cx]!, params: s.p, instanceId: crypto.randomUUID() }, hooks, timeoutMs, (o) => {
+    runs.delete(s.id);
+    checkin(s.key, s.st, sb);
+    const d: Done = { id: s.id, o: encodeOutcome(o) };
+    if (o.kind !== "failed") {
+      if (o.status !== undefined) d.st = o.status;
+      if (o.headers) d.h = o.headers;
+    }
+    if (logs) d.lg = logs;
+    done.push(d);
+    if (!inBatch) report("u");
+  });
+}
+
+function answer(s: AnswerStep) {
+  const a = answers.get(s.c);
+  if (!a) return; // its run is over
+  answers.delete(s.c);
+  a(s.x);
+}
+
+function batch(m: BatchMessage) {
+  if (m.drop) for (const k of m.drop) sources.delete(k);
+  if (m.src) for (const k in m.src) { const [st, src] = m.src[k]!; sources.set(k, { st, src }); }
+  inBatch = true;
+  try {
+    for (let i = 0; i < m.s.length; i++) {
+      const s = m.s[i]!;
+      watchRun[2] = s.id;
+      watchRun[3] = i;
+      if (s.k === "r") start(s, m.cx);
+      else answer(s);
+    }
+  } finally {
+    inBatch = false;
+    report("e");
+  }
+}
+
+function control(m: ControlMessage) {
+  if (m.t === "abort") runs.get(m.id)?.abort(m.why);
+  else if (m.t === "forget") {
+    for (const k of [...pools.keys()]) if (k === m.key || (m.key.endsWith("/") && k.startsWith(m.key))) drop(k);
+    for (const k of [...sources.keys()]) if (k === m.key || (m.key.endsWith("/") && k.startsWith(m.key))) sources.delete(k);
+  }
+}
+
+self.onmessage = async (e: MessageEvent) => {
+  if (typeof e.data !== "string") {
+    const init = e.data as InitMessage;
+    limits = init.limits;
+    warmMax = init.warmMax;
+    publishDeadlines(new Float64Array(init.watch, 0, 1));
+    watchRun = new Int32Array(init.watch);
+    qjs = await quickjs(init.heapMaxBytes);
+    postMessage(JSON.stringify({ t: "ready", heap: heapBytes() }));
+    return;
+  }
+  const m = JSON.parse(e.data) as BatchMessage | ControlMessage;
+  if (m.t === "b") batch(m);
+  else control(m);
+};

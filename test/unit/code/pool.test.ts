@@ -1,0 +1,202 @@
+// The worker pool with real worker threads: runs and their answers, host calls through the main
+// thread, one system's share of the workers and its bounded queue, deadlines while queued, a worker
+// stuck in code the interrupt does not reach, heap bounds and workers replaced to give memory back,
+// warm sandboxes bounded and evicted least recently used, aborts, forgetting a service.
+import { afterEach, describe, expect, test } from "bun:test";
+import { GRACE_MS, type PoolOptions, type PoolOutcome, retryAfterOf, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
+import { ApiError } from "../../../src/core/errors.ts";
+import { createLogger } from "../../../src/core/log.ts";
+import { outcomeValue } from "../../../src/code/sandbox.ts";
+
+const pools: WorkerPool[] = [];
+afterEach(async () => { for (const p of pools.splice(0)) await p.stop(); });
+
+async function pool(o: Partial<PoolOptions> = {}): Promise<WorkerPool> {
+  const p = new WorkerPool({ workers: 2, memoryMb: 256, sandboxMemoryMb: 64, sliceMs: 400, maxShare: 0.5, queueMax: 100, log: createLogger("silent"), ...o });
+  pools.push(p);
+  p.start();
+  await p.ready();
+  return p;
+}
+
+const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@example.com", userid: "u", userToken: "t", isLogging: false, caller: {} });
+const nothing = async () => JSON.stringify({ ok: true, data: null });
+
+/** A run of service `name` of system `system` (code defines function `name`). */
+function spec(system: string, name: string, code: string, more: Partial<RunSpec> = {}): RunSpec {
+  return {
+    system, key: `${system}/${name}`, version: "1.0", source: { libraries: [], service: { name, code }, meta: {} }, entry: name,
+    context, params: null, timeoutMs: 10_000, logs: false, host: nothing, ...more,
+  };
+}
+const value = (o: PoolOutcome) => (o.kind === "failed" ? o : { kind: o.kind, value: outcomeValue(o.raw) });
+const run = (p: WorkerPool, s: RunSpec) => p.submit(s).done.then(value);
+
+describe("WorkerPool", () => {
+  test("runs answer with their values, logs when asked, status and headers; a burst is carried in batches", async () => {
+    const p = await pool();
+    expect(await run(p, spec("a", "hello", "function hello(req, resp){ resp.success('hi ' + req.params.n) }", { params: '{"n":1}' }))).toEqual({ kind: "success", value: "hi 1" });
+    const o = await p.submit(spec("a", "talk", "function talk(req, resp){ log('one'); console.log({ two: 2 }); resp.status(201); resp.set({ 'x-a': 'b' }); resp.error({ e: true }) }", { logs: true })).done;
+    expect(o).toEqual({ kind: "error", raw: 'j{"e":true}', status: 201, headers: { "x-a": "b" }, logs: ["one", '{"two":2}'] });
+    const quiet = await p.submit(spec("a", "talk2", "function talk2(req, resp){ log('kept back'); resp.success(1) }")).done;
+    expect(quiet.logs).toBeUndefined();
+    const many = await Promise.all(Array.from({ length: 300 }, (_, i) => run(p, spec(`s${i % 3}`, "echo", "function echo(req, resp){ resp.success(req.params.i) }", { params: JSON.stringify({ i }) }))));
+    expect(many).toEqual(Array.from({ length: 300 }, (_, i) => ({ kind: "success", value: i })));
+  });
+
+  test("host calls go to the main thread with their arguments and come back as the run's answers", async () => {
+    const p = await pool();
+    const seen: [string, unknown][] = [];
+    const host = async (op: string, a: string) => {
+      seen.push([op, JSON.parse(a)]);
+      await Bun.sleep(2);
+      return op === "user.count" ? JSON.stringify({ ok: true, data: { count: seen.length } }) : JSON.stringify({ ok: false, error: { detail: "refused" } });
+    };
+    const code = `async function calls(req, resp) {
+      var a = await ClearBladeAsync.Users().count({ x: 1 });
+      var b = await ClearBladeAsync.Users().count();
+      try { await ClearBladeAsync.Devices().read() } catch (e) { resp.success([a.count, b.count, e.message]) }
+    }`;
+    expect(await run(p, spec("a", "calls", code, { host }))).toEqual({ kind: "success", value: [1, 2, "refused"] });
+    expect(seen).toEqual([["user.count", { query: { x: 1 } }], ["user.count", { query: { FILTERS: [] } }], ["device.list", { query: { FILTERS: [] } }]]);
+  });
+
+  test("one system holds at most its share of the workers: another system's run passes its busy loops", async () => {
+    const p = await pool({ sliceMs: 400 });
+    expect(p.maxHold).toBe(1);
+    const ended: string[] = [];
+    const loops = [1, 2, 3].map((i) => p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }")).done.then((o) => { ended.push(`loop${i}`); return o; }));
+    await Bun.sleep(50);
+    const t0 = performance.now();
+    const b = await run(p, spec("b", "quick", "function quick(req, resp){ resp.success('b') }"));
+    const bMs = performance.now() - t0;
+    ended.push("b");
+    expect(b).toEqual({ kind: "success", value: "b" });
+    const outs = await Promise.all(loops);
+    for (const o of outs) expect(o).toEqual({ kind: "failed", error: "interrupted: ran longer than 400 ms without yielding" });
+    // b did not wait for a's loops, and a's loops took turns on one worker
+    expect(ended[0]).toBe("b");
+    expect(bMs).toBeLessThan(400);
+    expect(ended).toEqual(["b", "loop1", "loop2", "loop3"]);
+  });
+
+  test("a system's queue is bounded: past it, submit refuses with THROTTLED and a Retry-After", async () => {
+    const p = await pool({ queueMax: 2, sliceMs: 300 });
+    const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }");
+    const held = [p.submit(loop()), p.submit(loop()), p.submit(loop())]; // one runs, two wait
+    let refused: unknown;
+    try { p.submit(loop()); } catch (e) { refused = e; }
+    expect(refused).toBeInstanceOf(ApiError);
+    expect((refused as ApiError).kind.status).toBe(429);
+    expect(retryAfterOf(refused)).toBe(1);
+    expect(await run(p, spec("b", "other", "function other(req, resp){ resp.success(1) }"))).toEqual({ kind: "success", value: 1 });
+    await Promise.all(held.map((h) => h.done));
+  });
+
+  test("a run whose deadline passes while it waits for a worker answers at its deadline, without running", async () => {
+    const p = await pool({ sliceMs: 1_000 });
+    const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
+    await Bun.sleep(20);
+    let ran = false;
+    const t0 = performance.now();
+    const late = await p.submit(spec("a", "late", "function late(req, resp){ log('ran'); resp.success(1) }", { timeoutMs: 200, logs: true, host: async () => { ran = true; return "{}"; } })).done;
+    expect(late).toEqual({ kind: "failed", error: "execution timed out after 0.2 s", timedOut: true });
+    expect(performance.now() - t0).toBeLessThan(700);
+    expect(ran).toBe(false);
+    await loop.done;
+  });
+
+  test("a worker stuck past its deadline in code the interrupt does not reach is terminated and replaced; the runs behind it run elsewhere", async () => {
+    const p = await pool({ sliceMs: 30_000, memoryMb: 512, sandboxMemoryMb: 256 });
+    // sorting numbers converts them to strings in C: many seconds without an interrupt check
+    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var a = new Array(3e6).fill(0).map(Math.random); a.sort(); resp.success('sorted') }", { timeoutMs: 1_500 }));
+    const behind = p.submit(spec("a", "after", "function after(req, resp){ resp.success('after') }"));
+    const t0 = performance.now();
+    const o = await stuck.done;
+    expect(o).toMatchObject({ kind: "failed", timedOut: true, killed: true });
+    expect((o as { error: string }).error).toMatch(/timed out after 1\.5 s .*stopped/);
+    expect(performance.now() - t0).toBeLessThan(1_500 + GRACE_MS + 1_500);
+    expect(value(await behind.done)).toEqual({ kind: "success", value: "after" });
+    expect(p.killed).toBe(1);
+    await p.ready();
+    expect(p.stats().workers).toBe(2);
+    expect(await run(p, spec("a", "again", "function again(req, resp){ resp.success(2) }"))).toEqual({ kind: "success", value: 2 });
+  });
+
+  test("a worker's heap is bounded by its share; one grown past half of it is replaced, and its memory goes with it", async () => {
+    const p = await pool({ workers: 1, memoryMb: 64, sandboxMemoryMb: 256 });
+    expect(p.shareBytes).toBe(64 << 20);
+    const bomb = await run(p, spec("a", "bomb", "function bomb(req, resp){ var a = []; for (;;) a.push(new Uint8Array(1 << 20)) }"));
+    expect(bomb).toMatchObject({ kind: "failed" });
+    expect((bomb as { error: string }).error).toMatch(/out of memory/);
+    expect(p.replaced).toBe(1);
+    await p.ready();
+    expect(p.stats()).toMatchObject({ workers: 1, retiring: 0 });
+    expect(p.stats().heaps[0]).toBeLessThanOrEqual(16 << 20);
+    expect(await run(p, spec("a", "after", "function after(req, resp){ resp.success(1) }"))).toEqual({ kind: "success", value: 1 });
+  });
+
+  test("an idle worker whose heap grew is replaced after a while; a busy one is not", async () => {
+    const p = await pool({ workers: 1, memoryMb: 256 });
+    const keeper = spec("a", "keeper", "var keep; function keeper(req, resp){ keep = new Uint8Array(40 << 20); resp.success(keep.length) }");
+    expect(await run(p, keeper)).toEqual({ kind: "success", value: 40 << 20 });
+    expect(p.stats().heaps[0]).toBeGreaterThan(40 << 20);
+    expect(p.replaced).toBe(0);
+    const t0 = Date.now();
+    while (p.replaced === 0 && Date.now() - t0 < 5_000) await Bun.sleep(50);
+    expect(p.replaced).toBe(1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
+    await p.ready();
+    expect(p.stats().heaps[0]).toBeLessThanOrEqual(16 << 20);
+  });
+
+  test("warm sandboxes are bounded over the pool, least recently used go first", async () => {
+    const p = await pool({ workers: 1 });
+    const counter = (i: number) => spec("a", `c${i}`, `var n = 0; function c${i}(req, resp){ resp.success(++n) }`);
+    expect(await run(p, counter(0))).toEqual({ kind: "success", value: 1 });
+    expect(await run(p, counter(0))).toEqual({ kind: "success", value: 2 }); // warm
+    for (let i = 1; i <= 64; i++) await run(p, counter(i));
+    expect(p.stats().warm).toBe(64);
+    expect(await run(p, counter(64))).toEqual({ kind: "success", value: 2 }); // recent: still warm
+    expect(await run(p, counter(0))).toEqual({ kind: "success", value: 1 }); // oldest: was evicted
+  });
+
+  test("abort ends a waiting run (a stream service stopped), queued or started", async () => {
+    const p = await pool();
+    const never = () => new Promise<string>(() => {});
+    const stream = p.submit(spec("a", "stream", "async function stream(req, resp){ await ClearBladeAsync.Users().count(); }", { timeoutMs: 0, host: never }));
+    await Bun.sleep(100);
+    p.abort(stream.id, "the stream service was stopped");
+    expect(await stream.done).toEqual({ kind: "failed", error: "the stream service was stopped" });
+    const p1 = await pool({ workers: 1, sliceMs: 300 });
+    const loop = p1.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
+    const queued = p1.submit(spec("a", "q", "function q(req, resp){ resp.success(1) }"));
+    p1.abort(queued.id, "not now");
+    expect(await queued.done).toEqual({ kind: "failed", error: "not now" });
+    await loop.done;
+  });
+
+  test("a new version of a service gets a new sandbox; forgetting a service drops its warm sandboxes", async () => {
+    const p = await pool({ workers: 1 });
+    const v = (version: string, code: string) => spec("a", "svc", code, { version });
+    const count = "var n = 0; function svc(req, resp){ resp.success('v1 ' + (++n)) }";
+    expect(await run(p, v("1.0", count))).toEqual({ kind: "success", value: "v1 1" });
+    expect(await run(p, v("1.0", count))).toEqual({ kind: "success", value: "v1 2" });
+    expect(await run(p, v("2.0", "function svc(req, resp){ resp.success('v2') }"))).toEqual({ kind: "success", value: "v2" });
+    expect(await run(p, v("3.0", count))).toEqual({ kind: "success", value: "v1 1" });
+    p.forget("a/svc");
+    expect(await run(p, v("3.0", count))).toEqual({ kind: "success", value: "v1 1" });
+    p.forget("a/");
+    expect(await run(p, v("3.0", count))).toEqual({ kind: "success", value: "v1 1" });
+  });
+
+  test("stop answers every run it still holds", async () => {
+    const p = await pool({ workers: 1, sliceMs: 2_000 });
+    const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
+    const queued = p.submit(spec("a", "q", "function q(req, resp){ resp.success(1) }"));
+    await Bun.sleep(50);
+    await p.stop();
+    expect(await loop.done).toEqual({ kind: "failed", error: "the server is stopping" });
+    expect(await queued.done).toEqual({ kind: "failed", error: "the server is stopping" });
+  });
+});

@@ -228,10 +228,6 @@ Code engine
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
-  --code-workers N            threads running code (the number of cores, at least 2)
-  --code-memory-mb N          memory of all sandboxes of all workers together (256)
-  --code-max-share F          the share of the workers one system may hold at once (0.5)
-  --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
 
 Throttling
   --enable-default-throttlers true|false   the built-in brute-force cases (true)

@@ -16,7 +16,7 @@ import tls from "node:tls";
 import { Aedes, type AedesOptions, type Client } from "aedes";
 import MQEmitter from "mqemitter";
 import { Duplex } from "node:stream";
-import { LEVEL, type Permissions, topicMatches } from "../auth/permissions.ts";
+import { LEVEL, type Permissions } from "../auth/permissions.ts";
 import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
@@ -26,6 +26,7 @@ import type { ConnectionView } from "../domain/devices.ts";
 import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
+import { Grants } from "./grants.ts";
 import { fastPublishIn, fastPublishOut } from "./publish.ts";
 import { coalesceWrites } from "./writes.ts";
 
@@ -79,6 +80,8 @@ function authError(message: string) {
 export class MqttBroker implements ConnectionView, MessagingBroker {
   aedes!: Aedes;
   private readonly sessions = new WeakMap<Client, Session>();
+  /** each client's subscriptions by filter, for the QoS it was granted on a topic */
+  private readonly grants = new WeakMap<Client, Grants>();
   /** who published through the REST API, by payload buffer (see publish) */
   private readonly restOrigins = new WeakMap<Buffer, Principal>();
   /** live clients by system (for connection listings and counts) */
@@ -191,6 +194,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const client = this.aedes.handle(stream as net.Socket);
     fastPublishIn(client);
     fastPublishOut(client);
+    this.trackGrants(client);
     const remote = ip ?? (stream as net.Socket).remoteAddress ?? "";
     const c = client as unknown as { _parser: import("node:events").EventEmitter };
     c._parser.prependListener("packet", (packet: Record<string, any>) => {
@@ -211,6 +215,19 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
     });
     return client;
+  }
+
+  /** Keeps the client's grants in step with its subscriptions (before it can subscribe). A QoS 0
+   *  subscription's handler may run first for a message a QoS 1 or 2 one also matches: that
+   *  message takes the QoS path, at the best grant (aedes' dedupe lets it out once). */
+  private trackGrants(client: Client) {
+    const grants = new Grants();
+    this.grants.set(client, grants);
+    type Deliver = (packet: { topic: string; qos: number }, cb: () => void) => void;
+    const c = client as unknown as { subscriptions: Record<string, { qos?: number }>; deliver0: Deliver; deliverQoS: Deliver };
+    c.subscriptions = grants.track(c.subscriptions);
+    const deliver0 = c.deliver0;
+    c.deliver0 = (packet, cb) => (packet.qos > 0 && grants.granted(packet.topic) > 0 ? c.deliverQoS(packet, cb) : deliver0(packet, cb));
   }
 
   private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
@@ -298,12 +315,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const s = this.sessions.get(client);
     if (!s?.principal || typeof packet.topic !== "string" || !packet.topic.startsWith(s.prefix)) return null;
     if (packet.qos > 0) {
-      // deliver at most at the QoS of the best matching subscription (aedes checks exact topics only)
-      let max = -1;
-      for (const [filter, sub] of Object.entries((client as any).subscriptions ?? {}) as [string, { qos?: number }][]) {
-        const f = filter.startsWith("$share/") ? filter.slice(filter.indexOf("/", 7) + 1) : filter;
-        if (topicMatches(f, packet.topic)) max = Math.max(max, sub.qos ?? 0);
-      }
+      // at most at the QoS of the best matching subscription
+      const max = this.grants.get(client)?.granted(packet.topic) ?? -1;
       if (max >= 0 && max < packet.qos) packet.qos = max;
     }
     packet.topic = packet.topic.slice(s.prefix.length);

@@ -8,6 +8,7 @@
 import type { BunPlugin } from "bun";
 import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { buildConsole, type ConsoleFiles } from "../src/console/build.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BUN_VERSION = Bun.version;
@@ -23,6 +24,19 @@ function libsqlStaticNative(nativeSpec: string): BunPlugin {
         if (out === src) throw new Error("libsql-static-native: pattern not found in " + args.path + " (libsql changed?)");
         return { contents: out, loader: "js" };
       });
+    },
+  };
+}
+
+/** The web console built once and carried as text: this module replaces src/console/assets.ts,
+ *  which builds it from source at run time. */
+function embeddedConsole(files: ConsoleFiles): BunPlugin {
+  return {
+    name: "embedded-console",
+    setup(build) {
+      build.onLoad({ filter: /[\\/]src[\\/]console[\\/]assets\.ts$/ }, () => ({
+        contents: `const FILES = ${JSON.stringify(files)};\nexport const consoleAssets = async () => FILES;\n`, loader: "ts",
+      }));
     },
   };
 }
@@ -57,7 +71,7 @@ async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: strin
     // /$bunfs/root/code/worker.ts under this root (src/code/pool.ts)
     entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts")],
     root: join(ROOT, "src"),
-    plugins: [libsqlStaticNative(nativeSpec)],
+    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole())],
     minify: true,
     bytecode: true,
     format: "esm",

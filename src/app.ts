@@ -29,7 +29,7 @@ import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
 import { Users } from "./domain/users.ts";
-import { createHttpApp, type HttpServer, listenHttp } from "./http/server.ts";
+import { type HttpServer, listenApi } from "./http/server.ts";
 import type { Services } from "./http/services.ts";
 import { type Db, openDb } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
@@ -46,7 +46,9 @@ export interface App {
   db: Db;
   services: Services;
   events: EventBus;
+  /** the API's plain HTTP listener (its HTTPS one when plain HTTP is off) */
   http: HttpServer;
+  https?: HttpServer;
   broker: MqttBroker;
   stop(): Promise<void>;
 }
@@ -160,15 +162,16 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       services.edgeSync = edgeSync;
     }
 
-    const http = listenHttp(createHttpApp(services), config.httpPort, config.httpHost);
+    const { http, https } = listenApi(services);
     started.push({ name: "http", stop: () => http.stop() });
-    log.info("outpost started", { version: VERSION, http: http.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
+    if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
+    log.info("outpost started", { version: VERSION, http: http.port, https: https?.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
 
     for (const key of await systems.keys())
       events.emit(config.mode === "edge" ? "StartConnectDisconnect::EdgeStarted" : "StartConnectDisconnect::PlatformStarted", key, {});
 
     let stopping: Promise<void> | undefined;
-    return { config, log, db, services, events, http, broker, stop: () => (stopping ??= stop()) };
+    return { config, log, db, services, events, http, https, broker, stop: () => (stopping ??= stop()) };
   } catch (err) {
     await stop();
     throw err;

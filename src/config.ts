@@ -20,6 +20,10 @@ export const ConfigSchema = z.object({
   mqttWssPort: port.default(8904),
   tlsCert: z.string().optional(),
   tlsKey: z.string().optional(),
+  // HTTPS for the API when --tls-cert/--tls-key are set (plain HTTP goes on unless --http-port 0)
+  httpsPort: port.default(9443),
+  // browsers on other origins: "*" or a comma list of origins
+  corsOrigins: z.string().trim().min(1).default("*"),
   dataDir: z.string().min(1).default("./data"),
   db: z.string().optional(),
   dbAuthToken: z.string().optional(),
@@ -35,6 +39,8 @@ export const ConfigSchema = z.object({
   systemKey: z.string().regex(/^[0-9a-f]{20,40}$/, "must be a system key (hex)").optional(),
   edgeName: z.string().min(1).optional(),
   edgeToken: z.string().min(1).optional(),
+  // CA bundle (PEM file) an edge trusts for an https:// platform, besides the system's
+  platformCa: z.string().optional(),
   adaptersDir: z.string().optional(),
   adaptersUser: z.string().min(1).default("nobody"),
   edgeTemplatesDir: z.string().default("./edge-templates"),
@@ -65,6 +71,8 @@ export const ConfigSchema = z.object({
   }
   if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
+  for (const o of c.corsOrigins.split(",").map((x) => x.trim()))
+    if (o !== "*" && !/^https?:\/\/[^/\s]+$/.test(o)) ctx.addIssue({ code: "custom", path: ["corsOrigins"], message: `'${o}' is not an origin (scheme://host[:port]) or *` });
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { db: string };
@@ -187,6 +195,7 @@ export function loadConfig(argv: string[], env: Record<string, string | undefine
 export const HELP = `outpost — IoT platform and edge runtime in one binary
 
 Usage: outpost --mode platform|edge [flags]
+       outpost status [flags]      sync status of a fleet or of this edge (outpost status --help)
 
 General
   --mode platform|edge        run as the cloud platform (default) or as an edge
@@ -196,6 +205,11 @@ General
   --mqtt-tls-port N           MQTT over TLS when --tls-cert/--tls-key are set (1884)
   --mqtt-wss-port N           MQTT over secure WebSocket when TLS is set (8904)
   --tls-cert FILE --tls-key FILE
+                              TLS for MQTT and for the HTTP API (HTTPS on --https-port)
+  --https-port N              HTTPS API port when TLS is set (9443); with TLS, --http-port 0
+                              turns plain HTTP off
+  --cors-origins LIST         origins browsers may call the API from: * (default) or a comma
+                              list (https://app.example.com,http://localhost:3000)
   --data-dir DIR              where local state lives (./data)
   --db URL                    libSQL database: file:PATH, libsql://, http(s)://
                               (default file:<data-dir>/outpost.db)
@@ -212,6 +226,7 @@ Edge
   --system-key KEY            the edge's system (also --parent-system)
   --edge-name NAME            the edge's name (also --edge-id)
   --edge-token TOKEN          the edge's token (also --edge-cookie)
+  --platform-ca FILE          PEM CA bundle to trust for an https:// platform URL
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
   --adapters-user USER        who adapter commands run as when the edge runs as root (nobody)
   --edge-templates-dir DIR    named edge templates, one JSON file each (./edge-templates)

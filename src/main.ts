@@ -1,5 +1,7 @@
-// CLI entry: flags -> Config -> start(mode). Exit status 2 for a bad command line.
+// CLI entry: flags -> Config -> start(mode), or a subcommand (`outpost status`). Exit status 2 for
+// a bad command line.
 import { start } from "./app.ts";
+import { statusCommand } from "./cli/status.ts";
 import { ConfigError, HELP, loadConfig } from "./config.ts";
 import { VERSION } from "./version.ts";
 
@@ -7,6 +9,10 @@ import { VERSION } from "./version.ts";
 const STOP_DEADLINE_MS = 20_000;
 
 async function main() {
+  if (process.argv[2] === "status") {
+    const code = await statusCommand(process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+    process.exit(code);
+  }
   let config;
   try {
     config = loadConfig(process.argv.slice(2));

@@ -1,5 +1,7 @@
 // The HTTP API: one Elysia app serving every route group, with the conventions of spec §4 and
-// wire reference §0: repeated slashes normalised, one error envelope for every failure.
+// wire reference §0: repeated slashes normalised, one error envelope for every failure, CORS for
+// web apps on other origins, plain HTTP and HTTPS listeners, and the web console (/console).
+import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";
 import { ApiError, envelope } from "../core/errors.ts";
 import { codeRoutes } from "./routes/code.ts";
@@ -18,6 +20,8 @@ import { throttlerRoutes } from "./routes/throttlers.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { externalDbRoutes } from "./routes/externalDbs.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
+import { Cors } from "./cors.ts";
+import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
 import { VERSION } from "../version.ts";
 
@@ -50,6 +54,7 @@ function withSingleSlashes(url: string): string | null {
 }
 
 export function createHttpApp(s: Services) {
+  const cors = new Cors(s.config.corsOrigins);
   const throttle = new HttpThrottle(s.throttle, s.tokens, (d) => {
     const r = errorResponse(throttledError(d));
     if (d.retryAfterS) r.headers.set("retry-after", String(d.retryAfterS));
@@ -68,11 +73,15 @@ export function createHttpApp(s: Services) {
     // too), before the answer leaves, so a client's next request finds it free. A wrap rather than onRequest and
     // onAfterHandle hooks: with those, Elysia builds every route's full context and a slower
     // handler (about 5 µs per request over HTTP here).
+    //
+    // CORS around that: a preflight is answered here (never throttled: it carries no token), and
+    // every answer, an error or a refusal too, says which origin may read it.
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
+      if (request.method === "OPTIONS") return cors.preflight(request);
       const early = throttle.onRequest(request);
-      if (early === undefined) return settle(request, handle(request));
-      if (early instanceof Promise) return early.then((refused) => refused ?? settle(request, handle(request)));
-      return early;
+      if (early === undefined) return cors.allow(request, settle(request, handle(request)));
+      if (early instanceof Promise) return cors.allow(request, early.then((refused) => refused ?? settle(request, handle(request))));
+      return cors.allow(request, early);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -105,19 +114,37 @@ export function createHttpApp(s: Services) {
     .use(webhookRoutes(s))
     .use(throttlerRoutes(s))
     .use(adapterRoutes(s))
-    .use(externalDbRoutes(s)) as unknown as Elysia;
+    .use(externalDbRoutes(s))
+    .use(consoleRoutes()) as unknown as Elysia;
   return app;
 }
 
 
 export interface HttpServer { port: number; stop(): Promise<void> }
 
-export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string): HttpServer {
+export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, tls?: { cert: string; key: string }): HttpServer {
   // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
-  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2 });
+  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, ...(tls ? { tls } : {}) });
   const server = app.server!;
   return {
     port: server.port!,
     stop: async () => { await app.stop(true); },
   };
+}
+
+/** The API's listeners: plain HTTP, and HTTPS when a certificate is configured (then
+ *  `--http-port 0` turns plain HTTP off; without TLS it means any free port). One app per
+ *  listener: an Elysia app upgrades WebSockets (the sync channel) on the one server it listens on. */
+export function listenApi(s: Services): { http: HttpServer; https?: HttpServer } {
+  const c = s.config;
+  if (!c.tlsCert || !c.tlsKey) return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost) };
+  const tls = { cert: readFileSync(c.tlsCert, "utf8"), key: readFileSync(c.tlsKey, "utf8") };
+  const https = listenHttp(createHttpApp(s), c.httpsPort, c.httpHost, tls);
+  if (c.httpPort === 0) return { http: https, https };
+  try {
+    return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost), https };
+  } catch (err) {
+    void https.stop();
+    throw err;
+  }
 }

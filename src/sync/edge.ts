@@ -2,6 +2,7 @@
 // applies snapshots and changes (each batch together with the cursor in one transaction, each
 // asset in its own savepoint so one that fails is reported and the rest still apply), and sends
 // the outbox (rows of collections that flow up, relayed messages) until the platform acknowledges it.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
@@ -52,9 +53,14 @@ export class EdgeSync {
   appliedBatches = 0;
   private readonly systemKey: string;
   readonly adapters: AdapterRunner;
+  /** when the platform was last heard from (ms; 0: never since start) */
+  lastContactAt = 0;
+  /** the CA bundle an https:// platform's certificate is checked against (--platform-ca) */
+  private readonly tls: { ca: string } | undefined;
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
+    this.tls = d.config.platformCa ? { ca: readPem(d.config.platformCa) } : undefined;
     this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"), { user: d.config.adaptersUser, dataDir: d.config.dataDir });
   }
 
@@ -79,12 +85,12 @@ export class EdgeSync {
   async verifyDeveloper(email: string, password: string): Promise<string | null | undefined> {
     const base = this.d.config.platformUrl!.replace(/\/$/, "");
     try {
-      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS) });
+      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls });
       if (r.status >= 500 || r.status === 429) return undefined;
       if (r.status !== 200) return null;
       const b = (await r.json()) as { user_id?: unknown; dev_token?: unknown };
       // the platform session it opened is not needed here
-      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS) }).catch(() => {});
+      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls }).catch(() => {});
       return typeof b.user_id === "string" ? b.user_id : null;
     } catch {
       return undefined;
@@ -101,7 +107,7 @@ export class EdgeSync {
   private connect() {
     if (this.stopped) return;
     let ws: WebSocket;
-    try { ws = new WebSocket(this.url()); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
+    try { ws = new WebSocket(this.url(), this.tls ? { tls: this.tls } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
     this.ws = ws;
     ws.onopen = async () => {
       const cursor = Number((await syncStateRepo.get(this.d.db, "cursor")) ?? "0");
@@ -110,6 +116,7 @@ export class EdgeSync {
       ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced }));
     };
     ws.onmessage = (ev) => {
+      this.lastContactAt = Date.now();
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
@@ -326,6 +333,31 @@ export class EdgeSync {
   }
 
   outboxSize() { return outboxRepo.count(this.d.db); }
+
+  /** The link and the assets as this edge sees them (its local status endpoint): what it holds
+   *  from the platform, and what failed to apply with the error. */
+  async localStatus() {
+    const db = this.d.db;
+    const failures = Object.values(await this.failures(db));
+    const failed = new Map(failures.map((f) => [`${f.type}\u0000${f.name}`, f]));
+    const assets: { asset_type: string; asset_name: string; status: "synced" | "failed"; last_error: string }[] = [];
+    for (const type of SYNCED_TYPES)
+      for (const name of (await syncedAssetsRepo.ofType(db, type)).sort())
+        if (!failed.has(`${type}\u0000${name}`)) assets.push({ asset_type: type, asset_name: name, status: "synced", last_error: "" });
+    for (const f of failures) assets.push({ asset_type: f.type, asset_name: f.name, status: "failed", last_error: f.error });
+    return {
+      connected: this.connected, lastConnectedAt: this.lastConnectedAt, lastContactAt: this.lastContactAt,
+      cursor: Number((await syncStateRepo.get(db, "cursor")) ?? "0"), snapshotDone: (await syncStateRepo.get(db, "snapshot")) === "done",
+      outbox: await this.outboxSize(), assets,
+    };
+  }
+}
+
+/** The kinds of definitions the platform sends an edge. */
+const SYNCED_TYPES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"];
+
+function readPem(path: string): string {
+  try { return readFileSync(path, "utf8"); } catch (e) { throw new Error(`--platform-ca ${path}: ${(e as Error).message}`); }
 }
 
 /** The names of a kind an edge holds (to purge what a snapshot no longer includes). */

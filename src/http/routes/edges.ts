@@ -1,10 +1,13 @@
 // Edges (spec §4.8, edge rows of §4.11, wire reference §9): records on the user and developer
 // paths, templates, sync status and retry, and the sync channel itself (a WebSocket).
+import { timingSafeEqual } from "node:crypto";
 import { Elysia } from "elysia";
+import { developerOnly } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
+import { hashToken } from "../../core/ids.ts";
 import { knownFields, objectBody } from "../../core/validate.ts";
 import { SYNC_PATH } from "../../sync/protocol.ts";
-import { jsonBody, principalOf, queryOf } from "../request.ts";
+import { jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -78,6 +81,24 @@ export const edgeRoutes = (s: Services) => {
       message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
       close(ws: unknown) { void hub.close(socket(ws as never)); },
     } as never) as unknown as Elysia;
+  }
+  if (s.edgeSync) {
+    const edge = s.edgeSync, c = s.config;
+    const own = Buffer.from(hashToken(c.edgeToken!));
+    const seconds = (ms: number) => (ms ? Math.floor(ms / 1000) : null);
+    // an edge's own view of its link and assets, for its developer or for whoever holds the edge's
+    // token (a script on the gateway, `outpost status`), in any token header
+    app = app.get("/api/v/4/edge/status", async ({ request }) => {
+      const token = tokenOf(request);
+      const mine = token !== null && timingSafeEqual(Buffer.from(hashToken(token)), own);
+      if (!mine) await s.systems.accessAsDeveloper(developerOnly(await auth(request), "edge status"), c.systemKey!);
+      const st = await edge.localStatus();
+      return {
+        edge: c.edgeName, system_key: c.systemKey, platform_url: c.platformUrl, connected: st.connected,
+        last_connected: seconds(st.lastConnectedAt), last_contact: seconds(st.lastContactAt), cursor: st.cursor, snapshot_done: st.snapshotDone,
+        outbox: st.outbox, synced: st.assets.filter((a) => a.status === "synced").length, failed: st.assets.filter((a) => a.status === "failed").length, assets: st.assets,
+      };
+    }) as unknown as Elysia;
   }
   return app;
 };

@@ -6,7 +6,7 @@ import { principalId } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
-import { type Message, type StorageRow, type StoredMessage, decodePage, messagesRepo } from "../store/messages.ts";
+import { type Message, type PageMeta, type StorageRow, type StoredMessage, decodePage, messageAt, messagesRepo, scanPage } from "../store/messages.ts";
 import type { Executor } from "../store/db.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -35,6 +35,49 @@ const TOPIC_COLUMNS: ColumnMap = {
 };
 
 interface Limits { maxRows: number; maxTime: number; store: boolean }
+/** A message of a page found by a read, decoded only if it is returned. */
+interface Found { time: number; page: number; index: number; at: number; data: Uint8Array }
+const newerFirst = (a: Found, b: Found) => b.time - a.time || b.page - a.page || b.index - a.index;
+/** Up to this many wanted, a read keeps them sorted as it goes; more are sorted at the end. */
+const SORTED_MAX = 100;
+
+/** The newest `cap` messages offered (all when cap is 0), newest first. */
+class Newest {
+  private list: Found[] = [];
+  /** no message older than this can be among the newest any more */
+  floor = -Infinity;
+  constructor(private readonly cap: number) {}
+
+  offer(f: Found) {
+    const { cap, list } = this;
+    if (cap > 0 && cap <= SORTED_MAX) {
+      if (list.length === cap) {
+        if (newerFirst(f, list[cap - 1]!) >= 0) return;
+        list.pop();
+      }
+      let i = list.length;
+      while (i > 0 && newerFirst(f, list[i - 1]!) < 0) i--;
+      list.splice(i, 0, f);
+      if (list.length === cap) this.floor = list[cap - 1]!.time;
+      return;
+    }
+    list.push(f);
+    if (cap > 0 && list.length >= 2 * cap) {
+      this.list = list.sort(newerFirst).slice(0, cap);
+      this.floor = this.list[cap - 1]!.time;
+    }
+  }
+
+  take(): Found[] {
+    if (this.cap > 0 && this.cap <= SORTED_MAX) return this.list;
+    this.list.sort(newerFirst);
+    return this.cap > 0 ? this.list.slice(0, this.cap) : this.list;
+  }
+}
+
+/** Pages a history read looks at first (the newest few usually hold the last few messages), then at a time. */
+const PAGES_FIRST = 4;
+const PAGES_MORE = 32;
 interface Pending extends Message { systemKey: string; topic: string }
 
 const STORAGE_FIELDS = new Set(["topic", "max_rows", "max_time", "edge", "platform", "system_key"]);
@@ -119,7 +162,7 @@ export class Messages {
         await this.d.db.tx(async (tx) => {
           for (const [k, msgs] of byTopic) {
             const { systemKey, topic } = msgs[0]!;
-            await messagesRepo.insertPage(tx, systemKey, topic, msgs);
+            await messagesRepo.insertPages(tx, systemKey, topic, msgs);
             const { maxRows } = this.limits(systemKey, topic);
             if (maxRows <= 0) continue;
             const seen = this.sinceTrim.get(k) ?? (await messagesRepo.countTopic(tx, systemKey, topic)) - msgs.length;
@@ -178,24 +221,32 @@ export class Messages {
     this.sinceTrim.clear();
   }
 
-  /** Messages of a topic in [after, before], newest first, at most `limit` (0 = all). */
+  /** Messages of a topic in [after, before], newest first, at most `limit` (0 = all). Pages are
+   *  read newest first, a few at a time, until no unread page can hold a message newer than the
+   *  limit-th one found: the last 10 of a topic cost the same at any length of its history. Only
+   *  the messages returned are decoded. */
   private async select(ex: Executor, systemKey: string, topic: string, after: number | null, before: number | null, limit: number): Promise<StoredMessage[]> {
-    const out: StoredMessage[] = [];
-    for (const page of await messagesRepo.pages(ex, systemKey, topic, after, before)) {
-      const msgs = decodePage(page.id, page.data);
-      for (let i = msgs.length - 1; i >= 0; i--) {
-        const m = msgs[i]!;
-        if ((after !== null && m.time < after) || (before !== null && m.time > before)) continue;
-        out.push(m);
-      }
-      // pages are newest first and mostly in time order; keep reading until enough is certain
-      if (limit > 0 && out.length >= limit * 2) break;
-    }
-    out.sort((a, b) => b.time - a.time || b.page - a.page || b.index - a.index);
     // up to a page beyond the topic's limit may still be on disk until the next sweep
     const { maxRows } = this.limits(systemKey, topic);
-    const cap = maxRows > 0 ? (limit > 0 ? Math.min(limit, maxRows) : maxRows) : limit;
-    return cap > 0 ? out.slice(0, cap) : out;
+    const newest = new Newest(maxRows > 0 ? (limit > 0 ? Math.min(limit, maxRows) : maxRows) : limit);
+    let from: PageMeta | null = null;
+    reading: for (let batch = PAGES_FIRST; ; batch = PAGES_MORE) {
+      const pages = await messagesRepo.pages(ex, systemKey, topic, after, before, from, batch);
+      for (const page of pages) {
+        // pages come by last time: one older than every message still wanted holds none of them
+        if (page.last_time < newest.floor) break reading;
+        const data = await messagesRepo.pageData(ex, page.id);
+        if (!data) continue;
+        let index = 0;
+        scanPage(data, (time, at) => {
+          if ((after === null || time >= after) && (before === null || time <= before)) newest.offer({ time, page: page.id, index, at, data });
+          index++;
+        });
+      }
+      if (pages.length < batch) break;
+      from = pages[pages.length - 1]!;
+    }
+    return newest.take().map((f) => messageAt(f.page, f.data, f.at, f.index));
   }
 
   // ---- REST -----------------------------------------------------------------------------------
@@ -254,9 +305,9 @@ export class Messages {
       const victims = await this.select(tx, systemKey, topic, after, before, count);
       const byPage = new Map<number, Set<number>>();
       for (const m of victims) (byPage.get(m.page) ?? byPage.set(m.page, new Set()).get(m.page)!).add(m.index);
-      for (const page of await messagesRepo.pages(tx, systemKey, topic, after, before)) {
-        const drop = byPage.get(page.id);
-        if (drop) await messagesRepo.rewritePage(tx, page.id, decodePage(page.id, page.data).filter((m) => !drop.has(m.index)));
+      for (const [id, drop] of byPage) {
+        const page = (await messagesRepo.page(tx, id))!;
+        await messagesRepo.rewritePage(tx, id, decodePage(id, page.data).filter((m) => !drop.has(m.index)));
       }
       return victims;
     });

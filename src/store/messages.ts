@@ -1,9 +1,9 @@
 // Message history and per-topic history settings.
 //
 // History is stored in pages: one row per (topic, write batch) holding its messages encoded one
-// after another. A busy topic then costs one row write per batch instead of one per message
-// (measured: 100,000 single-row inserts plus trimming take ~0.8 s of the broker's thread; pages
-// a small fraction of that), and trimming drops whole pages.
+// after another, cut at PAGE_BYTES. A busy topic then costs one row write per batch instead of one
+// per message (measured: 100,000 single-row inserts plus trimming take ~0.8 s of the broker's
+// thread; pages a small fraction of that), and trimming drops whole pages.
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
 
@@ -11,9 +11,32 @@ export interface Message { time: number; qos: number; userid: string; ip: string
 /** A message with where it is stored: page id and index inside the page. */
 export interface StoredMessage extends Message { page: number; index: number }
 export interface PageRow { id: number; system_key: string; topic: string; first_time: number; last_time: number; count: number; data: Uint8Array }
+/** A page without its messages. */
+export type PageMeta = Pick<PageRow, "id" | "first_time" | "last_time" | "count">;
+
+/** Most bytes of messages per page (a single bigger message gets a page of its own): a read of a
+ *  topic's last few messages reads about this much whatever the rate the topic was written at. */
+export const PAGE_BYTES = 64 * 1024;
 export interface StorageRow { system_key: string; topic: string; max_rows: number; max_time: number; edge: number; platform: number }
 
 // ---- page codec: per message  f64 time | u8 qos | u16 len userid | u16 len ip | u32 len payload
+
+const encodedSize = (m: Message) => 17 + Buffer.byteLength(m.userid) + Buffer.byteLength(m.ip) + m.payload.length;
+
+/** A batch of one topic's messages cut into pages of at most PAGE_BYTES. */
+export function splitPages<M extends Message>(messages: M[]): M[][] {
+  const out: M[][] = [];
+  let page: M[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const n = encodedSize(m);
+    if (page.length && bytes + n > PAGE_BYTES) { out.push(page); page = []; bytes = 0; }
+    page.push(m);
+    bytes += n;
+  }
+  if (page.length) out.push(page);
+  return out;
+}
 
 export function encodePage(messages: Message[]): Buffer {
   // userid and ip repeat across a batch: encode each distinct one once
@@ -35,29 +58,55 @@ export function encodePage(messages: Message[]): Buffer {
 }
 
 export function decodePage(pageId: number, data: Uint8Array): StoredMessage[] {
-  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const out: StoredMessage[] = [];
-  let o = 0;
-  while (o < b.length) {
-    const time = b.readDoubleLE(o); o += 8;
-    const qos = b.readUInt8(o); o += 1;
-    const ul = b.readUInt16LE(o); o += 2; const userid = b.toString("utf8", o, o + ul); o += ul;
-    const il = b.readUInt16LE(o); o += 2; const ip = b.toString("utf8", o, o + il); o += il;
-    const pl = b.readUInt32LE(o); o += 4; const payload = b.subarray(o, o + pl); o += pl;
-    out.push({ time, qos, userid, ip, payload, page: pageId, index: out.length });
-  }
+  scanPage(data, (_time, at) => { out.push(messageAt(pageId, data, at, out.length)); });
   return out;
 }
 
-export const messagesRepo = {
-  insertPage: (ex: Executor, systemKey: string, topic: string, messages: Message[]) =>
-    ex.run(`INSERT INTO message_pages(system_key, topic, first_time, last_time, count, data) VALUES (?,?,?,?,?,?)`,
-      [systemKey, topic, messages[0]!.time, messages[messages.length - 1]!.time, messages.length, encodePage(messages)]),
+/** Visits each message of a page, oldest first, with its time and where it starts, without
+ *  decoding it (a read wanting a few messages of a page decodes only those, with messageAt). */
+export function scanPage(data: Uint8Array, visit: (time: number, at: number) => void) {
+  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  let o = 0;
+  while (o < b.length) {
+    const at = o;
+    const time = b.readDoubleLE(o); o += 9;
+    o += 2 + b.readUInt16LE(o);
+    o += 2 + b.readUInt16LE(o);
+    o += 4 + b.readUInt32LE(o);
+    visit(time, at);
+  }
+}
 
-  /** Pages of a topic that may hold messages in [after, before], newest first. */
-  pages: (ex: Executor, systemKey: string, topic: string, after: number | null, before: number | null) =>
-    ex.all<PageRow>(`SELECT * FROM message_pages WHERE system_key = ? AND topic = ? AND last_time >= ? AND first_time <= ? ORDER BY last_time DESC, id DESC`,
-      [systemKey, topic, after ?? -1, before ?? Number.MAX_SAFE_INTEGER]),
+/** The message starting at `at` of a page (the index-th of it). */
+export function messageAt(pageId: number, data: Uint8Array, at: number, index: number): StoredMessage {
+  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  let o = at;
+  const time = b.readDoubleLE(o); o += 8;
+  const qos = b.readUInt8(o); o += 1;
+  const ul = b.readUInt16LE(o); o += 2; const userid = b.toString("utf8", o, o + ul); o += ul;
+  const il = b.readUInt16LE(o); o += 2; const ip = b.toString("utf8", o, o + il); o += il;
+  const pl = b.readUInt32LE(o); o += 4;
+  return { time, qos, userid, ip, payload: b.subarray(o, o + pl), page: pageId, index };
+}
+
+export const messagesRepo = {
+  /** Writes a batch of one topic's messages, in pages of at most PAGE_BYTES. */
+  async insertPages(ex: Executor, systemKey: string, topic: string, messages: Message[]) {
+    for (const page of splitPages(messages))
+      await ex.run(`INSERT INTO message_pages(system_key, topic, first_time, last_time, count, data) VALUES (?,?,?,?,?,?)`,
+        [systemKey, topic, page[0]!.time, page[page.length - 1]!.time, page.length, encodePage(page)]);
+  },
+
+  /** Up to `limit` pages of a topic that may hold messages in [after, before], newest first (by
+   *  last time, then id), starting after the page `from` (null: from the newest); without their
+   *  messages (pageData reads those of the pages a caller needs). */
+  pages: (ex: Executor, systemKey: string, topic: string, after: number | null, before: number | null, from: PageMeta | null, limit: number) =>
+    ex.all<PageMeta>(`SELECT id, first_time, last_time, count FROM message_pages WHERE system_key = ? AND topic = ? AND last_time >= ? AND last_time <= ?
+      AND first_time <= ? AND (last_time < ? OR id < ?) ORDER BY last_time DESC, id DESC LIMIT ?`,
+    [systemKey, topic, after ?? -1, from?.last_time ?? Number.MAX_SAFE_INTEGER, before ?? Number.MAX_SAFE_INTEGER,
+      from?.last_time ?? Number.MAX_SAFE_INTEGER, from?.id ?? Number.MAX_SAFE_INTEGER, limit]),
+  pageData: async (ex: Executor, id: number) => (await ex.get<{ data: Uint8Array }>(`SELECT data FROM message_pages WHERE id = ?`, [id]))?.data,
 
   /** Sizes of a topic's pages, oldest first (for trimming; without their data). */
   oldestPages: (ex: Executor, systemKey: string, topic: string) =>

@@ -10,7 +10,8 @@ export const STATUS_HELP = `outpost status — sync status of a fleet, of one ed
 
 Usage: outpost status --platform-url URL --system-key KEY [--edge NAME] [--failed] [--json]
                       (--dev-token TOKEN | --email E --password P)
-       outpost status [--config FILE]      on an edge: its own link and assets
+       outpost status [--config FILE | the edge's flags] [--failed] [--json]
+                      on an edge: its own link and assets, from its local API
 
   --platform-url URL    the platform (http:// or https://)
   --system-key KEY      the system whose edges to show
@@ -103,7 +104,10 @@ export async function statusCommand(argv: string[], io: StatusIo): Promise<numbe
   try {
     const { f, rest } = parse(argv);
     if (f.help) { io.stdout.write(STATUS_HELP); return EXIT.ok; }
-    if (f["platform-url"] === undefined) return await local(f, rest, io);
+    // an edge's own configuration (a file, or its flags, which name its platform too), or no
+    // platform named at all: this edge's own status
+    const edgeConfig = f.config !== undefined || rest.some((a) => /^--?mode(=|$)/.test(a));
+    if (edgeConfig || f["platform-url"] === undefined) return await local(f, rest, io);
     if (rest.length) throw new UsageError(`unknown flag ${rest[0]!.split("=")[0]}`);
     return await fleet(f, io);
   } catch (e) {
@@ -184,7 +188,8 @@ async function fleet(f: Record<string, string | true>, io: StatusIo): Promise<nu
 
 /** On an edge: its local API, with its own token (or a developer token when given). */
 async function local(f: Record<string, string | true>, rest: string[], io: StatusIo): Promise<number> {
-  const c = loadConfig([...(str(f.config) ? ["--config", str(f.config)!] : []), ...rest], io.env);
+  const given = (k: string) => (str(f[k]) ? [`--${k}`, str(f[k])!] : []);
+  const c = loadConfig([...given("config"), ...given("platform-url"), ...given("system-key"), ...rest], io.env);
   if (c.mode !== "edge") throw new UsageError("--platform-url and --system-key are required (or run it on an edge, with the edge's configuration)");
   const host = c.httpHost === "0.0.0.0" || c.httpHost === "::" ? "127.0.0.1" : c.httpHost;
   const https = c.httpPort === 0 && !!c.tlsCert;

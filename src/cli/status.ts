@@ -3,7 +3,9 @@
 // asks that edge's local API (GET /api/v/4/edge/status) with the edge's own token.
 // Exit status: 0 nothing failed and every edge is connected, 1 an asset failed, 3 an edge (or, on
 // an edge, its platform) is unreachable, 2 a bad command line, 4 the API could not be asked.
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
+import tls from "node:tls";
 import { ConfigError, loadConfig } from "../config.ts";
 
 export const STATUS_HELP = `outpost status — sync status of a fleet, of one edge, or of this edge
@@ -62,7 +64,7 @@ function parse(argv: string[]): { f: Record<string, string | true>; rest: string
 }
 
 /** A call to the API: the parsed JSON, or ApiFailure with what went wrong. */
-type Tls = { ca: string; checkServerIdentity?: () => undefined } | undefined;
+type Tls = { ca: string } | undefined;
 
 async function call(base: string, method: string, path: string, headers: Record<string, string>, tls: Tls, body?: unknown): Promise<any> {
   let r: Response;
@@ -186,6 +188,35 @@ async function fleet(f: Record<string, string | true>, io: StatusIo): Promise<nu
   }
 }
 
+/** A GET to this edge's own HTTPS listener, which must present the certificate of --tls-cert: a
+ *  certificate made for the gateway's name (perhaps by a CA this machine does not trust) is checked
+ *  by what it is, and the token is sent only once it matched. HTTP/1.0, so the answer ends with
+ *  the connection. */
+function pinnedGet(host: string, port: number, path: string, headers: Record<string, string>, certFile: string): Promise<any> {
+  let want: string;
+  try { want = new X509Certificate(readFileSync(certFile)).fingerprint256; } catch (e) { throw new UsageError(`--tls-cert ${certFile}: ${(e as Error).message}`); }
+  const where = `https://${host}:${port}`;
+  return new Promise((res, rej) => {
+    const sock = tls.connect({ host, port, rejectUnauthorized: false }, () => {
+      if (sock.getPeerCertificate().fingerprint256 !== want) { sock.destroy(); rej(new ApiFailure(`${where} does not present the certificate of --tls-cert`)); return; }
+      sock.write(`GET ${path} HTTP/1.0\r\nHost: ${host}:${port}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`);
+    });
+    const chunks: Buffer[] = [];
+    sock.setTimeout(TIMEOUT_MS, () => { sock.destroy(); rej(new ApiFailure(`${where}: no answer`)); });
+    sock.on("data", (d: Buffer) => chunks.push(d));
+    sock.on("error", (e) => rej(new ApiFailure(`cannot reach ${where}: ${e.message}`)));
+    sock.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0);
+      const body = text.slice(text.indexOf("\r\n\r\n") + 4);
+      let json: any;
+      try { json = JSON.parse(body); } catch { json = undefined; }
+      if (status !== 200) rej(new ApiFailure(`GET ${path}: ${status} ${json?.error?.detail ?? body.slice(0, 200)}`));
+      else res(json);
+    });
+  });
+}
+
 /** On an edge: its local API, with its own token (or a developer token when given). */
 async function local(f: Record<string, string | true>, rest: string[], io: StatusIo): Promise<number> {
   const given = (k: string) => (str(f[k]) ? [`--${k}`, str(f[k])!] : []);
@@ -193,12 +224,10 @@ async function local(f: Record<string, string | true>, rest: string[], io: Statu
   if (c.mode !== "edge") throw new UsageError("--platform-url and --system-key are required (or run it on an edge, with the edge's configuration)");
   const host = c.httpHost === "0.0.0.0" || c.httpHost === "::" ? "127.0.0.1" : c.httpHost;
   const https = c.httpPort === 0 && !!c.tlsCert;
-  const base = https ? `https://${host}:${c.httpsPort}` : `http://${host}:${c.httpPort}`;
-  // the edge's own listener on this machine: its certificate is checked against itself, and not
-  // against the loopback address dialled (it names the gateway)
-  const tls = https ? { ca: readFileSync(c.tlsCert!, "utf8"), checkServerIdentity: () => undefined } : undefined;
   const token = str(f["dev-token"]) ?? io.env.OUTPOST_DEV_TOKEN ?? c.edgeToken!;
-  const st = await call(base, "GET", "/api/v/4/edge/status", { "ClearBlade-DevToken": token }, tls);
+  const headers = { "ClearBlade-DevToken": token };
+  const st = https ? await pinnedGet(host, c.httpsPort, "/api/v/4/edge/status", headers, c.tlsCert!)
+    : await call(`http://${host}:${c.httpPort}`, "GET", "/api/v/4/edge/status", headers, undefined);
   const now = io.now?.() ?? Date.now();
   const assets = (st.assets as Asset[]).filter((a) => !f.failed || a.status === "failed");
   if (f.json) io.stdout.write(JSON.stringify({ ...st, assets }, null, 2) + "\n");

@@ -156,3 +156,26 @@ t.test("bad TLS settings stop the start with a reason", skip, async (t) => {
   const port = await runBin(["--https-port", "70000"]);
   t.equal(port.code, 2, "--https-port out of range: exit 2");
 });
+
+t.test("an edge serving HTTPS only: its console files and `outpost status` on it over HTTPS", skip, async (t) => {
+  const { o } = await tlsPlatform();
+  const s = await devWithSystem(o, "tls-only-edge");
+  const e = await s.dev.post(`/admin/edges/${s.systemKey}/tlsonly`, {});
+  ok200(t, e, "edge record");
+  const httpsPort = await freePort();
+  const args = ["--mode", "edge", "--platform-url", o.url, "--system-key", s.systemKey, "--edge-name", "tlsonly", "--edge-token", e.body.token,
+    ...tlsArgs(), "--https-port", String(httpsPort), "--http-port", "0"];
+  const edge = await startOutpost({ args, waitForHealth: false });
+  t.teardown(() => edge.stop());
+  t.ok(await waitFor(async () => (await httpsGet(httpsPort, "/health", { ca: caPem() })).status === 200), "the edge answers over HTTPS");
+  const page = await httpsGet(httpsPort, "/console", { ca: caPem() });
+  t.equal(page.status, 200, "the console over HTTPS");
+  t.ok(await waitFor(async () => (await s.dev.get(`/admin/edges/${s.systemKey}/tlsonly`)).body?.isConnected === true), "connected to its platform");
+  const r = await runBin(["status", ...args], { timeoutMs: 30_000 });
+  t.equal(r.code, 0, `outpost status on the edge over its own HTTPS listener: exit 0 (${r.stderr})`);
+  t.match(r.stdout, /^platform http:\/\/127\.0\.0\.1:\d+: connected/m, "its link");
+  // told another certificate than the one the listener presents: the token is not sent
+  const pinned = await runBin(["status", ...args.map((x) => (x === certs.cert ? certs.other : x))], { timeoutMs: 30_000 });
+  t.equal(pinned.code, 4, "a listener presenting another certificate: exit 4");
+  t.match(pinned.stderr, /does not present the certificate of --tls-cert/, "says why");
+});

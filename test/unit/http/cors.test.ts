@@ -37,7 +37,7 @@ describe("Cors", () => {
     const no = c.preflight(req("https://evil.example.net", "OPTIONS"));
     expect(no.status).toBe(403);
     expect(no.headers.get("access-control-allow-origin")).toBeNull();
-    expect((await no.json()).statusCode).toBe(403);
+    expect(((await no.json()) as { statusCode: number }).statusCode).toBe(403);
     const plain = c.preflight(req(undefined, "OPTIONS"));
     expect(plain.status).toBe(204);
     expect(plain.headers.get("allow")).toContain("GET");

@@ -78,10 +78,41 @@ const linkPill = (connected: boolean) => pill(connected ? "connected" : "disconn
 const enc = encodeURIComponent;
 const errorBox = (e: unknown) => h("p", { class: "error", role: "alert" }, e instanceof Error ? e.message : String(e));
 
-function table(head: (string | [string, string])[], rows: Node[], attrs: Attrs = {}) {
+type Head = (string | [string, string])[];
+const emptyRow = (cols: number) => h("tr", {}, h("td", { colspan: cols, class: "muted" }, "nothing to show"));
+
+function table(head: Head, rows: Node[], attrs: Attrs = {}) {
   return h("table", attrs,
     h("thead", {}, h("tr", {}, head.map((c) => (Array.isArray(c) ? h("th", { class: c[1] }, c[0]) : h("th", {}, c))))),
-    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: head.length, class: "muted" }, "nothing to show"))));
+    h("tbody", {}, rows.length ? rows : emptyRow(head.length)));
+}
+
+interface LiveRow { key: string; /** the row's content: a row whose content is the same stays */ sig: string; make(): HTMLTableRowElement; touch?(tr: HTMLTableRowElement): void }
+
+/** A table refreshed in place: rows are kept by key, and a row whose content did not change stays
+ *  the same element (a click on its link or button is not lost to a refresh); `touch` updates its
+ *  changing text (how long ago). */
+function liveTable(head: Head, attrs: Attrs = {}) {
+  const tbody = h("tbody");
+  const el = h("table", attrs, h("thead", {}, h("tr", {}, head.map((c) => (Array.isArray(c) ? h("th", { class: c[1] }, c[0]) : h("th", {}, c))))), tbody);
+  const kept = new Map<string, HTMLTableRowElement>();
+  const update = (rows: LiveRow[]) => {
+    const next: HTMLTableRowElement[] = rows.map((r) => {
+      let tr = kept.get(r.key);
+      if (!tr || tr.dataset.sig !== r.sig) {
+        tr = r.make();
+        tr.dataset.sig = r.sig;
+        kept.set(r.key, tr);
+      } else r.touch?.(tr);
+      return tr;
+    });
+    const keys = new Set(rows.map((r) => r.key));
+    for (const k of [...kept.keys()]) if (!keys.has(k)) kept.delete(k);
+    if (!next.length) next.push(emptyRow(head.length));
+    next.forEach((tr, i) => { if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] ?? null); });
+    while (tbody.children.length > next.length) tbody.lastElementChild!.remove();
+  };
+  return { el, update };
 }
 
 // ---- routing ----------------------------------------------------------------------------------
@@ -203,17 +234,25 @@ async function edges(main: HTMLElement, sk: string) {
   show(main, h("h1", {}, name), tabs(sk, "Edges"),
     h("div", { class: "row" }, h("label", {}, filter, " failed only"), summary), msg, holder);
   let last: { rec: EdgeRecord; assets: Asset[] }[] = [];
+  const tbl = liveTable(["Edge", "Link", "Last talked", ["Sync lag", "num"], ["Pending", "num"], ["Synced", "num"], ["Failed", "num"]], { id: "edges-table" });
+  show(holder, tbl.el);
   const render = () => {
     const shown = failedOnly ? last.filter((e) => count(e.assets, "failed") > 0) : last;
-    show(holder, table(["Edge", "Link", "Last talked", ["Sync lag", "num"], ["Pending", "num"], ["Synced", "num"], ["Failed", "num"]], shown.map(({ rec, assets }) =>
-      h("tr", { "data-edge": rec.name, "data-connected": String(rec.isConnected) },
-        h("td", {}, h("a", { href: `#/s/${enc(sk)}/edge/${enc(rec.name)}` }, rec.name)),
-        h("td", { class: "link" }, linkPill(rec.isConnected)),
-        h("td", { title: when(rec.last_talked) }, ago(rec.last_talked)),
-        h("td", { class: "num" }, rec.sync_lag ?? "–"),
-        h("td", { class: "num" }, count(assets, "pending")),
-        h("td", { class: "num" }, count(assets, "synced")),
-        h("td", { class: "num failed" }, count(assets, "failed") ? pill(String(count(assets, "failed")), "bad") : "0"))), { id: "edges-table" }));
+    tbl.update(shown.map(({ rec, assets }) => {
+      const n = { pending: count(assets, "pending"), synced: count(assets, "synced"), failed: count(assets, "failed") };
+      return {
+        key: rec.name, sig: JSON.stringify([rec.isConnected, rec.last_talked, rec.sync_lag, n]),
+        touch: (tr) => { tr.querySelector("td.ago")!.textContent = ago(rec.last_talked); },
+        make: () => h("tr", { "data-edge": rec.name, "data-connected": String(rec.isConnected) },
+          h("td", {}, h("a", { href: `#/s/${enc(sk)}/edge/${enc(rec.name)}` }, rec.name)),
+          h("td", { class: "link" }, linkPill(rec.isConnected)),
+          h("td", { class: "ago", title: when(rec.last_talked) }, ago(rec.last_talked)),
+          h("td", { class: "num" }, rec.sync_lag ?? "–"),
+          h("td", { class: "num" }, n.pending),
+          h("td", { class: "num" }, n.synced),
+          h("td", { class: "num failed" }, n.failed ? pill(String(n.failed), "bad") : "0")),
+      };
+    }));
     const connected = last.filter((e) => e.rec.isConnected).length, failing = last.filter((e) => count(e.assets, "failed") > 0).length;
     summary.textContent = `${last.length} edges, ${connected} connected, ${failing} with failed assets · updated ${new Date().toLocaleTimeString()}`;
   };
@@ -259,16 +298,21 @@ async function edgePage(main: HTMLElement, sk: string, edge: string) {
     catch (e) { show(msg, errorBox(e)); }
     finally { button.disabled = false; }
   };
+  const tbl = liveTable(["Type", "Name", "Status", ["Desired", "num"], ["Applied", "num"], ["Attempts", "num"], "Last error", ""], { id: "assets-table" });
+  show(assetsBox, tbl.el);
   const renderAssets = () => {
     const shown = failedOnly ? assets.filter((a) => a.status === "failed") : assets;
-    show(assetsBox, table(["Type", "Name", "Status", ["Desired", "num"], ["Applied", "num"], ["Attempts", "num"], "Last error", ""], shown.map((a) => {
-      const b = h("button", { class: "retry" }, "Retry");
-      b.addEventListener("click", () => void retry({ asset_class: a.asset_type, asset_id: a.asset_name }, b));
-      return h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
-        h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", { class: "status" }, statusPill(a.status)),
-        h("td", { class: "num" }, a.desired_version), h("td", { class: "num" }, a.applied_version), h("td", { class: "num" }, a.attempts),
-        h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–"), h("td", {}, a.status === "failed" ? b : null));
-    }), { id: "assets-table" }));
+    tbl.update(shown.map((a) => ({
+      key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.desired_version, a.applied_version, a.attempts, a.last_error]),
+      make: () => {
+        const b = h("button", { class: "retry" }, "Retry");
+        b.addEventListener("click", () => void retry({ asset_class: a.asset_type, asset_id: a.asset_name }, b));
+        return h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
+          h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", { class: "status" }, statusPill(a.status)),
+          h("td", { class: "num" }, a.desired_version), h("td", { class: "num" }, a.applied_version), h("td", { class: "num" }, a.attempts),
+          h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–"), h("td", {}, a.status === "failed" ? b : null));
+      },
+    })));
     retryAll.disabled = !assets.some((a) => a.status === "failed");
   };
   filter.addEventListener("change", () => { failedOnly = filter.checked; renderAssets(); });
@@ -373,10 +417,13 @@ async function edgeSelf(main: HTMLElement) {
   const assetsBox = h("div", { id: "assets" });
   const msg = h("div");
   show(main, h("h1", {}, "This edge"), msg, head, h("h2", {}, "Assets"), assetsBox);
+  const tbl = liveTable(["Type", "Name", "Status", "Last error"], { id: "assets-table" });
+  show(assetsBox, tbl.el);
+  let named = false;
   every(2000, async () => {
     try {
       const st = await api<any>("GET", "/api/v/4/edge/status");
-      bar([[`Edge ${st.edge}`, "#/"]]);
+      if (!named) { bar([[`Edge ${st.edge}`, "#/"]]); named = true; }
       show(msg);
       show(head, h("dl", { class: "kv" },
         h("dt", {}, "Edge"), h("dd", {}, st.edge),
@@ -386,9 +433,11 @@ async function edgeSelf(main: HTMLElement) {
         h("dt", {}, "Last contact"), h("dd", { title: when(st.last_contact) }, ago(st.last_contact)),
         h("dt", {}, "Outbox"), h("dd", { id: "outbox" }, `${st.outbox} waiting`),
         h("dt", {}, "Assets"), h("dd", {}, `${st.synced} synced, ${st.failed} failed`)));
-      show(assetsBox, table(["Type", "Name", "Status", "Last error"], (st.assets as Asset[]).map((a) =>
-        h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
-          h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", {}, statusPill(a.status)), h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–"))), { id: "assets-table" }));
+      tbl.update((st.assets as Asset[]).map((a) => ({
+        key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.last_error]),
+        make: () => h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
+          h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", {}, statusPill(a.status)), h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–")),
+      })));
     } catch (e) { show(msg, errorBox(e)); }
   });
 }

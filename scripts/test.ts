@@ -3,7 +3,8 @@
 //  2. unit and in-process tests with `bun test` (test/unit);
 //  3. black-box tests with tap on Node against the binary (test/e2e, bundled to .e2e-build first,
 //     because tap cannot run inside Bun and Node 20 cannot run TypeScript by itself);
-//  4. prints one closing line: `N passed, N failed`.
+//  4. prints one closing line: `N passed, N failed, N skipped`; fails on failures only (and on skips
+//     where OUTPOST_REQUIRE_SERVICES is set: there every optional server must be present).
 // Arguments filter both suites by file path substring: `npm test -- users`.
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -46,7 +47,7 @@ async function run(cmd: string[], env: Record<string, string> = {}): Promise<{ c
   return { code: await p.exited, out };
 }
 
-let passed = 0, failed = 0, ran = 0;
+let passed = 0, failed = 0, skipped = 0, ran = 0;
 // what failed, repeated at the end: a CI log is often read from its tail only
 const failures: string[] = [];
 function collectFailures(out: string, start: RegExp, context: number) {
@@ -57,17 +58,18 @@ function collectFailures(out: string, start: RegExp, context: number) {
 // 1. binary
 if (!process.env.OUTPOST_BIN && (!existsSync(BIN) || statSync(BIN).mtimeMs < Math.max(newestMtime(join(ROOT, "src")), statSync(join(ROOT, "package.json")).mtimeMs))) {
   const b = await run([process.execPath, join(ROOT, "scripts/build.ts")]);
-  if (b.code !== 0) { console.log("0 passed, 1 failed"); process.exit(1); }
+  if (b.code !== 0) { console.log("0 passed, 1 failed, 0 skipped"); process.exit(1); }
 }
 
 // 2. unit tests
 const unit = files(join(ROOT, "test/unit"), ".test.ts").filter(match);
 if (unit.length && !only.has("--e2e")) {
   const r = await run([process.execPath, "test", ...unit.map((f) => "./" + f.slice(ROOT.length + 1))]);
-  const pass = /^\s*(\d+) pass/m.exec(r.out), fail = /^\s*(\d+) fail/m.exec(r.out);
-  passed += Number(pass?.[1] ?? 0);
-  failed += Number(fail?.[1] ?? 0);
-  if (r.code !== 0 && !fail?.[1]) failed += 1; // crashed before reporting
+  const count = (what: string) => Number(new RegExp(`^\\s*(\\d+) ${what}$`, "m").exec(r.out)?.[1] ?? 0);
+  passed += count("pass");
+  failed += count("fail");
+  skipped += count("skip") + count("todo");
+  if (r.code !== 0 && count("fail") === 0) failed += 1; // crashed before reporting
   collectFailures(r.out, /^\(fail\) /, 0);
   ran++;
 }
@@ -88,12 +90,15 @@ if (e2e.length && !only.has("--unit")) {
   } else {
     const tests = e2e.map((f) => join(outdir, f.slice(join(ROOT, "test/e2e").length + 1).replace(/\.ts$/, ".mjs")));
     const r = await run(["node", join(ROOT, "node_modules/tap/dist/esm/run.mjs"), ...tests], { OUTPOST_BIN: BIN });
-    const sum = /# \{ total: (\d+), pass: (\d+)(?:, fail: (\d+))?/.exec(r.out);
+    // tap's closing summary: `# { total: N, pass: N, fail: N, skip: N, todo: N }` (zeros left out)
+    const sum = /^# \{ (total: \d+[^}]*)\}/m.exec(r.out)?.[1];
+    const count = (what: string) => Number(new RegExp(`\\b${what}: (\\d+)`).exec(sum ?? "")?.[1] ?? 0);
     if (sum) {
-      passed += Number(sum[2]);
-      failed += Number(sum[1]) - Number(sum[2]);
+      passed += count("pass");
+      failed += count("fail");
+      skipped += count("skip") + count("todo");
     } else failed += 1;
-    if (r.code !== 0 && sum && Number(sum[1]) === Number(sum[2])) failed += 1;
+    if (r.code !== 0 && sum && count("fail") === 0) failed += 1; // a file that died outside its tests
     // a failed assertion with its diagnostics (tap's YAML block follows the line)
     collectFailures(r.out, /^\s*not ok \d+/, 12);
     ran++;
@@ -102,5 +107,7 @@ if (e2e.length && !only.has("--unit")) {
 }
 
 if (failures.length) console.log(`\nFailures:\n${failures.join("\n")}`);
-console.log(`\n${passed} passed, ${failed} failed`);
-process.exit(failed > 0 || ran === 0 || passed === 0 ? 1 : 0);
+console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped`);
+const skipsFail = skipped > 0 && !!process.env.OUTPOST_REQUIRE_SERVICES;
+if (skipsFail) console.log("skipped tests fail here: OUTPOST_REQUIRE_SERVICES is set, so every server they need must be present");
+process.exit(failed > 0 || skipsFail || ran === 0 || passed === 0 ? 1 : 0);

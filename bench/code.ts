@@ -1,25 +1,32 @@
 // bench/code.ts: requests/s of executing a trivial service over HTTP against a bare Elysia route
-// (target ratio >= 0.4), and the engine's overhead per warm call in microseconds (a pooled
-// sandbox running a trivial service, measured in-process).
+// (target ratio >= 0.4); the same service of system B while system A keeps its share of the code
+// workers in busy loops, against B alone (target >= 0.4), and the p99 of GET /health under that
+// load (target < 20 ms); the cost of a warm run in a sandbox and of a run's trip through the worker
+// pool (measured in-process).
 // Execution is a POST with a JSON parameters body, so the baseline is a bare Elysia POST route
 // reading a JSON body and answering JSON; a GET route's figure is printed too (on Bun a POST costs
 // about 1.7x a GET before any handler runs).
+import { WorkerPool } from "../src/code/pool.ts";
 import { paramsJson, type RunHooks, Sandbox } from "../src/code/sandbox.ts";
-import { alternate, cpuMicros, fmt, json, load, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+import { createLogger } from "../src/core/log.ts";
+import { alternate, cpuMicros, fmt, json, load, median, pct, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
-async function engineOverhead(): Promise<number> {
-  const sb = await Sandbox.create({ libraries: [], service: { name: "triv", code: "function triv(req, resp){ resp.success(req.params.n) }" }, meta: {} }, { memoryBytes: 64 << 20, sliceMs: 500 });
+/** A req as the engine makes it for an HTTP call: one caller's context (serialized once per
+ *  caller, as the engine caches it). */
+const CONTEXT = JSON.stringify({
+  systemKey: "9b79a67844ac845e38a1141c5b1486", systemSecret: "22F1FA1176DD928BAE64CC04842210", userEmail: "u@example.com", userid: "3b8a1cc577d55408937d39664c67cc",
+  userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE", isLogging: false,
+  caller: { userid: "3b8a1cc577d55408937d39664c67cc", userEmail: "u@example.com", userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE" },
+});
+const TRIVIAL = { libraries: [], service: { name: "triv", code: "function triv(req, resp){ resp.success(req.params.n) }" }, meta: {} };
+
+/** µs per warm run of a pooled sandbox, in this thread (what a worker spends on a run). */
+async function sandboxRun(): Promise<number> {
+  const sb = await Sandbox.create(TRIVIAL, { memoryBytes: 64 << 20, sliceMs: 500 });
   const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
-  // a req as the engine makes it for an HTTP call: one caller's context (serialized once per
-  // caller, as the engine caches it), fresh parameters and instance id each run
-  const context = JSON.stringify({
-    systemKey: "9b79a67844ac845e38a1141c5b1486", systemSecret: "22F1FA1176DD928BAE64CC04842210", userEmail: "u@example.com", userid: "3b8a1cc577d55408937d39664c67cc",
-    userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE", isLogging: false,
-    caller: { userid: "3b8a1cc577d55408937d39664c67cc", userEmail: "u@example.com", userToken: "99X_uMSHL4ayIG9GsZcn2Issw7wbullYZKPNBX4gliE" },
-  });
-  const req = (n: number) => ({ context, params: paramsJson({ n }), instanceId: crypto.randomUUID() });
+  const req = (n: number) => ({ context: CONTEXT, params: paramsJson({ n }), instanceId: crypto.randomUUID() });
   for (let i = 0; i < 2000; i++) await sb.run("triv", req(i), hooks, 60_000);
   const N = 20_000;
   const t0 = performance.now();
@@ -29,20 +36,70 @@ async function engineOverhead(): Promise<number> {
   return us;
 }
 
+/** µs of a run through the worker pool: one at a time (a round trip), and 64 in flight (per run). */
+async function poolRun(): Promise<[number, number]> {
+  const pool = new WorkerPool({ workers: 2, memoryMb: 256, sandboxMemoryMb: 64, sliceMs: 500, maxShare: 0.5, queueMax: 1_000, log: createLogger("silent") });
+  pool.start();
+  await pool.ready();
+  const spec = (n: number) => ({
+    system: "bench", key: "bench/triv", version: "1", source: TRIVIAL, entry: "triv", context: CONTEXT, params: paramsJson({ n }),
+    timeoutMs: 60_000, logs: false, host: async () => '{"ok":true,"data":null}',
+  });
+  const one = async (n: number) => { for (let i = 0; i < n; i++) await pool.submit(spec(i)).done; };
+  const inFlight = async (n: number) => { let i = 0; await Promise.all(Array.from({ length: 64 }, async () => { while (i < n) await pool.submit(spec(i++)).done; })); };
+  await one(2_000);
+  await inFlight(20_000);
+  let t0 = performance.now();
+  await one(5_000);
+  const serial = ((performance.now() - t0) / 5_000) * 1000;
+  t0 = performance.now();
+  await inFlight(50_000);
+  const parallel = ((performance.now() - t0) / 50_000) * 1000;
+  await pool.stop();
+  return [serial, parallel];
+}
+
+/** A developer's system with a trivial service a user may run; the URL and the user's headers. */
+async function trivialService(url: string) {
+  const s = await setupSystem(url);
+  const dev = { "ClearBlade-DevToken": s.devToken };
+  await json(`${url}/admin/code/v/1/${s.systemKey}/trivial`, "POST", { code: "function trivial(req, resp){ resp.success('ok') }" }, dev);
+  const { role_id } = await json(`${url}/admin/user/${s.systemKey}/roles`, "POST", { name: "runner", services: [{ itemInfo: { name: "trivial" }, permissions: 1 }] }, dev);
+  await json(`${url}/admin/user/${s.systemKey}`, "PUT", { user: "u@example.com", changes: { roles: { add: [role_id] } } }, dev);
+  const headers = { "ClearBlade-UserToken": s.userToken };
+  const check = await json(`${url}/api/v/1/code/${s.systemKey}/trivial`, "POST", {}, headers);
+  if (check.success !== true || check.results !== "ok") throw new Error("service check failed: " + JSON.stringify(check));
+  return { s, dev, headers, url: `${url}/api/v/1/code/${s.systemKey}/trivial` };
+}
+
+/** Keeps `n` runs of a busy loop of system A going (each ends at its slice) and probes GET /health
+ *  every 5 ms, until stopped: the probes' latencies in ms. */
+function pressure(base: string, loopUrl: string, headers: Record<string, string>, n: number) {
+  let stopped = false;
+  const health: number[] = [];
+  let loops = 0;
+  const done = Promise.all([
+    ...Array.from({ length: n }, async () => {
+      while (!stopped) { await (await fetch(loopUrl, { method: "POST", headers, body: "{}" })).text(); loops++; }
+    }),
+    (async () => {
+      while (!stopped) {
+        const t0 = performance.now();
+        await (await fetch(`${base}/health`)).text();
+        health.push(performance.now() - t0);
+        await Bun.sleep(5);
+      }
+    })(),
+  ]);
+  return { health, loops: () => loops, stop: async () => { stopped = true; await done; } };
+}
+
 export async function benchCode() {
   const o = await startOutpost();
   const baseline = await startBaseline("elysia-post.ts");
   try {
-    const s = await setupSystem(o.url);
-    const dev = { "ClearBlade-DevToken": s.devToken };
-    await json(`${o.url}/admin/code/v/1/${s.systemKey}/trivial`, "POST", { code: "function trivial(req, resp){ resp.success('ok') }" }, dev);
-    const { role_id } = await json(`${o.url}/admin/user/${s.systemKey}/roles`, "POST", { name: "runner", services: [{ itemInfo: { name: "trivial" }, permissions: 1 }] }, dev);
-    await json(`${o.url}/admin/user/${s.systemKey}`, "PUT", { user: "u@example.com", changes: { roles: { add: [role_id] } } }, dev);
-    const headers = { "ClearBlade-UserToken": s.userToken };
-    const check = await json(`${o.url}/api/v/1/code/${s.systemKey}/trivial`, "POST", {}, headers);
-    if (check.success !== true || check.results !== "ok") throw new Error("service check failed: " + JSON.stringify(check));
-    // wrk sends GET; the execute route is POST: use a Lua-free trick, a second process posting in a loop
-    const url = `${o.url}/api/v/1/code/${s.systemKey}/trivial`;
+    const b = await trivialService(o.url);
+    const { url, headers } = b;
     // steady state is what is compared: both servers run a short load first (JIT, pools, caches)
     await loadPost(url, headers, 2);
     await loadPost(baseline.url + "/", {}, 2);
@@ -56,14 +113,39 @@ export async function benchCode() {
     const oursCpu = await cpuPerRequest(o.pid, () => loadPost(url, headers, SECONDS));
     const bareCpu = await cpuPerRequest(baseline.pid, () => loadPost(baseline.url + "/", {}, SECONDS));
     const bareGet = await load(baseline.url + "/", {}, SECONDS);
-    const overhead = await engineOverhead();
+
+    // fairness: system A's busy loops on its share of the workers, B's trivial service under load
+    const a = await setupSystem(o.url);
+    const aDev = { "ClearBlade-DevToken": a.devToken };
+    await json(`${o.url}/admin/code/v/1/${a.systemKey}/spin`, "POST", { code: "function spin(req, resp){ while (true) {} }" }, aDev);
+    const spin = `${o.url}/api/v/1/code/${a.systemKey}/spin`;
+    const health: number[] = [];
+    let loops = 0;
+    const [withA, alone, fairness] = await alternate(async () => {
+      const p = pressure(o.url, spin, aDev, 4);
+      await Bun.sleep(200);
+      const rps = await loadPost(url, headers, SECONDS);
+      await p.stop();
+      health.push(...p.health);
+      loops += p.loops();
+      return rps;
+    }, () => loadPost(url, headers, SECONDS), 3);
+    const healthP99 = pct(health, 0.99);
+    if (loops === 0) throw new Error("system A's loops did not run");
+
+    const sandbox = await sandboxRun();
+    const [serial, parallel] = await poolRun();
     report("Code: execute a trivial service over HTTP vs bare Elysia route", [
       ["outpost req/s (POST /api/v/1/code/...)", fmt(ours)],
       ["bare Elysia POST route req/s", fmt(bare)],
       ["ratio (median of 5 paired rounds)", `${fmt(ratio, 2)}  ${verdict(ratio, 0.4)}`],
       ["server CPU per request: outpost / bare", `${fmt(oursCpu, 1)} µs / ${fmt(bareCpu, 1)} µs  ratio ${fmt(bareCpu / oursCpu, 2)}`],
       ["(bare Elysia GET route req/s, for reference)", `${fmt(bareGet)}  ratio ${fmt(ours / bareGet, 2)}`],
-      ["engine overhead per warm call", `${fmt(overhead, 1)} µs`],
+      ["system B req/s while A loops on its share / alone", `${fmt(withA)} / ${fmt(alone)}`],
+      ["ratio (median of 3 paired rounds)", `${fmt(fairness, 2)}  ${verdict(fairness, 0.4)}`],
+      ["GET /health under that load: p50 / p99", `${fmt(median(health), 1)} ms / ${fmt(healthP99, 1)} ms  ${verdict(healthP99, 20, false)}`],
+      ["warm run in a sandbox (a worker's part)", `${fmt(sandbox, 1)} µs`],
+      ["run through the worker pool: one at a time / 64 in flight", `${fmt(serial, 1)} µs / ${fmt(parallel, 1)} µs per run`],
     ]);
   } finally {
     await o.stop();
@@ -71,17 +153,17 @@ export async function benchCode() {
   }
 }
 
-/** POST load: wrk with a Lua script when wrk is installed, else the bun load generator. */
+/** POST load with wrk and a Lua script (requests/s). Spawned without blocking this process, so
+ *  probes and pressure loops here keep running while it loads the server. */
 async function loadPost(url: string, headers: Record<string, string>, seconds: number): Promise<number> {
-  if (Bun.spawnSync(["which", "wrk"]).exitCode === 0) {
-    const script = `/tmp/outpost-wrk-post-${process.pid}.lua`;
-    await Bun.write(script, `wrk.method = "POST"\nwrk.body = "{}"\n${Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`).join("\n")}\n`);
-    const p = Bun.spawnSync(["wrk", "-t1", "-c64", `-d${seconds}s`, "-s", script, url]);
-    const out = p.stdout.toString();
-    if (/Non-2xx/.test(out)) throw new Error("non-2xx responses: " + out);
-    return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
-  }
-  throw new Error("bench/code.ts needs wrk for POST load (apt-get install wrk)");
+  if (Bun.spawnSync(["which", "wrk"]).exitCode !== 0) throw new Error("bench/code.ts needs wrk for POST load (apt-get install wrk)");
+  const script = `/tmp/outpost-wrk-post-${process.pid}.lua`;
+  await Bun.write(script, `wrk.method = "POST"\nwrk.body = "{}"\n${Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`).join("\n")}\n`);
+  const p = Bun.spawn(["wrk", "-t1", "-c64", `-d${seconds}s`, "-s", script, url], { stdout: "pipe", stderr: "ignore" });
+  const out = await new Response(p.stdout).text();
+  await p.exited;
+  if (/Non-2xx/.test(out)) throw new Error("non-2xx responses: " + out);
+  return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
 }
 
 if (import.meta.main) await benchCode();

@@ -85,11 +85,11 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const devices = new Devices(deps, systems, roles);
     const messages = new Messages(deps, systems);
     const codeServices = new CodeServices(deps, systems);
-    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages });
+    const metrics = new Metrics();
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, metrics });
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
-    const metrics = new Metrics();
     const throttle = new Throttle({ db, config, log, metrics, nodeId: newUuid() });
     await throttle.start();
     started.push({ name: "throttle", stop: () => throttle.stop() });

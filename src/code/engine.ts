@@ -7,6 +7,7 @@ import { type Principal, principalEmail, principalId } from "../auth/principal.t
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
+import type { Metrics } from "../core/metrics.ts";
 import { newUuid } from "../core/ids.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { DomainDeps } from "../domain/deps.ts";
@@ -30,6 +31,7 @@ export interface EngineDeps {
   users: Users;
   devices: Devices;
   messages: Messages;
+  metrics?: Metrics;
 }
 
 export interface ExecOptions {
@@ -89,6 +91,7 @@ export class CodeEngine {
     this.pool = new WorkerPool({
       workers: c.codeWorkers ?? Math.max(2, availableParallelism()), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
       sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log,
+      restarts: e.metrics?.counter("outpost_code_worker_restarts_total", "Code workers replaced, by reason: memory (to give memory back), stuck (in code past its deadline), failed"),
     });
   }
 
@@ -337,6 +340,9 @@ export class CodeEngine {
   }
 
   // ---- stream services (execution_timeout -1) -------------------------------------------------
+
+  /** Resolves once the code workers can take runs (they load and warm up in the background). */
+  ready(): Promise<void> { return this.pool.ready(); }
 
   /** Starts the code workers, then every stream service with auto_restart (at start-up). */
   async start() {

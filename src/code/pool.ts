@@ -18,6 +18,7 @@
 // terminated and replaced; its run answers as timed out.
 import { ApiError, fail } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
 import type { RunOutcome, SandboxSource } from "./sandbox.ts";
 
@@ -33,6 +34,8 @@ export interface PoolOptions {
   /** runs of one system waiting for a worker */
   queueMax: number;
   log: Logger;
+  /** counts workers replaced, by reason */
+  restarts?: Counter;
 }
 
 /** One run, as the engine hands it over. */
@@ -136,6 +139,7 @@ export class WorkerPool {
   private stopped = false;
   private timer: ReturnType<typeof setInterval> | null = null;
   private backoffMs = 0;
+  private readonly readyWaiters: (() => void)[] = [];
   /** workers replaced for memory, and terminated for not coming back (for tests and metrics) */
   replaced = 0;
   killed = 0;
@@ -191,9 +195,17 @@ export class WorkerPool {
     }
   }
 
-  /** Resolves once every worker has loaded its module (runs submitted before simply wait). */
-  async ready(): Promise<void> {
-    while (!this.stopped && this.slots.some((s) => !s.ready && !s.retiring)) await new Promise((r) => setTimeout(r, 5));
+  /** Resolves once every worker has loaded and warmed its module (runs submitted before simply
+   *  wait), or the pool stopped. */
+  ready(): Promise<void> {
+    if (this.allReady()) return Promise.resolve();
+    return new Promise((resolve) => this.readyWaiters.push(resolve));
+  }
+
+  private allReady() { return this.stopped || !this.slots.some((s) => !s.ready && !s.retiring); }
+
+  private wakeReady() {
+    if (this.allReady()) for (const resolve of this.readyWaiters.splice(0)) resolve();
   }
 
   /** What the pool is doing, for tests and metrics. */
@@ -215,6 +227,7 @@ export class WorkerPool {
     for (const s of this.systems.values()) { s.queue.length = 0; s.answers.clear(); }
     this.waiting.clear();
     for (const slot of this.slots.splice(0)) this.end(slot);
+    this.wakeReady();
   }
 
   // ---- workers --------------------------------------------------------------------------------
@@ -251,6 +264,7 @@ export class WorkerPool {
     if (slot.retiring || slot.ended) return;
     slot.retiring = true;
     this.replaced++;
+    this.o.restarts?.inc({ reason: "memory" });
     this.o.log.info("replacing a code worker", { why, heapMb: Math.round(slot.heap / 1048576) });
     if (!this.stopped) this.spawn();
     // a stream service never ends by itself: it restarts on another worker
@@ -263,6 +277,7 @@ export class WorkerPool {
     const b = slot.batch;
     const victim = slot.current[2], at = slot.current[3]!;
     this.killed++;
+    this.o.restarts?.inc({ reason: "stuck" });
     this.end(slot);
     if (b) {
       b.sys.holding--;
@@ -295,6 +310,7 @@ export class WorkerPool {
     if (slot.ended) return;
     const b = slot.batch;
     this.end(slot);
+    this.o.restarts?.inc({ reason: "failed" });
     if (b) b.sys.holding--;
     for (const run of [...slot.runs.values()]) this.finish(run, { kind: "failed", error: "the worker running it stopped unexpectedly" });
     if (this.stopped) return;
@@ -417,6 +433,7 @@ export class WorkerPool {
       this.backoffMs = 0;
       slot.heap = slot.freshHeap = m.heap;
       slot.idleSince = now;
+      this.wakeReady();
       this.pump();
       return;
     }

@@ -14,6 +14,7 @@ interface Pool { st: string; idle: Sandbox[] }
 /** At most this many warm sandboxes of one service. */
 const POOL_MAX = 16;
 const LOG_LINES_MAX = 1000;
+const WARM_UP_RUNS = 6;
 
 let qjs: QuickJSWASMModule;
 let limits: SandboxLimits;
@@ -111,6 +112,18 @@ function start(s: RunStep, contexts: string[]) {
   });
 }
 
+/** The engine compiles the module's code as it first runs, so a fresh worker's first sandboxes
+ *  take hundreds of ms: a few throwaway ones, made before the worker takes runs, pay for that. */
+function warmUp() {
+  const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
+  const src: SandboxSource = { libraries: [], service: { name: "warm", code: "function warm(req, resp){ resp.success(req.params.n) }" }, meta: {} };
+  for (let i = 0; i < WARM_UP_RUNS; i++) {
+    const sb = Sandbox.open(qjs, src, limits);
+    sb.run("warm", { context: "{}", params: `{"n":${i}}`, instanceId: "" }, hooks, 1_000);
+    sb.dispose();
+  }
+}
+
 function answer(s: AnswerStep) {
   const a = answers.get(s.c);
   if (!a) return; // its run is over
@@ -152,6 +165,7 @@ self.onmessage = async (e: MessageEvent) => {
     publishDeadlines(new Float64Array(init.watch, 0, 1));
     watchRun = new Int32Array(init.watch);
     qjs = await quickjs(init.heapMaxBytes);
+    warmUp();
     postMessage(JSON.stringify({ t: "ready", heap: heapBytes() }));
     return;
   }

@@ -12,12 +12,18 @@ const TICK_SLACK_MS = 100;
 export class TimerScheduler {
   private task: ReturnType<typeof cron.schedule> | null = null;
   private ticking = false;
+  private stopped = false;
   fired = 0;
 
   constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger) {}
 
   start() {
-    this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
+    // ticks begin once code can run: a first run that waited for the workers to warm up would
+    // come late and the next one early
+    this.stopped = false;
+    void this.engine.ready().then(() => {
+      if (!this.stopped) this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
+    });
   }
 
   async tick(now = Date.now()) {
@@ -47,5 +53,5 @@ export class TimerScheduler {
     }
   }
 
-  stop() { this.task?.stop(); this.task = null; }
+  stop() { this.stopped = true; this.task?.stop(); this.task = null; }
 }

@@ -1,6 +1,8 @@
 // Code services and libraries (spec §4.5, wire reference §6): execution, definitions on the paths
 // existing clients use, code meta, failed runs and their retry, libraries with versions.
 import { Elysia } from "elysia";
+import { retryAfterOf } from "../../code/pool.ts";
+import { envelope } from "../../core/errors.ts";
 import { knownFields, objectBody } from "../../core/validate.ts";
 import { callerOf, jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
 import type { Services } from "../services.ts";
@@ -12,6 +14,15 @@ const nm = (p: unknown) => (p as P).name!;
 const failedIds = async (r: Request) => knownFields(objectBody(await jsonBody(r)), ID_FIELD).id;
 const ID_FIELD = new Set(["id"]);
 
+/** The answer to a run refused for now (its system's code queue is full): the envelope, with
+ *  Retry-After; null for any other error. */
+export function refusedForNow(e: unknown): Response | null {
+  const after = retryAfterOf(e);
+  if (after === undefined) return null;
+  const env = envelope(e);
+  return new Response(JSON.stringify(env), { status: env.statusCode, headers: { "content-type": "application/json; charset=utf-8", "retry-after": String(after) } });
+}
+
 export const codeRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
   let app = new Elysia()
@@ -21,7 +32,8 @@ export const codeRoutes = (s: Services) => {
       const caller = known instanceof Promise ? await known : known;
       const r = await s.code.execute(caller, params.systemKey, params.name, await jsonBody(request), {
         userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",
-      });
+      }).catch((e: unknown) => refusedForNow(e) ?? Promise.reject(e));
+      if (r instanceof Response) return r;
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
     })
     .get("/api/v/1/code/:systemKey/:name", async ({ request, params }) => s.services.read(await auth(request), params.systemKey, params.name))

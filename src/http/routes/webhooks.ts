@@ -5,6 +5,7 @@ import { fail } from "../../core/errors.ts";
 import type { WebhookCall } from "../../domain/webhooks.ts";
 import { jsonBody, principalOf, queryOf, textBody } from "../request.ts";
 import type { Services } from "../services.ts";
+import { refusedForNow } from "./code.ts";
 
 const EXECUTE = "/api/v/4/webhook/execute/";
 const NO_BODY = new Set([204, 205, 304]);
@@ -29,7 +30,8 @@ export const webhookRoutes = (s: Services) => {
   const auth = (r: Request) => principalOf(s.tokens, r);
   const invoke = async ({ request }: { request: Request }) => {
     const { systemKey, name, call } = await readCall(request);
-    const r = await s.webhooks.invoke(systemKey, name, call);
+    const r = await s.webhooks.invoke(systemKey, name, call).catch((e: unknown) => refusedForNow(e) ?? Promise.reject(e));
+    if (r instanceof Response) return r;
     return new Response(NO_BODY.has(r.status) ? null : r.body, { status: r.status, headers: r.headers });
   };
   let app = new Elysia()

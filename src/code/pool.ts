@@ -448,8 +448,10 @@ export class WorkerPool {
       this.finish(run, o);
     }
     if (m.t === "e" && slot.batch) {
-      slot.batch.sys.holding--;
+      const b = slot.batch;
+      b.sys.holding--;
       slot.batch = null;
+      if (m.r !== undefined) this.giveBack(slot, b, m.r);
       if (slot.heap > Math.max(this.shareBytes / 2, slot.freshHeap + RECYCLE_SLACK_BYTES)) this.retire(slot, "its heap grew past half its share");
     }
     if (slot.runs.size === 0) {
@@ -457,6 +459,20 @@ export class WorkerPool {
       if (slot.retiring && !slot.batch) this.end(slot);
     }
     this.pump();
+  }
+
+  /** Steps of a batch the worker did not start go back to the front of their system's queues:
+   *  new runs for any worker, answers for this one. */
+  private giveBack(slot: Slot, b: Batch, from: number) {
+    const runs: Run[] = [], answers: AnswerStep[] = [];
+    for (let i = from; i < b.steps.length; i++) {
+      const step = b.steps[i]!, run = b.runs[i];
+      if (run) { if (!run.over) { runs.push(run); slot.runs.delete(run.id); run.slot = null; } }
+      else if (step.k === "a") answers.push(step);
+    }
+    if (runs.length) b.sys.queue.unshift(...runs);
+    if (answers.length) b.sys.answers.set(slot, [...answers, ...(b.sys.answers.get(slot) ?? [])]);
+    if (runs.length || answers.length) this.waiting.add(b.sys);
   }
 
   /** A host call of a run: answered by the engine, sent back with the next batch for its worker. */

@@ -73,7 +73,16 @@ export interface Call { id: number; c: number; op: string; a: string }
 
 /** worker -> main: "e" ends a batch (the worker is free again); "u" reports runs that ended
  *  between batches (a deadline passed while they waited, an abort). */
-export interface ReportMessage { t: "e" | "u"; heap: number; /** idle sandboxes it keeps */ warm: number; d: Done[]; c: Call[] }
+export interface ReportMessage {
+  t: "e" | "u";
+  heap: number;
+  /** idle sandboxes it keeps */
+  warm: number;
+  d: Done[];
+  c: Call[];
+  /** the batch ended early: its steps from this index on were not started */
+  r?: number;
+}
 
 export interface ReadyMessage { t: "ready"; heap: number }
 

@@ -15,6 +15,7 @@ interface Pool { st: string; idle: Sandbox[] }
 const POOL_MAX = 16;
 const LOG_LINES_MAX = 1000;
 const WARM_UP_RUNS = 6;
+const BATCH_BUDGET_MS = 20;
 
 let qjs: QuickJSWASMModule;
 let limits: SandboxLimits;
@@ -35,8 +36,9 @@ let done: Done[] = [];
 let calls: Call[] = [];
 let inBatch = false;
 
-function report(t: "e" | "u") {
+function report(t: "e" | "u", rest?: number) {
   const m: ReportMessage = { t, heap: heapBytes(), warm: lru.size, d: done, c: calls };
+  if (rest !== undefined) m.r = rest;
   done = [];
   calls = [];
   postMessage(JSON.stringify(m));
@@ -135,8 +137,12 @@ function batch(m: BatchMessage) {
   if (m.drop) for (const k of m.drop) sources.delete(k);
   if (m.src) for (const k in m.src) { const [st, src] = m.src[k]!; sources.set(k, { st, src }); }
   inBatch = true;
+  const t0 = Date.now();
+  let i = 0;
   try {
-    for (let i = 0; i < m.s.length; i++) {
+    // a batch that has run for a while hands back what it has not started, so the worker goes
+    // back to the pool and the other systems' steps wait at most about one slice
+    for (; i < m.s.length && (i === 0 || Date.now() - t0 < BATCH_BUDGET_MS); i++) {
       const s = m.s[i]!;
       watchRun[2] = s.id;
       watchRun[3] = i;
@@ -145,7 +151,7 @@ function batch(m: BatchMessage) {
     }
   } finally {
     inBatch = false;
-    report("e");
+    report("e", i < m.s.length ? i : undefined);
   }
 }
 

@@ -9,6 +9,8 @@ import { consoleAssets } from "../console/assets.ts";
 const HEADERS = {
   "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
+  // browsers that predate frame-ancestors
+  "x-frame-options": "DENY",
   "referrer-policy": "no-referrer",
   "cache-control": "no-cache",
 };

@@ -90,6 +90,8 @@ t.test("the console's files come from the binary, with a strict content policy",
     t.match(r.headers["content-security-policy"], /default-src 'none'; script-src 'self'/, "a content policy without inline script");
     t.match(r.headers["content-security-policy"], /connect-src 'self'/, "talking to this server only");
     t.equal(r.headers["x-content-type-options"], "nosniff");
+    t.match(r.headers["content-security-policy"], /frame-ancestors 'none'/, "never framed");
+    t.equal(r.headers["x-frame-options"], "DENY");
   }
   const js = await request(any.url, "GET", "/console/app.js");
   t.equal(js.status, 200);

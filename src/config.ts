@@ -71,6 +71,8 @@ export const ConfigSchema = z.object({
   }
   if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
+  if (c.tlsCert && c.httpPort !== 0 && c.httpPort === c.httpsPort)
+    ctx.addIssue({ code: "custom", path: ["httpsPort"], message: "must differ from --http-port (or --http-port 0: HTTPS only)" });
   for (const o of c.corsOrigins.split(",").map((x) => x.trim()))
     if (o !== "*" && !/^https?:\/\/[^/\s]+$/.test(o)) ctx.addIssue({ code: "custom", path: ["corsOrigins"], message: `'${o}' is not an origin (scheme://host[:port]) or *` });
 });

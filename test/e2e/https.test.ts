@@ -155,6 +155,9 @@ t.test("bad TLS settings stop the start with a reason", skip, async (t) => {
   }
   const port = await runBin(["--https-port", "70000"]);
   t.equal(port.code, 2, "--https-port out of range: exit 2");
+  const same = await runBin([...tlsArgs(), "--http-port", "9100", "--https-port", "9100"]);
+  t.equal(same.code, 2, "--https-port equal to --http-port: exit 2");
+  t.match(same.stderr, /--https-port: must differ from --http-port/);
 });
 
 t.test("an edge serving HTTPS only: its console files and `outpost status` on it over HTTPS", skip, async (t) => {

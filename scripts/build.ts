@@ -4,7 +4,8 @@
 //   bun scripts/build.ts --all      -> both
 //   bun scripts/build.ts --out F    -> the x64 binary at F (a private copy, e.g. for a second test run)
 // libsql loads its native addon with a dynamic require the bundler cannot follow; the plugin
-// below rewrites it to a static require so the .node file is embedded in the binary.
+// below embeds the .node file in the binary and routes that require to src/store/native.ts,
+// which picks a directory the addon can be loaded from (a noexec /tmp cannot).
 import type { BunPlugin } from "bun";
 import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -15,15 +16,23 @@ const BUN_VERSION = Bun.version;
 const LIBSQL_VERSION = (await Bun.file(join(ROOT, "node_modules/libsql/package.json")).json()).version as string;
 
 function libsqlStaticNative(nativeSpec: string): BunPlugin {
+  const addon = nativeSpec.startsWith("/") ? nativeSpec : join(ROOT, "node_modules", nativeSpec, "index.node");
   return {
     name: "libsql-static-native",
     setup(build) {
       build.onLoad({ filter: /[\\/]node_modules[\\/]libsql[\\/](index|promise)\.js$/ }, async (args) => {
         const src = await Bun.file(args.path).text();
-        const out = src.replace("require(`@libsql/${target}`)", `require(${JSON.stringify(nativeSpec)})`);
+        const out = src.replace("require(`@libsql/${target}`)", `require("outpost:libsql-addon").default`);
         if (out === src) throw new Error("libsql-static-native: pattern not found in " + args.path + " (libsql changed?)");
         return { contents: out, loader: "js" };
       });
+      build.onResolve({ filter: /^outpost:libsql-addon$/ }, () => ({ path: "libsql-addon", namespace: "outpost" }));
+      build.onLoad({ filter: /^libsql-addon$/, namespace: "outpost" }, () => ({
+        contents: `import addon from ${JSON.stringify(addon)} with { type: "file" };\n` +
+          `import { loadLibsqlAddon } from ${JSON.stringify(join(ROOT, "src/store/native.ts"))};\n` +
+          `export default loadLibsqlAddon(addon);\n`,
+        loader: "ts",
+      }));
     },
   };
 }

@@ -39,6 +39,8 @@ export const ConfigSchema = z.object({
   systemKey: z.string().regex(/^[0-9a-f]{20,40}$/, "must be a system key (hex)").optional(),
   edgeName: z.string().min(1).optional(),
   edgeToken: z.string().min(1).optional(),
+  // the token read from a file: on the command line it shows in ps to every local user
+  edgeTokenFile: z.string().min(1).optional(),
   // CA bundle (PEM file) an edge trusts for an https:// platform, besides the system's
   platformCa: z.string().optional(),
   adaptersDir: z.string().optional(),
@@ -71,8 +73,6 @@ export const ConfigSchema = z.object({
   }
   if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
-  if (c.tlsCert && c.httpPort !== 0 && c.httpPort === c.httpsPort)
-    ctx.addIssue({ code: "custom", path: ["httpsPort"], message: "must differ from --http-port (or --http-port 0: HTTPS only)" });
   for (const o of c.corsOrigins.split(",").map((x) => x.trim()))
     if (o !== "*" && !/^https?:\/\/[^/\s]+$/.test(o)) ctx.addIssue({ code: "custom", path: ["corsOrigins"], message: `'${o}' is not an origin (scheme://host[:port]) or *` });
 });
@@ -174,13 +174,25 @@ function fromFile(path: string): Record<string, unknown> {
   return out;
 }
 
+/** A layer (file, environment, flags) naming --edge-token-file gives the token at that layer's
+ *  precedence. */
+function withTokenFile(layer: Record<string, unknown>): Record<string, unknown> {
+  const path = layer.edgeTokenFile;
+  if (typeof path !== "string" || !path) return layer;
+  if (layer.edgeToken !== undefined) throw new ConfigError("--edge-token and --edge-token-file: give one of them");
+  let token: string;
+  try { token = readFileSync(path, "utf8").trim(); } catch (e) { throw new ConfigError(`cannot read --edge-token-file ${path}: ${(e as Error).message}`); }
+  if (!token) throw new ConfigError(`--edge-token-file ${path} is empty`);
+  return { ...layer, edgeToken: token };
+}
+
 export function loadConfig(argv: string[], env: Record<string, string | undefined> = process.env): Config & { help: boolean; version: boolean } {
   const args = parseArgs(argv);
   const envValues = fromEnv(env);
   const file = (args.values.config as string | undefined) ?? (env.OUTPOST_CONFIG || undefined);
   delete args.values.config;
   const fileValues = file ? fromFile(file) : {};
-  const merged = { ...fileValues, ...envValues, ...args.values };
+  const merged = { ...withTokenFile(fileValues), ...withTokenFile(envValues), ...withTokenFile(args.values) };
   const r = ConfigSchema.safeParse(merged);
   if (!r.success) {
     const lines = r.error.issues.map((i) => {
@@ -198,6 +210,8 @@ export const HELP = `outpost — IoT platform and edge runtime in one binary
 
 Usage: outpost --mode platform|edge [flags]
        outpost status [flags]      sync status of a fleet or of this edge (outpost status --help)
+       outpost backup DEST [flags] copy the database and secret key, while running (outpost backup --help)
+       outpost restore SRC [flags] put a backup back, the instance stopped
 
 General
   --mode platform|edge        run as the cloud platform (default) or as an edge
@@ -227,7 +241,10 @@ Edge
   --platform-url URL          the platform this edge syncs with (also --platform-ip/--platform-port)
   --system-key KEY            the edge's system (also --parent-system)
   --edge-name NAME            the edge's name (also --edge-id)
-  --edge-token TOKEN          the edge's token (also --edge-cookie)
+  --edge-token TOKEN          the edge's token (also --edge-cookie). On the command line every
+                              local user can read it (ps): prefer --edge-token-file or the
+                              environment (OUTPOST_EDGE_TOKEN)
+  --edge-token-file FILE      read the edge's token from FILE
   --platform-ca FILE          PEM CA bundle to trust for an https:// platform URL
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
   --adapters-user USER        who adapter commands run as when the edge runs as root (nobody)
@@ -259,6 +276,10 @@ External databases
 Every flag can also be set as OUTPOST_<NAME> in the environment (e.g. OUTPOST_HTTP_PORT=9001)
 or in the config file. Precedence: flags > environment > config file > defaults.
 Single or double dashes both work; --name=value and --name value both work.
+
+SIGHUP reads the settings again and applies --log-level, the throttling flags and
+--cors-origins (others at the next start); SIGTERM stops after draining (at most 20 s).
+One instance per --data-dir: a second one exits with status 2, as does a port already taken.
 
   --help, --version
 `;

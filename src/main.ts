@@ -1,14 +1,23 @@
-// CLI entry: flags -> Config -> start(mode), or a subcommand (`outpost status`). Exit status 2 for
-// a bad command line.
-import { start } from "./app.ts";
+// CLI entry: flags -> Config -> start(mode), or a subcommand (`outpost status`, `backup`,
+// `restore`). Exit status 2 for a bad command line, or a start refused as configured.
+import { join } from "node:path";
+import { type App, start } from "./app.ts";
+import { backupCommand } from "./cli/backup.ts";
+import { refusalMessage, reloadOnHangup } from "./cli/service.ts";
 import { statusCommand } from "./cli/status.ts";
 import { ConfigError, HELP, loadConfig } from "./config.ts";
+import { lockDataDir } from "./store/datadir.ts";
+import { nativeFallbackDir } from "./store/native.ts";
 import { VERSION } from "./version.ts";
 
 /** Longest a SIGTERM/SIGINT drain may take before the process exits anyway. */
 const STOP_DEADLINE_MS = 20_000;
 
 async function main() {
+  if (process.argv[2] === "backup" || process.argv[2] === "restore") {
+    const code = await backupCommand(process.argv[2], process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+    process.exit(code);
+  }
   if (process.argv[2] === "status") {
     const code = await statusCommand(process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr, env: process.env });
     process.exit(code);
@@ -26,18 +35,25 @@ async function main() {
   if (config.help) { process.stdout.write(HELP); return; }
   if (config.version) { process.stdout.write(`outpost ${VERSION}\n`); return; }
 
-  let app;
+  let app: App | undefined;
+  reloadOnHangup(process.argv.slice(2), () => app);
+  // where the database engine's addon goes when $TMPDIR cannot load it (mounted noexec)
+  nativeFallbackDir(join(config.dataDir, "native"));
   try {
+    await lockDataDir(config.dataDir); // held until the process ends
     app = await start(config);
   } catch (e) {
-    process.stderr.write(`outpost: could not start: ${(e as Error).message}\n`);
-    process.exit(1);
+    // exit 2: as configured it cannot start, and a supervisor restarting it would not help
+    const refused = refusalMessage(e, config);
+    process.stderr.write(`outpost: ${refused ? "" : "could not start: "}${refused ?? (e as Error).message}\n`);
+    process.exit(refused ? 2 : 1);
   }
+  const running = app;
   const shutdown = (signal: string) => {
-    app.log.info("shutting down", { signal });
+    running.log.info("shutting down", { signal });
     // a part that cannot stop must not keep the process (and its ports) forever
-    setTimeout(() => { app.log.error("shutdown took too long: exiting", { afterMs: STOP_DEADLINE_MS }); process.exit(1); }, STOP_DEADLINE_MS).unref();
-    app.stop().then(() => process.exit(0), () => process.exit(1));
+    setTimeout(() => { running.log.error("shutdown took too long: exiting", { afterMs: STOP_DEADLINE_MS }); process.exit(1); }, STOP_DEADLINE_MS).unref();
+    running.stop().then(() => process.exit(0), () => process.exit(1));
   };
   process.on("SIGINT", () => shutdown("SIGINT"));
   process.on("SIGTERM", () => shutdown("SIGTERM"));

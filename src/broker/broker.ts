@@ -149,7 +149,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private listenWs(name: string, port: number, tlsCreds?: { cert: Buffer; key: Buffer }) {
     type Data = { stream?: Duplex; ip: string; kick?: () => void };
     const server = Bun.serve<Data>({
-      port, hostname: this.d.config.httpHost,
+      // never share the port with another process (Bun's default, said here as the API's listener says it)
+      port, hostname: this.d.config.httpHost, reusePort: false,
       ...(tlsCreds ? { tls: { cert: tlsCreds.cert, key: tlsCreds.key } } : {}),
       fetch: (req, srv) => {
         if (new URL(req.url).pathname !== "/mqtt") return new Response("not found", { status: 404 });

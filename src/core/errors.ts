@@ -66,6 +66,14 @@ export class ApiError extends Error {
   get code() { return this.kind.code; }
 }
 
+/** A reason the process will not start, or a command will not run: another process holds the
+ *  data directory or a port, the database was written by a newer version, the database engine
+ *  cannot be loaded. The CLI prints the message and exits with status 2, never a stack trace. */
+export class Refusal extends Error {}
+
+/** Shorthand: `throw refuse("the data directory is in use by process 42")`. */
+export const refuse = (message: string) => new Refusal(message);
+
 /** Shorthand: `throw fail("NOT_FOUND", "collection 'x' does not exist")`. */
 export const fail = (k: ErrorKindName, detail?: string, lowLevel?: unknown) => new ApiError(k, detail, lowLevel);
 

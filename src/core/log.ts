@@ -8,12 +8,18 @@ export interface Logger {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   child(fields: Record<string, unknown>): Logger;
+  /** Changes the level of this logger and of every logger made from it (a SIGHUP reload). */
+  setLevel(level: LogLevel): void;
 }
 
 export function createLogger(level: LogLevel, base: Record<string, unknown> = {}, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
-  const min = LOG_LEVELS.indexOf(level);
+  return make({ min: LOG_LEVELS.indexOf(level) }, base, write);
+}
+
+/** Children share their parent's `at`, so one setLevel reaches all of them. */
+function make(at: { min: number }, base: Record<string, unknown>, write: (line: string) => void): Logger {
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
-    if (LOG_LEVELS.indexOf(lvl) < min) return;
+    if (LOG_LEVELS.indexOf(lvl) < at.min) return;
     write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer) + "\n");
   };
   return {
@@ -21,7 +27,8 @@ export function createLogger(level: LogLevel, base: Record<string, unknown> = {}
     info: (m, f) => emit("info", m, f),
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
-    child: (f) => createLogger(level, { ...base, ...f }, write),
+    child: (f) => make(at, { ...base, ...f }, write),
+    setLevel: (l) => { at.min = LOG_LEVELS.indexOf(l); },
   };
 }
 

@@ -54,7 +54,9 @@ function withSingleSlashes(url: string): string | null {
 }
 
 export function createHttpApp(s: Services) {
-  const cors = new Cors(s.config.corsOrigins);
+  // made again when a SIGHUP reload changes --cors-origins
+  let cors = new Cors(s.config.corsOrigins), corsOf = s.config.corsOrigins;
+  const corsNow = () => (corsOf === s.config.corsOrigins ? cors : (cors = new Cors(corsOf = s.config.corsOrigins)));
   const throttle = new HttpThrottle(s.throttle, s.tokens, (d) => {
     const r = errorResponse(throttledError(d));
     if (d.retryAfterS) r.headers.set("retry-after", String(d.retryAfterS));
@@ -77,11 +79,12 @@ export function createHttpApp(s: Services) {
     // CORS around that: a preflight is answered here (never throttled: it carries no token), and
     // every answer, an error or a refusal too, says which origin may read it.
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
-      if (request.method === "OPTIONS") return cors.preflight(request);
+      const c = corsNow();
+      if (request.method === "OPTIONS") return c.preflight(request);
       const early = throttle.onRequest(request);
-      if (early === undefined) return cors.allow(request, settle(request, handle(request)));
-      if (early instanceof Promise) return cors.allow(request, early.then((refused) => refused ?? settle(request, handle(request))));
-      return cors.allow(request, early);
+      if (early === undefined) return c.allow(request, settle(request, handle(request)));
+      if (early instanceof Promise) return c.allow(request, early.then((refused) => refused ?? settle(request, handle(request))));
+      return c.allow(request, early);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -124,7 +127,9 @@ export interface HttpServer { port: number; stop(): Promise<void> }
 
 export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, tls?: { cert: string; key: string }): HttpServer {
   // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
-  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, ...(tls ? { tls } : {}) });
+  // reusePort off: Elysia turns SO_REUSEPORT on by default, and a second instance on the same port
+  // would then start and take half the connections instead of failing.
+  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false, ...(tls ? { tls } : {}) });
   const server = app.server!;
   return {
     port: server.port!,

@@ -5,11 +5,14 @@
 //  - ClientDb: @libsql/client for `libsql://`, `http(s)://` and `ws(s)://` servers (and for `file:`
 //    when forced), so a platform can move to a libSQL server without code changes.
 // Both run the same contract suite (test/unit/store/db.test.ts).
+// Both drivers are imported when a database is opened, not when this module is: loading either
+// loads the native addon, which `--help` must not need and which must find a directory it can be
+// loaded from first (store/native.ts).
 import { AsyncLocalStorage } from "node:async_hooks";
-import { mkdirSync } from "node:fs";
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import Database from "libsql";
-import { createClient, type Client, type InValue, type Transaction } from "@libsql/client";
+import type Database from "libsql";
+import type { Client, InValue, Transaction } from "@libsql/client";
 
 export type SqlValue = null | string | number | bigint | Uint8Array;
 export type Row = Record<string, unknown>;
@@ -41,10 +44,12 @@ export async function openDb(opts: OpenOptions): Promise<Db> {
   const driver = opts.driver === "client" || !local ? "client" : "native";
   if (driver === "native") {
     const path = url === ":memory:" ? ":memory:" : url.slice("file:".length).replace(/^\/\/(?=\/)/, "");
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    return new NativeDb(url, path);
+    if (path !== ":memory:") privateFile(path);
+    const { default: Database } = await import("libsql");
+    return new NativeDb(url, path, Database);
   }
-  if (url.startsWith("file:")) mkdirSync(dirname(url.slice(5)), { recursive: true });
+  if (url.startsWith("file:")) privateFile(url.slice(5));
+  const { createClient } = await import("@libsql/client");
   const client = createClient({ url, authToken: opts.authToken, intMode: "bigint" });
   const db = new ClientDb(url, client);
   if (url.startsWith("file:")) {
@@ -52,6 +57,19 @@ export async function openDb(opts: OpenOptions): Promise<Db> {
     await client.execute("PRAGMA busy_timeout=5000");
   }
   return db;
+}
+
+/** A database file readable by this process alone (it holds password hashes and tokens): made 0600
+ *  before the engine opens it, so its -wal and -shm files, which the engine gives the database
+ *  file's mode, are 0600 too; one left readable by an earlier version is narrowed. */
+function privateFile(path: string) {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  closeSync(openSync(path, "a", 0o600));
+  for (const p of [path, `${path}-wal`, `${path}-shm`]) {
+    let mode: number;
+    try { mode = statSync(p).mode & 0o777; } catch { continue; }
+    if (mode & 0o077) chmodSync(p, mode & 0o700);
+  }
 }
 
 const toArgs = (args: readonly unknown[] | undefined): SqlValue[] =>
@@ -123,8 +141,8 @@ class NativeDb implements Db {
   /** A single connection is shared: while a transaction is open, everyone else waits. */
   private readonly gate = new TxGate<NativeDb>();
 
-  constructor(readonly url: string, path: string) {
-    this.conn = new Database(path, { timeout: 5 });
+  constructor(readonly url: string, path: string, Engine: typeof Database) {
+    this.conn = new Engine(path, { timeout: 5 });
     if (path !== ":memory:") {
       this.conn.exec("PRAGMA journal_mode=WAL");
       this.conn.exec("PRAGMA synchronous=NORMAL");

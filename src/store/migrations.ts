@@ -1,6 +1,7 @@
 // Versioned schema. Each migration runs once, in a transaction together with its record in
 // schema_migrations; a failure leaves the database as it was. Append only: never edit a
 // released migration, add a new one.
+import { refuse } from "../core/errors.ts";
 import type { Db } from "./db.ts";
 import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
 
@@ -461,6 +462,11 @@ export const MIGRATIONS: Migration[] = [
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
   await db.run(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
   const done = new Set((await db.all<{ version: number }>(`SELECT version FROM schema_migrations`)).map((r) => r.version));
+  // a newer version's migrations ran on it: this code would misread what they changed
+  const known = Math.max(0, ...migrations.map((m) => m.version)), found = Math.max(0, ...done);
+  if (found > known)
+    throw refuse(`the database ${db.url} was written by a newer version of Outpost (schema version ${found}; this one knows up to ${known}): ` +
+      "run that version or a newer one, or restore a backup made by this one (outpost restore)");
   const applied: number[] = [];
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue;

@@ -217,6 +217,23 @@ describe("edge settings", () => {
     const c = load(["--mode", "edge"], { OUTPOST_PLATFORM_URL: "https://p.example.com", OUTPOST_SYSTEM_KEY: SK, OUTPOST_EDGE_NAME: "e", OUTPOST_EDGE_TOKEN: "t" });
     expect(c.edgeName).toBe("e");
   });
+
+  test("--edge-token-file gives the token at the precedence of where it is named", () => {
+    const tokenFile = join(dir, `token${n++}`);
+    writeFileSync(tokenFile, "from-file\n");
+    const base = ["--mode", "edge", "--platform-url", "https://p.example.com", "--system-key", SK, "--edge-name", "e"];
+    expect(load([...base, "--edge-token-file", tokenFile]).edgeToken).toBe("from-file");
+    expect(load(base, { OUTPOST_EDGE_TOKEN_FILE: tokenFile }).edgeToken).toBe("from-file");
+    expect(load([...base, "--config", file("toml", `edge-token-file = "${tokenFile}"`)]).edgeToken).toBe("from-file");
+    // the environment's token beats a file named in the config file; a file named by a flag beats the environment's
+    expect(load([...base, "--config", file("json", JSON.stringify({ edgeTokenFile: tokenFile }))], { OUTPOST_EDGE_TOKEN: "from-env" }).edgeToken).toBe("from-env");
+    expect(load([...base, "--edge-token-file", tokenFile], { OUTPOST_EDGE_TOKEN: "from-env" }).edgeToken).toBe("from-file");
+    expect(configError(() => load([...base, "--edge-token-file", join(dir, "missing")])).message).toContain("cannot read --edge-token-file");
+    expect(configError(() => load([...base, "--edge-token-file", tokenFile, "--edge-token", "x"])).message).toContain("give one");
+    const empty = join(dir, `token${n++}`);
+    writeFileSync(empty, "\n");
+    expect(configError(() => load([...base, "--edge-token-file", empty])).message).toContain("is empty");
+  });
 });
 
 describe("errors", () => {

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
+import { Refusal } from "../../../src/core/errors.ts";
 import { openDb, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 
@@ -412,6 +413,19 @@ for (const d of DRIVERS) {
           const fixed: Migration = { ...bad, up: bad.up.slice(0, 2) };
           expect(await migrate(db, [good, fixed])).toEqual([2]);
           expect((await db.all<{ version: number }>(`SELECT version FROM schema_migrations ORDER BY version`)).map((r) => r.version)).toEqual([1, 2]);
+        } finally { await db.close(); }
+      });
+
+      test("a database a newer version has migrated is refused and left as it was", async () => {
+        const db = await d.open();
+        try {
+          const ms: Migration[] = [{ version: 1, name: "a", up: [`CREATE TABLE a (v TEXT)`] }];
+          await migrate(db, ms);
+          await db.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (7, 'from a newer version', '')`);
+          const err = await migrate(db, [...ms, { version: 2, name: "b", up: [`CREATE TABLE b (v TEXT)`] }]).catch((e) => e);
+          expect(err).toBeInstanceOf(Refusal);
+          expect(String(err.message)).toContain("newer version of Outpost (schema version 7; this one knows up to 2)");
+          expect((await db.all<{ name: string }>(`SELECT name FROM sqlite_master WHERE name = 'b'`)).length).toBe(0);
         } finally { await db.close(); }
       });
 

@@ -1,0 +1,68 @@
+// Running as a service: why a start was refused (exit 2), and SIGHUP (reload the settings).
+import type { App } from "../app.ts";
+import { type Config, ConfigError, loadConfig } from "../config.ts";
+import { Refusal } from "../core/errors.ts";
+import { LOG_LEVELS } from "../core/log.ts";
+
+const PORT_FLAGS = ["httpPort", "httpsPort", "mqttPort", "mqttWsPort", "mqttTlsPort", "mqttWssPort"] as const;
+const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
+
+/** The message for a start that cannot succeed as configured (exit 2: restarting will not help),
+ *  or null for any other failure. */
+export function refusalMessage(err: unknown, config: Config): string | null {
+  if (err instanceof Refusal) return err.message;
+  const e = err as { code?: string; message?: string };
+  if (e?.code !== "EADDRINUSE") return null;
+  // Bun: "Failed to start server. Is port 9000 in use?"; node:net: "listen EADDRINUSE: ... :9000"
+  const port = Number(/(?:port |:)(\d+)\b(?!.*(?:port |:)\d)/.exec(e.message ?? "")?.[1]);
+  const flag = PORT_FLAGS.find((k) => config[k] === port);
+  const what = flag ? `--${kebab(flag)} ${port}` : Number.isFinite(port) ? `port ${port}` : "a port";
+  return `${what} is in use by another process (EADDRINUSE): stop it, or choose another port`;
+}
+
+/** SIGHUP reads the settings again (flags > environment > config file, as at start) and applies
+ *  what can change while running; a bad file is reported and the running settings kept. The
+ *  handler is installed before the start so a hangup never ends the process. */
+export function reloadOnHangup(argv: string[], app: () => App | undefined) {
+  let queue = Promise.resolve();
+  process.on("SIGHUP", () => {
+    queue = queue.then(async () => {
+      const a = app();
+      if (!a) return; // still starting: it has just read them
+      let next;
+      try { next = loadConfig(argv); } catch (e) {
+        a.log.error("SIGHUP: the settings could not be read; keeping the running ones", { error: e instanceof ConfigError ? e.message : String(e) });
+        return;
+      }
+      try { await reload(a, next); } catch (err) { a.log.error("SIGHUP: reload failed", { err }); }
+    });
+  });
+}
+
+/** What a reload changes while running; anything else is reported as needing a restart. The
+ *  parts read these from the shared config object on use (throttling on its next reload of its
+ *  cases, CORS on the next request). */
+const RELOADABLE = new Set<string>(["logLevel", "developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "corsOrigins"]);
+const THROTTLING = ["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers"];
+
+/** Applies `next` to the running app and logs what changed (names and values of the settings
+ *  applied, names only of those that need a restart: they may be secrets). */
+export async function reload(app: App, next: Config) {
+  const now = app.config as Record<string, unknown>, want = next as Record<string, unknown>;
+  const changed: Record<string, { from: unknown; to: unknown }> = {};
+  const needRestart: string[] = [];
+  for (const k of new Set([...Object.keys(now), ...Object.keys(want)])) {
+    if (JSON.stringify(now[k]) === JSON.stringify(want[k])) continue;
+    if (RELOADABLE.has(k)) changed[k] = { from: now[k], to: want[k] };
+    else needRestart.push(kebab(k));
+  }
+  for (const k of Object.keys(changed)) now[k] = want[k];
+  if (THROTTLING.some((k) => k in changed)) await app.services.throttle.reload();
+  // the report is shown under the old level or the new one, whichever says more
+  const from = LOG_LEVELS.indexOf(changed.logLevel?.from as never), to = LOG_LEVELS.indexOf(app.config.logLevel);
+  if (from >= 0 && from < to) app.log.setLevel(changed.logLevel!.from as Config["logLevel"]);
+  else app.log.setLevel(app.config.logLevel);
+  app.log.info("SIGHUP: settings reloaded", { changed, ...(needRestart.length ? { needRestart } : {}) });
+  app.log.setLevel(app.config.logLevel);
+  if (needRestart.length) app.log.warn("SIGHUP: these settings take effect at the next start", { settings: needRestart });
+}

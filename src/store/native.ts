@@ -1,0 +1,71 @@
+// The libsql native addon inside the compiled binary. Bun would write an embedded .node file to
+// $TMPDIR (read once at start) and load it from there, which fails on a gateway whose /tmp is
+// mounted noexec, with a stack trace. The build (scripts/build.ts) routes libsql's require of its
+// addon here instead: the addon is written to the first directory it loads from, $TMPDIR and then
+// the data directory. Running from source (bun test, bun src/main.ts), libsql loads its addon
+// from node_modules and nothing here runs.
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { refuse } from "../core/errors.ts";
+
+let fallback: string | undefined;
+
+/** Where the addon goes when $TMPDIR cannot load it (the data directory's `native`). */
+export function nativeFallbackDir(dir: string) { fallback = dir; }
+
+/** A directory of our own: made 0700 when missing; one that is a link, or that another user owns
+ *  or may write to, is not used (anyone could swap the addon in it for code of theirs). */
+function ownDir(dir: string): string | null {
+  try { mkdirSync(dir, { recursive: true, mode: 0o700 }); } catch { return null; }
+  const st = lstatSync(dir);
+  const uid = process.getuid?.() ?? 0;
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) return null;
+  return dir;
+}
+
+/** Writes the addon under `dir` (once per content: a later start reuses it) and loads it. */
+function loadFrom(dir: string, bytes: Buffer, name: string): unknown {
+  const file = join(dir, name);
+  let present = false;
+  try { present = statSync(file).size === bytes.length; } catch { /* not there yet */ }
+  if (!present) {
+    // written beside and renamed: a start that dies halfway leaves no torn addon under the name
+    const part = `${file}.${process.pid}.part`;
+    const fd = openSync(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o700);
+    try {
+      for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
+      fchmodSync(fd, 0o700);
+      if (!fstatSync(fd).isFile()) throw new Error(`${part} is not a regular file`);
+    } finally { closeSync(fd); }
+    renameSync(part, file);
+  }
+  const m = { exports: {} as unknown };
+  try {
+    process.dlopen(m as { exports: object }, file);
+  } catch (e) {
+    // noexec: the file is no use there and would only take space
+    if (!present) try { unlinkSync(file); } catch { /* gone already */ }
+    throw e;
+  }
+  return m.exports;
+}
+
+/** The addon's exports, for libsql (the build's replacement for its `require` of the addon).
+ *  `embedded` is the addon's path inside the binary. */
+export function loadLibsqlAddon(embedded: string): unknown {
+  const bytes = readFileSync(embedded);
+  const name = `outpost-libsql-${Bun.hash(bytes).toString(16)}.node`;
+  const uid = process.getuid?.() ?? 0;
+  // $TMPDIR is often shared (/tmp): a directory of this user's own in it
+  const dirs = [join(tmpdir(), `outpost-${uid}`), ...(fallback ? [fallback] : [])];
+  const tried: string[] = [];
+  for (const d of dirs) {
+    const dir = ownDir(d);
+    if (!dir) { tried.push(`${d}: not a directory of this user's own, or writable by others`); continue; }
+    try { return loadFrom(dir, bytes, name); }
+    catch (e) { tried.push(`${d}: ${(e as Error).message}`); }
+  }
+  throw refuse(`cannot load the database engine (libsql native addon) from any of: ${tried.join("; ")}. ` +
+    "Set TMPDIR to a writable directory on a filesystem mounted without noexec, or make the data directory one (--data-dir)");
+}

@@ -2,13 +2,13 @@
 // (pool.ts), enforces concurrency limits, records failures, keeps stream services running, and
 // answers the runtime API's calls through the domain layer, on this thread, with the rights of
 // the run's principal (never anything a worker says).
+import { availableParallelism } from "node:os";
 import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { newUuid } from "../core/ids.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { DomainDeps } from "../domain/deps.ts";
 import type { Devices } from "../domain/devices.ts";
@@ -18,7 +18,6 @@ import type { Systems } from "../domain/systems.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { Users } from "../domain/users.ts";
 import type { ServiceRow } from "../store/services.ts";
-import { availableParallelism } from "node:os";
 import { RunInbox } from "./inbox.ts";
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
 import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";

@@ -26,9 +26,10 @@ export async function waitHttp(url: string, timeoutMs = 20_000, everyMs = 5): Pr
 
 export interface Proc { pid: number; url: string; stop(): Promise<void>; rssKb(): number }
 
-/** Starts the Outpost binary on fresh ports and an empty data directory. */
-export async function startOutpost(args: string[] = []): Promise<Proc & { httpPort: number; mqttPort: number; dataDir: string }> {
-  const dataDir = mkdtempSync(join(tmpdir(), "outpost-bench-"));
+/** Starts the Outpost binary on fresh ports and an empty data directory (or the one given, to
+ *  start it again on its data). */
+export async function startOutpost(args: string[] = [], dir?: string): Promise<Proc & { httpPort: number; mqttPort: number; dataDir: string }> {
+  const dataDir = dir ?? mkdtempSync(join(tmpdir(), "outpost-bench-"));
   const httpPort = port(), mqttPort = port(), wsPort = port();
   const p = Bun.spawn([BIN, "--http-port", String(httpPort), "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(wsPort),
     "--data-dir", dataDir, "--log-level", "error", ...args], { cwd: dataDir, stdout: "ignore", stderr: "inherit" });

@@ -154,9 +154,195 @@ async function historyCurve() {
   }
 }
 
+// ---- 3. devices: bulk creation, a sign-in storm after a restart, the default listing -------------
+
+/** Creates devices in arrays of up to 1,000; returns each one's key (the chosen one, or the one the
+ *  server generated). A server without bulk creation gets them one at a time (the previous version,
+ *  for comparison). */
+async function createDevices(url: string, s: System, names: string[], chosen: boolean): Promise<string[]> {
+  const headers = { "ClearBlade-DevToken": s.devToken };
+  const keys: string[] = [];
+  for (let i = 0; i < names.length; i += 1000) {
+    const batch = names.slice(i, i + 1000).map((name) => (chosen ? { name, active_key: `key-of-${name}` } : { name }));
+    const r = await fetch(`${url}/admin/devices/${s.systemKey}`, { method: "POST", headers, body: JSON.stringify(batch) });
+    if (r.status === 404) {
+      for (const d of batch) keys.push((await json(`${url}/admin/devices/${s.systemKey}/${d.name}`, "POST", d, headers)).active_key ?? (d as { active_key: string }).active_key);
+      continue;
+    }
+    const out = (await r.json()) as { name: string; active_key?: string }[];
+    if (r.status !== 200) throw new Error(`bulk create: ${r.status} ${JSON.stringify(out)}`);
+    out.forEach((d, j) => keys.push(d.active_key ?? (batch[j] as { active_key: string }).active_key));
+  }
+  return keys;
+}
+
+async function devicesCurve() {
+  const SIGNINS = num("SCALE_SIGNINS", 10_000, 1_000);
+  const CHOSEN = Math.min(SIGNINS, num("SCALE_CHOSEN", 500, 50));
+  const SINGLE = num("SCALE_SINGLE", 40, 10);
+  const LIST = sizes("SCALE_DEVICES", [1_000, 10_000, 100_000], [1_000, 5_000]);
+  // the built-in sign-in throttling stays on: each device signs in once
+  let o = await startOutpost();
+  const dataDir = o.dataDir;
+  try {
+    const s = await setupSystem(o.url);
+    // one at a time with a chosen key, as before: the baseline of creation
+    let t0 = performance.now();
+    for (let i = 0; i < SINGLE; i++) await json(`${o.url}/admin/devices/${s.systemKey}/one-${i}`, "POST", { active_key: `key-of-one-${i}` }, { "ClearBlade-DevToken": s.devToken });
+    const singleRate = SINGLE / ((performance.now() - t0) / 1000);
+    t0 = performance.now();
+    const generatedNames = Array.from({ length: SIGNINS - CHOSEN }, (_, i) => `gen-${i}`);
+    const generatedKeys = await createDevices(o.url, s, generatedNames, false);
+    const bulkRate = generatedNames.length / ((performance.now() - t0) / 1000);
+    t0 = performance.now();
+    const chosenNames = Array.from({ length: CHOSEN }, (_, i) => `chosen-${i}`);
+    const chosenKeys = await createDevices(o.url, s, chosenNames, true);
+    const chosenRate = CHOSEN / ((performance.now() - t0) / 1000);
+
+    // a restart, then every device signs in again, 64 at a time
+    await o.stop();
+    o = await startOutpost([], dataDir);
+    const storm = [...generatedNames.map((n, i) => [n, generatedKeys[i]!]), ...chosenNames.map((n, i) => [n, chosenKeys[i]!])];
+    let next = 0, failed = 0;
+    t0 = performance.now();
+    await Promise.all(Array.from({ length: 64 }, async () => {
+      while (next < storm.length) {
+        const [deviceName, activeKey] = storm[next++]!;
+        const r = await fetch(`${o.url}/api/v/2/devices/${s.systemKey}/auth`, { method: "POST", body: JSON.stringify({ deviceName, activeKey }) });
+        if (r.status !== 200) failed++;
+        await r.arrayBuffer();
+      }
+    }));
+    const stormSecs = (performance.now() - t0) / 1000;
+    if (failed) throw new Error(`sign-in storm: ${failed} of ${storm.length} failed`);
+
+    // the default listing (no query: page 1 by creation date) of systems holding N devices
+    const systems: System[] = [];
+    for (const n of LIST) {
+      const sys = await setupSystem(o.url);
+      await createDevices(o.url, sys, Array.from({ length: n }, (_, i) => `d-${String(i).padStart(7, "0")}`), false);
+      systems.push(sys);
+    }
+    const list = (sys: System) => () => json(`${o.url}/api/v/2/devices/${sys.systemKey}`, "GET", undefined, { "ClearBlade-DevToken": sys.devToken });
+    const rounds: number[][] = [];
+    for (let round = 0; round < ROUNDS; round++) rounds.push(await latencies(systems.map(list), 20));
+    const { values, ratios } = curve(rounds);
+    report(`Scale 3: devices (built-in sign-in throttling on)`, [
+      ["create one at a time (chosen key)", `${fmt(singleRate, 1)} devices/s`],
+      [`bulk create, generated keys (${fmt(generatedNames.length)})`, `${fmt(bulkRate)} devices/s  ${verdict(bulkRate, 1000)}`],
+      [`bulk create, chosen keys (${fmt(CHOSEN)}, argon2id each)`, `${fmt(chosenRate, 1)} devices/s`],
+      [`${fmt(storm.length)} sign-ins after a restart (${fmt(CHOSEN)} chosen keys)`, `${fmt(stormSecs, 1)} s, ${fmt(storm.length / stormSecs)}/s  ${verdict(stormSecs * 10_000 / storm.length, 60, false)} (60 s for 10,000)`],
+      ...LIST.map((n, i): [string, string] => [`default listing, ${fmt(n)} devices`, `${fmt(values[i]!, 2)} ms  ratio ${fmt(ratios[i]!, 2)}`]),
+    ]);
+  } finally {
+    await o.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// ---- 4. collections: deep pages, TOTAL, inserts as the table grows -------------------------------
+
+async function pagingCurve() {
+  const ROWS = sizes("SCALE_ROWS", [10_000, 100_000, 1_000_000], [2_000, 20_000]);
+  const PAGE = 100;
+  const o = await startOutpost();
+  try {
+    const s = await setupSystem(o.url);
+    const dev = { "ClearBlade-DevToken": s.devToken };
+    const results: { n: number; first: number; last: number; walkFirst: number; walkLast: number; byNumber: number; unFirst: number; unDeep: number; counted: number; insertFirst: number; insertLast: number }[] = [];
+    // the same page asked for with its columns in another order each time: reused results do not count
+    const orders = [["item_id", "n", "v"], ["n", "item_id", "v"], ["v", "n", "item_id"], ["item_id", "v", "n"], ["n", "v", "item_id"], ["v", "item_id", "n"]];
+    const reorder = (url: string, i: number) => {
+      const [path, query] = url.split("?query=");
+      const q = JSON.parse(decodeURIComponent(query!));
+      q.SELECTCOLUMNS = orders[i % orders.length];
+      return `${o.url}${path}?query=${encodeURIComponent(JSON.stringify(q))}`;
+    };
+    /** The median time of a page, asked for in each column order, over `rounds` rounds with a write
+     *  before each (a new write version: nothing of the round before is reused; the first request
+     *  of a round counts TOTAL again, the median leaves it out). */
+    const timeEach = async (id: string, url: string, rounds = 4) => {
+      const xs: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        await json(`${o.url}/api/v/1/data/${id}`, "PUT", { query: [[{ EQ: [{ n: 0 }] }]], $set: { v: -r } }, dev);
+        for (let i = 0; i < orders.length; i++) { const u = reorder(url, i); const t0 = performance.now(); await json(u, "GET", undefined, dev); xs.push(performance.now() - t0); }
+      }
+      return median(xs);
+    };
+    for (const n of ROWS) {
+      const { collectionID: id } = await json(`${o.url}/admin/collectionmanagement`, "POST", { name: `rows${n}`, appID: s.systemKey }, dev);
+      for (const [c, type] of [["n", "int"], ["v", "double"]]) await json(`${o.url}/admin/collectionmanagement`, "PUT", { id, addColumn: { name: c, type } }, dev);
+      await json(`${o.url}/api/v/4/data/${s.systemKey}/rows${n}/index?columnName=n`, "POST", undefined, dev);
+      // n: a permutation of 0..n-1 (7919 is prime to every size of the form 2^a 5^b); v unindexed
+      const tenth = Math.max(1000, Math.floor(n / 10 / 1000) * 1000);
+      const rate = async (from: number, to: number) => {
+        const t0 = performance.now();
+        for (let i = from; i < to; i += 1000) {
+          const rows = Array.from({ length: Math.min(1000, to - i) }, (_, j) => ({ n: ((i + j) * 7919) % n, v: ((i + j) * 104729) % 1_000_003 }));
+          await json(`${o.url}/api/v/1/data/${id}`, "POST", rows, dev);
+        }
+        return (to - from) / ((performance.now() - t0) / 1000);
+      };
+      const insertFirst = await rate(0, tenth);
+      await rate(tenth, n - tenth);
+      const insertLast = await rate(n - tenth, n);
+      const base = `/api/v/1/data/${id}`;
+      const sorted = (sort: unknown, extra: Record<string, unknown> = {}) => `${base}?query=${encodeURIComponent(JSON.stringify({ SORT: sort, PAGESIZE: PAGE, PAGENUM: 1, ...extra }))}`;
+      // walk every page of the indexed sort through NEXTPAGEURL, timing each
+      const times: number[] = [];
+      let url: string | null = sorted([{ ASC: "n" }]);
+      let deepUrl = url;
+      while (url) {
+        const t0 = performance.now();
+        const page: { NEXTPAGEURL: string | null; DATA: { n: number }[] } = await json(`${o.url}${url}`, "GET", undefined, dev);
+        times.push(performance.now() - t0);
+        if (page.NEXTPAGEURL) deepUrl = page.NEXTPAGEURL;
+        url = page.NEXTPAGEURL;
+      }
+      if (times.length !== n / PAGE) throw new Error(`walk: ${times.length} pages of ${n / PAGE}`);
+      const first = await timeEach(id, sorted([{ ASC: "n" }]));
+      const last = await timeEach(id, deepUrl);
+      const byNumber = await timeEach(id, sorted([{ ASC: "n" }], { PAGENUM: n / PAGE }), 1);
+      // the unindexed sort: page 1, and the deep page through its NEXTPAGEURL (one walk step away)
+      const unFirst = await timeEach(id, sorted([{ ASC: "v" }]), 1);
+      const mid = await json<{ NEXTPAGEURL: string }>(`${o.url}${sorted([{ ASC: "v" }], { PAGENUM: n / PAGE - 1 })}`, "GET", undefined, dev);
+      const unDeep = await timeEach(id, mid.NEXTPAGEURL, 1);
+      // TOTAL counted afresh: the first page after a write
+      const counted: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        await json(`${o.url}/api/v/1/data/${id}`, "PUT", { query: [[{ EQ: [{ n: 0 }] }]], $set: { v: i } }, dev);
+        const t0 = performance.now();
+        await json(`${o.url}${sorted([{ ASC: "n" }])}`, "GET", undefined, dev);
+        counted.push(performance.now() - t0);
+      }
+      const walk = (xs: number[]) => median(xs.slice(0, Math.min(50, xs.length)));
+      results.push({ n, first, last, walkFirst: walk(times.slice(1)), walkLast: walk(times.slice(-50)), byNumber, unFirst, unDeep, counted: median(counted), insertFirst, insertLast });
+    }
+    const r0 = results[0]!;
+    const big = results.at(-1)!;
+    report(`Scale 4: collections, pages of ${PAGE} (medians; a page asked for in several column orders so reused results do not count)`, [
+      ...results.flatMap((r): [string, string][] => [
+        [`${fmt(r.n)} rows: indexed sort, page 1 / page ${fmt(r.n / PAGE)} via NEXTPAGEURL`, `${fmt(r.first, 2)} / ${fmt(r.last, 2)} ms  ratio ${fmt(r.last / r.first, 2)}`],
+        [`${fmt(r.n)} rows: walking every page, first 50 / last 50`, `${fmt(r.walkFirst, 2)} / ${fmt(r.walkLast, 2)} ms a page`],
+        [`${fmt(r.n)} rows: page ${fmt(r.n / PAGE)} by PAGENUM alone (OFFSET)`, `${fmt(r.byNumber, 2)} ms`],
+        [`${fmt(r.n)} rows: unindexed sort, page 1 / last page via NEXTPAGEURL`, `${fmt(r.unFirst, 1)} / ${fmt(r.unDeep, 1)} ms`],
+        [`${fmt(r.n)} rows: page 1 right after a write (TOTAL counted)`, `${fmt(r.counted, 2)} ms`],
+        [`${fmt(r.n)} rows: inserts, first / last tenth`, `${fmt(r.insertFirst)} / ${fmt(r.insertLast)} rows/s  ratio ${fmt(r.insertLast / r.insertFirst, 2)}`],
+      ]),
+      [`deep page vs page 1 at ${fmt(big.n)} rows`, `${fmt(big.last / big.first, 2)}  ${verdict(big.last / big.first, 5, false)}`],
+      [`page 1 at ${fmt(big.n)} vs ${fmt(r0.n)} rows`, `${fmt(big.first / r0.first, 2)}`],
+    ]);
+  } finally {
+    await o.stop();
+    rmSync(o.dataDir, { recursive: true, force: true });
+  }
+}
+
 export async function benchScale() {
   if (PARTS.includes("qos")) await qosCurve();
   if (PARTS.includes("history")) await historyCurve();
+  if (PARTS.includes("devices")) await devicesCurve();
+  if (PARTS.includes("paging")) await pagingCurve();
 }
 
 if (import.meta.main) await benchScale();

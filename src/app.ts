@@ -18,6 +18,7 @@ import { Throttlers } from "./domain/throttlers.ts";
 import { Adapters } from "./domain/adapters.ts";
 import { ExternalDbs } from "./domain/externalDbs.ts";
 import { ConnectorPool } from "./external/pool.ts";
+import { DeviceKeys } from "./auth/deviceKeys.ts";
 import { SecretBox } from "./auth/secrets.ts";
 import { Throttle } from "./throttle/throttle.ts";
 import { Metrics } from "./core/metrics.ts";
@@ -82,7 +83,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const secrets = SecretBox.load(config.dataDir, config.secretKey);
     const users = new Users(deps, systems, roles, secrets);
     const collections = new Collections(deps, systems);
-    const devices = new Devices(deps, systems, roles);
+    const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets));
     const messages = new Messages(deps, systems);
     const codeServices = new CodeServices(deps, systems);
     const metrics = new Metrics();

@@ -1,6 +1,6 @@
 // Secrets at rest (external database credentials): AES-256-GCM under a key from --secret-key, or
 // from <data-dir>/secret.key, made (0600) on first start. Nodes of one platform share the key.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -20,6 +20,11 @@ export class SecretBox {
       writeFileSync(path, randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
     }
     return new SecretBox(Buffer.from(readFileSync(path, "utf8").trim(), "base64"));
+  }
+
+  /** A key for another use, derived from this one (which never leaves the box). */
+  derive(purpose: string): Buffer {
+    return createHmac("sha256", this.key).update(purpose).digest();
   }
 
   seal(plain: string): string {

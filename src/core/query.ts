@@ -16,7 +16,12 @@ export interface Query {
   pageSize: number;
   pageNum: number;
   select: string[] | null;
+  /** where the page starts: after this row (PAGEAFTER, from a NEXTPAGEURL) instead of at an offset */
+  after?: Continuation;
 }
+
+/** A position in a sorted result: the sort values and the rowid of a row (the page ends with it). */
+export interface Continuation { values: unknown[]; rowid: number }
 
 export const DEFAULT_PAGE_SIZE = 100;
 /** Largest page a request can ask for; only an explicit PAGESIZE 0 returns everything. */
@@ -24,8 +29,9 @@ export const MAX_PAGE_SIZE = 10_000;
 
 const badQuery = (detail: string) => new ApiError("BAD_QUERY", detail);
 
-/** Accepts a JSON string, a full query object, a bare FILTERS array, or nothing. */
-export function parseQuery(input: unknown, opts: { defaultPageSize?: number } = {}): Query {
+/** Accepts a JSON string, a full query object, a bare FILTERS array, or nothing. `continuation`:
+ *  the caller pages with PAGEAFTER (collections); elsewhere it is an unknown key. */
+export function parseQuery(input: unknown, opts: { defaultPageSize?: number; continuation?: boolean } = {}): Query {
   let q: unknown = input;
   if (typeof q === "string") {
     if (q.trim() === "") q = undefined;
@@ -39,7 +45,7 @@ export function parseQuery(input: unknown, opts: { defaultPageSize?: number } = 
   if (typeof q !== "object") throw badQuery("query must be an object or a FILTERS array");
   const o = q as Record<string, unknown>;
   for (const k of Object.keys(o)) {
-    if (!["FILTERS", "SORT", "PAGESIZE", "PAGENUM", "SELECTCOLUMNS", "GROUPBY", "PRIMARYKEY"].includes(k))
+    if (!["FILTERS", "SORT", "PAGESIZE", "PAGENUM", "SELECTCOLUMNS", "GROUPBY", "PRIMARYKEY"].includes(k) && !(k === "PAGEAFTER" && opts.continuation))
       throw badQuery(`unknown query key '${k}'`);
   }
   const filters = o.FILTERS == null ? [] : parseFilters(o.FILTERS);
@@ -59,7 +65,17 @@ export function parseQuery(input: unknown, opts: { defaultPageSize?: number } = 
       throw badQuery("SELECTCOLUMNS must be an array of column names");
     select = o.SELECTCOLUMNS.length ? (o.SELECTCOLUMNS as string[]) : null;
   }
-  return { filters, sort, pageSize, pageNum: pageSize === 0 ? 0 : pageNum, select };
+  const after = o.PAGEAFTER == null ? undefined : parseContinuation(o.PAGEAFTER, sort.length);
+  if (after && pageSize === 0) throw badQuery("PAGEAFTER continues a paged query: PAGESIZE must not be 0");
+  return { filters, sort, pageSize, pageNum: pageSize === 0 ? 0 : pageNum, select, ...(after ? { after } : {}) };
+}
+
+/** PAGEAFTER: [sort value..., rowid], as a NEXTPAGEURL carries it. */
+function parseContinuation(v: unknown, sortKeys: number): Continuation {
+  const scalar = (x: unknown) => x === null || typeof x === "string" || typeof x === "boolean" || (typeof x === "number" && Number.isFinite(x));
+  if (!Array.isArray(v) || v.length !== sortKeys + 1 || !Number.isSafeInteger(v[sortKeys]) || !v.slice(0, sortKeys).every(scalar))
+    throw badQuery("PAGEAFTER is the position a NEXTPAGEURL gives (a value per SORT key, then a row number): send it back unchanged");
+  return { values: v.slice(0, sortKeys), rowid: v[sortKeys] as number };
 }
 
 function int(v: unknown, name: string): number {
@@ -207,10 +223,46 @@ export function compileOrder(sort: Query["sort"], columns: ColumnMap, fallback?:
   return parts.length ? ` ORDER BY ${parts.join(", ")}` : "";
 }
 
+/** The SQL expressions of the sort keys (to select them next to a page's rows). */
+export const sortExpressions = (sort: Query["sort"], columns: ColumnMap): string[] => sort.map((s) => resolve(columns, s.field).sql);
+
 export function compileLimit(q: Query): string {
   if (q.pageSize === 0) return "";
   return ` LIMIT ${q.pageSize} OFFSET ${(q.pageNum - 1) * q.pageSize}`;
 }
+
+/**
+ * The rows after a continuation, in the order of `sort` then `rowid` ascending (compileOrder with
+ * the fallback "rowid"), as conditions to AND with the query's WHERE: a page deep in a sorted
+ * result then reads from its position in the index instead of counting its way there (OFFSET).
+ * The first sort key bounds the condition so the planner can take an index range: NULLs sort
+ * first ascending and last descending, and since a range holds values or NULLs but not both, the
+ * rows may come in two parts, read in the order returned.
+ */
+export function continueAfter(sort: Query["sort"], columns: ColumnMap, after: Continuation, rowid = "rowid"): CompiledWhere[] {
+  const keys = sort.map((s, i) => ({ sql: resolve(columns, s.field).sql, desc: s.desc, v: bindable(after.values[i]) }));
+  /** strictly after the position on keys i.. (key by key, exact with NULLs) */
+  const rest = (i: number, args: unknown[]): string => {
+    if (i === keys.length) { args.push(after.rowid); return `${rowid} > ?`; }
+    const { sql, desc, v } = keys[i]!;
+    let later: string, equal: string;
+    if (v === null) { later = desc ? "0" : `${sql} IS NOT NULL`; equal = `${sql} IS NULL`; }
+    else { args.push(v, v); later = desc ? `(${sql} < ? OR ${sql} IS NULL)` : `${sql} > ?`; equal = `${sql} = ?`; }
+    return `(${later} OR (${equal} AND ${rest(i + 1, args)}))`;
+  };
+  if (!keys.length) return [{ sql: `${rowid} > ?`, args: [after.rowid] }];
+  const { sql, desc, v } = keys[0]!;
+  const args: unknown[] = [];
+  if (v === null) {
+    const nulls = { sql: `${sql} IS NULL AND ${rest(1, args)}`, args };
+    return desc ? [nulls] : [nulls, { sql: `${sql} IS NOT NULL`, args: [] }];
+  }
+  const tail = rest(1, args);
+  const values = { sql: `${sql} ${desc ? "<=" : ">="} ? AND (${sql} ${desc ? "<" : ">"} ? OR (${sql} = ? AND ${tail}))`, args: [v, v, v, ...args] };
+  return desc ? [values, { sql: `${sql} IS NULL`, args: [] }] : [values];
+}
+
+const bindable = (v: unknown) => (typeof v === "boolean" ? (v ? 1 : 0) : v === undefined ? null : v);
 
 /** Checks SELECTCOLUMNS against the known columns; returns the names to keep (null = all). */
 export function selectedColumns(q: Query, columns: ColumnMap): string[] | null {
@@ -226,8 +278,9 @@ export function plainColumns(defs: Record<string, ColumnType>, prefix = ""): Col
   return m;
 }
 
-/** Re-serialises a query with another page number, for NEXTPAGEURL/PREVPAGEURL. */
-export function serializeQuery(q: Query, pageNum: number): string {
+/** Re-serialises a query with another page number, for NEXTPAGEURL/PREVPAGEURL, and where that
+ *  page starts when known (PAGEAFTER). */
+export function serializeQuery(q: Query, pageNum: number, after: Continuation | null = null): string {
   const out: Record<string, unknown> = {
     FILTERS: q.filters.map((g) => g.map((c) => ({ [c.op]: [{ [c.field]: c.value }] }))),
     PAGESIZE: q.pageSize,
@@ -235,5 +288,6 @@ export function serializeQuery(q: Query, pageNum: number): string {
   };
   if (q.sort.length) out.SORT = q.sort.map((s) => ({ [s.desc ? "DESC" : "ASC"]: s.field }));
   if (q.select) out.SELECTCOLUMNS = q.select;
+  if (after) out.PAGEAFTER = [...after.values, after.rowid];
   return JSON.stringify(out);
 }

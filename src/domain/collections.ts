@@ -6,9 +6,10 @@ import type { Principal } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
 import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../core/columns.ts";
 import { ApiError, ErrorKinds, fail, notFound } from "../core/errors.ts";
-import { newKey, newUuid, nowIso } from "../core/ids.ts";
+import { newKey, newTimeUuid, nowIso } from "../core/ids.ts";
 import {
-  type ColumnMap, type CompiledWhere, type Query, compileLimit, compileOrder, compileWhere, parseQuery, serializeQuery,
+  type ColumnMap, type CompiledWhere, type Continuation, type Query, compileOrder, compileWhere, continueAfter, parseQuery,
+  serializeQuery, sortExpressions,
 } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
@@ -30,14 +31,19 @@ export interface Collection {
 }
 
 interface CompiledFetch {
-  q: Query; where: CompiledWhere; sql: string;
+  q: Query; where: CompiledWhere;
+  /** The statements that read the page, in order, each still to be given its LIMIT (and OFFSET
+   *  when the page has no PAGEAFTER); see continueAfter for when there are two. */
+  reads: { sql: string; args: unknown[] }[];
   /** The last result, valid while the collection's write version is unchanged. */
-  result?: { version: number; data: Record<string, unknown>[]; total: number; at: number };
+  result?: { version: number; data: Record<string, unknown>[]; total: number; more: boolean; after: Continuation | null; at: number };
 }
 /** Results kept per compiled query: small pages only, and never older than this. */
 const RESULT_MAX_ROWS = 100;
 const RESULT_MAX_MS = 30_000;
 const COMPILED_MAX = 200;
+/** Totals kept per collection and filter, while the collection's write version is unchanged. */
+const TOTALS_MAX = 1_000;
 
 const COLLECTION_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
 const META_CACHE_MS = 5_000;
@@ -88,6 +94,9 @@ export class Collections {
    *  only when this process is the database's one writer: a local file (native driver). */
   private readonly versions = new Map<string, number>();
   private readonly reuseResults: boolean;
+  /** TOTAL of a filter on a collection at a write version: a client paging through a large
+   *  collection counts it once, not once per page. */
+  private readonly totals = new Map<string, { version: number; n: number }>();
 
   /** Items of collections that are database connections go through these (the external databases). */
   connected: ConnectedTables | null = null;
@@ -357,33 +366,69 @@ export class Collections {
       return this.page(rows as Record<string, unknown>[], total, q, pageBase);
     }
     const compiled = this.compileFetch(c, queryParam);
-    const { q, where, sql } = compiled;
+    const { q, where } = compiled;
     const id = c.row.collection_id;
     const version = this.version(id);
-    let data: Record<string, unknown>[], total: number;
+    let data: Record<string, unknown>[], total: number, more: boolean, after: Continuation | null;
     const hit = compiled.result;
     if (this.reuseResults && hit && hit.version === version && Date.now() - hit.at < RESULT_MAX_MS) {
-      ({ data, total } = hit);
+      ({ data, total, more, after } = hit);
     } else {
-      const rows = await collectionsRepo.selectPrepared(this.d.db, sql, where.args);
+      let rows: Record<string, unknown>[];
+      ({ rows, more } = await this.readPage(compiled));
+      // where the next page starts: after the last row (null: JSON cannot carry its position,
+      // so the next page is found by its number)
+      after = more ? continuation(rows[rows.length - 1]!, q.sort.length) : null;
       // A page that is not full tells the total without a second query.
       const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
-      total = q.pageSize === 0 || (rows.length < q.pageSize && (rows.length > 0 || offset === 0))
+      total = q.pageSize === 0 || (!more && (rows.length > 0 || offset === 0))
         ? offset + rows.length
-        : await collectionsRepo.count(this.d.db, id, where);
-      data = rows.map((r) => this.rowToWire(c, r));
+        : await this.total(id, where, version);
+      data = rows.map((r) => this.rowToWire(c, withoutPosition(r, q.sort.length)));
       if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.get(queryParam as string) === compiled)
-        compiled.result = { version, data, total, at: Date.now() };
+        compiled.result = { version, data, total, more, after, at: Date.now() };
     }
-    return this.page(data, total, q, pageBase);
+    return this.page(data, total, q, pageBase, more, after);
   }
 
-  private page(data: Record<string, unknown>[], total: number, q: Query, pageBase: string): FetchPage {
+  /** A page of rows (with their positions when paged), and whether more follow. */
+  private async readPage(f: CompiledFetch): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
+    const { q } = f;
+    if (q.pageSize === 0) return { rows: await collectionsRepo.selectPrepared(this.d.db, f.reads[0]!.sql, f.reads[0]!.args), more: false };
+    // one row beyond the page tells whether another page follows
+    const want = q.pageSize + 1;
+    const rows: Record<string, unknown>[] = [];
+    for (const r of f.reads) {
+      const limit = q.after ? [want - rows.length] : [want, (q.pageNum - 1) * q.pageSize];
+      for (const row of await collectionsRepo.selectPrepared(this.d.db, r.sql, [...r.args, ...limit])) rows.push(row);
+      if (rows.length >= want) break;
+    }
+    const more = rows.length > q.pageSize;
+    if (more) rows.length = q.pageSize;
+    return { rows, more };
+  }
+
+  /** The number of rows matching `where`, counted once per write version where results may be
+   *  reused (this process is the database's one writer). */
+  private async total(id: string, where: CompiledWhere, version: number): Promise<number> {
+    if (!this.reuseResults) return collectionsRepo.count(this.d.db, id, where);
+    const key = `${id}\u0000${where.sql}\u0000${JSON.stringify(where.args)}`;
+    const hit = this.totals.get(key);
+    if (hit && hit.version === version) return hit.n;
+    const n = await collectionsRepo.count(this.d.db, id, where);
+    if (this.totals.size >= TOTALS_MAX) this.totals.clear();
+    this.totals.set(key, { version, n });
+    return n;
+  }
+
+  /** `more`: a next page follows (by default when the total says so), starting `after` a row
+   *  (null: the next page is found by its number). */
+  private page(data: Record<string, unknown>[], total: number, q: Query, pageBase: string, more = q.pageNum * q.pageSize < total, after: Continuation | null = null): FetchPage {
     return {
       DATA: data,
       TOTAL: total,
       CURRENTPAGE: q.pageNum,
-      NEXTPAGEURL: q.pageSize && q.pageNum * q.pageSize < total ? pageUrl(pageBase, q, q.pageNum + 1) : null,
+      NEXTPAGEURL: q.pageSize && more ? pageUrl(pageBase, q, q.pageNum + 1, after) : null,
       PREVPAGEURL: q.pageSize && q.pageNum > 1 ? pageUrl(pageBase, q, q.pageNum - 1) : null,
     };
   }
@@ -392,10 +437,21 @@ export class Collections {
     const key = typeof queryParam === "string" ? queryParam : undefined;
     const hit = key === undefined ? undefined : c.compiled.get(key);
     if (hit) return hit;
-    const q = parseQuery(queryParam);
+    const q = parseQuery(queryParam, { continuation: true });
     const where = compileWhere(q.filters, c.map);
     const select = q.select ? q.select.map((s) => { if (!c.map[s]) throw fail("BAD_QUERY", `unknown column '${s}'`); return s; }) : ["item_id", ...c.columns.map((x) => x.name)];
-    const out: CompiledFetch = { q, where, sql: collectionsRepo.selectSql(c.row.collection_id, select, where, compileOrder(q.sort, c.map, "rowid") + compileLimit(q)) };
+    const id = c.row.collection_id;
+    const order = compileOrder(q.sort, c.map, "rowid");
+    const out: CompiledFetch = { q, where, reads: [] };
+    if (q.pageSize === 0) out.reads.push({ sql: collectionsRepo.selectSql(id, select, where, order), args: where.args });
+    else {
+      // each row carries its position (rowid and sort values), the last one's goes into NEXTPAGEURL
+      const position = ["rowid AS _r", ...sortExpressions(q.sort, c.map).map((e, i) => `${e} AS _k${i}`)];
+      for (const part of q.after ? continueAfter(q.sort, c.map, q.after) : [null]) {
+        const w = part ? { sql: `(${where.sql}) AND (${part.sql})`, args: [...where.args, ...part.args] } : where;
+        out.reads.push({ sql: collectionsRepo.selectSql(id, select, w, order + (q.after ? " LIMIT ?" : " LIMIT ? OFFSET ?"), position), args: w.args });
+      }
+    }
     if (key !== undefined) {
       if (c.compiled.size >= COMPILED_MAX) c.compiled.delete(c.compiled.keys().next().value!);
       c.compiled.set(key, out);
@@ -405,7 +461,7 @@ export class Collections {
 
   async count(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.READ);
-    const q = parseQuery(queryParam);
+    const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
     return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map)) };
   }
@@ -415,7 +471,8 @@ export class Collections {
     if (!item || typeof item !== "object" || Array.isArray(item)) throw dataError(`item ${index}: must be an object of column values`);
     const o = item as Record<string, unknown>;
     for (const k in o) if (!c.types.has(k)) throw dataError(`item ${index}: unknown column '${k}'`);
-    let itemId: string = newUuid();
+    // time-ordered: a growing table takes new rows at the end of its item_id index
+    let itemId: string = newTimeUuid();
     if (o.item_id !== undefined && o.item_id !== null) itemId = toSql("uuid", o.item_id, "item_id") as string;
     const values: SqlValue[] = [itemId];
     for (const col of c.columns) values.push(toSql(col.type, o[col.name], col.name));
@@ -581,8 +638,28 @@ export class Collections {
   }
 }
 
-function pageUrl(base: string, q: Query, page: number): string {
-  return `${base}?query=${encodeURIComponent(serializeQuery(q, page))}`;
+function pageUrl(base: string, q: Query, page: number, after: Continuation | null = null): string {
+  return `${base}?query=${encodeURIComponent(serializeQuery(q, page, after))}`;
+}
+
+/** The position a paged row was read with (see compileFetch), if JSON can carry it. */
+function continuation(row: Record<string, unknown>, sortKeys: number): Continuation | null {
+  const values: unknown[] = [];
+  for (let i = 0; i < sortKeys; i++) {
+    const v = row[`_k${i}`];
+    if (!(v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v)))) return null;
+    values.push(v);
+  }
+  const rowid = row._r;
+  return typeof rowid === "number" && Number.isSafeInteger(rowid) ? { values, rowid } : null;
+}
+
+/** A paged row without its position columns. */
+function withoutPosition(row: Record<string, unknown>, sortKeys: number): Record<string, unknown> {
+  if (!("_r" in row)) return row;
+  delete row._r;
+  for (let i = 0; i < sortKeys; i++) delete row[`_k${i}`];
+  return row;
 }
 
 /** Constraint failures from SQLite become 400s that say what collided. */

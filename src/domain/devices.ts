@@ -3,9 +3,9 @@
 // broker's live connections.
 import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
-import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import { DeviceKeys } from "../auth/deviceKeys.ts";
 import type { Principal } from "../auth/principal.ts";
-import { fail, notFound } from "../core/errors.ts";
+import { ApiError, fail, notFound } from "../core/errors.ts";
 import { deviceKey, newToken, nowSeconds } from "../core/ids.ts";
 import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { knownFields, objectBody, validate } from "../core/validate.ts";
@@ -56,11 +56,20 @@ const str = (v: unknown, field: string, max = 10_000): string => {
 };
 
 const KEY_FIELDS = new Set(["count", "numberOfKeys"]);
+/** Devices one bulk create may hold. */
+const MAX_CREATE = 10_000;
+
+const activeKeyOf = (v: unknown): string => {
+  if (typeof v !== "string" || v.length < MIN_KEY) throw fail("INVALID_ARGUMENT", `active_key must be a string of at least ${MIN_KEY} characters`);
+  return v;
+};
 
 export class Devices {
   readonly columnsOf: CustomColumns;
+  private connections?: ConnectionView;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private connections?: ConnectionView) {
+  /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null)) {
     this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name");
     d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
   }
@@ -118,13 +127,15 @@ export class Devices {
       return { deviceName: row.subject_id, deviceToken: issued.token, refreshToken: issued.refreshToken, expiresAt: issued.expiresAt };
     }
     const dev = await devicesRepo.byName(this.d.db, s.system_key, b.deviceName);
-    let ok = !!dev && dev.enabled === 1 && dev.allow_key_auth === 1;
-    if (ok) {
-      const hashes = [dev!.active_key_hash, ...(JSON.parse(dev!.key_hashes) as string[])].filter((h): h is string => !!h);
-      let match = false;
-      for (const h of hashes) if (await verifyPassword(b.activeKey, h)) { match = true; break; }
-      ok = match;
-    } else await verifyPassword(b.activeKey, undefined); // same timing for unknown devices
+    let ok = false;
+    if (dev && dev.enabled === 1 && dev.allow_key_auth === 1) {
+      const hashes = [dev.active_key_hash, ...(JSON.parse(dev.key_hashes) as string[])].filter((h): h is string => !!h);
+      const r = await this.keys.check(b.activeKey, hashes, JSON.parse(dev.key_verifiers) as string[]);
+      ok = r.ok;
+      // argon2id confirmed a chosen key: its verifier makes the next sign-in fast (a cache, never
+      // sent to edge sync as a change)
+      if (r.learned) await devicesRepo.update(this.d.db, s.system_key, dev.name, { key_verifiers: JSON.stringify(r.learned) });
+    } else this.keys.refuse(b.activeKey); // about the time a device with a verifier takes
     this.d.events.emit("Device::DeviceAuth", s.system_key, { deviceName: b.deviceName, is_error: !ok, error: ok ? "" : "invalid device name or key" });
     if (!ok) throw fail("BAD_CREDENTIALS", "invalid device name or active key, or the device is disabled");
     const t = await this.d.tokens.issue(this.d.db, "device", dev!.name, s.system_key, Systems.ttlFor(s, "device", deviceData(dev!)));
@@ -145,9 +156,7 @@ export class Devices {
         case "name": if (!creating) throw fail("INVALID_ARGUMENT", "Not allowed to update field 'name'"); break;
         case "type": case "state": case "description": case "certificate": cols[k] = v === null ? "" : str(v, k); break;
         case "enabled": case "allow_key_auth": case "allow_certificate_auth": cols[k] = bool(v, k); break;
-        case "active_key":
-          if (typeof v !== "string" || v.length < MIN_KEY) throw fail("INVALID_ARGUMENT", `active_key must be a string of at least ${MIN_KEY} characters`);
-          activeKey = v; break;
+        case "active_key": activeKey = activeKeyOf(v); break;
         case "created_date": case "last_active_date": case "causeTrigger": case "device_key": case "system_key": case "has_keys": case "keys": case "__HostId__":
           break; // server-set or client bookkeeping
         default: custom[k] = v;
@@ -156,23 +165,34 @@ export class Devices {
     return { schema, cols, data: this.columnsOf.values(schema, custom, data), activeKey };
   }
 
+  /** The stored form of a device's key: a generated one is hashed fast, a chosen one with argon2id
+   *  (outside any transaction, which would hold every other write meanwhile) plus its verifier. */
+  private async storedKey(key: string, generated: boolean): Promise<{ hash: string; verifiers: string[] }> {
+    return generated ? { hash: DeviceKeys.generated(key), verifiers: [] } : this.keys.chosen(key);
+  }
+
+  private newRow(systemKey: string, name: string, cols: DeviceChanges, data: Record<string, unknown>, key: { hash: string; verifiers: string[] }, now: number): DeviceRow {
+    return {
+      system_key: systemKey, name, type: cols.type ?? "", state: cols.state ?? "", description: cols.description ?? "",
+      enabled: cols.enabled ?? 1, allow_key_auth: cols.allow_key_auth ?? 1, allow_certificate_auth: cols.allow_certificate_auth ?? 0,
+      active_key_hash: key.hash, key_hashes: "[]", certificate: cols.certificate ?? "",
+      created_date: now, last_active_date: now, data: JSON.stringify(data), key_verifiers: JSON.stringify(key.verifiers),
+    };
+  }
+
   async create(p: Principal, systemKey: string, name: string, body: unknown) {
     await this.guard(p, systemKey, LEVEL.CREATE);
     const b = objectBody(body);
     if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "name in the body differs from the name in the path");
     if (!NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `invalid device name '${name}'`);
-    let generated: string | undefined;
+    const exists = () => fail("ALREADY_EXISTS", `device '${name}' already exists`);
+    if (await devicesRepo.byName(this.d.db, systemKey, name)) throw exists();
+    const { schema, cols, data, activeKey } = await this.parse(this.d.db, systemKey, b, {}, true);
+    const generated = activeKey === undefined ? newToken() : undefined;
+    const key = await this.storedKey(activeKey ?? generated!, generated !== undefined);
     const out = await this.d.db.tx(async (tx) => {
-      if (await devicesRepo.byName(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `device '${name}' already exists`);
-      const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, {}, true);
-      const key = activeKey ?? (generated = newToken());
-      const now = nowSeconds();
-      const row: DeviceRow = {
-        system_key: systemKey, name, type: cols.type ?? "", state: cols.state ?? "", description: cols.description ?? "",
-        enabled: cols.enabled ?? 1, allow_key_auth: cols.allow_key_auth ?? 1, allow_certificate_auth: cols.allow_certificate_auth ?? 0,
-        active_key_hash: await hashPassword(key), key_hashes: "[]", certificate: cols.certificate ?? "",
-        created_date: now, last_active_date: now, data: JSON.stringify(data),
-      };
+      if (await devicesRepo.byName(tx, systemKey, name)) throw exists();
+      const row = this.newRow(systemKey, name, cols, data, key, nowSeconds());
       await devicesRepo.insert(tx, row);
       await this.roles.changeMembership(tx, systemKey, "device", name, { add: ["Authenticated"] });
       await this.logDevice(tx, systemKey, name);
@@ -181,6 +201,57 @@ export class Devices {
     this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: name, device: out });
     // a key the server chose is shown once, or nobody could ever use it
     return generated ? { ...out, active_key: generated } : out;
+  }
+
+  /** POST /api/v/2/devices/{systemKey} with an array of device bodies (each with its name): all
+   *  are created, in one transaction, or none; the answer lists the records in the same order.
+   *  An entry that would fail alone refuses the batch, and the error names its index. */
+  async createMany(p: Principal, systemKey: string, body: unknown) {
+    await this.guard(p, systemKey, LEVEL.CREATE);
+    if (!Array.isArray(body)) throw fail("INVALID_ARGUMENT", "body must be an array of devices (POST .../{name} creates one)");
+    if (!body.length) throw fail("INVALID_ARGUMENT", "body: at least one device is required");
+    if (body.length > MAX_CREATE) throw fail("INVALID_ARGUMENT", `at most ${MAX_CREATE} devices per request`);
+    const at = <T>(i: number, fn: () => T): T => {
+      try { return fn(); } catch (e) {
+        if (e instanceof ApiError) throw new ApiError(e.kind, `[${i}]: ${e.detail}`);
+        throw e;
+      }
+    };
+    const seen = new Set<string>();
+    const entries: { name: string; b: Record<string, unknown> }[] = body.map((e, i) => at(i, () => {
+      const b = objectBody(e, "device");
+      const name = b.name;
+      if (typeof name !== "string" || !NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `name: invalid device name '${String(name)}'`);
+      if (seen.has(name)) throw fail("INVALID_ARGUMENT", `device '${name}' appears twice in the request`);
+      seen.add(name);
+      return { name, b };
+    }));
+    const clash = async (ex: Executor) => {
+      const taken = new Set(await devicesRepo.existing(ex, systemKey, entries.map((e) => e.name)));
+      const i = entries.findIndex((e) => taken.has(e.name));
+      if (i >= 0) throw fail("ALREADY_EXISTS", `[${i}]: device '${entries[i]!.name}' already exists`);
+    };
+    await clash(this.d.db);
+    const parsed: Awaited<ReturnType<typeof this.parse>>[] = [];
+    for (const [i, e] of entries.entries()) parsed.push(await this.parse(this.d.db, systemKey, e.b, {}, true).catch((err: unknown) => at(i, () => { throw err; })));
+    const generated = parsed.map((r) => (r.activeKey === undefined ? newToken() : undefined));
+    const keys = await Promise.all(parsed.map((r, i) => this.storedKey(r.activeKey ?? generated[i]!, generated[i] !== undefined)));
+    const schema = parsed[0]!.schema;
+    const now = nowSeconds();
+    const rows = entries.map((e, i) => this.newRow(systemKey, e.name, parsed[i]!.cols, parsed[i]!.data, keys[i]!, now));
+    await this.d.db.tx(async (tx) => {
+      await clash(tx);
+      await devicesRepo.insertMany(tx, rows);
+      for (const r of rows) {
+        await this.roles.changeMembership(tx, systemKey, "device", r.name, { add: ["Authenticated"] });
+        await this.logDevice(tx, systemKey, r.name);
+      }
+    });
+    return rows.map((row, i) => {
+      const out = this.toWire(row, schema);
+      this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: row.name, device: out });
+      return generated[i] ? { ...out, active_key: generated[i] } : out;
+    });
   }
 
   async get(p: Principal, systemKey: string, name: string) {
@@ -201,11 +272,16 @@ export class Devices {
   private async applyUpdate(systemKey: string, name: string, b: Record<string, unknown>) {
     const quiet = b.causeTrigger === false;
     let disabled = false;
+    // a new key is hashed before the transaction (parse checks it again inside)
+    const newKey = b.active_key === undefined ? undefined : await this.storedKey(activeKeyOf(b.active_key), false);
     const out = await this.d.db.tx(async (tx) => {
       const row = await this.find(tx, systemKey, name);
       const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, deviceData(row), false);
       const changes: DeviceChanges = { ...cols, data: JSON.stringify(data) };
-      if (activeKey) changes.active_key_hash = await hashPassword(activeKey);
+      if (activeKey && newKey) {
+        changes.active_key_hash = newKey.hash;
+        changes.key_verifiers = JSON.stringify([...this.keys.keep(JSON.parse(row.key_hashes) as string[], JSON.parse(row.key_verifiers) as string[]), ...newKey.verifiers]);
+      }
       disabled = (cols.enabled === 0 && row.enabled === 1) || (cols.allow_key_auth === 0 && row.allow_key_auth === 1) || !!activeKey;
       await devicesRepo.update(tx, systemKey, name, changes);
       await this.logDevice(tx, systemKey, name);
@@ -315,9 +391,9 @@ export class Devices {
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 100) throw fail("INVALID_ARGUMENT", "count must be an integer from 1 to 100");
     await this.find(this.d.db, systemKey, name);
     const keys = Array.from({ length: count }, () => newToken());
-    const hashes = await Promise.all(keys.map((k) => hashPassword(k)));
+    const hashes = keys.map((k) => DeviceKeys.generated(k));
     await this.d.db.tx(async (tx) => {
-      await devicesRepo.update(tx, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]! });
+      await devicesRepo.update(tx, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]!, key_verifiers: "[]" });
       await this.logDevice(tx, systemKey, name);
     });
     this.d.tokens.forgetSubject("device", name, systemKey);

@@ -105,9 +105,10 @@ export const collectionsRepo = {
     }
   },
 
-  /** The SELECT for a compiled query; callers cache it and run it with selectPrepared. */
-  selectSql: (id: string, columns: string[], where: CompiledWhere, orderAndLimit: string) =>
-    `SELECT ${columns.map(ident).join(", ")} FROM ${tableOf(id)} WHERE ${where.sql}${orderAndLimit}`,
+  /** The SELECT for a compiled query; callers cache it and run it with selectPrepared. `extra`:
+   *  expressions (with their aliases) selected after the columns. */
+  selectSql: (id: string, columns: string[], where: CompiledWhere, orderAndLimit: string, extra: string[] = []) =>
+    `SELECT ${[...columns.map(ident), ...extra].join(", ")} FROM ${tableOf(id)} WHERE ${where.sql}${orderAndLimit}`,
   selectPrepared: (ex: Executor, sql: string, args: readonly unknown[]) => ex.all<Record<string, unknown>>(sql, args),
 
   /** Rows by item id (all columns), for recording what a write left behind. */

@@ -8,13 +8,17 @@ export interface DeviceRow {
   enabled: number; allow_key_auth: number; allow_certificate_auth: number;
   active_key_hash: string | null; key_hashes: string; certificate: string;
   created_date: number; last_active_date: number; data: string;
+  /** JSON array: fast verifiers of the keys a client chose (auth/deviceKeys.ts) */
+  key_verifiers: string;
 }
 
 /** Columns a device update may set (validated by the domain layer). */
 export type DeviceChanges = Partial<Omit<DeviceRow, "system_key" | "name" | "created_date">>;
 
 const COLUMNS = ["system_key", "name", "type", "state", "description", "enabled", "allow_key_auth", "allow_certificate_auth",
-  "active_key_hash", "key_hashes", "certificate", "created_date", "last_active_date", "data"] as const;
+  "active_key_hash", "key_hashes", "certificate", "created_date", "last_active_date", "data", "key_verifiers"] as const;
+/** Devices per INSERT statement (bound parameters stay well under SQLite's limit). */
+const INSERT_ROWS = 500;
 
 export const devicesRepo = {
   byName: (ex: Executor, systemKey: string, name: string) =>
@@ -23,6 +27,22 @@ export const devicesRepo = {
   all: (ex: Executor, systemKey: string) => ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? ORDER BY name`, [systemKey]),
   insert: (ex: Executor, d: DeviceRow) =>
     ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`, COLUMNS.map((c) => d[c])),
+  async insertMany(ex: Executor, rows: DeviceRow[]) {
+    const tuple = `(${COLUMNS.map(() => "?").join(", ")})`;
+    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+      const chunk = rows.slice(i, i + INSERT_ROWS);
+      await ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`, chunk.flatMap((d) => COLUMNS.map((c) => d[c])));
+    }
+  },
+  /** Which of `names` are devices of the system. */
+  async existing(ex: Executor, systemKey: string, names: string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (let i = 0; i < names.length; i += INSERT_ROWS) {
+      const chunk = names.slice(i, i + INSERT_ROWS);
+      for (const r of await ex.all<{ name: string }>(`SELECT name FROM devices WHERE system_key = ? AND name IN (${chunk.map(() => "?").join(", ")})`, [systemKey, ...chunk])) out.push(r.name);
+    }
+    return out;
+  },
   list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
     ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
   count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>

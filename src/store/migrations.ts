@@ -457,6 +457,18 @@ export const MIGRATIONS: Migration[] = [
       `ALTER TABLE triggers ADD COLUMN user_type INTEGER NOT NULL DEFAULT 1`,
     ],
   },
+  {
+    version: 15,
+    name: "device key verifiers, indexes for default listings",
+    up: [
+      // fast verifiers of client-chosen device keys (HMACs under the server's secret key, which is
+      // never in the database; see auth/deviceKeys.ts)
+      `ALTER TABLE devices ADD COLUMN key_verifiers TEXT NOT NULL DEFAULT '[]'`,
+      // the orders device and user listings use when the query has no SORT
+      `CREATE INDEX devices_created ON devices(system_key, created_date, name)`,
+      `CREATE INDEX users_created ON users(system_key, creation_date, user_id)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -16,6 +16,8 @@ export const deviceRoutes = (s: Services) => {
   for (const base of ["/api/v/2/devices/:systemKey", "/admin/devices/:systemKey"]) {
     app = app
       .get(base, async ({ request, params }) => s.devices.list(await auth(request), sk(params), queryOf(request).get("query")))
+      // an array of device bodies, each with its name (POST .../{name} creates one)
+      .post(base, async ({ request, params }) => s.devices.createMany(await auth(request), sk(params), await jsonBody(request)))
       .put(base, async ({ request, params }) => s.devices.bulkUpdate(await auth(request), sk(params), await jsonBody(request)))
       .delete(base, async ({ request, params }) => s.devices.bulkDelete(await auth(request), sk(params), queryOf(request).get("query"))) as unknown as Elysia;
   }

@@ -1,0 +1,93 @@
+// Device keys at rest, and checking them at the rate devices reconnect. argon2id (passwords.ts)
+// checks about 20 keys a second per core: 10,000 devices signing in again after a restart took
+// minutes. So:
+//  - a key the server generated (256 random bits) is stored as its SHA-256, as tokens are: a hash
+//    of a key nobody can guess leaves nothing to guess, and it checks in microseconds;
+//  - a key a client chose keeps its argon2id hash, and next to it a verifier: an HMAC-SHA256 of the
+//    key under a key derived from the server's secret key (--secret-key, or the data directory's
+//    secret.key; never in the database). A sign-in checks the verifier; argon2id only runs for a
+//    hash without one of ours (made before verifiers existed, or on another node with another
+//    secret, such as the platform for an edge), and the verifier it then earns is kept.
+// A stolen database alone gives nothing more to guess against than before: without the secret key
+// a verifier cannot be tested. Each verifier carries a tag binding it to its hash and to this
+// secret, so a verifier of a replaced key or of another node's secret is recognised and ignored,
+// never taken as a refusal.
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { hashToken } from "../core/ids.ts";
+import { hashPassword, verifyPassword } from "./passwords.ts";
+import type { SecretBox } from "./secrets.ts";
+
+const GENERATED = "sha256$";
+
+const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+
+export class DeviceKeys {
+  private readonly secret: Buffer | null;
+
+  /** Without a secret box (tests, tools) chosen keys are checked with argon2id alone. */
+  constructor(box: SecretBox | null) {
+    this.secret = box ? box.derive("outpost device key verifier v1") : null;
+  }
+
+  /** The stored form of a key the server generated. */
+  static generated(key: string): string {
+    return GENERATED + hashToken(key);
+  }
+
+  /** The stored form of a key a client chose, and its verifier. */
+  async chosen(key: string): Promise<{ hash: string; verifiers: string[] }> {
+    const hash = await hashPassword(key);
+    const v = this.verifier(key, hash);
+    return { hash, verifiers: v ? [v] : [] };
+  }
+
+  private mac(...parts: string[]): string {
+    const h = createHmac("sha256", this.secret!);
+    for (const p of parts) h.update(p).update("\0");
+    return h.digest("base64url");
+  }
+
+  /** Names a hash under this secret without telling anything about the key. */
+  private tag(hash: string): string {
+    return this.mac("tag", hash).slice(0, 16);
+  }
+
+  private verifier(key: string, hash: string): string | null {
+    return this.secret ? `${this.tag(hash)}.${this.mac("key", hash, key)}` : null;
+  }
+
+  /** Whether `key` is one of a device's keys (its stored hashes and verifiers). `learned`: the
+   *  verifiers to store when argon2id had to confirm a chosen key (the next check is fast). */
+  async check(key: string, hashes: string[], verifiers: string[]): Promise<{ ok: boolean; learned?: string[] }> {
+    const slow: string[] = [];
+    let generated: string | undefined;
+    for (const h of hashes) {
+      if (h.startsWith(GENERATED)) { if (same((generated ??= DeviceKeys.generated(key)), h)) return { ok: true }; continue; }
+      if (!this.secret) { slow.push(h); continue; }
+      const tag = this.tag(h) + ".";
+      const mine = verifiers.find((v) => v.startsWith(tag));
+      if (mine === undefined) slow.push(h);
+      else if (same(mine, this.verifier(key, h)!)) return { ok: true };
+    }
+    for (const h of slow) {
+      if (!(await verifyPassword(key, h))) continue;
+      const v = this.verifier(key, h);
+      return { ok: true, learned: v ? [...this.keep(hashes, verifiers), v] : undefined };
+    }
+    return { ok: false };
+  }
+
+  /** The work of a check that finds no device, so its answer takes about as long. */
+  refuse(key: string): false {
+    DeviceKeys.generated(key);
+    if (this.secret) this.verifier(key, "");
+    return false;
+  }
+
+  /** The verifiers that still belong to one of `hashes` under this secret. */
+  keep(hashes: string[], verifiers: string[]): string[] {
+    if (!this.secret || !verifiers.length) return [];
+    const tags = new Set(hashes.map((h) => this.tag(h)));
+    return verifiers.filter((v) => tags.has(v.slice(0, v.indexOf("."))));
+  }
+}

@@ -267,8 +267,9 @@ export class WorkerPool {
     this.o.restarts?.inc({ reason: "memory" });
     this.o.log.info("replacing a code worker", { why, heapMb: Math.round(slot.heap / 1048576) });
     if (!this.stopped) this.spawn();
-    // a stream service never ends by itself: it restarts on another worker
-    for (const run of slot.runs.values()) if (!run.deadline) this.post(slot, { t: "abort", id: run.id, why: "its worker was replaced to give memory back; it restarts" });
+    // a stream service never ends by itself, so it is ended (with auto_restart it starts again
+    // on another worker)
+    for (const run of slot.runs.values()) if (!run.deadline) this.post(slot, { t: "abort", id: run.id, why: "its worker was replaced to give memory back" });
     if (!slot.batch && slot.runs.size === 0) this.end(slot);
   }
 

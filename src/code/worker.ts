@@ -88,11 +88,14 @@ function start(s: RunStep, contexts: string[]) {
     return;
   }
   const logs: string[] | null = s.lg ? [] : null;
+  /** its host calls: those still unanswered when it ends are forgotten */
+  const own: number[] = [];
   runs.set(s.id, sb);
   const hooks: RunHooks = {
     host: (op, a, answer) => {
       const c = ++nextCall;
       answers.set(c, answer);
+      own.push(c);
       calls.push({ id: s.id, c, op, a });
     },
     log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
@@ -102,6 +105,7 @@ function start(s: RunStep, contexts: string[]) {
   const timeoutMs = s.dl ? Math.max(1, s.dl - Date.now()) : 0;
   sb.run(s.e, { context: contexts[s.cx]!, params: s.p, instanceId: crypto.randomUUID() }, hooks, timeoutMs, (o) => {
     runs.delete(s.id);
+    for (const c of own) answers.delete(c);
     checkin(s.key, s.st, sb);
     const d: Done = { id: s.id, o: encodeOutcome(o) };
     if (o.kind !== "failed") {

@@ -456,6 +456,7 @@ const QUERIES: [string, string, string[]?][] = [
   ["a filter column with SQL in it", JSON.stringify({ FILTERS: [[{ EQ: [{ 'name" OR 1=1 --': 1 }] }]] })],
   ["a SORT column with SQL in it", JSON.stringify({ SORT: [{ ASC: "name; DROP TABLE users" }] }), SORTING],
   ["SELECTCOLUMNS with SQL in it", JSON.stringify({ SELECTCOLUMNS: ["* FROM users --"] }), SELECTING],
+  ["PAGEAFTER that is not a position", JSON.stringify({ PAGESIZE: 10, PAGEAFTER: [{ x: 1 }] })],
   ["an own __proto__ key", '{"__proto__":{"PAGESIZE":1},"FILTERS":[]}'],
   ["1000-deep FILTERS", DEEP_QUERY],
 ];

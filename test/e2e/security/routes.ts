@@ -191,6 +191,7 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: de, method: "POST", path: "/api/v/2/devices/{sk}/auth", auth: "public", as: "anon", body: (i) => ({ deviceName: i.deviceAuth, activeKey: i.deviceKey }) });
   for (const [base, auth] of [["/api/v/2/devices/{sk}", "user"], ["/admin/devices/{sk}", "dev"]] as const) {
     add({ file: de, method: "GET", path: base, auth, query: "list" });
+    add({ file: de, method: "POST", path: base, auth, shape: "array", columns: "", body: (_i, f) => [{ name: f(), type: "sensor", state: "new", active_key: "device-key-123", enabled: true, allow_key_auth: true }] });
     add({ file: de, method: "PUT", path: base, auth, columns: "$set", body: (i) => ({ query: [[{ EQ: [{ name: i.device }] }]], $set: { state: "bulk-set" } }) });
     add({ file: de, method: "DELETE", path: `${base}?query=${qs(FILTER_ALL)}`, auth, noBaseline: "deletes devices" });
   }

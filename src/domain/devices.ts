@@ -203,29 +203,27 @@ export class Devices {
     return generated ? { ...out, active_key: generated } : out;
   }
 
-  /** POST /api/v/2/devices/{systemKey} with an array of device bodies (each with its name): all
-   *  are created, in one transaction, or none; the answer lists the records in the same order.
-   *  An entry that would fail alone refuses the batch, and the error names its index. */
+  /** POST /api/v/2/devices/{systemKey} (and /admin/devices/{systemKey}) with an array of device
+   *  bodies, each with its name: all are created, in one transaction, or none; the answer lists the
+   *  records in the same order. An entry that would fail alone refuses the batch, and the error
+   *  names its index. */
   async createMany(p: Principal, systemKey: string, body: unknown) {
     await this.guard(p, systemKey, LEVEL.CREATE);
     if (!Array.isArray(body)) throw fail("INVALID_ARGUMENT", "body must be an array of devices (POST .../{name} creates one)");
     if (!body.length) throw fail("INVALID_ARGUMENT", "body: at least one device is required");
     if (body.length > MAX_CREATE) throw fail("INVALID_ARGUMENT", `at most ${MAX_CREATE} devices per request`);
-    const at = <T>(i: number, fn: () => T): T => {
-      try { return fn(); } catch (e) {
-        if (e instanceof ApiError) throw new ApiError(e.kind, `[${i}]: ${e.detail}`);
-        throw e;
-      }
-    };
+    const indexed = (i: number, e: unknown) => (e instanceof ApiError ? new ApiError(e.kind, `[${i}]: ${e.detail}`) : e);
     const seen = new Set<string>();
-    const entries: { name: string; b: Record<string, unknown> }[] = body.map((e, i) => at(i, () => {
-      const b = objectBody(e, "device");
-      const name = b.name;
-      if (typeof name !== "string" || !NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `name: invalid device name '${String(name)}'`);
-      if (seen.has(name)) throw fail("INVALID_ARGUMENT", `device '${name}' appears twice in the request`);
-      seen.add(name);
-      return { name, b };
-    }));
+    const entries = body.map((e, i) => {
+      try {
+        const b = objectBody(e, "device");
+        const name = b.name;
+        if (typeof name !== "string" || !NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", `name: invalid device name '${String(name)}'`);
+        if (seen.has(name)) throw fail("INVALID_ARGUMENT", `device '${name}' appears twice in the request`);
+        seen.add(name);
+        return { name, b };
+      } catch (err) { throw indexed(i, err); }
+    });
     const clash = async (ex: Executor) => {
       const taken = new Set(await devicesRepo.existing(ex, systemKey, entries.map((e) => e.name)));
       const i = entries.findIndex((e) => taken.has(e.name));
@@ -233,7 +231,9 @@ export class Devices {
     };
     await clash(this.d.db);
     const parsed: Awaited<ReturnType<typeof this.parse>>[] = [];
-    for (const [i, e] of entries.entries()) parsed.push(await this.parse(this.d.db, systemKey, e.b, {}, true).catch((err: unknown) => at(i, () => { throw err; })));
+    for (const [i, e] of entries.entries()) {
+      try { parsed.push(await this.parse(this.d.db, systemKey, e.b, {}, true)); } catch (err) { throw indexed(i, err); }
+    }
     const generated = parsed.map((r) => (r.activeKey === undefined ? newToken() : undefined));
     const keys = await Promise.all(parsed.map((r, i) => this.storedKey(r.activeKey ?? generated[i]!, generated[i] !== undefined)));
     const schema = parsed[0]!.schema;

@@ -75,7 +75,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     const events = new EventBus(log);
     const tokens = new Tokens(db);
-    const changes = new ChangeRecorder(config.mode, config.mode === "edge" ? `edge:${config.edgeName}` : "platform");
+    // the platform is the fleet's time reference: it bounds the skew of the stamps it takes
+    const changes = new ChangeRecorder(config.mode, config.mode === "edge" ? `edge:${config.edgeName}` : "platform", config.mode === "platform" ? config.maxClockSkew * 1000 : Infinity);
+    await changes.startClock(db);
+    started.push({ name: "clock", stop: () => changes.stopClock(db) });
     const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config, changes };
     const systems = new Systems(deps);
     const roles = new Roles(deps, systems);
@@ -139,7 +142,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker });
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000 });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;

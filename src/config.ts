@@ -46,6 +46,10 @@ export const ConfigSchema = z.object({
   adaptersDir: z.string().optional(),
   adaptersUser: z.string().min(1).default("nobody"),
   edgeTemplatesDir: z.string().default("./edge-templates"),
+  // edge sync: how often an edge pings (either side drops a link silent for two periods), and how
+  // far ahead of the platform's clock (seconds) a row stamp may be
+  syncPingMs: intText.pipe(z.number().int().min(200).max(600_000)).default(15_000),
+  maxClockSkew: intText.pipe(z.number().int().min(1)).default(300),
   // messaging
   historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
   historyMaxAge: intText.pipe(z.number().int().min(1)).default(604800),
@@ -249,6 +253,10 @@ Edge
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
   --adapters-user USER        who adapter commands run as when the edge runs as root (nobody)
   --edge-templates-dir DIR    named edge templates, one JSON file each (./edge-templates)
+  --sync-ping-ms N            edge: how often the sync link is checked; a link silent for two
+                              periods is dropped and made again (15000)
+  --max-clock-skew SECONDS    platform: an edge's row stamps further ahead of the platform's clock
+                              are refused and the platform stamps the writes itself (300)
 
 Messaging
   --history-max-rows N        messages kept per topic by default (1000; 0 = no history)

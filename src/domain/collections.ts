@@ -114,12 +114,13 @@ export class Collections {
   /** Every write to a collection's rows calls this after its transaction. */
   written(id: string) { this.versions.set(id, this.version(id) + 1); }
 
-  /** Records a collection's schema for edge sync. */
-  private async logSchema(tx: Executor, id: string) {
+  /** Records a collection's schema for edge sync (with a renamed column, so an edge renames it
+   *  and keeps its values rather than dropping one column and adding another). */
+  private async logSchema(tx: Executor, id: string, renamed?: { from: string; to: string }) {
     const row = await collectionsRepo.byId(tx, id);
     if (!row || !this.d.changes.logs(row.system_key)) return;
     await this.d.changes.record(tx, row.system_key, "collection", row.name, "upsert",
-      { collection_id: id, name: row.name, connection: row.connection, columns: await collectionsRepo.columns(tx, id), indexes: await collectionsRepo.indexes(tx, id) });
+      { collection_id: id, name: row.name, connection: row.connection, columns: await collectionsRepo.columns(tx, id), indexes: await collectionsRepo.indexes(tx, id), ...(renamed ? { renamed } : {}) });
   }
 
   /** Records written rows for edge sync (reading them back only when someone syncs them). */
@@ -250,6 +251,7 @@ export class Collections {
     const id = c.row.collection_id;
     const op = ops[0]!;
     if (op !== "renameCollection" && op !== "connectionStringMap") this.assertTable(c);
+    let renamed: { from: string; to: string } | undefined;
     await this.d.db.tx(async (tx) => {
       const columns = await collectionsRepo.columns(tx, id);
       switch (op) {
@@ -274,6 +276,7 @@ export class Collections {
           if (to === "item_id" || to.startsWith("_")) throw dataError(`column '${to}' is reserved`);
           if (columns.some((x) => x.name === to)) throw fail("ALREADY_EXISTS", `column '${to}' already exists`);
           await collectionsRepo.renameColumn(tx, id, r.from, to);
+          renamed = { from: r.from, to };
           break;
         }
         case "renameCollection": {
@@ -290,7 +293,7 @@ export class Collections {
           break;
         }
       }
-      await this.logSchema(tx, id);
+      await this.logSchema(tx, id, renamed);
     });
     this.forget(c.row);
     if (c.row.connection !== null) await this.connected?.forgetCollection(id);
@@ -532,7 +535,9 @@ export class Collections {
     const hlc = this.d.changes.clock.now();
     try {
       ids = await this.d.db.tx(async (tx) => {
-        const ids = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        const { ids, stamp } = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        // a row stored with a later stamp than the clock's got the next one after it
+        this.d.changes.clock.restore(stamp);
         await this.logRows(tx, c, ids, "upsert", hlc);
         return ids;
       });
@@ -552,8 +557,11 @@ export class Collections {
     const where = compileWhere(q.filters, c.map);
     const hlc = this.d.changes.clock.now();
     const ids = await this.d.db.tx(async (tx) => {
-      const ids = await collectionsRepo.delete(tx, c.row.collection_id, where);
-      await this.logRows(tx, c, ids, "delete", hlc);
+      const { ids, stamp } = await collectionsRepo.delete(tx, c.row.collection_id, where);
+      // the delete must be later than every row it removes, or sync would bring them back
+      let at = hlc;
+      if (stamp !== null && stamp >= hlc) { this.d.changes.clock.restore(stamp); at = this.d.changes.clock.now(); }
+      await this.logRows(tx, c, ids, "delete", at);
       return ids;
     });
     this.written(c.row.collection_id);

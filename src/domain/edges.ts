@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
-import { edgeKey, hashToken, newToken, nowSeconds } from "../core/ids.ts";
+import { edgeKey, hashToken, newKey, newToken, nowSeconds } from "../core/ids.ts";
 import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
@@ -36,7 +36,7 @@ const STANDARD = {
   broker_ws_auth_port: "string", communication_style: "string", policy_name: "string", resolver_func: "string", sync_edge_tables: "string",
 } as const;
 const IGNORED = new Set(["edge_key", "system_key", "system_secret", "novi_system_key", "isConnected", "first_talked", "last_talked",
-  "last_seen_version", "last_seen_os", "last_seen_architecture", "created_date", "sync_lag", "cursor"]);
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "created_date", "sync_lag", "cursor", "clock_skew_ms"]);
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
 /** Parses a template entry list item. */
@@ -59,6 +59,10 @@ export class Edges {
   onChange: (systemKey: string, edge: string, what: "template" | "deleted" | "record") => void = () => {};
   /** Sync lag per edge, supplied by the sync hub when it runs. */
   lagOf: (systemKey: string, edge: string) => Promise<number | null> = async () => null;
+  /** Whether an edge has a live sync session (null: not known here, the stored flag says). */
+  liveOf: (systemKey: string, edge: string) => boolean | null = () => null;
+  /** How far ahead of the platform's clock the edge's clock was at its last hello (ms). */
+  skewOf: (systemKey: string, edge: string) => number | null = () => null;
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
     this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name");
@@ -82,10 +86,10 @@ export class Edges {
     const schema = await this.columnsOf.schema(this.d.db, e.system_key);
     return this.columnsOf.wire(schema, e.data, {
       name: e.name, edge_key: edgeKey(e.system_key, e.name), system_key: e.system_key, system_secret: secret, novi_system_key: e.system_key,
-      token: "", description: e.description, template: e.template, isConnected: e.is_connected === 1,
+      token: "", description: e.description, template: e.template, isConnected: this.liveOf(e.system_key, e.name) ?? e.is_connected === 1,
       first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
       last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
-      cursor: e.cursor, sync_lag: await this.lagOf(e.system_key, e.name),
+      cursor: e.cursor, sync_lag: await this.lagOf(e.system_key, e.name), clock_skew_ms: this.skewOf(e.system_key, e.name),
     });
   }
 
@@ -130,7 +134,7 @@ export class Edges {
       const row: EdgeRow = {
         system_key: systemKey, name, token_hash: hashToken(secret), description: cols.description ?? "", template: cols.template ?? "",
         is_connected: 0, first_talked: null, last_talked: null, last_seen_version: "", last_seen_os: "", last_seen_architecture: "",
-        cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data),
+        cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data), incarnation: newKey(), applied_template: null,
       };
       await edgesRepo.insert(tx, row);
       return row;

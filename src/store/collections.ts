@@ -19,6 +19,18 @@ const indexName = (id: string, column: string, unique: boolean) => ident(`${uniq
 /** SQLite's limit on bound parameters per statement, with room to spare. */
 const MAX_PARAMS = 30_000;
 
+/** A local write's stamp (`fresh`, an SQL expression) for a row stored with `stored`: the fresh
+ *  one, or when the row carries a later stamp (the clock was set back, say) the next stamp after
+ *  it, so the write still wins everywhere (last writer wins on edge sync). Stamps are
+ *  "<15-digit ms>-<6-digit counter>-<node>" (core/hlc.ts). */
+function laterStamp(stored: string, fresh: string): string {
+  const node = `substr(${fresh}, 24)`;
+  return `CASE WHEN ${fresh} IS NULL OR coalesce(${stored}, '') < ${fresh} THEN ${fresh}
+    WHEN substr(${stored}, 17, 6) = '999999' THEN printf('%015d-000000-', CAST(substr(${stored}, 1, 15) AS INTEGER) + 1) || ${node}
+    ELSE substr(${stored}, 1, 16) || printf('%06d-', CAST(substr(${stored}, 17, 6) AS INTEGER) + 1) || ${node} END`;
+}
+const maxOf = (rows: { _hlc: string | null }[]) => rows.reduce<string | null>((m, r) => (r._hlc !== null && (m === null || r._hlc > m) ? r._hlc : m), null);
+
 export const collectionsRepo = {
   byId: (ex: Executor, id: string) => ex.get<CollectionRow>(`SELECT * FROM collections WHERE collection_id = ?`, [id]),
   byName: (ex: Executor, systemKey: string, name: string) =>
@@ -118,24 +130,37 @@ export const collectionsRepo = {
   count: async (ex: Executor, id: string, where: CompiledWhere) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${tableOf(id)} WHERE ${where.sql}`, where.args))!.n,
 
-  /** Updates matching rows; returns their item ids. */
-  async update(ex: Executor, id: string, set: [string, SqlValue][], where: CompiledWhere, hlc: string | null): Promise<string[]> {
-    const assignments = [...set.map(([c]) => `${ident(c)} = ?`), "_hlc = ?"].join(", ");
-    const rows = await ex.all<{ item_id: string }>(`UPDATE ${tableOf(id)} SET ${assignments} WHERE ${where.sql} RETURNING item_id`,
+  /** Updates matching rows; returns their item ids and the latest stamp written. */
+  async update(ex: Executor, id: string, set: [string, SqlValue][], where: CompiledWhere, hlc: string | null): Promise<{ ids: string[]; stamp: string | null }> {
+    // the stamp is used several times: numbered, it is bound once (the WHERE's ? follow it)
+    const assignments = [...set.map(([c]) => `${ident(c)} = ?`), `_hlc = ${laterStamp("_hlc", `?${set.length + 1}`)}`].join(", ");
+    const rows = await ex.all<{ item_id: string; _hlc: string | null }>(`UPDATE ${tableOf(id)} SET ${assignments} WHERE ${where.sql} RETURNING item_id, _hlc`,
       [...set.map(([, v]) => v), hlc, ...where.args]);
-    return rows.map((r) => r.item_id);
+    return { ids: rows.map((r) => r.item_id), stamp: maxOf(rows) };
   },
 
-  async delete(ex: Executor, id: string, where: CompiledWhere): Promise<string[]> {
-    const rows = await ex.all<{ item_id: string }>(`DELETE FROM ${tableOf(id)} WHERE ${where.sql} RETURNING item_id`, where.args);
-    return rows.map((r) => r.item_id);
+  /** Deletes matching rows; returns their item ids and the latest stamp they carried. */
+  async delete(ex: Executor, id: string, where: CompiledWhere): Promise<{ ids: string[]; stamp: string | null }> {
+    const rows = await ex.all<{ item_id: string; _hlc: string | null }>(`DELETE FROM ${tableOf(id)} WHERE ${where.sql} RETURNING item_id, _hlc`, where.args);
+    return { ids: rows.map((r) => r.item_id), stamp: maxOf(rows) };
   },
 
   /** A page of rows in storage order after `afterRowid` (snapshots read a collection this way). */
   rowsPage: (ex: Executor, id: string, columns: string[], afterRowid: number, limit: number) =>
     ex.all<Record<string, unknown>>(`SELECT rowid AS _rowid, ${columns.map(ident).join(", ")}, _hlc FROM ${tableOf(id)} WHERE rowid > ? ORDER BY rowid LIMIT ?`, [afterRowid, limit]),
 
-  /** Last writer wins: inserts rows, or overwrites the stored ones whose stamp is older. */
+  /** The stored stamps of rows by item id (edge sync decides which write wins from them). */
+  async stamps(ex: Executor, id: string, itemIds: string[]): Promise<Map<string, string | null>> {
+    const out = new Map<string, string | null>();
+    for (let i = 0; i < itemIds.length; i += 500) {
+      const ids = itemIds.slice(i, i + 500);
+      for (const r of await ex.all<{ item_id: string; _hlc: string | null }>(`SELECT item_id, _hlc FROM ${tableOf(id)} WHERE item_id IN (${ids.map(() => "?").join(", ")})`, ids))
+        out.set(r.item_id, r._hlc);
+    }
+    return out;
+  },
+
+  /** Writes rows that won (edge sync): inserts them, or replaces the stored ones. */
   async applyRows(ex: Executor, id: string, columns: string[], rows: SqlValue[][], stamps: string[]) {
     const all = [...columns, "_hlc"];
     const per = Math.max(1, Math.min(400, Math.floor(MAX_PARAMS / all.length)));
@@ -145,18 +170,21 @@ export const collectionsRepo = {
       const chunk = rows.slice(i, i + per);
       chunk.forEach((r, j) => { for (const v of r) args.push(v); args.push(stamps[i + j]!); });
       await ex.run(`INSERT INTO ${tableOf(id)} (${all.map(ident).join(", ")}) VALUES ${Array(chunk.length).fill(`(${all.map(() => "?").join(", ")})`).join(", ")}
-        ON CONFLICT(item_id) DO UPDATE SET ${upd} WHERE excluded._hlc > coalesce(${tableOf(id)}._hlc, '')`, args);
+        ON CONFLICT(item_id) DO UPDATE SET ${upd}`, args);
     }
   },
 
-  /** Last writer wins: deletes a row unless it was written after `stamp`. */
-  deleteOlder: (ex: Executor, id: string, itemId: string, stamp: string) =>
-    ex.run(`DELETE FROM ${tableOf(id)} WHERE item_id = ? AND coalesce(_hlc, '') < ?`, [itemId, stamp]),
+  /** Deletes a row a delete won over (edge sync). */
+  deleteRow: (ex: Executor, id: string, itemId: string) => ex.run(`DELETE FROM ${tableOf(id)} WHERE item_id = ?`, [itemId]),
+
+  /** Changes a column's declared type in place, its values kept (edge sync: the platform's schema). */
+  setColumnType: (ex: Executor, id: string, name: string, type: ColumnType) =>
+    ex.run(`UPDATE collection_columns SET type = ? WHERE collection_id = ? AND name = ?`, [type, id, name]),
 
   /** Inserts a row or, when `conflict` collides with a unique index, updates the given columns. */
   async upsert(ex: Executor, id: string, columns: string[], values: SqlValue[], conflict: string, updateColumns: string[], hlc: string | null, returning: string[]) {
     const all = [...columns, "_hlc"];
-    const upd = [...updateColumns, "_hlc"].map((c) => `${ident(c)} = excluded.${ident(c)}`).join(", ");
+    const upd = [...updateColumns.map((c) => `${ident(c)} = excluded.${ident(c)}`), `_hlc = ${laterStamp(`${tableOf(id)}._hlc`, "excluded._hlc")}`].join(", ");
     return ex.all<Record<string, unknown>>(
       `INSERT INTO ${tableOf(id)} (${all.map(ident).join(", ")}) VALUES (${all.map(() => "?").join(", ")})
        ON CONFLICT(${ident(conflict)}) DO UPDATE SET ${upd} RETURNING ${returning.map(ident).join(", ")}`,

@@ -7,12 +7,17 @@ export interface EdgeRow {
   is_connected: number; first_talked: number | null; last_talked: number | null;
   last_seen_version: string; last_seen_os: string; last_seen_architecture: string;
   cursor: number; created_date: number; data: string;
+  /** this record's identity: a new one for an edge deleted and created again under its name */
+  incarnation: string;
+  /** the template the edge last completed a snapshot of (JSON); null: none yet; '*': synced by a
+   *  version that did not record it (taken as the current template) */
+  applied_template: string | null;
 }
 export type EdgeChanges = Partial<Omit<EdgeRow, "system_key" | "name" | "created_date">>;
 export interface TemplateEntryRow { def_module: string; def_name: string; mode: string; rows: number }
 
 const COLS = ["system_key", "name", "token_hash", "description", "template", "is_connected", "first_talked", "last_talked",
-  "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data"] as const;
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data", "incarnation", "applied_template"] as const;
 
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
@@ -34,6 +39,9 @@ export const edgesRepo = {
   },
   dropDataKey: (ex: Executor, systemKey: string, name: string) =>
     ex.run(`UPDATE edges SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+  /** The edge completed a snapshot of `template` ending at `cursor`. */
+  snapshotDone: (ex: Executor, systemKey: string, name: string, incarnation: string, template: string, cursor: number | null) =>
+    ex.run(`UPDATE edges SET applied_template = ?, cursor = coalesce(?, cursor) WHERE system_key = ? AND name = ? AND incarnation = ?`, [template, cursor, systemKey, name, incarnation]),
   /** Every edge was disconnected by a platform restart. */
   markAllDisconnected: (ex: Executor) => ex.run(`UPDATE edges SET is_connected = 0 WHERE is_connected = 1`),
 

@@ -458,6 +458,30 @@ export const MIGRATIONS: Migration[] = [
     ],
   },
   {
+    version: 14,
+    name: "edge sync identity and horizon",
+    up: [
+      // an edge record's identity: an edge deleted and created again under the same name is a new
+      // incarnation, and the edge that held the old one starts over
+      `ALTER TABLE edges ADD COLUMN incarnation TEXT NOT NULL DEFAULT ''`,
+      `UPDATE edges SET incarnation = lower(hex(randomblob(16)))`,
+      // the template the edge last completed a snapshot of (JSON); NULL: none yet; '*': edges that
+      // synced before this was recorded (their current template is taken as applied)
+      `ALTER TABLE edges ADD COLUMN applied_template TEXT`,
+      `UPDATE edges SET applied_template = '*' WHERE cursor > 0 OR first_talked IS NOT NULL`,
+      // per system, up to which sequence number the change log was compacted: an edge whose cursor
+      // is at or past it can resume from the log, an older one needs a snapshot
+      `CREATE TABLE sync_horizons (system_key TEXT PRIMARY KEY, compacted_through INTEGER NOT NULL)`,
+      // per asset (rows: per collection), its latest change in the log: an edge whose cursor is
+      // before it is owed it (sync status without reading the log)
+      `CREATE TABLE sync_asset_seqs (
+        system_key TEXT NOT NULL, asset_type TEXT NOT NULL, asset_name TEXT NOT NULL, seq INTEGER NOT NULL,
+        PRIMARY KEY (system_key, asset_type, asset_name)
+      )`,
+      `INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) SELECT system_key, asset_type, asset_name, max(seq) FROM changes GROUP BY system_key, asset_type, asset_name`,
+    ],
+  },
+  {
     version: 15,
     name: "device key verifiers, indexes for default listings",
     up: [

@@ -21,12 +21,27 @@ export const changesRepo = {
     (await ex.get<{ n: number | null }>(`SELECT max(seq) AS n FROM changes WHERE system_key = ?`, [systemKey]))!.n ?? 0,
   minSeq: async (ex: Executor, systemKey: string) =>
     (await ex.get<{ n: number | null }>(`SELECT min(seq) AS n FROM changes WHERE system_key = ?`, [systemKey]))!.n ?? 0,
-  /** Drops entries every edge of the system has acknowledged (and older than `keepAfter`). */
-  compact: (ex: Executor, systemKey: string, upTo: number) => ex.run(`DELETE FROM changes WHERE system_key = ? AND seq <= ?`, [systemKey, upTo]),
-  /** The latest change of each asset (rows: per collection), for sync status. */
-  /** (Changes an edge itself sent up are not owed to it.) */
-  latestPerAsset: (ex: Executor, systemKey: string, exceptOrigin: string) =>
-    ex.all<{ asset_type: string; asset_name: string; seq: number }>(`SELECT asset_type, asset_name, max(seq) AS seq FROM changes WHERE system_key = ? AND origin != ? GROUP BY asset_type, asset_name`, [systemKey, exceptOrigin]),
+  /** Drops the entries up to `upTo` (every edge acknowledged them), the tombstones of the deletes
+   *  among them (no edge needs them any more), and moves the system's horizon. */
+  async compact(ex: Executor, systemKey: string, upTo: number) {
+    await ex.run(`DELETE FROM tombstones WHERE (collection_id, item_id, hlc) IN (SELECT json_extract(body, '$.collection_id'), item_id, hlc FROM changes
+      WHERE system_key = ? AND seq <= ? AND asset_type = 'row' AND op = 'delete')`, [systemKey, upTo]);
+    await ex.run(`DELETE FROM changes WHERE system_key = ? AND seq <= ?`, [systemKey, upTo]);
+    await ex.run(`INSERT INTO sync_horizons(system_key, compacted_through) VALUES (?, ?)
+      ON CONFLICT(system_key) DO UPDATE SET compacted_through = max(compacted_through, excluded.compacted_through)`, [systemKey, upTo]);
+  },
+  /** Up to where the log was compacted (an edge whose cursor is older needs a snapshot); null when
+   *  it never was since the horizon is recorded. */
+  horizon: async (ex: Executor, systemKey: string) =>
+    (await ex.get<{ n: number }>(`SELECT compacted_through AS n FROM sync_horizons WHERE system_key = ?`, [systemKey]))?.n ?? null,
+  /** Notes an asset's latest change (rows: their collection's). */
+  noteLatest: (ex: Executor, systemKey: string, type: string, name: string, seq: number) =>
+    ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) VALUES (?,?,?,?)
+      ON CONFLICT(system_key, asset_type, asset_name) DO UPDATE SET seq = max(seq, excluded.seq)`, [systemKey, type, name, seq]),
+  /** Each asset's latest change: an edge whose cursor is before it is owed it. */
+  latest: (ex: Executor, systemKey: string) =>
+    ex.all<{ asset_type: string; asset_name: string; seq: number }>(`SELECT asset_type, asset_name, seq FROM sync_asset_seqs WHERE system_key = ?`, [systemKey]),
+  /** How many changes follow `seq` (an index range: the log's tail only). */
   countAfter: async (ex: Executor, systemKey: string, seq: number) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM changes WHERE system_key = ? AND seq > ?`, [systemKey, seq]))!.n,
 };
@@ -40,10 +55,13 @@ export const assetNames = (ex: Executor, systemKey: string) =>
      UNION ALL SELECT 'user', email FROM users WHERE system_key = ?1 UNION ALL SELECT 'device', name FROM devices WHERE system_key = ?1
      UNION ALL SELECT 'adapter', name FROM adapters WHERE system_key = ?1`, [systemKey]);
 
-/** Per system, the lowest cursor among edges heard from since `since` (epoch s). */
+/** Per system with edges heard from since `since` (epoch s), the lowest cursor among those that
+ *  can resume from the log (null: none can; the others need a snapshot whatever the log holds). */
 export const lowestCursors = (ex: Executor, since: number) =>
   ex.all<{ system_key: string; low: number | null }>(
-    `SELECT system_key, min(cursor) AS low FROM edges WHERE last_talked IS NOT NULL AND last_talked > ? GROUP BY system_key`, [since]);
+    `SELECT e.system_key, min(CASE WHEN e.applied_template IS NOT NULL AND e.cursor >= coalesce(h.compacted_through, 0) THEN e.cursor END) AS low
+     FROM edges e LEFT JOIN sync_horizons h ON h.system_key = e.system_key
+     WHERE e.last_talked IS NOT NULL AND e.last_talked > ? GROUP BY e.system_key`, [since]);
 
 export const statusRepo = {
   forEdge: (ex: Executor, systemKey: string, edge: string) =>
@@ -82,6 +100,9 @@ export const tombstonesRepo = {
   put: (ex: Executor, collectionId: string, itemId: string, hlc: string) =>
     ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = max(hlc, excluded.hlc)`, [collectionId, itemId, hlc]),
   forget: (ex: Executor, collectionId: string) => ex.run(`DELETE FROM tombstones WHERE collection_id = ?`, [collectionId]),
+  /** Replaces a tombstone's stamp when it is `replaced` (the platform stamped that delete again). */
+  restamp: (ex: Executor, collectionId: string, itemId: string, replaced: string, hlc: string) =>
+    ex.run(`UPDATE tombstones SET hlc = ? WHERE collection_id = ? AND item_id = ? AND hlc = ?`, [hlc, collectionId, itemId, replaced]),
   /** A page of a collection's tombstones, by item id after `after` (snapshots carry them). */
   page: (ex: Executor, collectionId: string, after: string, limit: number) =>
     ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id > ? ORDER BY item_id LIMIT ?`, [collectionId, after, limit]),
@@ -98,6 +119,8 @@ export const tombstonesRepo = {
 export const outboxRepo = {
   add: (ex: Executor, kind: string, body: string) => ex.run(`INSERT INTO outbox(kind, body, created_at) VALUES (?,?,?)`, [kind, body, Date.now()]),
   next: (ex: Executor, limit: number) => ex.all<{ id: number; kind: string; body: string }>(`SELECT id, kind, body FROM outbox ORDER BY id LIMIT ?`, [limit]),
+  after: (ex: Executor, id: number, limit: number) => ex.all<{ id: number; kind: string; body: string }>(`SELECT id, kind, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, [id, limit]),
+  remove: (ex: Executor, ids: number[]) => ex.run(`DELETE FROM outbox WHERE id IN (${ids.map(() => "?").join(",")})`, ids),
   ackUpTo: (ex: Executor, id: number) => ex.run(`DELETE FROM outbox WHERE id <= ?`, [id]),
   count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox`))!.n,
 };

@@ -3,13 +3,14 @@
 // Definitions are the platform's: a change replaces the edge's copy. Rows are last writer wins on
 // their hybrid-logical-clock stamp; a delete leaves a tombstone so an older write cannot undo it.
 import { topicMatches } from "../auth/permissions.ts";
+import { later } from "../core/hlc.ts";
 import { type ColumnType, toSql } from "../core/columns.ts";
 import { collectionsRepo, type ColumnDef, type IndexRow } from "../store/collections.ts";
 import type { Executor, SqlValue } from "../store/db.ts";
 import { devicesRepo, type DeviceRow } from "../store/devices.ts";
 import { rolesRepo, type RoleRow } from "../store/roles.ts";
 import { librariesRepo, servicesRepo, type LibraryRow, type ServiceRow } from "../store/services.ts";
-import { tombstonesRepo } from "../store/sync.ts";
+import { assetNames, tombstonesRepo } from "../store/sync.ts";
 import { timersRepo, triggersRepo, type TimerRow, type TriggerRow } from "../store/triggers.ts";
 import { usersRepo, type UserRow } from "../store/users.ts";
 import { adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
@@ -17,6 +18,7 @@ import { adapterBody, type AdapterBody, decodeBase64 } from "../domain/adapters.
 import type { TemplateEntry } from "../domain/edges.ts";
 import { userForEdge } from "../domain/users.ts";
 import type { AssetType, RowChange } from "./changes.ts";
+import { BATCH_BYTES, BATCH_CHANGES } from "./protocol.ts";
 
 /** A change as it travels: from the log, or made up from current state for a snapshot. */
 export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any }
@@ -60,72 +62,109 @@ export const relayed = (filters: string[], topic: string) => topic.endsWith("/_p
 
 // ---- snapshots (platform) ---------------------------------------------------------------------
 
-const ROW_PAGE = 2_000;
+/** Rows read from a collection at a time while a snapshot page fills. */
+const ROW_CHUNK = 250;
 
-/** Current state of every asset of the template, as changes, in dependency order; rows come in
- *  pages through `onRows` so a big collection never sits in memory whole. */
-export async function* snapshot(ex: Executor, systemKey: string, template: TemplateEntry[], seq: number, hlc: string, live: boolean): AsyncGenerator<WireChange[]> {
+/** Which assets a snapshot carries: those of the template (deploy-mode ones too unless `live`),
+ *  optionally only some of them (a template change: the assets it added). */
+export interface SnapshotScope { template: TemplateEntry[]; live: boolean; only?: (type: AssetType, name: string) => boolean }
+
+/** Changes collected into a page of at most BATCH_CHANGES changes and about BATCH_BYTES bytes
+ *  (a change bigger than that goes alone). */
+class Page {
+  items: WireChange[] = [];
+  private bytes = 0;
+  /** Adds a change; true when the page is full. */
+  add(c: WireChange, bytes: number): boolean {
+    this.items.push(c);
+    this.bytes += bytes + 100;
+    return this.items.length >= BATCH_CHANGES || this.bytes >= BATCH_BYTES;
+  }
+  take(): WireChange[] { const out = this.items; this.items = []; this.bytes = 0; return out; }
+}
+
+/** About how many bytes a value takes as JSON (without building the JSON). */
+export function jsonSize(v: unknown): number {
+  if (v === null || v === undefined) return 4;
+  if (typeof v === "string") return v.length + 2;
+  if (typeof v === "number" || typeof v === "bigint") return 16;
+  if (typeof v === "boolean") return 5;
+  if (Array.isArray(v)) { let n = 2; for (const x of v) n += jsonSize(x) + 1; return n; }
+  if (typeof v === "object") { let n = 2; for (const [k, x] of Object.entries(v as Record<string, unknown>)) n += k.length + 4 + jsonSize(x); return n; }
+  return 8;
+}
+
+/** Current state of the scope's assets, as changes, in dependency order, in pages of bounded
+ *  size, so a big collection (or big rows) never sits in memory or in one frame whole. */
+export async function* snapshot(ex: Executor, systemKey: string, scope: SnapshotScope, seq: number, hlc: string): AsyncGenerator<WireChange[]> {
+  const { template, live, only } = scope;
+  const wanted = (type: AssetType, name: string) => goesDown(template, type, name, live) && (!only || only(type, name));
+  const page = new Page();
   const mk = (type: AssetType, name: string, body: unknown): WireChange => ({ seq, type, name, op: "upsert", hlc, body });
-  const pick = <T>(type: AssetType, rows: T[], name: (r: T) => string) => rows.filter((r) => goesDown(template, type, name(r), live));
-  const roles = pick("role", await rolesRepo.all(ex, systemKey), (r) => r.name);
-  if (roles.length) yield roles.map((r) => mk("role", r.name, r));
-  const libs = pick("library", await librariesRepo.list(ex, systemKey), (r) => r.name);
-  if (libs.length) yield libs.map((r) => mk("library", r.name, r));
-  const svcs = pick("service", await servicesRepo.list(ex, systemKey), (r) => r.name);
-  if (svcs.length) yield svcs.map((r) => mk("service", r.name, r));
-  const cols = await collectionsRepo.list(ex, systemKey);
-  for (const c of cols) {
-    const schemaIn = goesDown(template, "collection", c.name, live);
-    const rowsIn = goesDown(template, "row", c.name, live) || upCollections(template, [c.name]).length > 0;
-    if (!schemaIn && !rowsIn) continue;
+  const add = (c: WireChange) => page.add(c, jsonSize(c.body));
+  const roles = (await rolesRepo.all(ex, systemKey)).filter((r) => wanted("role", r.name));
+  for (const r of roles) if (add(mk("role", r.name, r))) yield page.take();
+  for (const r of (await librariesRepo.list(ex, systemKey)).filter((r) => wanted("library", r.name))) if (add(mk("library", r.name, r))) yield page.take();
+  for (const r of (await servicesRepo.list(ex, systemKey)).filter((r) => wanted("service", r.name))) if (add(mk("service", r.name, r))) yield page.take();
+  for (const c of await collectionsRepo.list(ex, systemKey)) {
+    const rowsIn = wanted("row", c.name) && c.connection === null;
+    // a collection whose rows come needs its schema first (rows that go up need it too: a
+    // collection's schema goes down whichever way its rows flow)
+    const schemaIn = wanted("collection", c.name) || rowsIn;
+    if (!schemaIn) continue;
     const columns = await collectionsRepo.columns(ex, c.collection_id);
-    yield [mk("collection", c.name, { collection_id: c.collection_id, name: c.name, connection: c.connection, columns, indexes: await collectionsRepo.indexes(ex, c.collection_id) } satisfies CollectionBody)];
-    if (!goesDown(template, "row", c.name, live) || c.connection !== null) continue;
+    if (add(mk("collection", c.name, { collection_id: c.collection_id, name: c.name, connection: c.connection, columns, indexes: await collectionsRepo.indexes(ex, c.collection_id) } satisfies CollectionBody))) yield page.take();
+    if (!rowsIn) continue;
     const names = ["item_id", ...columns.map((x) => x.name)];
     let after = 0;
     for (;;) {
-      const page = await collectionsRepo.rowsPage(ex, c.collection_id, names, after, ROW_PAGE);
-      if (!page.length) break;
-      after = page[page.length - 1]!._rowid as number;
-      yield page.map((r) => {
-        const { _rowid, _hlc, ...values } = r;
-        return { seq, type: "row", name: c.name, item: values.item_id as string, op: "upsert", hlc: (_hlc as string) ?? hlc,
-          body: { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values: wireValues(columns, values), hlc: (_hlc as string) ?? hlc } satisfies RowChange };
-      });
+      const rows = await collectionsRepo.rowsPage(ex, c.collection_id, names, after, ROW_CHUNK);
+      if (!rows.length) break;
+      after = rows[rows.length - 1]!._rowid as number;
+      for (const r of rows) {
+        const { _rowid, _hlc, ...stored } = r;
+        const values = wireValues(columns, stored);
+        const stamp = (_hlc as string | null) ?? hlc;
+        const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values, hlc: stamp };
+        if (page.add({ seq, type: "row", name: c.name, item: body.item_id, op: "upsert", hlc: stamp, body }, jsonSize(values))) yield page.take();
+      }
     }
     // deletes too: an edge that holds rows from an earlier, interrupted snapshot (or a cursor the
     // log no longer covers) must lose the rows deleted since, and keep them from coming back
     let afterId = "";
     for (;;) {
-      const tombs = await tombstonesRepo.page(ex, c.collection_id, afterId, ROW_PAGE);
+      const tombs = await tombstonesRepo.page(ex, c.collection_id, afterId, ROW_CHUNK);
       if (!tombs.length) break;
       afterId = tombs[tombs.length - 1]!.item_id;
-      yield tombs.map((x) => ({ seq, type: "row" as const, name: c.name, item: x.item_id, op: "delete" as const, hlc: x.hlc,
-        body: { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc } satisfies RowChange }));
+      for (const x of tombs) {
+        const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc };
+        if (page.add({ seq, type: "row", name: c.name, item: x.item_id, op: "delete", hlc: x.hlc, body }, 0)) yield page.take();
+      }
     }
   }
-  const trig = pick("trigger", await triggersRepo.list(ex, systemKey), (r) => r.name);
-  if (trig.length) yield trig.map((r) => mk("trigger", r.name, r));
-  const timers = pick("timer", await timersRepo.list(ex, systemKey), (r) => r.name);
-  if (timers.length) yield timers.map((r) => mk("timer", r.name, r));
-  const users = pick("user", await usersRepo.all(ex, systemKey), (r) => r.email);
-  for (let i = 0; i < users.length; i += 500) {
-    const page: WireChange[] = [];
-    for (const u of users.slice(i, i + 500)) page.push(mk("user", u.email, { user: userForEdge(u), roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }));
-    yield page;
+  for (const r of (await triggersRepo.list(ex, systemKey)).filter((r) => wanted("trigger", r.name))) if (add(mk("trigger", r.name, r))) yield page.take();
+  for (const r of (await timersRepo.list(ex, systemKey)).filter((r) => wanted("timer", r.name))) if (add(mk("timer", r.name, r))) yield page.take();
+  for (const u of (await usersRepo.all(ex, systemKey)).filter((u) => wanted("user", u.email)))
+    if (add(mk("user", u.email, { user: userForEdge(u), roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }))) yield page.take();
+  for (const a of (await adaptersRepo.list(ex, systemKey)).filter((a) => wanted("adapter", a.name)))
+    if (add(mk("adapter", a.name, await adapterBody(ex, a)))) yield page.take();
+  for (const d of (await devicesRepo.all(ex, systemKey)).filter((d) => wanted("device", d.name)))
+    if (add(mk("device", d.name, { device: d, roles: await rolesRepo.rolesOf(ex, systemKey, "device", d.name) }))) yield page.take();
+  if (page.items.length) yield page.take();
+}
+
+/** The names of the assets a template covers, by kind (what an edge keeps after a snapshot). */
+export async function covered(ex: Executor, systemKey: string, template: TemplateEntry[]): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  for (const n of await assetNames(ex, systemKey)) {
+    const type = n.t as AssetType;
+    if (goesDown(template, type, n.name, false) || (type === "collection" && goesDown(template, "row", n.name, false))) (out[type] ??= []).push(n.name);
   }
-  const adapters = pick("adapter", await adaptersRepo.list(ex, systemKey), (r) => r.name);
-  for (const a of adapters) yield [mk("adapter", a.name, await adapterBody(ex, a))];
-  const devices = pick("device", await devicesRepo.all(ex, systemKey), (r) => r.name);
-  for (let i = 0; i < devices.length; i += 500) {
-    const page: WireChange[] = [];
-    for (const d of devices.slice(i, i + 500)) page.push(mk("device", d.name, { device: d, roles: await rolesRepo.rolesOf(ex, systemKey, "device", d.name) }));
-    yield page;
-  }
+  return out;
 }
 
 /** Row values as JSON can carry them (blobs as base64, big integers as text). */
-function wireValues(columns: ColumnDef[], values: Record<string, unknown>): Record<string, unknown> {
+export function wireValues(columns: ColumnDef[], values: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { item_id: values.item_id };
   for (const c of columns) {
     const v = values[c.name];
@@ -201,10 +240,12 @@ export async function applyDefinition(ex: Executor, sk: string, ch: WireChange):
   }
 }
 
-/** Makes the local collection match: created with the same id, columns added, dropped and
- *  indexes kept in step; renamed when its name changed. */
+/** Makes the local collection match: created with the same id, columns added, dropped, renamed
+ *  (the platform says which) and retyped in place (values kept: SQLite stores what a row holds
+ *  whatever the declared type, and reads convert by the column's type), indexes kept in step;
+ *  renamed when its name changed. */
 async function applyCollection(ex: Executor, sk: string, ch: WireChange) {
-  const b = ch.body as CollectionBody & { collection_id: string };
+  const b = ch.body as CollectionBody & { collection_id: string; renamed?: { from: string; to: string } };
   const cur = await collectionsRepo.byId(ex, b.collection_id);
   if (ch.op === "delete") {
     if (cur) await collectionsRepo.drop(ex, cur.collection_id, cur.connection === null);
@@ -218,12 +259,17 @@ async function applyCollection(ex: Executor, sk: string, ch: WireChange) {
   } else {
     if (cur.name !== b.name) await collectionsRepo.rename(ex, cur.collection_id, b.name);
     if (b.connection !== null) { await collectionsRepo.setConnection(ex, cur.collection_id, b.connection); return; }
-    const have = await collectionsRepo.columns(ex, cur.collection_id);
+    let have = await collectionsRepo.columns(ex, cur.collection_id);
+    const r = b.renamed;
+    if (r && have.some((x) => x.name === r.from) && !have.some((x) => x.name === r.to) && b.columns.some((x) => x.name === r.to)) {
+      await collectionsRepo.renameColumn(ex, cur.collection_id, r.from, r.to);
+      have = await collectionsRepo.columns(ex, cur.collection_id);
+    }
     for (const c of have) if (!b.columns.some((x) => x.name === c.name)) await collectionsRepo.dropColumn(ex, cur.collection_id, c.name);
     for (const c of b.columns) {
       const h = have.find((x) => x.name === c.name);
       if (!h) await collectionsRepo.addColumn(ex, cur.collection_id, c);
-      else if (h.type !== c.type) { await collectionsRepo.dropColumn(ex, cur.collection_id, c.name); await collectionsRepo.addColumn(ex, cur.collection_id, c); }
+      else if (h.type !== c.type) await collectionsRepo.setColumnType(ex, cur.collection_id, c.name, c.type);
     }
   }
   if (b.connection !== null) return;
@@ -232,30 +278,46 @@ async function applyCollection(ex: Executor, sk: string, ch: WireChange) {
   for (const i of b.indexes) if (!idx.some((x) => x.column_name === i.column_name && x.is_unique === i.is_unique)) await collectionsRepo.createIndex(ex, b.collection_id, i.column_name, i.is_unique === 1);
 }
 
-/** Applies row changes of one collection, last writer wins. Returns those that took effect. */
-export async function applyRows(ex: Executor, collectionId: string, columns: ColumnDef[], changes: RowChange[]): Promise<RowChange[]> {
-  const tombs = await tombstonesRepo.forItems(ex, collectionId, changes.map((c) => c.item_id));
+/** What applying row changes did: the changes that took effect, and those that lost to what the
+ *  node already held (a later write or delete of the same row). */
+export interface RowsApplied { applied: RowChange[]; lost: RowChange[] }
+
+/** Applies row changes of one collection, last writer wins: a change takes effect when its stamp
+ *  is later than the row's stored stamp and than its tombstone (a delete leaves one, so an older
+ *  write arriving late cannot bring the row back). Stamps order the same on every node (the node
+ *  id breaks ties), so every node picks the same winner whatever order changes arrive in.
+ *  `ties`: a change carrying the stamp the node already holds replaces it too (the platform's
+ *  copy of a write is authoritative: a column it dropped and added since is empty there).
+ *  A change that `replaces` the stored stamp (the platform stamped the write again) takes its place. */
+export async function applyRows(ex: Executor, collectionId: string, columns: ColumnDef[], changes: RowChange[], opts: { ties?: boolean } = {}): Promise<RowsApplied> {
+  // the latest change of each item is the one that counts
+  const last = new Map<string, RowChange>();
+  for (const c of changes) { const prev = last.get(c.item_id); if (!prev || c.hlc >= prev.hlc) last.set(c.item_id, c); }
+  const ids = [...last.keys()];
+  const tombs = await tombstonesRepo.forItems(ex, collectionId, ids);
+  const stored = await collectionsRepo.stamps(ex, collectionId, ids);
   const names = ["item_id", ...columns.map((c) => c.name)];
   const types = new Map<string, ColumnType>(columns.map((c) => [c.name, c.type]));
   const ups: SqlValue[][] = [], stamps: string[] = [];
-  const applied: RowChange[] = [];
-  // the last change of an item in the batch is the one that counts
-  const last = new Map<string, RowChange>();
-  for (const c of changes) { const prev = last.get(c.item_id); if (!prev || c.hlc >= prev.hlc) last.set(c.item_id, c); }
+  const out: RowsApplied = { applied: [], lost: [] };
   for (const c of last.values()) {
-    const tomb = tombs.get(c.item_id);
-    if (tomb !== undefined && tomb >= c.hlc) continue; // deleted later than this write
+    const row = stored.get(c.item_id), tomb = tombs.get(c.item_id);
+    // the item's latest known event: its row's write, or its delete
+    const held = later(row, tomb) ? row ?? "" : tomb ?? "";
+    const wins = c.hlc > held || (opts.ties === true && c.hlc === held && held !== "") || (c.replaces !== undefined && c.replaces === held);
+    if (!wins) { out.lost.push(c); continue; }
     if (c.op === "delete") {
-      await collectionsRepo.deleteOlder(ex, collectionId, c.item_id, c.hlc);
+      if (row !== undefined) await collectionsRepo.deleteRow(ex, collectionId, c.item_id);
+      if (c.replaces !== undefined) await tombstonesRepo.restamp(ex, collectionId, c.item_id, c.replaces, c.hlc);
       await tombstonesRepo.put(ex, collectionId, c.item_id, c.hlc);
-      applied.push(c);
+      out.applied.push(c);
       continue;
     }
     const v = c.values ?? {};
     ups.push(names.map((n) => (n === "item_id" ? c.item_id : toSql(types.get(n)!, v[n] ?? null, n))));
     stamps.push(c.hlc);
-    applied.push(c);
+    out.applied.push(c);
   }
   if (ups.length) await collectionsRepo.applyRows(ex, collectionId, names, ups, stamps);
-  return applied;
+  return out;
 }

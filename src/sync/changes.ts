@@ -2,13 +2,24 @@
 // On a platform a change goes into the change log (for the systems that have edges); on an edge,
 // a row written to a collection that flows up, or a message on a relayed topic, goes into the
 // outbox until the platform acknowledges it.
-import { Hlc } from "../core/hlc.ts";
-import type { Executor } from "../store/db.ts";
-import { changesRepo, outboxRepo } from "../store/sync.ts";
+import { Hlc, parse } from "../core/hlc.ts";
+import type { Db, Executor } from "../store/db.ts";
+import { changesRepo, outboxRepo, syncStateRepo } from "../store/sync.ts";
 
 export type AssetType = "service" | "library" | "trigger" | "timer" | "collection" | "row" | "role" | "user" | "device" | "adapter";
 
-export interface RowChange { collection_id: string; collection: string; item_id: string; op: "upsert" | "delete"; values: Record<string, unknown> | null; hlc: string }
+/** A row write as it travels. `replaces`: the platform refused the writer's stamp (too far
+ *  ahead) and stamped the write again; the writer's copy carrying that stamp takes the new one. */
+export interface RowChange { collection_id: string; collection: string; item_id: string; op: "upsert" | "delete"; values: Record<string, unknown> | null; hlc: string; replaces?: string }
+
+/** An asset as the change log names it (rows: by their collection), for waking only the edges it goes to. */
+export const assetKey = (type: string, name: string) => `${type}\u0000${name}`;
+
+/** How often the clock's state is saved besides the sync transactions that save it, and how far
+ *  ahead of its latest stamp it is saved: a restart starts past every stamp issued before it,
+ *  even with the machine's clock set back (stamps between two saves are covered by the margin). */
+const CLOCK_SAVE_MS = 1_000;
+const CLOCK_MARGIN_MS = 3_000;
 
 export class ChangeRecorder {
   /** systems that have at least one edge (platform): only they keep a change log */
@@ -16,12 +27,38 @@ export class ChangeRecorder {
   /** edge: collections whose rows go up, and topics relayed to the platform */
   upCollections = new Set<string>();
   relayTopics: string[] = [];
-  private readonly listeners = new Set<(systemKey: string) => void>();
-  private pendingNotify = new Set<string>();
+  private readonly listeners = new Set<(systemKey: string, assets: ReadonlySet<string>) => void>();
+  /** per system, the assets changed since the last notification */
+  private readonly pendingNotify = new Map<string, Set<string>>();
   readonly clock: Hlc;
+  private saver: ReturnType<typeof setInterval> | null = null;
+  private saved = "";
 
-  constructor(readonly mode: "platform" | "edge", node: string) {
-    this.clock = new Hlc(node);
+  constructor(readonly mode: "platform" | "edge", node: string, maxClockSkewMs = Infinity) {
+    this.clock = new Hlc(node, Date.now, maxClockSkewMs);
+  }
+
+  /** Restores the clock from its saved state, then saves it every second: a restart never issues
+   *  a stamp older than one issued or seen before. */
+  async startClock(db: Db) {
+    this.clock.restore(await syncStateRepo.get(db, "clock"));
+    this.saved = this.clock.last(); // what is saved covers it already
+    this.saver = setInterval(() => { void this.saveClock(db).catch(() => { /* next time */ }); }, CLOCK_SAVE_MS);
+    this.saver.unref();
+  }
+
+  async stopClock(db: Db) {
+    if (this.saver) clearInterval(this.saver);
+    this.saver = null;
+    await this.saveClock(db);
+  }
+
+  /** Saves the clock's state (also inside sync transactions, with the stamps they store). */
+  async saveClock(ex: Executor) {
+    const last = this.clock.last();
+    if (last === this.saved) return;
+    this.saved = last;
+    await syncStateRepo.set(ex, "clock", ahead(last, CLOCK_MARGIN_MS));
   }
 
   setSystemsWithEdges(keys: string[]) { this.systemsWithEdges.clear(); for (const k of keys) this.systemsWithEdges.add(k); }
@@ -33,21 +70,28 @@ export class ChangeRecorder {
     return this.mode === "platform" ? this.systemsWithEdges.has(systemKey) : this.upCollections.has(collection);
   }
 
-  /** Called (after the transaction) when new changes of a system are in the log. */
-  onCommitted(fn: (systemKey: string) => void) { this.listeners.add(fn); return () => this.listeners.delete(fn); }
+  /** Called (after the transaction) when new changes of a system are in the log, with the assets
+   *  they change (assetKey). */
+  onCommitted(fn: (systemKey: string, assets: ReadonlySet<string>) => void) { this.listeners.add(fn); return () => this.listeners.delete(fn); }
 
-  private notify(systemKey: string) {
-    if (this.pendingNotify.has(systemKey)) return;
-    this.pendingNotify.add(systemKey);
+  private notify(systemKey: string, type: string, name: string) {
+    const pending = this.pendingNotify.get(systemKey);
+    if (pending) { pending.add(assetKey(type, name)); return; }
+    this.pendingNotify.set(systemKey, new Set([assetKey(type, name)]));
     // readers wait for the open transaction, so by the time they look the change is committed
-    setImmediate(() => { this.pendingNotify.delete(systemKey); for (const l of this.listeners) l(systemKey); });
+    setImmediate(() => {
+      const assets = this.pendingNotify.get(systemKey)!;
+      this.pendingNotify.delete(systemKey);
+      for (const l of this.listeners) l(systemKey, assets);
+    });
   }
 
   /** A definition (service, library, trigger, timer, collection schema, role, user, device). */
   async record(tx: Executor, systemKey: string, type: AssetType, name: string, op: "upsert" | "delete", body: unknown, origin = "") {
     if (!this.logs(systemKey)) return;
-    await changesRepo.append(tx, { system_key: systemKey, asset_type: type, asset_name: name, item_id: null, op, version: 0, hlc: this.clock.now(), origin, body: body === null ? null : JSON.stringify(body) });
-    this.notify(systemKey);
+    const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: type, asset_name: name, item_id: null, op, version: 0, hlc: this.clock.now(), origin, body: body === null ? null : JSON.stringify(body) });
+    await changesRepo.noteLatest(tx, systemKey, type, name, seq);
+    this.notify(systemKey, type, name);
   }
 
   /** Row writes of a collection. */
@@ -55,21 +99,30 @@ export class ChangeRecorder {
     if (!changes.length) return;
     if (this.mode === "platform") {
       if (!this.logs(systemKey)) return;
-      for (const c of changes)
-        await changesRepo.append(tx, { system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, version: 0, hlc: c.hlc, origin, body: JSON.stringify(c) });
-      this.notify(systemKey);
+      const latest = new Map<string, number>();
+      for (const c of changes) {
+        const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, version: 0, hlc: c.hlc, origin, body: JSON.stringify(c) });
+        latest.set(c.collection, seq);
+      }
+      for (const [name, seq] of latest) { await changesRepo.noteLatest(tx, systemKey, "row", name, seq); this.notify(systemKey, "row", name); }
       return;
     }
     // edge: rows of collections that flow up wait in the outbox
     if (origin) return; // arrived from the platform: not sent back
     const up = changes.filter((c) => this.upCollections.has(c.collection));
     for (const c of up) await outboxRepo.add(tx, "row", JSON.stringify(c));
-    if (up.length) this.notify(systemKey);
+    if (up.length) this.notify(systemKey, "row", up[0]!.collection);
   }
 
   /** Edge: a message published locally on a relayed topic. */
   async relay(tx: Executor, systemKey: string, topic: string, payload: Uint8Array, qos: number) {
     await outboxRepo.add(tx, "message", JSON.stringify({ topic, payload: Buffer.from(payload).toString("base64"), qos }));
-    this.notify(systemKey);
+    this.notify(systemKey, "topic", topic);
   }
+}
+
+/** A stamp moved `ms` later (the clock's saved state: past every stamp issued until the next save). */
+function ahead(stamp: string, ms: number): string {
+  const p = parse(stamp);
+  return p ? `${(p.wall + ms).toString().padStart(15, "0")}-000000-${p.node}` : stamp;
 }

@@ -14,7 +14,7 @@ import { devicesRepo } from "../store/devices.ts";
 import { developersRepo, type DeveloperRow } from "../store/developers.ts";
 import { rolesRepo } from "../store/roles.ts";
 import { librariesRepo, servicesRepo } from "../store/services.ts";
-import { outboxRepo, syncedAssetsRepo, syncStateRepo } from "../store/sync.ts";
+import { outboxRepo, syncedAssetsRepo, syncStateRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { timersRepo, triggersRepo } from "../store/triggers.ts";
 import { usersRepo } from "../store/users.ts";
@@ -24,7 +24,7 @@ import { VERSION } from "../version.ts";
 import { AdapterRunner } from "./adapters.ts";
 import { applyDefinition, applyRows, relayFilters, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
-import { PING_MS, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
+import { BATCH_BYTES, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
@@ -32,9 +32,16 @@ export interface EdgeSyncDeps {
   invalidate(systemKey: string, types: Set<string>, collections: Set<string>): void;
 }
 
-const BACKOFF_MIN_MS = 500;
-const BACKOFF_MAX_MS = 30_000;
+/** Reconnect delays: doubling from the least to the most, each a random part of it (so a fleet
+ *  does not come back all at once), back to the least after a welcome. The most is small so a
+ *  healed link is used again within seconds. */
+const BACKOFF_MIN_MS = 250;
+const BACKOFF_MAX_MS = 2_000;
+/** Longest wait for the socket to open (a dead route never refuses: it says nothing). */
+const OPEN_TIMEOUT_MS = 3_000;
+/** Most items and about the most bytes sent up at once. */
 const OUTBOX_BATCH = 500;
+const OUTBOX_READ = 100;
 /** Longest an edge waits for the platform to check a developer's password. */
 const VERIFY_TIMEOUT_MS = 5_000;
 
@@ -43,7 +50,13 @@ export class EdgeSync {
   private stopped = false;
   private backoff = BACKOFF_MIN_MS;
   private timer: ReturnType<typeof setTimeout> | null = null;
-  private ping: ReturnType<typeof setInterval> | null = null;
+  /** checks the link of the current socket: opened in time, welcomed in time, not silent */
+  private watchdog: ReturnType<typeof setInterval> | null = null;
+  private lastHeard = 0;
+  private lastPing = 0;
+  private readonly pingMs: number;
+  /** a welcome came since the process started (the next hello is not the first) */
+  private welcomed = false;
   private upInflight = false;
   private applying: Promise<void> = Promise.resolve();
   private template: TemplateEntry[] = [];
@@ -60,6 +73,7 @@ export class EdgeSync {
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
+    this.pingMs = d.config.syncPingMs;
     this.tls = d.config.platformCa ? { ca: readPem(d.config.platformCa) } : undefined;
     this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"), { user: d.config.adaptersUser, dataDir: d.config.dataDir });
   }
@@ -76,7 +90,7 @@ export class EdgeSync {
   stop() {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    if (this.ping) clearInterval(this.ping);
+    if (this.watchdog) clearInterval(this.watchdog);
     this.ws?.close(1000, "edge stopping");
   }
 
@@ -109,14 +123,26 @@ export class EdgeSync {
     let ws: WebSocket;
     try { ws = new WebSocket(this.url(), this.tls ? { tls: this.tls } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
     this.ws = ws;
+    const started = Date.now();
+    let opened = false;
+    this.lastHeard = started;
+    this.watch(ws, () => opened, started);
     ws.onopen = async () => {
+      opened = true;
+      this.lastHeard = Date.now();
+      // a batch of an earlier socket still being applied moves the cursor first
+      await this.applying;
+      if (this.ws !== ws) return;
       const cursor = Number((await syncStateRepo.get(this.d.db, "cursor")) ?? "0");
       const failures = Object.values(await this.failures(this.d.db));
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
-      ws.send(JSON.stringify({ t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced }));
+      const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
+      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
+      this.lastHeard = Date.now();
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
@@ -128,25 +154,49 @@ export class EdgeSync {
         ws.close(1011, "sync error");
       });
     };
-    ws.onclose = (ev) => {
-      if (this.ws !== ws) return;
-      this.ws = null;
-      if (this.ping) { clearInterval(this.ping); this.ping = null; }
-      this.upInflight = false;
-      if (this.connected) {
-        this.connected = false;
-        this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
-        this.d.log.warn("platform disconnected", { code: ev.code, reason: ev.reason });
-      }
-      this.retry();
-    };
+    ws.onclose = (ev) => this.lost(ws, `closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ""})`);
     ws.onerror = () => { /* onclose follows */ };
+  }
+
+  /** Watches a socket: it must open within OPEN_TIMEOUT_MS, be welcomed within two ping periods,
+   *  and then never be silent for two ping periods (the platform answers every ping). A link that
+   *  dropped without closing is given up and made again. */
+  private watch(ws: WebSocket, opened: () => boolean, started: number) {
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.lastPing = 0;
+    this.watchdog = setInterval(() => {
+      if (this.ws !== ws) return;
+      const now = Date.now();
+      const dead = !opened() ? now - started > OPEN_TIMEOUT_MS : now - this.lastHeard > 2 * this.pingMs;
+      if (dead) {
+        this.d.log.warn("sync link silent, reconnecting", { opened: opened(), welcomed: this.connected, silentMs: now - this.lastHeard });
+        ws.terminate();
+        this.lost(ws, "silent");
+        return;
+      }
+      if (this.connected && now - this.lastPing >= this.pingMs) { this.lastPing = now; this.send(ws, { t: "ping" }); }
+    }, Math.max(50, Math.min(1_000, Math.floor(this.pingMs / 4))));
+    this.watchdog.unref?.();
+  }
+
+  /** The socket is gone (closed, or given up as silent): reconnect. */
+  private lost(ws: WebSocket, why: string) {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    if (this.watchdog) { clearInterval(this.watchdog); this.watchdog = null; }
+    this.upInflight = false;
+    if (this.connected) {
+      this.connected = false;
+      this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
+      this.d.log.warn("platform disconnected", { why });
+    }
+    this.retry();
   }
 
   /** Reconnects after a growing, jittered delay (so a fleet does not come back all at once). */
   private retry() {
     if (this.stopped) return;
-    const delay = this.backoff * (0.5 + Math.random());
+    const delay = this.backoff * (0.5 + Math.random() / 2);
     this.backoff = Math.min(BACKOFF_MAX_MS, this.backoff * 2);
     this.timer = setTimeout(() => this.connect(), delay);
   }
@@ -166,18 +216,31 @@ export class EdgeSync {
   private async handle(ws: WebSocket, m: PlatformMessage) {
     switch (m.t) {
       case "welcome": {
+        if (this.ws !== ws) return;
         await this.d.db.tx(async (tx) => {
+          // another incarnation of this edge's record (deleted and made again): what this one
+          // knows of the old one's position counts for nothing; the platform sends a full snapshot
+          const held = (await syncStateRepo.get(tx, "incarnation")) ?? "";
+          if (m.incarnation && held && held !== m.incarnation) {
+            await syncStateRepo.set(tx, "cursor", "0");
+            await syncStateRepo.set(tx, "snapshot", "");
+            await syncStateRepo.set(tx, "failures", "{}");
+            this.d.log.warn("the platform holds another incarnation of this edge: starting over", { was: held, now: m.incarnation });
+          }
+          if (m.incarnation) await syncStateRepo.set(tx, "incarnation", m.incarnation);
           await developersRepo.putProfile(tx, m.owner);
           await systemsRepo.put(tx, m.system as unknown as SystemRow);
           await syncStateRepo.set(tx, "template", JSON.stringify(m.template));
+          this.d.changes.clock.observe(m.hlc);
+          await this.d.changes.saveClock(tx);
         });
         this.useTemplate(m.template);
         await this.refreshUpCollections();
         this.d.invalidate(this.systemKey, new Set(["system"]), new Set());
         this.connected = true;
+        this.welcomed = true;
         this.lastConnectedAt = Date.now();
         this.backoff = BACKOFF_MIN_MS;
-        this.ping = setInterval(() => this.send(ws, { t: "ping" }), PING_MS);
         this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
         this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq });
         void this.sendOutbox();
@@ -269,14 +332,17 @@ export class EdgeSync {
         const error = await this.savepoint(tx, async () => {
           const cols = await collectionsRepo.columns(tx, id);
           if (!(await collectionsRepo.byId(tx, id))) throw new Error(`collection '${name}' is not on this edge`);
-          await applyRows(tx, id, cols, rows);
+          // the platform's copy of a write is the reference (equal stamps: its values)
+          await applyRows(tx, id, cols, rows, { ties: true });
         });
         collections.add(id);
         results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(error ? { error } : {}) });
       }
       await this.noteFailures(tx, results);
       if (!m.snapshot) await syncStateRepo.set(tx, "cursor", String(m.upTo));
+      await this.d.changes.saveClock(tx);
     });
+    this.d.log.debug("batch applied", { upTo: m.upTo, snapshot: m.snapshot, changes: m.changes.length, seqs: m.changes.length <= 20 ? m.changes.map((c) => c.seq) : undefined });
     if (types.has("collection")) await this.refreshUpCollections();
     this.d.invalidate(this.systemKey, types, collections);
     if (adapters.size) await this.redeploy(adapters);
@@ -316,20 +382,64 @@ export class EdgeSync {
       }
       await syncStateRepo.set(tx, "cursor", String(m.seq));
       await syncStateRepo.set(tx, "snapshot", "done");
+      await this.d.changes.saveClock(tx);
     });
     await this.refreshUpCollections();
     this.d.invalidate(sk, types, new Set());
     this.send(ws, { t: "ack", upTo: m.seq, snapshot: true, results: [] });
   }
 
-  /** Sends the next outbox batch when connected and nothing is waiting for an acknowledgement. */
+  /** Sends the next outbox batch (at most OUTBOX_BATCH items, about BATCH_BYTES) when connected and
+   *  nothing is waiting for an acknowledgement. A row write this edge already holds a later write
+   *  or delete of (its own, or the platform's) is not sent: it lost, and would only come back. */
   async sendOutbox() {
     const ws = this.ws;
     if (!ws || !this.connected || this.upInflight) return;
-    const items = await outboxRepo.next(this.d.db, OUTBOX_BATCH);
-    if (!items.length) return;
     this.upInflight = true;
-    this.send(ws, { t: "up", items: items.map((i) => ({ id: i.id, kind: i.kind, body: i.body })) });
+    try {
+      const items: { id: number; kind: string; body: string }[] = [];
+      let bytes = 0, after = 0;
+      read: for (;;) {
+        const next = await outboxRepo.after(this.d.db, after, OUTBOX_READ);
+        for (const i of next) {
+          after = i.id;
+          items.push(i);
+          bytes += i.body.length + 50;
+          if (items.length >= OUTBOX_BATCH || bytes >= BATCH_BYTES) break read;
+        }
+        if (next.length < OUTBOX_READ) break;
+      }
+      const stale = await this.superseded(items);
+      if (stale.size) await outboxRepo.remove(this.d.db, [...stale]);
+      const send = items.filter((i) => !stale.has(i.id));
+      if (!send.length || this.ws !== ws) { this.upInflight = false; if (stale.size && this.ws === ws) void this.sendOutbox(); return; }
+      this.send(ws, { t: "up", items: send.map((i) => ({ id: i.id, kind: i.kind, body: i.body })) });
+    } catch (err) {
+      this.upInflight = false;
+      throw err;
+    }
+  }
+
+  /** Outbox row writes older than what the edge holds of their row. */
+  private async superseded(items: { id: number; kind: string; body: string }[]): Promise<Set<number>> {
+    const byCollection = new Map<string, { id: number; item: string; hlc: string }[]>();
+    for (const i of items) {
+      if (i.kind !== "row") continue;
+      const c = JSON.parse(i.body) as RowChange;
+      (byCollection.get(c.collection_id) ?? byCollection.set(c.collection_id, []).get(c.collection_id)!).push({ id: i.id, item: c.item_id, hlc: c.hlc });
+    }
+    const out = new Set<number>();
+    for (const [collection, list] of byCollection) {
+      if (!(await collectionsRepo.byId(this.d.db, collection))) continue;
+      const ids = list.map((x) => x.item);
+      const stamps = await collectionsRepo.stamps(this.d.db, collection, ids);
+      const tombs = await tombstonesRepo.forItems(this.d.db, collection, ids);
+      for (const x of list) {
+        const row = stamps.get(x.item) ?? "", tomb = tombs.get(x.item) ?? "";
+        if (row > x.hlc || tomb > x.hlc) out.add(x.id);
+      }
+    }
+    return out;
   }
 
   outboxSize() { return outboxRepo.count(this.d.db); }

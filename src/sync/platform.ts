@@ -1,6 +1,10 @@
-// The platform's side of edge sync: authenticates edges on the sync channel, sends each a
-// snapshot of its template when its cursor is new or too old and then the change log filtered by
-// its template, applies rows and messages coming up, and keeps per-asset status.
+// The platform's side of edge sync: authenticates edges on the sync channel, brings each to its
+// template (a full snapshot when it is new, re-created or further behind than the log reaches; the
+// assets a template change added and the removal of those it dropped otherwise), then streams the
+// change log filtered by its template; applies rows and messages coming up; keeps per-asset status.
+//
+// A snapshot is one unit: the edge's cursor moves past it, and what it carries shows synced, only
+// once the edge acknowledged its end. An interrupted one starts over at the next hello.
 import type { Principal } from "../auth/principal.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
@@ -10,28 +14,32 @@ import { describeIssues } from "../core/validate.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Edges, TemplateEntry } from "../domain/edges.ts";
 import type { Broker } from "../domain/messages.ts";
-import type { Db } from "../store/db.ts";
-import { collectionsRepo } from "../store/collections.ts";
+import type { Db, Executor } from "../store/db.ts";
+import { type ColumnDef, collectionsRepo } from "../store/collections.ts";
 import { developerProfile, developersRepo } from "../store/developers.ts";
 import { type EdgeRow, edgesRepo } from "../store/edges.ts";
-import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo } from "../store/sync.ts";
+import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
-import { applyRows, entryFor, goesDown, relayed, relayFilters, snapshot, upCollections, type WireChange } from "./assets.ts";
-import type { ChangeRecorder, RowChange } from "./changes.ts";
+import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, type WireChange, wireValues } from "./assets.ts";
+import type { AssetType, ChangeRecorder, RowChange } from "./changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage } from "./protocol.ts";
 
-export interface Socket { send(text: string): void; close(code?: number, reason?: string): void }
+export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void }
 
 export interface HubDeps {
   db: Db; log: Logger; events: EventBus; changes: ChangeRecorder; edges: Edges; collections: Collections;
   broker: () => Broker | null;
+  /** row stamps further ahead of this clock are refused (ms) */
+  maxClockSkewMs: number;
 }
 
 /** Status of one asset on one edge. */
 export interface AssetStatus { asset_type: string; asset_name: string; status: "pending" | "synced" | "failed"; desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string }
 
 const COMPACT_MS = 60_000;
+/** How often sessions are checked for a silent link. */
+const SWEEP_MS = 250;
 /** The kinds of definitions an edge receives (rows are not definitions; topics are relays). */
 const SYNCED_KINDS = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"] as const;
 /** How much longer than a control command's own limit the platform waits for the edge's answer. */
@@ -39,19 +47,56 @@ const CONTROL_MARGIN_MS = 5_000;
 /** Change log entries kept per system beyond what every edge acknowledged (an edge further
  *  behind than this gets a fresh snapshot). */
 const LOG_KEEP = 200_000;
+/** Log entries read at a time while a batch fills, and most read for one batch (entries that do
+ *  not go to the edge are passed over, and acknowledged, in an empty batch). */
+const LOG_READ = 250;
+const LOG_SCAN = 20 * BATCH_CHANGES;
+/** How soon an edge's position passes log entries that do not go to it. */
+const CATCH_UP_MS = 1_000;
+/** Log entries kept as wire text, shared by the sessions of a system's edges. */
+const WIRE_CACHE = 20_000;
+
+/** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
+ *  a template change added (`diff`), deploy-mode assets at the edge's start (`deploy`), or
+ *  assets asked for again (`retry`). */
+interface SnapshotJob { kind: "full" | "diff" | "deploy" | "retry"; scope?: SnapshotScope; seq?: number }
+
+interface RunningSnapshot {
+  job: SnapshotJob;
+  gen: AsyncGenerator<WireChange[]>;
+  /** the position the edge takes at the end */
+  seq: number;
+  /** the template the edge holds once done (full, diff) */
+  template: TemplateEntry[] | null;
+  /** outcomes per asset, recorded when the edge acknowledges the end */
+  results: Map<string, { type: string; name: string; seq: number; error?: string }>;
+}
+
+/** A template's entries in one canonical text (to see whether an edge holds its template). */
+function templateKey(t: TemplateEntry[]): string {
+  return t.map((e) => `${e.def_module}\u0000${e.def_name}\u0000${e.mode}\u0000${e.def_module === "collection" ? e.rows !== false : ""}`).sort().join("\u0001");
+}
 
 class EdgeSession {
   edge!: EdgeRow;
   template: TemplateEntry[] = [];
+  /** the template the edge holds (its last completed snapshot's); null: none */
+  applied: TemplateEntry[] | null = null;
   /** the edge's acknowledged position in the change log */
   cursor = 0;
   /** how far batches have been sent */
   sent = 0;
-  inflight = false;
-  /** a snapshot being sent (pages come from the generator) */
-  snap: { gen: AsyncGenerator<WireChange[]>; seq: number; keep: Map<string, Set<string>>; purge: boolean } | null = null;
+  /** what the message in flight was (one at a time; the edge acknowledges each) */
+  awaiting: "page" | "end" | "log" | null = null;
+  jobs: SnapshotJob[] = [];
+  running: RunningSnapshot | null = null;
+  /** log entries up to `upTo` of assets a template change added: a snapshot already brought them */
+  skips: { upTo: number; covers: (type: AssetType, name: string) => boolean }[] = [];
   closed = false;
   pumping = false;
+  private again = false;
+  lastHeard = Date.now();
+  pingMs = 15_000;
   /** adapter control commands waiting for the edge's answer */
   readonly controls = new Map<string, (r: ControlResult) => void>();
 
@@ -59,78 +104,143 @@ class EdgeSession {
 
   get key() { return `${this.edge.system_key}/${this.edge.name}`; }
   send(m: PlatformMessage) { if (!this.closed) this.ws.send(JSON.stringify(m)); }
+  holdsTemplate() { return this.applied !== null && templateKey(this.applied) === templateKey(this.template); }
 
-  /** Sends the next batch if none is in flight. */
-  async pump() {
-    if (this.inflight || this.closed || this.pumping) return;
+  private laterTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Changes that do not go to this edge: its position passes them a little later (an empty
+   *  batch), so its cursor keeps up without every commit waking every edge. */
+  later() {
+    if (this.laterTimer || this.closed) return;
+    this.laterTimer = setTimeout(() => { this.laterTimer = null; void this.pump(); }, CATCH_UP_MS);
+    this.laterTimer.unref?.();
+  }
+
+  /** Whether a change of these assets goes to this edge (to wake only the edges it concerns). */
+  wants(assets: ReadonlySet<string>) {
+    for (const a of assets) {
+      const [type, name] = a.split("\u0000") as [AssetType, string];
+      if (goesDown(this.template, type, name, true)) return true;
+    }
+    return false;
+  }
+
+  /** Whether a log entry goes to this edge now. */
+  private wantsEntry(r: ChangeRow): boolean {
+    if (r.origin === this.edge.name) return false; // its own writes are not echoed
+    const type = r.asset_type as AssetType;
+    if (!goesDown(this.template, type, r.asset_name, true)) return false;
+    // assets a pending template change adds come with its snapshot
+    if (!this.holdsTemplate() && !goesDown(this.applied ?? [], type, r.asset_name, true)) return false;
+    for (const k of this.skips) if (r.seq <= k.upTo && k.covers(type, r.asset_name)) return false;
+    return true;
+  }
+
+  /** Sends the next message if none is in flight: a snapshot page or end, else log changes. */
+  async pump(): Promise<void> {
+    if (this.awaiting || this.closed) return;
+    // a wake-up while a pump reads the log: it may have read before the new changes, so look again
+    if (this.pumping) { this.again = true; return; }
     this.pumping = true;
+    this.again = false;
     try {
-      const h = this.hub;
-      if (this.snap) {
-        const next = await this.snap.gen.next();
-        if (!next.done) {
-          for (const c of next.value) {
-            const t = c.type === "row" ? "row" : c.type;
-            if (!this.snap.keep.has(t)) this.snap.keep.set(t, new Set());
-            this.snap.keep.get(t)!.add(c.type === "row" ? String(c.item) : c.name);
-          }
-          this.inflight = true;
-          this.send({ t: "batch", changes: next.value, upTo: this.snap.seq, snapshot: true });
-          return;
-        }
-        const keep: Record<string, string[]> = {};
-        if (this.snap.purge) for (const [t, names] of this.snap.keep) if (t !== "row") keep[t] = [...names];
-        // every kind is listed: the edge drops what it got from the platform and was not sent now
-        // (a kind no longer in the template included); what was made on the edge stays
-        if (this.snap.purge) for (const k of SYNCED_KINDS) keep[k] ??= [];
-        this.inflight = true;
-        this.send({ t: "snapshot_end", seq: this.snap.seq, keep: this.snap.purge ? keep : {} });
-        this.sent = Math.max(this.sent, this.snap.seq);
-        this.snap = null;
-        return;
-      }
-      // the log after what was sent, filtered by the template; the edge's own rows are not echoed
-      const rows = await changesRepo.after(h.d.db, this.edge.system_key, this.sent, BATCH_CHANGES);
-      if (!rows.length) return;
-      const out: WireChange[] = [];
-      let bytes = 0, upTo = this.sent;
-      for (const r of rows) {
-        upTo = r.seq;
-        if (r.origin === this.edge.name || !goesDown(this.template, r.asset_type as WireChange["type"], r.asset_name, true)) continue;
-        out.push(toWire(r));
-        bytes += (r.body?.length ?? 0) + 100;
-        if (bytes > BATCH_BYTES) break;
-      }
-      this.sent = upTo;
-      this.inflight = true;
-      this.send({ t: "batch", changes: out, upTo, snapshot: false });
+      while (!this.running && this.jobs.length) await this.begin(this.jobs.shift()!);
+      if (this.running) return await this.sendSnapshot(this.running);
+      await this.sendLog();
     } catch (err) {
-      h_log(this.hub).error("sync send failed", { edge: this.key, err });
+      this.hub.d.log.error("sync send failed", { edge: this.key, err });
       this.ws.close(1011, "sync error");
     } finally {
       this.pumping = false;
     }
+    if (this.again) return this.pump();
   }
 
-  /** Starts sending the current state of the template's assets, as of change `seq`. With `purge`
-   *  the edge then removes what it holds of the template's kinds that was not sent. */
-  startSnapshot(seq: number, purge: boolean, template = this.template, live = false) {
+  private async begin(job: SnapshotJob) {
+    const d = this.hub.d;
+    const sk = this.edge.system_key;
+    let scope: SnapshotScope, seq = this.cursor, template: TemplateEntry[] | null = null;
+    if (job.kind === "full") {
+      scope = { template: this.template, live: false };
+      seq = job.seq!;
+      template = this.template;
+      this.sent = Math.max(this.sent, seq);
+    } else if (job.kind === "diff") {
+      if (this.holdsTemplate()) return;
+      // what the template covers that the edge's does not; the log's entries of those assets up
+      // to now are older than what the snapshot sends
+      const held = this.applied ?? [];
+      const added = (type: AssetType, name: string) => !goesDown(held, type, name, false);
+      scope = { template: this.template, live: false, only: added };
+      template = this.template;
+      const upTo = await changesRepo.maxSeq(d.db, sk);
+      const now = this.template;
+      this.skips = this.skips.filter((k) => k.upTo > this.sent);
+      this.skips.push({ upTo, covers: (type, name) => goesDown(now, type, name, false) && added(type, name) });
+    } else scope = job.scope!;
+    this.running = { job, gen: snapshot(d.db, sk, scope, seq, d.changes.clock.now()), seq, template, results: new Map() };
+  }
+
+  private async sendSnapshot(r: RunningSnapshot) {
+    const next = await r.gen.next();
+    if (!next.done) {
+      this.awaiting = "page";
+      this.send({ t: "batch", changes: next.value, upTo: r.seq, snapshot: true });
+      return;
+    }
+    // the edge drops what it got from the platform of every kind that the template no longer
+    // covers (a kind no longer in it included); what was made on the edge itself stays
+    const keep: Record<string, string[]> = {};
+    if (r.template) {
+      Object.assign(keep, await covered(this.hub.d.db, this.edge.system_key, r.template));
+      for (const k of SYNCED_KINDS) keep[k] ??= [];
+    }
+    this.awaiting = "end";
+    this.send({ t: "snapshot_end", seq: r.seq, keep });
+  }
+
+  /** The log after what was sent, filtered for this edge, in a batch of bounded size. */
+  private async sendLog() {
     const h = this.hub;
-    this.snap = { gen: snapshot(h.d.db, this.edge.system_key, template, seq, h.d.changes.clock.now(), live), seq, keep: new Map(), purge };
+    const sk = this.edge.system_key;
+    const parts: string[] = [];
+    let upTo = this.sent, bytes = 0, scanned = 0;
+    read: for (;;) {
+      const rows = await changesRepo.after(h.d.db, sk, upTo, LOG_READ);
+      for (const r of rows) {
+        upTo = r.seq;
+        scanned++;
+        if (!this.wantsEntry(r)) { if (scanned >= LOG_SCAN) break read; continue; }
+        parts.push(h.wireText(r));
+        bytes += (r.body?.length ?? 0) + 100;
+        if (parts.length >= BATCH_CHANGES || bytes >= BATCH_BYTES || scanned >= LOG_SCAN) break read;
+      }
+      if (rows.length < LOG_READ) break;
+    }
+    if (upTo === this.sent) return;
+    this.sent = upTo;
+    this.awaiting = "log";
+    if (!this.closed) this.ws.send(`{"t":"batch","changes":[${parts.join(",")}],"upTo":${upTo},"snapshot":false}`);
   }
-}
 
-const h_log = (h: SyncHub) => h.d.log;
-
-function toWire(r: ChangeRow): WireChange {
-  return { seq: r.seq, type: r.asset_type as WireChange["type"], name: r.asset_name, item: r.item_id, op: r.op, hlc: r.hlc, body: r.body === null ? null : JSON.parse(r.body) };
+  /** Queues bringing the edge to its template, unless that is under way. */
+  wantTemplate() {
+    if (this.holdsTemplate()) return;
+    const busy = this.jobs.some((j) => j.kind === "diff" || j.kind === "full") || (this.running && this.running.template !== null);
+    if (!busy) this.jobs.push({ kind: "diff" });
+  }
 }
 
 export class SyncHub {
   private readonly sessions = new Map<string, EdgeSession>();
+  private readonly bySystem = new Map<string, Set<EdgeSession>>();
   private readonly bySocket = new WeakMap<Socket, EdgeSession>();
   private compactor: ReturnType<typeof setInterval> | null = null;
+  private sweeper: ReturnType<typeof setInterval> | null = null;
   private offCommitted: (() => void) | null = null;
+  /** log entries as wire text, by sequence number (insertion order: the oldest go first) */
+  private readonly wire = new Map<number, string>();
+  /** how far ahead of the platform's clock an edge's clock was (ms), at its last hello */
+  private readonly skews = new Map<string, number>();
 
   constructor(readonly d: HubDeps) {}
 
@@ -140,7 +250,9 @@ export class SyncHub {
     const withEdges: string[] = [];
     for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
     this.d.changes.setSystemsWithEdges(withEdges);
-    this.offCommitted = this.d.changes.onCommitted((sk) => { for (const s of this.sessions.values()) if (s.edge.system_key === sk) void s.pump(); });
+    this.offCommitted = this.d.changes.onCommitted((sk, assets) => {
+      for (const s of this.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
+    });
     this.d.edges.onChange = (sk, edge, what) => {
       if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
       const s = this.sessions.get(`${sk}/${edge}`);
@@ -149,15 +261,32 @@ export class SyncHub {
       if (what === "template") void this.retemplate(s);
     };
     this.d.edges.lagOf = (sk, edge) => this.lag(sk, edge);
+    this.d.edges.liveOf = (sk, edge) => this.isConnected(sk, edge);
+    this.d.edges.skewOf = (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null;
     this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), COMPACT_MS);
     this.compactor.unref();
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
+    this.sweeper.unref();
   }
 
   stop() {
     if (this.compactor) clearInterval(this.compactor);
+    if (this.sweeper) clearInterval(this.sweeper);
     this.offCommitted?.();
     for (const s of this.sessions.values()) { s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.sessions.clear();
+    this.bySystem.clear();
+  }
+
+  /** A log entry as the text a batch carries (its body is stored as JSON already). */
+  wireText(r: ChangeRow): string {
+    let t = this.wire.get(r.seq);
+    if (t === undefined) {
+      t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},"body":${r.body ?? "null"}}`;
+      this.wire.set(r.seq, t);
+      if (this.wire.size > WIRE_CACHE) this.wire.delete(this.wire.keys().next().value!);
+    }
+    return t;
   }
 
   // ---- the channel ----------------------------------------------------------------------------
@@ -166,7 +295,8 @@ export class SyncHub {
 
   async message(ws: Socket, raw: unknown) {
     const s = this.bySocket.get(ws);
-    if (!s) return;
+    if (!s || s.closed) return;
+    s.lastHeard = Date.now();
     let json: unknown = raw;
     if (typeof raw === "string") { try { json = JSON.parse(raw); } catch { return this.reject(s, "not JSON"); } }
     else if (raw instanceof Uint8Array || raw instanceof ArrayBuffer) { try { json = JSON.parse(Buffer.from(raw as Uint8Array).toString("utf8")); } catch { return this.reject(s, "not JSON"); } }
@@ -178,7 +308,12 @@ export class SyncHub {
       if (!s.edge) return this.reject(s, "say hello first");
       if (m.t === "ack") return await this.ack(s, m);
       if (m.t === "up") return await this.up(s, m);
-      if (m.t === "ping") { s.send({ t: "pong" }); await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() }); }
+      if (m.t === "ping") {
+        s.send({ t: "pong" });
+        await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() });
+        // entries that go to no edge of this one's template were not woken for: pass over them now
+        await s.pump();
+      }
       if (m.t === "control_result") { const done = s.controls.get(m.id); s.controls.delete(m.id); done?.({ err: m.err, command: m.command, output: m.output }); }
     } catch (err) {
       this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
@@ -198,76 +333,140 @@ export class SyncHub {
     for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
+    this.bySystem.get(s.edge.system_key)?.delete(s);
     await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { is_connected: 0, last_talked: nowSeconds() });
     this.d.events.emit("StartConnectDisconnect::EdgeDisconnectedOnPlatform", s.edge.system_key, { edgeName: s.edge.name });
     this.d.log.info("edge disconnected", { edge: s.key });
   }
 
+  /** Ends sessions whose edge has been silent for two ping periods (a link that dropped without
+   *  closing: a TCP connection through a dead route never says so). */
+  private sweep() {
+    const now = Date.now();
+    for (const s of this.sessions.values()) {
+      if (now - s.lastHeard <= 2 * s.pingMs + SWEEP_MS) continue;
+      this.d.log.warn("edge silent, link dropped", { edge: s.key, silentMs: now - s.lastHeard });
+      if (s.ws.terminate) s.ws.terminate(); else s.ws.close(4003, "silent");
+      void this.close(s.ws).catch((err) => this.d.log.warn("closing a silent session failed", { err }));
+    }
+  }
+
   private async hello(s: EdgeSession, m: Extract<EdgeMessage, { t: "hello" }>) {
+    if (s.edge) return this.reject(s, "hello twice");
     const edge = await this.d.edges.authenticate(m.systemKey, m.edge, m.token);
     if (!edge) return this.reject(s, "unknown edge or wrong token");
     const system = await systemsRepo.byKey(this.d.db, m.systemKey);
     const owner = system && (await developersRepo.byId(this.d.db, system.owner_id));
     if (!system || !owner) return this.reject(s, "unknown system");
+    const sk = edge.system_key;
     s.edge = edge;
-    s.template = await this.d.edges.templateOf(this.d.db, edge.system_key, edge);
+    s.pingMs = m.pingMs;
+    s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
+    s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
     const old = this.sessions.get(s.key);
-    if (old && old !== s) { old.closed = true; old.ws.close(4002, "replaced by a new connection"); }
+    if (old && old !== s) { old.closed = true; old.ws.close(4002, "replaced by a new connection"); this.bySystem.get(sk)?.delete(old); }
     this.sessions.set(s.key, s);
-    this.d.changes.addSystemWithEdges(edge.system_key);
+    if (!this.bySystem.has(sk)) this.bySystem.set(sk, new Set());
+    this.bySystem.get(sk)!.add(s);
+    this.d.changes.addSystemWithEdges(sk);
     const now = nowSeconds();
-    await edgesRepo.update(this.d.db, edge.system_key, edge.name, {
+    await edgesRepo.update(this.d.db, sk, edge.name, {
       is_connected: 1, first_talked: edge.first_talked ?? now, last_talked: now, last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch,
     });
-    const minSeq = await changesRepo.minSeq(this.d.db, edge.system_key);
-    const maxSeq = await changesRepo.maxSeq(this.d.db, edge.system_key);
-    // a new edge, or one whose position the log no longer holds, starts from a snapshot
-    const needsSnapshot = (m.cursor === 0 && !m.synced) || m.cursor > maxSeq || (minSeq > 0 && m.cursor < minSeq - 1);
-    s.cursor = m.cursor;
-    s.sent = needsSnapshot ? maxSeq : m.cursor;
+    // the clocks: the edge's stamp counts (within the accepted skew), and how far off it is shows
+    if (m.hlc) this.d.changes.clock.observe(m.hlc);
+    if (m.time !== undefined) this.skews.set(s.key, Math.round(m.time - Date.now()));
+    const { head, valid } = await this.position(sk, m.cursor, m.synced, m.incarnation, edge.incarnation);
+    // a new edge, one that held another incarnation of its record, or one whose position the log
+    // no longer holds, starts from a full snapshot
+    const full = !valid;
+    s.cursor = full ? 0 : m.cursor;
+    s.sent = full ? head : m.cursor;
     // the edge's own word on how far it got (its last acknowledgement may not have arrived) and
     // on what failed (the same), before anything else is sent
     await this.d.db.tx(async (tx) => {
-      if (!needsSnapshot) await edgesRepo.update(tx, edge.system_key, edge.name, { cursor: m.cursor });
+      if (!full) await edgesRepo.update(tx, sk, edge.name, { cursor: m.cursor });
       const at = nowIso();
-      const failedNow = new Map((await statusRepo.failedFor(tx, edge.system_key, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
+      const failedNow = new Map((await statusRepo.failedFor(tx, sk, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
       for (const f of m.failures) {
         const type = f.type === "row" ? "collection_rows" : f.type;
-        if (failedNow.get(`${type}\u0000${f.name}`) !== f.seq) await statusRepo.failed(tx, edge.system_key, edge.name, type, f.name, f.seq, (f.error ?? "").slice(0, 2000), at);
+        if (failedNow.get(`${type}\u0000${f.name}`) !== f.seq) await statusRepo.failed(tx, sk, edge.name, type, f.name, f.seq, (f.error ?? "").slice(0, 2000), at);
       }
     });
     // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
-    s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: needsSnapshot, seq: maxSeq });
-    if (needsSnapshot) s.startSnapshot(maxSeq, true);
+    s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
+      incarnation: edge.incarnation, hlc: this.d.changes.clock.now() });
+    if (full) s.jobs.push({ kind: "full", seq: head });
     else {
+      // a template changed while the edge was away: what it added comes, what it dropped goes
+      s.wantTemplate();
       // deploy-mode assets are copied at every start of the edge
       const deploy = s.template.filter((e) => e.mode === "deploy");
-      if (deploy.length) s.startSnapshot(m.cursor, false, deploy, false);
+      if (m.fresh && deploy.length) s.jobs.push({ kind: "deploy", scope: { template: deploy, live: false } });
     }
-    this.d.events.emit("StartConnectDisconnect::EdgeConnectedOnPlatform", edge.system_key, { edgeName: edge.name });
-    this.d.log.info("edge connected", { edge: s.key, cursor: m.cursor, snapshot: needsSnapshot });
+    this.d.events.emit("StartConnectDisconnect::EdgeConnectedOnPlatform", sk, { edgeName: edge.name });
+    this.d.log.info("edge connected", { edge: s.key, cursor: m.cursor, snapshot: full, template: !s.holdsTemplate() });
     await s.pump();
+  }
+
+  /** The log's head for a system, and whether an edge's cursor is a position the log still
+   *  serves: one this platform handed out (not past the head), of the edge record's incarnation,
+   *  not older than what compaction dropped. */
+  private async position(sk: string, cursor: number, synced: boolean, edgeIncarnation: string, incarnation: string) {
+    const maxSeq = await changesRepo.maxSeq(this.d.db, sk);
+    // compacted by a version that did not record its horizon: the log's first entry says
+    const horizon = (await changesRepo.horizon(this.d.db, sk)) ?? Math.max(0, (await changesRepo.minSeq(this.d.db, sk)) - 1);
+    const head = Math.max(maxSeq, horizon);
+    const valid = (edgeIncarnation === "" || edgeIncarnation === incarnation) && (cursor > 0 || synced) && cursor >= horizon && cursor <= head;
+    return { head, horizon, valid };
   }
 
   private async ack(s: EdgeSession, m: Extract<EdgeMessage, { t: "ack" }>) {
     const at = nowIso();
     const sk = s.edge.system_key, edge = s.edge.name;
-    await this.d.db.tx(async (tx) => {
-      for (const r of m.results) {
-        const type = r.type === "row" ? "collection_rows" : r.type;
-        if (r.error) await statusRepo.failed(tx, sk, edge, type, r.name, r.seq, r.error.slice(0, 2000), at);
-        else await statusRepo.applied(tx, sk, edge, type, r.name, r.seq, at);
-      }
-      if (m.upTo > s.cursor) {
-        s.cursor = m.upTo;
-        await edgesRepo.update(tx, sk, edge, { cursor: m.upTo, last_talked: nowSeconds() });
-      }
-    });
-    s.inflight = false;
+    const was = s.awaiting;
+    s.awaiting = null;
+    const r = s.running;
+    if (was === "page" && r) {
+      // a snapshot's outcomes count once it is whole
+      for (const x of m.results) r.results.set(`${x.type}\u0000${x.name}`, x);
+    } else if (was === "end" && r) {
+      await this.d.db.tx(async (tx) => {
+        await this.record(tx, s, [...r.results.values()], at);
+        if (r.template) await edgesRepo.snapshotDone(tx, sk, edge, s.edge.incarnation, JSON.stringify(r.template), r.job.kind === "full" ? r.seq : null);
+        if (r.job.kind === "full") await edgesRepo.update(tx, sk, edge, { last_talked: nowSeconds() });
+      });
+      if (r.template) s.applied = r.template;
+      if (r.job.kind === "full") s.cursor = r.seq;
+      s.running = null;
+      // the template changed again meanwhile
+      s.wantTemplate();
+    } else if (was === "log") {
+      await this.d.db.tx(async (tx) => {
+        await this.record(tx, s, m.results, at);
+        // never past what was sent (an acknowledgement of something else is not a position)
+        if (m.upTo > s.cursor && m.upTo <= s.sent) {
+          s.cursor = m.upTo;
+          await edgesRepo.update(tx, sk, edge, { cursor: m.upTo, last_talked: nowSeconds() });
+        }
+      });
+    }
     await s.pump();
   }
 
-  /** Rows and messages an edge sends up: applied (last writer wins) and passed on to other edges. */
+  private async record(tx: Executor, s: EdgeSession, results: { type: string; name: string; seq: number; error?: string }[], at: string) {
+    const sk = s.edge.system_key, edge = s.edge.name;
+    for (const r of results) {
+      const type = r.type === "row" ? "collection_rows" : r.type;
+      if (r.error) await statusRepo.failed(tx, sk, edge, type, r.name, r.seq, r.error.slice(0, 2000), at);
+      else await statusRepo.applied(tx, sk, edge, type, r.name, r.seq, at);
+    }
+  }
+
+  /** Rows and messages an edge sends up: applied (last writer wins) and passed on to other edges.
+   *  A write that lost sends the winner back to its writer (through the log, to every edge). A
+   *  stamp too far ahead of the platform's clock is refused: the write is stamped again by the
+   *  platform, and its writer takes the new stamp. */
   private async up(s: EdgeSession, m: Extract<EdgeMessage, { t: "up" }>) {
     const sk = s.edge.system_key;
     const rowsByCollection = new Map<string, RowChange[]>();
@@ -281,25 +480,47 @@ export class SyncHub {
       if (!body || typeof body !== "object") continue;
       if (it.kind === "row") {
         if (!isRowChange(body)) continue;
-        const list = rowsByCollection.get(body.collection_id) ?? [];
-        list.push(body);
-        rowsByCollection.set(body.collection_id, list);
+        const { replaces: _none, ...change } = body; // only the platform stamps a write again
+        const list = rowsByCollection.get(change.collection_id) ?? [];
+        list.push(change);
+        rowsByCollection.set(change.collection_id, list);
       } else if (typeof body.topic === "string" && typeof body.payload === "string" && relayed(relays, body.topic)) {
         messages.push(body as { topic: string; payload: string; qos: number });
       }
     }
     const touched: string[] = [];
+    let refused = 0, ahead = 0;
     await this.d.db.tx(async (tx) => {
+      const clock = this.d.changes.clock;
       for (const [id, changes] of rowsByCollection) {
         const c = await collectionsRepo.byId(tx, id);
         // only collections this edge may write to the platform
         if (!c || c.system_key !== sk || !upCollections(s.template, [c.name]).length) continue;
-        for (const ch of changes) this.d.changes.clock.observe(ch.hlc);
-        const applied = await applyRows(tx, id, await collectionsRepo.columns(tx, id), changes);
-        await this.d.changes.rows(tx, sk, applied.map((a) => ({ ...a, collection: c.name })), s.edge.name);
+        const restamped: RowChange[] = [];
+        const stamped = changes.map((ch) => {
+          ch.collection = c.name;
+          if (clock.observe(ch.hlc)) return ch;
+          refused++;
+          ahead = Math.max(ahead, clock.aheadBy(ch.hlc));
+          const again = { ...ch, hlc: clock.now(), replaces: ch.hlc };
+          restamped.push(again);
+          return again;
+        });
+        const columns = await collectionsRepo.columns(tx, id);
+        const { applied, lost } = await applyRows(tx, id, columns, stamped);
+        const again = new Set(restamped);
+        // other edges get what took effect; a write stamped again goes to its writer too
+        await this.d.changes.rows(tx, sk, applied.filter((a) => !again.has(a)), s.edge.name);
+        await this.d.changes.rows(tx, sk, applied.filter((a) => again.has(a)), "");
+        if (lost.length) await this.d.changes.rows(tx, sk, await this.winners(tx, c.name, id, columns, lost), "");
         touched.push(id);
       }
+      await this.d.changes.saveClock(tx);
     });
+    if (refused) {
+      this.skews.set(s.key, Math.max(this.skews.get(s.key) ?? 0, ahead));
+      this.d.log.warn("row stamps refused: the edge's clock is ahead of the platform's by more than --max-clock-skew", { edge: s.key, rows: refused, aheadMs: ahead });
+    }
     for (const id of touched) this.d.collections.forgetId(id);
     const broker = this.d.broker();
     for (const msg of messages) {
@@ -310,14 +531,35 @@ export class SyncHub {
     s.send({ t: "up_ack", upTo: m.items.length ? Math.max(...m.items.map((i) => i.id)) : 0 });
   }
 
+  /** What the platform holds of rows whose incoming write lost: the row, or its delete. A lost
+   *  write that was stamped again keeps naming the stamp its writer holds. */
+  private async winners(tx: Executor, collection: string, id: string, columns: ColumnDef[], lost: RowChange[]): Promise<RowChange[]> {
+    const byItem = new Map(lost.map((l) => [l.item_id, l]));
+    const ids = [...byItem.keys()];
+    const out: RowChange[] = [];
+    const names = ["item_id", ...columns.map((x) => x.name)];
+    for (let i = 0; i < ids.length; i += 500) {
+      for (const r of await collectionsRepo.byIds(tx, id, names, ids.slice(i, i + 500))) {
+        const { _hlc, ...stored } = r;
+        const l = byItem.get(r.item_id as string)!;
+        byItem.delete(l.item_id);
+        out.push({ collection_id: id, collection, item_id: l.item_id, op: "upsert", values: wireValues(columns, stored), hlc: (_hlc as string | null) ?? "", ...(l.replaces ? { replaces: l.replaces } : {}) });
+      }
+    }
+    const tombs = await tombstonesRepo.forItems(tx, id, [...byItem.keys()]);
+    for (const [item, l] of byItem) {
+      const hlc = tombs.get(item);
+      if (hlc) out.push({ collection_id: id, collection, item_id: item, op: "delete", values: null, hlc, ...(l.replaces ? { replaces: l.replaces } : {}) });
+    }
+    return out;
+  }
+
   private async retemplate(s: EdgeSession) {
     s.edge = (await edgesRepo.get(this.d.db, s.edge.system_key, s.edge.name)) ?? s.edge;
     s.template = await this.d.edges.templateOf(this.d.db, s.edge.system_key, s.edge);
     s.send({ t: "template", template: s.template });
-    // new entries need their assets, removed ones their removal: a fresh snapshot does both
-    const seq = await changesRepo.maxSeq(this.d.db, s.edge.system_key);
-    s.startSnapshot(seq, true);
-    s.sent = Math.max(s.sent, seq);
+    // what the change added comes as a snapshot, what it dropped goes at its end
+    s.wantTemplate();
     await s.pump();
   }
 
@@ -343,20 +585,35 @@ export class SyncHub {
 
   // ---- status ---------------------------------------------------------------------------------
 
+  /** A live session, not a stored flag: a silent link ends the session (see sweep). */
   isConnected(sk: string, edge: string) { return this.sessions.has(`${sk}/${edge}`); }
 
-  async lag(sk: string, edge: string): Promise<number | null> {
-    const e = await edgesRepo.get(this.d.db, sk, edge);
-    if (!e) return null;
-    return changesRepo.countAfter(this.d.db, sk, e.cursor);
+  /** What an edge is owed, from its record and each asset's latest change (never the log
+   *  itself): whether it needs a full snapshot, the template it holds, the assets changed since. */
+  private async owed(sk: string, edge: EdgeRow) {
+    const template = await this.d.edges.templateOf(this.d.db, sk, edge);
+    const held = edge.applied_template === null ? null : edge.applied_template === "*" ? template : JSON.parse(edge.applied_template) as TemplateEntry[];
+    const { valid } = await this.position(sk, edge.cursor, held !== null, "", "");
+    const changed = new Map<string, number>();
+    for (const r of await changesRepo.latest(this.d.db, sk))
+      if (r.seq > edge.cursor && goesDown(template, r.asset_type as AssetType, r.asset_name, false)) changed.set(`${r.asset_type === "row" ? "collection_rows" : r.asset_type}\u0000${r.asset_name}`, r.seq);
+    return { template, held: held ?? [], full: !valid || held === null, changed };
   }
 
-  /** Every asset of an edge's template with its sync state. */
+  /** How many changes the edge has not acknowledged (more while it needs a snapshot). */
+  async lag(sk: string, edgeName: string): Promise<number | null> {
+    const e = await edgesRepo.get(this.d.db, sk, edgeName);
+    if (!e) return null;
+    const o = await this.owed(sk, e);
+    return (await changesRepo.countAfter(this.d.db, sk, e.cursor)) + (o.full || templateKey(o.held) !== templateKey(o.template) ? 1 : 0);
+  }
+
+  /** Every asset of an edge's template with its sync state: pending while the edge has not applied
+   *  its latest change (or a snapshot that brings it is not complete), failed while the edge
+   *  reports it failed, synced otherwise. */
   async status(sk: string, edgeName: string): Promise<AssetStatus[]> {
     const edge = await this.d.edges.find(this.d.db, sk, edgeName);
-    const template = await this.d.edges.templateOf(this.d.db, sk, edge);
-    const latest = new Map<string, number>();
-    for (const r of await changesRepo.latestPerAsset(this.d.db, sk, edgeName)) latest.set(`${r.asset_type === "row" ? "collection_rows" : r.asset_type}\u0000${r.asset_name}`, r.seq);
+    const o = await this.owed(sk, edge);
     const recorded = new Map((await statusRepo.forEdge(this.d.db, sk, edgeName)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r]));
     const out: AssetStatus[] = [];
     const seen = new Set<string>();
@@ -364,23 +621,29 @@ export class SyncHub {
       const k = `${type}\u0000${name}`;
       if (seen.has(k)) return;
       seen.add(k);
-      let r = recorded.get(k);
-      let desired = Math.max(latest.get(k) ?? 0, r?.desired_version ?? 0);
-      // rows that never come down (they only flow up), or of which nothing came down yet (an empty
-      // collection), owe the edge nothing beyond the collection itself: they follow its state
-      if (type === "collection_rows" && (!goesDown(template, "row", name, false) || (!r && desired === 0))) {
-        const schema = recorded.get(`collection\u0000${name}`);
-        r = schema && { ...schema, status: schema.status === "failed" ? "pending" : schema.status, last_error: "", attempts: 0 };
-        desired = r?.desired_version ?? 0;
-      }
-      // everything up to the edge's cursor was applied in the batches it took (or reported failed)
-      const applied = Math.max(r?.applied_version ?? 0, r?.status !== "failed" && desired > 0 && desired <= edge.cursor ? desired : 0);
-      const status: AssetStatus["status"] = r?.status === "failed" ? "failed" : (r || applied > 0) && applied >= desired ? "synced" : "pending";
-      out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: applied, last_error: r?.last_error ?? "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });
+      const wire = (type === "collection_rows" ? "row" : type) as AssetType;
+      // rows that never come down (they only flow up) owe the edge nothing beyond the collection
+      const followsSchema = type === "collection_rows" && !goesDown(o.template, "row", name, false);
+      const own = followsSchema ? `collection\u0000${name}` : k;
+      const r = recorded.get(own);
+      const tail = o.changed.get(own);
+      const inTemplate = followsSchema ? goesDown(o.template, "collection", name, false) : goesDown(o.template, wire, name, false);
+      const held = followsSchema ? goesDown(o.held, "collection", name, false) : goesDown(o.held, wire, name, false);
+      const desired = Math.max(tail ?? 0, r?.desired_version ?? 0, r?.applied_version ?? 0);
+      const behind = inTemplate && (o.full || !held || tail !== undefined);
+      const failed = r?.status === "failed" && !followsSchema;
+      const status: AssetStatus["status"] = failed ? "failed" : behind || (!inTemplate && r?.status === "pending") ? "pending" : "synced";
+      out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: status === "synced" ? desired : r?.applied_version ?? 0,
+        last_error: failed ? r?.last_error ?? "" : "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });
     };
-    for (const a of await this.templateAssets(sk, template)) add(a.type, a.name);
+    for (const a of await this.templateAssets(sk, o.template)) add(a.type, a.name);
     // assets no longer present but still recorded (deleted on the platform) keep showing their state
     for (const r of recorded.values()) if (!seen.has(`${r.asset_type}\u0000${r.asset_name}`)) add(r.asset_type, r.asset_name);
+    // an edge whose clock runs further ahead than the platform accepts has its row stamps replaced
+    const skew = this.skews.get(`${sk}/${edgeName}`);
+    if (skew !== undefined && skew > this.d.maxClockSkewMs)
+      out.push({ asset_type: "clock", asset_name: "skew", status: "failed", desired_version: 0, applied_version: 0, attempts: 0, updated_at: nowIso(),
+        last_error: `the edge's clock is ${Math.round(skew / 1000)} s ahead of the platform's, more than --max-clock-skew (${Math.round(this.d.maxClockSkewMs / 1000)} s): the platform stamps the edge's row writes itself` });
     return out.sort((a, b) => a.asset_type.localeCompare(b.asset_type) || a.asset_name.localeCompare(b.asset_name));
   }
 
@@ -411,17 +674,21 @@ export class SyncHub {
       if (base) template.push({ ...base, def_module: module, def_name: f.name });
     }
     if (!template.length) return { edge: edgeName, connected: true, queued: 0 };
-    if (!s.snap) s.startSnapshot(s.cursor, false, template, false);
+    s.jobs.push({ kind: "retry", scope: { template, live: false } });
     await s.pump();
     return { edge: edgeName, connected: true, queued: template.length };
   }
 
-  /** Drops log entries every recently seen edge of a system has acknowledged; keeps the log bounded. */
+  /** Drops log entries every edge of a system that can resume from the log has acknowledged (and
+   *  the tombstones of deletes among them); keeps the log bounded. */
   async compact() {
     for (const s of await lowestCursors(this.d.db, nowSeconds() - 7 * 86_400)) {
+      let low = s.low ?? Number.MAX_SAFE_INTEGER;
+      // a full snapshot under way ends at its own position: the log after it must stay
+      for (const x of this.bySystem.get(s.system_key) ?? []) if (x.running?.job.kind === "full") low = Math.min(low, x.running.seq);
       const max = await changesRepo.maxSeq(this.d.db, s.system_key);
-      const upTo = Math.max(s.low ?? 0, max - LOG_KEEP);
-      if (upTo > 0) await changesRepo.compact(this.d.db, s.system_key, upTo);
+      const upTo = Math.min(max, Math.max(low, max - LOG_KEEP));
+      if (upTo > 0) await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, upTo));
     }
   }
 }

@@ -11,6 +11,7 @@ export const SYNC_PATH = "/api/v/4/sync";
 /** Most changes and most bytes per batch. */
 export const BATCH_CHANGES = 2_000;
 export const BATCH_BYTES = 1_000_000;
+/** How often an edge pings by default; either side drops a link silent for two periods. */
 export const PING_MS = 15_000;
 
 const result = z.object({ type: z.string(), name: z.string(), seq: z.number(), error: z.string().optional() });
@@ -22,7 +23,16 @@ export const EdgeMessage = z.discriminatedUnion("t", [
     // assets that failed to apply and have not applied since (their acknowledgement may have been lost)
     failures: z.array(result).default([]),
     // a snapshot completed here (cursor 0 then means "an empty log", not "a new edge")
-    synced: z.boolean().default(false) }),
+    synced: z.boolean().default(false),
+    // Fields an older edge does not send (their defaults keep it served as before):
+    // the edge record's identity the edge learnt at its first welcome ("" : none yet)
+    incarnation: z.string().max(100).default(""),
+    // the first hello since the edge's process started (deploy-mode assets are copied then)
+    fresh: z.boolean().default(true),
+    // how often the edge pings: the platform drops a session silent for two periods
+    pingMs: z.number().int().min(100).max(600_000).default(PING_MS),
+    // the edge's clock: its hybrid clock's stamp and its wall time (ms)
+    hlc: z.string().max(200).optional(), time: z.number().optional() }),
   z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
   z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000) }),
   z.object({ t: z.literal("ping") }),
@@ -33,8 +43,12 @@ export type EdgeMessage = z.infer<typeof EdgeMessage>;
 
 /** What the platform sends. */
 export type PlatformMessage =
-  | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number }
+  | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number;
+      /** the edge record's identity (an edge holding another one starts over); the platform's clock */
+      incarnation: string; hlc: string }
   | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }
+  /** A snapshot is complete: the edge takes position `seq` and drops what it got from the platform
+   *  of the kinds in `keep` that `keep` does not name. */
   | { t: "snapshot_end"; seq: number; keep: Record<string, string[]> }
   | { t: "template"; template: TemplateEntry[] }
   | { t: "up_ack"; upTo: number }

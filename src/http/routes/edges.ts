@@ -70,10 +70,11 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void }>();
+    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void }>();
     const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
       let x = sockets.get(ws.raw);
-      if (!x) { x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); } }; sockets.set(ws.raw, x); }
+      // terminate: a silent link is dropped at once (a close handshake would wait on it)
+      if (!x) { x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); } }; sockets.set(ws.raw, x); }
       return x;
     };
     app = app.ws(SYNC_PATH, {

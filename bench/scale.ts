@@ -14,7 +14,7 @@
 //   SCALE_SUBS, SCALE_HISTORY, SCALE_DEVICES, SCALE_ROWS, SCALE_SIGNINS, SCALE_ROUNDS
 import mqtt from "mqtt";
 import { rmSync } from "node:fs";
-import { cpuMicros, fmt, json, median, report, setupSystem, startOutpost, verdict } from "./lib.ts";
+import { cpuMicros, fmt, json, median, pct, report, setupSystem, startOutpost, verdict } from "./lib.ts";
 
 const small = process.env.SCALE === "small";
 const sizes = (name: string, full: number[], smoke: number[]) =>
@@ -194,9 +194,18 @@ async function devicesCurve() {
     const generatedNames = Array.from({ length: SIGNINS - CHOSEN }, (_, i) => `gen-${i}`);
     const generatedKeys = await createDevices(o.url, s, generatedNames, false);
     const bulkRate = generatedNames.length / ((performance.now() - t0) / 1000);
+    // chosen keys (argon2id each), while another client writes rows: the hashing must not hold its writes
+    const { collectionID } = await json(`${o.url}/admin/collectionmanagement`, "POST", { name: "beside", appID: s.systemKey }, { "ClearBlade-DevToken": s.devToken });
+    const write = async () => { const t = performance.now(); await json(`${o.url}/api/v/1/data/${collectionID}`, "POST", [{}], { "ClearBlade-DevToken": s.devToken }); return performance.now() - t; };
+    const idle: number[] = [];
+    for (let i = 0; i < 20; i++) idle.push(await write());
     t0 = performance.now();
     const chosenNames = Array.from({ length: CHOSEN }, (_, i) => `chosen-${i}`);
-    const chosenKeys = await createDevices(o.url, s, chosenNames, true);
+    let creating = true;
+    const creation = createDevices(o.url, s, chosenNames, true).finally(() => { creating = false; });
+    const busy: number[] = [];
+    while (creating) { busy.push(await write()); await Bun.sleep(20); }
+    const chosenKeys = await creation;
     const chosenRate = CHOSEN / ((performance.now() - t0) / 1000);
 
     // a restart, then every device signs in again, 64 at a time
@@ -231,6 +240,7 @@ async function devicesCurve() {
       ["create one at a time (chosen key)", `${fmt(singleRate, 1)} devices/s`],
       [`bulk create, generated keys (${fmt(generatedNames.length)})`, `${fmt(bulkRate)} devices/s  ${verdict(bulkRate, 1000)}`],
       [`bulk create, chosen keys (${fmt(CHOSEN)}, argon2id each)`, `${fmt(chosenRate, 1)} devices/s`],
+      ["a row insert beside it / idle (p90)", `${fmt(pct(busy.length ? busy : [0], 0.9), 1)} / ${fmt(pct(idle, 0.9), 1)} ms`],
       [`${fmt(storm.length)} sign-ins after a restart (${fmt(CHOSEN)} chosen keys)`, `${fmt(stormSecs, 1)} s, ${fmt(storm.length / stormSecs)}/s  ${verdict(stormSecs * 10_000 / storm.length, 60, false)} (60 s for 10,000)`],
       ...LIST.map((n, i): [string, string] => [`default listing, ${fmt(n)} devices`, `${fmt(values[i]!, 2)} ms  ratio ${fmt(ratios[i]!, 2)}`]),
     ]);
@@ -272,7 +282,6 @@ async function pagingCurve() {
     for (const n of ROWS) {
       const { collectionID: id } = await json(`${o.url}/admin/collectionmanagement`, "POST", { name: `rows${n}`, appID: s.systemKey }, dev);
       for (const [c, type] of [["n", "int"], ["v", "double"]]) await json(`${o.url}/admin/collectionmanagement`, "PUT", { id, addColumn: { name: c, type } }, dev);
-      await json(`${o.url}/api/v/4/data/${s.systemKey}/rows${n}/index?columnName=n`, "POST", undefined, dev);
       // n: a permutation of 0..n-1 (7919 is prime to every size of the form 2^a 5^b); v unindexed
       const tenth = Math.max(1000, Math.floor(n / 10 / 1000) * 1000);
       const rate = async (from: number, to: number) => {
@@ -286,6 +295,9 @@ async function pagingCurve() {
       const insertFirst = await rate(0, tenth);
       await rate(tenth, n - tenth);
       const insertLast = await rate(n - tenth, n);
+      // indexed after the inserts: their pace is the table's and its item_id index's, not that of
+      // an index of values in random order
+      await json(`${o.url}/api/v/4/data/${s.systemKey}/rows${n}/index?columnName=n`, "POST", undefined, dev);
       const base = `/api/v/1/data/${id}`;
       const sorted = (sort: unknown, extra: Record<string, unknown> = {}) => `${base}?query=${encodeURIComponent(JSON.stringify({ SORT: sort, PAGESIZE: PAGE, PAGENUM: 1, ...extra }))}`;
       // walk every page of the indexed sort through NEXTPAGEURL, timing each

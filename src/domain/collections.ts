@@ -111,8 +111,15 @@ export class Collections {
   }
 
   private version(id: string) { return this.versions.get(id) ?? 0; }
-  /** Every write to a collection's rows calls this after its transaction. */
-  written(id: string) { this.versions.set(id, this.version(id) + 1); }
+  /** Every write to a collection's rows calls this after its transaction; `added`: the rows it
+   *  added (removed: negative) when it knows them, so the TOTAL without a filter is carried over
+   *  instead of counted again (a collection written to all the time still pages cheaply). */
+  written(id: string, added?: number) {
+    const v = this.version(id);
+    this.versions.set(id, v + 1);
+    const all = added === undefined ? undefined : this.totals.get(totalKey(id, EVERY_ROW));
+    if (all && all.version === v) { all.version = v + 1; all.n += added!; }
+  }
 
   /** Records a collection's schema for edge sync (with a renamed column, so an edge renames it
    *  and keeps its values rather than dropping one column and adding another). */
@@ -415,7 +422,7 @@ export class Collections {
    *  reused (this process is the database's one writer). */
   private async total(id: string, where: CompiledWhere, version: number): Promise<number> {
     if (!this.reuseResults) return collectionsRepo.count(this.d.db, id, where);
-    const key = `${id}\u0000${where.sql}\u0000${JSON.stringify(where.args)}`;
+    const key = totalKey(id, where);
     const hit = this.totals.get(key);
     if (hit && hit.version === version) return hit.n;
     const n = await collectionsRepo.count(this.d.db, id, where);
@@ -507,7 +514,7 @@ export class Collections {
         await this.logRows(tx, c, rows.map((r) => r.itemId), "upsert", hlc);
       });
     } catch (e) { throw sqlToApi(e); }
-    this.written(c.row.collection_id);
+    this.written(c.row.collection_id, rows.length);
     const out = rows.map((r) => ({ item_id: r.itemId }));
     this.d.events.emit("Data::ItemCreated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: out });
     return out;
@@ -543,7 +550,7 @@ export class Collections {
       });
     }
     catch (e) { throw sqlToApi(e); }
-    this.written(c.row.collection_id);
+    this.written(c.row.collection_id, 0);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
     return { count: ids.length };
   }
@@ -564,7 +571,7 @@ export class Collections {
       await this.logRows(tx, c, ids, "delete", at);
       return ids;
     });
-    this.written(c.row.collection_id);
+    this.written(c.row.collection_id, -ids.length);
     if (ids.length) this.d.events.emit("Data::ItemDeleted", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: queryParam });
     return { count: ids.length };
   }
@@ -649,6 +656,10 @@ export class Collections {
 function pageUrl(base: string, q: Query, page: number, after: Continuation | null = null): string {
   return `${base}?query=${encodeURIComponent(serializeQuery(q, page, after))}`;
 }
+
+const totalKey = (id: string, where: CompiledWhere) => `${id}\u0000${where.sql}\u0000${JSON.stringify(where.args)}`;
+/** The WHERE of a query without FILTERS (compileWhere's). */
+const EVERY_ROW: CompiledWhere = { sql: "1", args: [] };
 
 /** The position a paged row was read with (see compileFetch), if JSON can carry it. */
 function continuation(row: Record<string, unknown>, sortKeys: number): Continuation | null {

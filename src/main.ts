@@ -22,6 +22,8 @@ async function main() {
     const code = await statusCommand(process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr, env: process.env });
     process.exit(code);
   }
+  // help never depends on the rest being valid (an edge's settings file without its token, say)
+  if (process.argv.slice(2).some((a) => /^--?(help|h)$/.test(a))) { process.stdout.write(HELP); return; }
   let config;
   try {
     config = loadConfig(process.argv.slice(2));

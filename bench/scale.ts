@@ -234,8 +234,8 @@ async function devicesCurve() {
     }
     const list = (sys: System) => () => json(`${o.url}/api/v/2/devices/${sys.systemKey}`, "GET", undefined, { "ClearBlade-DevToken": sys.devToken });
     const rounds: number[][] = [];
-    for (let round = 0; round < ROUNDS; round++) rounds.push(await latencies(systems.map(list), 20));
-    const { values, ratios } = curve(rounds);
+    for (let round = 0; round < ROUNDS && systems.length; round++) rounds.push(await latencies(systems.map(list), 20));
+    const { values, ratios } = systems.length ? curve(rounds) : { values: [], ratios: [] };
     report(`Scale 3: devices (built-in sign-in throttling on)`, [
       ["create one at a time (chosen key)", `${fmt(singleRate, 1)} devices/s`],
       [`bulk create, generated keys (${fmt(generatedNames.length)})`, `${fmt(bulkRate)} devices/s  ${verdict(bulkRate, 1000)}`],

@@ -58,8 +58,10 @@ describe("continueAfter", () => {
   }
 
   test("the first key bounds an index range", () => {
-    for (const [sort, value] of [[[{ field: "a", desc: false }], 5], [[{ field: "a", desc: true }], 5], [[{ field: "a", desc: false }], null], [[{ field: "a", desc: true }], null]] as const) {
-      for (const part of continueAfter(sort as Query["sort"], columns, { values: [value], rowid: 10 })) {
+    const cases: [Query["sort"], number | null][] = [];
+    for (const desc of [false, true]) for (const value of [5, null]) cases.push([[{ field: "a", desc }], value]);
+    for (const [sort, value] of cases) {
+      for (const part of continueAfter(sort, columns, { values: [value], rowid: 10 })) {
         const plan = (db.prepare(`EXPLAIN QUERY PLAN SELECT rowid FROM t WHERE ${part.sql} ORDER BY "a"${sort[0]!.desc ? " DESC" : ""}, rowid LIMIT 5`).all(...(part.args as never[])) as { detail: string }[]).map((r) => r.detail).join(" ");
         expect(plan).toMatch(/USING (COVERING )?INDEX t_a \(a/);
       }

@@ -1,7 +1,8 @@
 // Builds the single-binary executables (reference/toolchain.md §1, §2).
 //   bun scripts/build.ts            -> dist/outpost-linux-x64
 //   bun scripts/build.ts --arm64    -> dist/outpost-linux-arm64 (runtime and addon from npm, see vendorArm64)
-//   bun scripts/build.ts --all      -> both
+//   bun scripts/build.ts --baseline -> dist/outpost-linux-x64-baseline (x64 without AVX2; runtime from npm)
+//   bun scripts/build.ts --all      -> all three
 //   bun scripts/build.ts --out F    -> the x64 binary at F (a private copy, e.g. for a second test run)
 // libsql loads its native addon with a dynamic require the bundler cannot follow; the plugin
 // below embeds the .node file in the binary and routes that require to src/store/native.ts,
@@ -50,22 +51,31 @@ function embeddedConsole(files: ConsoleFiles): BunPlugin {
   };
 }
 
-/** The arm64 Bun runtime and libsql addon, from npm, kept out of the app's own dependencies. */
-async function vendorArm64(): Promise<{ bun: string; addon: string }> {
-  const dir = join(ROOT, "vendor-arm64");
-  const bun = join(dir, "node_modules/@oven/bun-linux-aarch64/bin/bun");
-  const addon = join(dir, "node_modules/@libsql/linux-arm64-gnu/index.node");
-  if (!existsSync(bun) || !existsSync(addon)) {
+/** Another target's packages from npm, in a folder of their own (kept out of the app's own
+ *  dependencies): `npm install --force`, as npm refuses a foreign CPU otherwise. */
+async function vendor(folder: string, packages: string[], files: string[]): Promise<string[]> {
+  const dir = join(ROOT, folder);
+  const paths = files.map((f) => join(dir, "node_modules", f));
+  if (!paths.every((p) => existsSync(p))) {
     mkdirSync(dir, { recursive: true });
-    await Bun.write(join(dir, "package.json"), JSON.stringify({ name: "outpost-vendor-arm64", private: true }));
-    const p = Bun.spawnSync(["npm", "install", "--force", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund",
-      `@oven/bun-linux-aarch64@${BUN_VERSION}`, `@libsql/linux-arm64-gnu@${LIBSQL_VERSION}`], { cwd: dir, stdout: "inherit", stderr: "inherit" });
-    if (p.exitCode !== 0 || !existsSync(bun) || !existsSync(addon)) throw new Error("could not install the arm64 runtime from npm");
+    await Bun.write(join(dir, "package.json"), JSON.stringify({ name: `outpost-${folder}`, private: true }));
+    const p = Bun.spawnSync(["npm", "install", "--force", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", ...packages],
+      { cwd: dir, stdout: "inherit", stderr: "inherit" });
+    if (p.exitCode !== 0 || !paths.every((f) => existsSync(f))) throw new Error(`could not install ${packages.join(", ")} from npm`);
   }
-  return { bun, addon };
+  return paths;
 }
 
-async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: string) {
+/** The arm64 Bun runtime and libsql addon. */
+async function vendorArm64(): Promise<{ bun: string; addon: string }> {
+  const [bun, addon] = await vendor("vendor-arm64", [`@oven/bun-linux-aarch64@${BUN_VERSION}`, `@libsql/linux-arm64-gnu@${LIBSQL_VERSION}`],
+    ["@oven/bun-linux-aarch64/bin/bun", "@libsql/linux-arm64-gnu/index.node"]);
+  return { bun: bun!, addon: addon! };
+}
+
+type Target = "bun-linux-x64" | "bun-linux-x64-baseline" | "bun-linux-arm64";
+
+async function build(target: Target, outfile: string) {
   outfile = resolve(ROOT, outfile);
   const t0 = performance.now();
   let nativeSpec = "@libsql/linux-x64-gnu";
@@ -74,6 +84,10 @@ async function build(target: "bun-linux-x64" | "bun-linux-arm64", outfile: strin
     const v = await vendorArm64();
     nativeSpec = v.addon;
     executablePath = v.bun;
+  } else if (target === "bun-linux-x64-baseline") {
+    // x64 CPUs without AVX2 (older Atom and Celeron gateways): Bun's baseline runtime, from npm as
+    // arm64's is; the libsql addon is the x64 one, built for baseline x86-64
+    [executablePath] = await vendor("vendor-x64-baseline", [`@oven/bun-linux-x64-baseline@${BUN_VERSION}`], ["@oven/bun-linux-x64-baseline/bin/bun"]);
   }
   const res = await Bun.build({
     // the code worker is an entry of its own: its threads load it from the binary, as
@@ -99,5 +113,6 @@ const args = new Set(argv);
 const out = argv.includes("--out") ? argv[argv.indexOf("--out") + 1] : undefined;
 mkdirSync(join(ROOT, "dist"), { recursive: true });
 if (out) await build("bun-linux-x64", out);
-else if (!args.has("--arm64") || args.has("--all")) await build("bun-linux-x64", "dist/outpost-linux-x64");
+else if ((!args.has("--arm64") && !args.has("--baseline")) || args.has("--all")) await build("bun-linux-x64", "dist/outpost-linux-x64");
 if (args.has("--arm64") || args.has("--all")) await build("bun-linux-arm64", "dist/outpost-linux-arm64");
+if (args.has("--baseline") || args.has("--all")) await build("bun-linux-x64-baseline", "dist/outpost-linux-x64-baseline");

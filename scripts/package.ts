@@ -1,8 +1,9 @@
-// Packages for gateways: `npm run package` -> for amd64 and arm64, a .deb (made with dpkg-deb)
-// and a tarball with the same parts and an install.sh for systems without dpkg. Both install the
+// Packages for gateways: `npm run package` -> for amd64, arm64 and amd64-baseline (x64 CPUs without
+// AVX2: the same package with the baseline binary), a .deb (made with dpkg-deb) and a tarball with
+// the same parts and an install.sh for systems without dpkg. Both install the
 // binary, the systemd unit (packaging/outpost.service), the settings file /etc/outpost/outpost.toml
 // and the service's user (packaging/sysusers.conf).
-//   bun scripts/package.ts                       both architectures, from dist/ (built when missing)
+//   bun scripts/package.ts                       all three, from dist/ (built when missing)
 //   bun scripts/package.ts --arch amd64 --bin F  one, from the binary F
 //   --out DIR (dist/), --compress xz|gzip|none (xz)
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -12,13 +13,18 @@ import { join, resolve } from "node:path";
 const ROOT = resolve(import.meta.dir, "..");
 const PKG = join(ROOT, "packaging");
 const VERSION = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version;
-const ARCHES = { amd64: "outpost-linux-x64", arm64: "outpost-linux-arm64" } as const;
+/** Per flavour: the Debian architecture and the binary in dist/. */
+const ARCHES = {
+  amd64: { deb: "amd64", bin: "outpost-linux-x64" },
+  arm64: { deb: "arm64", bin: "outpost-linux-arm64" },
+  "amd64-baseline": { deb: "amd64", bin: "outpost-linux-x64-baseline" },
+} as const;
 type Arch = keyof typeof ARCHES;
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
 const only = opt("--arch") as Arch | undefined;
-if (only && !(only in ARCHES)) throw new Error(`--arch: amd64 or arm64, not ${only}`);
+if (only && !(only in ARCHES)) throw new Error(`--arch: ${Object.keys(ARCHES).join(", ")}, not ${only}`);
 const binOpt = opt("--bin");
 if (binOpt && !only) throw new Error("--bin goes with --arch");
 const out = resolve(opt("--out") ?? join(ROOT, "dist"));
@@ -59,7 +65,7 @@ function deb(arch: Arch, bin: string): string {
     writeFileSync(join(stage, "DEBIAN/control"), [
       "Package: outpost",
       `Version: ${VERSION}`,
-      `Architecture: ${arch}`,
+      `Architecture: ${ARCHES[arch].deb}`,
       "Maintainer: Outpost developers <outpost@localhost>",
       `Installed-Size: ${kib}`,
       `Depends: libc6 (>= ${glibcOf(bin)})`,
@@ -96,9 +102,9 @@ function tarball(arch: Arch, bin: string): string {
 
 mkdirSync(out, { recursive: true });
 const arches = only ? [only] : (Object.keys(ARCHES) as Arch[]);
-if (!binOpt && arches.some((a) => !existsSync(join(ROOT, "dist", ARCHES[a])))) run([process.execPath, join(ROOT, "scripts/build.ts"), "--all"]);
+if (!binOpt && arches.some((a) => !existsSync(join(ROOT, "dist", ARCHES[a].bin)))) run([process.execPath, join(ROOT, "scripts/build.ts"), "--all"]);
 for (const arch of arches) {
-  const bin = resolve(binOpt ?? join(ROOT, "dist", ARCHES[arch]));
+  const bin = resolve(binOpt ?? join(ROOT, "dist", ARCHES[arch].bin));
   const t0 = performance.now();
   const files = [deb(arch, bin), tarball(arch, bin)];
   for (const f of files) console.log(`packaged ${f} (${(statSync(f).size / 1e6).toFixed(1)} MB)`);

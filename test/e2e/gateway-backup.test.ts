@@ -1,6 +1,6 @@
 // `outpost backup DEST` while the instance runs and writes, `outpost restore SRC` refused while it
 // runs and bringing the data and the secret key back once it is stopped.
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chownSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
@@ -49,8 +49,12 @@ t.test("backup of a running instance, restore refused while it runs, restored af
   t.equal(noForce.code, 2, "replacing a database takes --force");
   t.match(noForce.stderr, /add --force/);
   writeFileSync(join(dataDir, "secret.key"), "a-key-that-is-not-the-backup-s\n");
+  // a service's data directory, restored by root (sudo): the files must stay the service's
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) chownSync(dataDir, 65534, 65534);
   const r = await runBin(["restore", dest, "--data-dir", dataDir, "--force"]);
   t.equal(r.code, 0, `restore exits 0 ${r.stderr}`);
+  if (asRoot) for (const f of ["outpost.db", "secret.key", "outpost.lock"]) t.equal(statSync(join(dataDir, f)).uid, 65534, `${f} given the data directory's owner`);
   t.equal(readFileSync(join(dataDir, "secret.key"), "utf8"), readFileSync(join(dest, "secret.key"), "utf8"), "the key restored");
   t.equal(mode(join(dataDir, "outpost.db")), 0o600);
 

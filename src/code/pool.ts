@@ -20,7 +20,7 @@ import { ApiError, fail } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
-import type { RunOutcome, SandboxSource } from "./sandbox.ts";
+import { compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
 
 export interface PoolOptions {
   workers: number;
@@ -140,6 +140,8 @@ export class WorkerPool {
   private timer: ReturnType<typeof setInterval> | null = null;
   private backoffMs = 0;
   private readonly readyWaiters: (() => void)[] = [];
+  /** the QuickJS wasm, compiled once: a worker's start then takes tens of ms, not hundreds */
+  private compiled: Promise<WebAssembly.Module | undefined> | null = null;
   /** workers replaced for memory, and terminated for not coming back (for tests and metrics) */
   replaced = 0;
   killed = 0;
@@ -154,6 +156,7 @@ export class WorkerPool {
 
   start() {
     this.stopped = false;
+    this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
     while (this.slots.length < this.workers) this.spawn();
     this.timer = setInterval(() => this.watch(), WATCH_EVERY_MS);
     this.timer.unref();
@@ -246,7 +249,7 @@ export class WorkerPool {
       t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil(WARM_MAX / this.workers),
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb << 20, this.shareBytes), sliceMs: this.o.sliceMs },
     };
-    slot.worker.postMessage(init);
+    void this.compiled!.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init); });
   }
 
   /** Ends a worker's thread (its heap goes with it). */

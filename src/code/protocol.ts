@@ -15,6 +15,8 @@ export interface InitMessage {
   heapMaxBytes: number;
   /** idle sandboxes this worker may keep */
   warmMax: number;
+  /** the QuickJS wasm compiled once for all workers (absent: the worker compiles it) */
+  module?: WebAssembly.Module;
 }
 
 /** A run to start. */

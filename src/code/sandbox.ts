@@ -20,11 +20,17 @@ let module: Promise<QuickJSWASMModule> | undefined;
 let memory: WebAssembly.Memory | undefined;
 /** The QuickJS module, loaded once (its wasm is embedded in the binary). With `maxBytes`, its heap
  *  (every sandbox of this thread together) can never grow past that: an allocation beyond it is
- *  an out-of-memory error in the sandbox that asked. */
-export function quickjs(maxBytes?: number): Promise<QuickJSWASMModule> {
+ *  an out-of-memory error in the sandbox that asked. `compiled` is the wasm compiled elsewhere
+ *  (compiled code is shared between threads, and so is the engine's tiering up of it). */
+export function quickjs(maxBytes?: number, compiled?: WebAssembly.Module): Promise<QuickJSWASMModule> {
   if (!module && maxBytes) memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: Math.max(INITIAL_PAGES, Math.floor(maxBytes / 65536)) });
-  return (module ??= newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmBinary: () => Bun.file(wasmPath).arrayBuffer(), ...(memory ? { wasmMemory: memory } : {}) })));
+  return (module ??= newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, {
+    ...(compiled ? { wasmModule: compiled } : { wasmBinary: () => Bun.file(wasmPath).arrayBuffer() }), ...(memory ? { wasmMemory: memory } : {}),
+  })));
 }
+
+/** The module's wasm, compiled (for threads that will load the module: see quickjs). */
+export const compileQuickJS = async (): Promise<WebAssembly.Module> => WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer());
 /** The module's initial heap (16 MiB, what its build asks for). */
 const INITIAL_PAGES = 256;
 

@@ -118,8 +118,9 @@ function start(s: RunStep, contexts: string[]) {
   });
 }
 
-/** The engine compiles the module's code as it first runs, so a fresh worker's first sandboxes
- *  take hundreds of ms: a few throwaway ones, made before the worker takes runs, pay for that. */
+/** The engine compiles the module's code further as it first runs (for all workers at once), so
+ *  the first sandboxes take hundreds of ms: a few throwaway ones, made before the worker takes
+ *  runs, pay for that (for a later worker, it is quick). */
 function warmUp() {
   const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
   const src: SandboxSource = { libraries: [], service: { name: "warm", code: "function warm(req, resp){ resp.success(req.params.n) }" }, meta: {} };
@@ -174,7 +175,7 @@ self.onmessage = async (e: MessageEvent) => {
     warmMax = init.warmMax;
     publishDeadlines(new Float64Array(init.watch, 0, 1));
     watchRun = new Int32Array(init.watch);
-    qjs = await quickjs(init.heapMaxBytes);
+    qjs = await quickjs(init.heapMaxBytes, init.module);
     warmUp();
     postMessage(JSON.stringify({ t: "ready", heap: heapBytes() }));
     return;

@@ -13,16 +13,20 @@ export class TimerScheduler {
   private task: ReturnType<typeof cron.schedule> | null = null;
   private ticking = false;
   private stopped = false;
+  /** when ticking began (0 until then) */
+  private since = 0;
   fired = 0;
 
   constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger) {}
 
   start() {
-    // ticks begin once code can run: a first run that waited for the workers to warm up would
-    // come late and the next one early
+    // ticks begin once code can run: a first run that waited for the code workers to warm up
+    // would come late, and the next one early
     this.stopped = false;
     void this.engine.ready().then(() => {
-      if (!this.stopped) this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
+      if (this.stopped) return;
+      this.since = Date.now();
+      this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
     });
   }
 
@@ -34,9 +38,10 @@ export class TimerScheduler {
       for (const t of await this.triggers.dueTimers(now + TICK_SLACK_MS)) {
         const runs = t.runs + 1;
         // the next slot counts from this slot, so ticks' jitter does not add up; after a pause
-        // (a restart) it counts from now instead: one run, then the usual pace, never a burst
+        // (a restart: due before ticking began) it counts from now instead: one run, then the
+        // usual pace, never a burst
         let next: number | null = t.next_run! + t.frequency * 1000;
-        if (next <= now) next = now + t.frequency * 1000;
+        if (next <= now || t.next_run! < this.since) next = now + t.frequency * 1000;
         if (t.repeats > 0 && runs >= t.repeats) next = null;
         if (!(await this.triggers.claimFiring(t, next))) continue; // another node fired it
         const system = await this.systems.find(t.system_key);

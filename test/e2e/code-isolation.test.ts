@@ -3,7 +3,8 @@
 // trip answering, and another system's service; memory a bomb or eight 45 MB runs took returns to
 // the system; a run its worker cannot interrupt answers 504 and the worker is replaced; one
 // system's queue is bounded (429 with Retry-After, on the execute route and a no_auth webhook).
-// Timing checks use p99s over many samples with generous bounds: CI machines are small and shared.
+// Timing checks are p99s over hundreds of samples, so one stall of a small shared CI machine does
+// not decide them.
 import { readFileSync } from "node:fs";
 import mqtt from "mqtt";
 import t from "tap";
@@ -100,9 +101,8 @@ t.test("four endless loops of one system: /health, a data read, an MQTT round tr
 t.test("the idle figure", async (t) => {
   // every worker has run code (sandboxes made, modules warm); then nothing runs
   const warm = uniq("warm");
-  await service(a, warm, `function ${warm}(req, resp) { resp.success(1) }`);
-  await Promise.all(Array.from({ length: 8 }, () => exec(a, warm)));
-  await Promise.all(Array.from({ length: 8 }, () => exec(b, warm).catch(() => null)));
+  for (const sys of [a, b]) await service(sys, warm, `function ${warm}(req, resp) { resp.success(1) }`);
+  await Promise.all([a, b, a, b].map((sys) => exec(sys, warm)));
   await sleep(3_000);
   idleMb = await settledRss(o);
   t.ok(idleMb > 0, `idle RSS ${idleMb.toFixed(0)} MB`);

@@ -12,7 +12,8 @@ const arm = bin.includes("arm64") && process.arch !== "arm64";
 const baseline = bin.includes("baseline");
 const emulated = arm || baseline;
 const dir = mkdtempSync(join(tmpdir(), "outpost-smoke-"));
-const port = 20000 + Math.floor(Math.random() * 20000);
+// below the kernel's ephemeral range (32768 and up), where outgoing connections take ports
+const port = 10000 + Math.floor(Math.random() * 20000);
 const cmd = [...(arm ? ["qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"] : baseline ? ["qemu-x86_64-static", "-cpu", "Nehalem"] : []), bin,
   "--http-port", String(port), "--mqtt-port", String(port + 1), "--mqtt-ws-port", String(port + 2), "--log-level", "warn"];
 const t0 = performance.now();
@@ -22,6 +23,7 @@ const limitS = emulated ? 120 : 30;
 let ok = false;
 try {
   while (!ok && performance.now() - t0 < limitS * 1000) {
+    if (p.exitCode !== null) throw new Error(`it exited with status ${p.exitCode}`);
     try { ok = (await fetch(`http://127.0.0.1:${port}/health`)).status === 200; } catch { await Bun.sleep(50); }
   }
   if (!ok) throw new Error(`no /health within ${limitS} s`);

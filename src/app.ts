@@ -1,5 +1,5 @@
 // Composition root: builds the parts for a mode, starts them in order, stops them in reverse.
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { Permissions } from "./auth/permissions.ts";
 import { Tokens } from "./auth/tokens.ts";
 import type { Config } from "./config.ts";
@@ -31,6 +31,7 @@ import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
 import { Users } from "./domain/users.ts";
 import { type HttpServer, listenApi } from "./http/server.ts";
+import { Health } from "./domain/health.ts";
 import type { Services } from "./http/services.ts";
 import { type Db, openDb } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
@@ -166,6 +167,21 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       services.edgeSync = edgeSync;
     }
 
+    const edgeLink = services.edgeSync;
+    // read when /metrics is asked
+    const dbFile = config.db.startsWith("file:") ? config.db.slice("file:".length) : null;
+    metrics.gauge("outpost_mqtt_connections", "MQTT clients connected", () => [[{}, broker.clientCount()]]);
+    metrics.gauge("outpost_process_resident_bytes", "resident memory of the process", () => [[{}, process.memoryUsage.rss()]]);
+    if (dbFile) metrics.gauge("outpost_db_bytes", "size of the database file with its write-ahead log", () =>
+      [[{}, [dbFile, `${dbFile}-wal`].reduce((n, f) => n + (existsSync(f) ? statSync(f).size : 0), 0)]]);
+    if (edgeLink) {
+      metrics.gauge("outpost_sync_link_up", "1 while the edge has a live session with its platform", () => [[{}, edgeLink.connected ? 1 : 0]]);
+      metrics.gauge("outpost_sync_outbox_items", "rows and messages waiting to go up to the platform", async () => [[{}, await edgeLink.outboxSize()]]);
+    }
+    services.health = new Health({
+      db, dbFile, minFreeMb: config.minFreeMb,
+      link: edgeLink && { connected: () => edgeLink.connected, lastContactAt: () => edgeLink.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
+    });
     const { http, https } = listenApi(services);
     started.push({ name: "http", stop: () => http.stop() });
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });

@@ -50,6 +50,11 @@ export const ConfigSchema = z.object({
   // far ahead of the platform's clock (seconds) a row stamp may be
   syncPingMs: intText.pipe(z.number().int().min(200).max(600_000)).default(15_000),
   maxClockSkew: intText.pipe(z.number().int().min(1)).default(300),
+  // health: free disk below which the node is unhealthy (MB); on an edge, how long the platform
+  // link may be down before it is (seconds), or never when the edge is meant to run offline
+  minFreeMb: intText.pipe(z.number().int().min(0)).default(100),
+  linkGrace: intText.pipe(z.number().int().min(1)).default(300),
+  linkLossOk: bool.default(false),
   // messaging
   historyMaxRows: intText.pipe(z.number().int().min(0)).default(1000),
   historyMaxAge: intText.pipe(z.number().int().min(1)).default(604800),
@@ -77,6 +82,8 @@ export const ConfigSchema = z.object({
   }
   if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
+  if (c.tlsCert && c.httpPort !== 0 && c.httpPort === c.httpsPort)
+    ctx.addIssue({ code: "custom", path: ["httpsPort"], message: "must differ from --http-port (or --http-port 0: HTTPS only)" });
   for (const o of c.corsOrigins.split(",").map((x) => x.trim()))
     if (o !== "*" && !/^https?:\/\/[^/\s]+$/.test(o)) ctx.addIssue({ code: "custom", path: ["corsOrigins"], message: `'${o}' is not an origin (scheme://host[:port]) or *` });
 });
@@ -88,7 +95,7 @@ export class ConfigError extends Error {}
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 const camel = (s: string) => s.replace(/[-_]([a-z])/g, (_, c: string) => c.toUpperCase());
 const KEYS = Object.keys(ConfigSchema.shape) as (keyof typeof ConfigSchema.shape)[];
-const BOOLEAN_KEYS = new Set(["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers"]);
+const BOOLEAN_KEYS = new Set(["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "linkLossOk"]);
 
 /** Spellings existing ClearBlade edge installs use (wire reference §9.3). */
 const FLAG_ALIASES: Record<string, string> = {
@@ -257,6 +264,12 @@ Edge
                               periods is dropped and made again (15000)
   --max-clock-skew SECONDS    platform: an edge's row stamps further ahead of the platform's clock
                               are refused and the platform stamps the writes itself (300)
+
+Health (GET /health answers 503 with the reasons)
+  --min-free-mb N             free disk under the database below which the node is unhealthy (100)
+  --link-grace SECONDS        edge: how long the platform link may be down before it is (300)
+  --link-loss-ok              edge: a lost link is reported, never unhealthy (an edge meant to
+                              run offline)
 
 Messaging
   --history-max-rows N        messages kept per topic by default (1000; 0 = no history)

@@ -46,9 +46,47 @@ export class Histogram {
   }
 }
 
+/** A histogram per label set (one series family). */
+export class LabeledHistogram {
+  private readonly series = new Map<string, { labels: string; counts: number[]; sum: number; total: number }>();
+  constructor(readonly name: string, readonly help: string, private readonly bounds: number[]) {}
+  observe(labels: Labels, v: number) {
+    const k = labelText(labels);
+    let s = this.series.get(k);
+    if (!s) this.series.set(k, (s = { labels: k.slice(1, -1), counts: this.bounds.map(() => 0), sum: 0, total: 0 }));
+    s.sum += v;
+    s.total++;
+    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) { s.counts[i]!++; break; }
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    for (const s of this.series.values()) {
+      const l = s.labels ? `${s.labels},` : "";
+      let cumulative = 0;
+      this.bounds.forEach((b, i) => { cumulative += s.counts[i]!; lines.push(`${this.name}_bucket{${l}le="${b}"} ${cumulative}`); });
+      lines.push(`${this.name}_bucket{${l}le="+Inf"} ${s.total}`, `${this.name}_sum${s.labels ? `{${s.labels}}` : ""} ${s.sum}`, `${this.name}_count${s.labels ? `{${s.labels}}` : ""} ${s.total}`);
+    }
+    return lines.join("\n");
+  }
+}
+
+type Reading = [Labels, number][];
+
+/** A value read when /metrics is asked (connections, queue sizes, file sizes): nothing on a hot path. */
+export class Gauge {
+  constructor(readonly name: string, readonly help: string, private readonly read: () => Reading | Promise<Reading>) {}
+  async render(): Promise<string> {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
+    try { for (const [l, v] of await this.read()) lines.push(`${this.name}${labelText(l)} ${v}`); } catch { /* a part that is stopping: no value */ }
+    return lines.join("\n");
+  }
+}
+
 export class Metrics {
-  private readonly all: (Counter | Histogram)[] = [];
+  private readonly all: { render(): string | Promise<string> }[] = [];
   counter(name: string, help: string) { const c = new Counter(name, help); this.all.push(c); return c; }
   histogram(name: string, help: string, bounds: number[]) { const h = new Histogram(name, help, bounds); this.all.push(h); return h; }
-  render(): string { return this.all.map((m) => m.render()).join("\n") + "\n"; }
+  labeledHistogram(name: string, help: string, bounds: number[]) { const h = new LabeledHistogram(name, help, bounds); this.all.push(h); return h; }
+  gauge(name: string, help: string, read: () => Reading | Promise<Reading>) { const g = new Gauge(name, help, read); this.all.push(g); return g; }
+  async render(): Promise<string> { return (await Promise.all(this.all.map((m) => m.render()))).join("\n") + "\n"; }
 }

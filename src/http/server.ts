@@ -20,6 +20,7 @@ import { throttlerRoutes } from "./routes/throttlers.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { externalDbRoutes } from "./routes/externalDbs.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
+import { RequestMetrics } from "./metrics.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
@@ -69,6 +70,8 @@ export function createHttpApp(s: Services) {
     if (!(r instanceof Promise)) { throttle.release(request, r); return r; }
     return r.then((res) => { throttle.release(request, res); return res; }, (err) => { throttle.release(request); throw err; });
   };
+  // one per process: the HTTP and HTTPS listeners count into the same series
+  const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics));
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -78,13 +81,18 @@ export function createHttpApp(s: Services) {
     //
     // CORS around that: a preflight is answered here (never throttled: it carries no token), and
     // every answer, an error or a refusal too, says which origin may read it.
+    //
+    // Outermost, the request counts on /metrics by route and status, with its latency.
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
+      // a re-routed "//" request is counted as the original
+      if (throttle.internal.has(request)) return handle(request);
+      const t0 = performance.now();
       const early = throttle.onRequest(request);
-      if (early === undefined) return c.allow(request, settle(request, handle(request)));
-      if (early instanceof Promise) return c.allow(request, early.then((refused) => refused ?? settle(request, handle(request))));
-      return c.allow(request, early);
+      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))));
+      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))));
+      return requests.observe(request, t0, c.allow(request, early));
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -96,13 +104,17 @@ export function createHttpApp(s: Services) {
           throttle.internal.add(again);
           return app.handle(again);
         }
+        requests.unmatched.add(request);
       }
       const e = fromElysia(code, error);
       if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
       return errorResponse(e);
     })
-    .get("/health", () => ({ status: "ok" }))
-    .get("/metrics", () => new Response(s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
+    .get("/health", async () => {
+      const r = s.health ? await s.health.report() : { status: "ok" };
+      return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
+    })
+    .get("/metrics", async () => new Response(await s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
     .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))

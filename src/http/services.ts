@@ -22,6 +22,8 @@ import type { Roles } from "../domain/roles.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Users } from "../domain/users.ts";
 import type { Logger } from "../core/log.ts";
+import type { Health } from "../domain/health.ts";
+import type { RequestMetrics } from "./metrics.ts";
 
 export interface Services {
   config: Config;
@@ -49,4 +51,8 @@ export interface Services {
   /** the edge's sync client (absent on a platform) */
   edgeSync?: EdgeSync;
   db: Db;
+  /** HTTP requests on /metrics (made with the first listener's app) */
+  requestMetrics?: RequestMetrics;
+  /** what /health reports (set once the parts it watches are up) */
+  health?: Health;
 }

@@ -8,7 +8,7 @@ import { type Principal, principalEmail, principalId } from "../auth/principal.t
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
-import type { Metrics } from "../core/metrics.ts";
+import type { Counter, Histogram, Metrics } from "../core/metrics.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { DomainDeps } from "../domain/deps.ts";
 import type { Devices } from "../domain/devices.ts";
@@ -83,6 +83,9 @@ export class CodeEngine {
   /** runs of stream services, to end them on stop or change */
   private readonly streamRuns = new Map<string, number>();
   private stopped = false;
+  /** on /metrics: runs by outcome (success, error: resp.error, failed: threw, timed out, could not run) and their durations */
+  private readonly runs?: Counter;
+  private readonly runSeconds?: Histogram;
 
   constructor(private readonly e: EngineDeps) {
     e.services.onChange = (c) => this.changed(c);
@@ -92,6 +95,8 @@ export class CodeEngine {
       sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log,
       restarts: e.metrics?.counter("outpost_code_worker_restarts_total", "Code workers replaced, by reason: memory (to give memory back), stuck (in code past its deadline), failed"),
     });
+    this.runs = e.metrics?.counter("outpost_code_runs_total", "Service runs by outcome: success, error (resp.error), failed (threw, timed out or could not run)");
+    this.runSeconds = e.metrics?.histogram("outpost_code_run_seconds", "Service run duration, queueing included", [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60]);
   }
 
   private changed(c: ServiceChange) {
@@ -193,6 +198,7 @@ export class CodeEngine {
     const stream = svc.execution_timeout < 0;
     let outcome: PoolOutcome;
     let id = -1;
+    const t0 = performance.now();
     try {
       let src: Source;
       const hit = this.sources.get(key);
@@ -212,6 +218,8 @@ export class CodeEngine {
       id = submitted.id;
       if (stream) this.streamRuns.set(key, id);
       outcome = await submitted.done;
+      this.runs?.inc({ outcome: outcome.kind });
+      this.runSeconds?.observe((performance.now() - t0) / 1000);
     } finally {
       if (stream && this.streamRuns.get(key) === id) this.streamRuns.delete(key);
       this.release(key, svc.concurrency);

@@ -2,7 +2,7 @@
 // database cannot write (another process holds its write lock), the disk is nearly full
 // (--min-free-mb above what is free), an edge's platform link down past --link-grace (and only a
 // note with --link-loss-ok). /metrics: HTTP requests by route and status with latency, MQTT
-// connections, the database's size, an edge's link and outbox.
+// connections, the database's size, code runs by outcome with durations, an edge's link and outbox.
 import { join } from "node:path";
 import { createRequire } from "node:module";
 import t from "tap";
@@ -73,7 +73,12 @@ t.test("/metrics: HTTP requests by route and status with latency, MQTT connectio
   await s.app.post("/api/v/1/user/auth", { email: "nobody@example.com", password: "wrong" });
   await request(o.url, "GET", `/api/v/1/data/${"a".repeat(30)}`, { headers: { "ClearBlade-DevToken": s.devToken } });
   await request(o.url, "GET", "/no/such/route/at/all");
+  const svc = "metered";
+  await s.dev.post(`/admin/code/v/1/${s.systemKey}/${svc}`, { code: `function ${svc}(req, resp) { resp.success("ok"); }` });
+  await s.dev.post(`/api/v/1/code/${s.systemKey}/${svc}`, {});
   const m = (await request(o.url, "GET", "/metrics")).text;
+  t.match(m, /^outpost_code_runs_total\{outcome="success"\} 1$/m, "code runs by outcome");
+  t.match(m, /^outpost_code_run_seconds_count 1$/m, "code run durations");
   t.match(m, /^outpost_http_requests_total\{route="\/admin\/systemmanagement",status="200"\} 1$/m, "a route with its status");
   t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/user",status="401"\} 1$/m, "a refused sign-in");
   t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/data",status="\d{3}"\} 1$/m, "ids in the path do not make routes");

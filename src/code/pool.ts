@@ -154,12 +154,20 @@ export class WorkerPool {
     this.maxHold = Math.max(1, Math.floor(this.workers * o.maxShare));
   }
 
+  /** Workers start with the first run (or warm()): a node that runs no code holds no worker,
+   *  which is most of an idle gateway's memory otherwise. */
   start() {
     this.stopped = false;
+    // compiled now (it holds the event loop for a moment), so the first run does not pay it
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
-    while (this.slots.length < this.workers) this.spawn();
     this.timer = setInterval(() => this.watch(), WATCH_EVERY_MS);
     this.timer.unref();
+  }
+
+  /** Starts the workers now, and resolves once they can take runs. */
+  warm(): Promise<void> {
+    if (!this.stopped && this.slots.length === 0) while (this.slots.length < this.workers) this.spawn();
+    return this.ready();
   }
 
   /** Queues a run; throws THROTTLED (with retryAfterS) when its system's queue is full. */
@@ -175,6 +183,7 @@ export class WorkerPool {
     this.live.set(id, run);
     sys.queue.push(run);
     this.waiting.add(sys);
+    if (this.slots.length === 0) void this.warm();
     this.pump();
     return { id, done };
   }
@@ -198,8 +207,8 @@ export class WorkerPool {
     }
   }
 
-  /** Resolves once every worker has loaded and warmed its module (runs submitted before simply
-   *  wait), or the pool stopped. */
+  /** Resolves once every worker started has loaded and warmed its module (runs submitted before
+   *  simply wait), or the pool stopped; at once when none has started. */
   ready(): Promise<void> {
     if (this.allReady()) return Promise.resolve();
     return new Promise((resolve) => this.readyWaiters.push(resolve));

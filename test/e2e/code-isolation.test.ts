@@ -75,6 +75,18 @@ t.test("four endless loops of one system: /health, a data read, an MQTT round tr
   await request(o.url, "GET", `/api/v/1/data/${col.id}`, { headers: a.dev.headers });
   await roundTrip();
 
+  // the same probes without the loops first: what the machine itself costs them now (on a CI
+  // machine other test files run beside this one); the loops may add at most 100 ms to a p99
+  const probes = (stop: () => boolean) => Promise.all([
+    sample(stop, async () => { const r = await request(o.url, "GET", "/health"); if (r.status !== 200) throw new Error(`/health ${r.status}`); }),
+    sample(stop, async () => { const r = await request(o.url, "GET", `/api/v/1/data/${col.id}`, { headers: a.dev.headers }); if (r.status !== 200) throw new Error(`data ${r.status}`); }),
+    sample(stop, roundTrip),
+    sample(stop, async () => { const r = await exec(b, quick); if (r.body?.results !== "b") throw new Error(`b: ${r.text}`); }),
+  ]);
+  const calmEnd = Date.now() + 3_000;
+  const calm = (await probes(() => Date.now() > calmEnd)).map(p99);
+  const limit = (i: number) => 100 + calm[i]!;
+
   const end = Date.now() + 6_000;
   const stop = () => Date.now() > end;
   const loops: string[] = [];
@@ -82,19 +94,15 @@ t.test("four endless loops of one system: /health, a data read, an MQTT round tr
     while (!stop()) { const r = await exec(a, spin); loops.push(String(r.body?.results)); }
   }));
   await sleep(100);
-  const [health, data, mq, other] = await Promise.all([
-    sample(stop, async () => { const r = await request(o.url, "GET", "/health"); if (r.status !== 200) throw new Error(`/health ${r.status}`); }),
-    sample(stop, async () => { const r = await request(o.url, "GET", `/api/v/1/data/${col.id}`, { headers: a.dev.headers }); if (r.status !== 200) throw new Error(`data ${r.status}`); }),
-    sample(stop, roundTrip),
-    sample(stop, async () => { const r = await exec(b, quick); if (r.body?.results !== "b") throw new Error(`b: ${r.text}`); }),
-  ]);
+  const [health, data, mq, other] = await probes(stop);
   await pressure;
   t.ok(loops.length >= 4, `a's loops ran (${loops.length} runs)`);
   t.ok(loops.every((x) => /interrupt/.test(x)), `each ended at its slice (${loops[0]})`);
-  t.ok(p99(health) < 100, `/health: ${fmt(health)}`);
-  t.ok(p99(data) < 100, `data read: ${fmt(data)}`);
-  t.ok(p99(mq) < 100, `MQTT round trip: ${fmt(mq)}`);
-  t.ok(p99(other) < 100, `system b's service: ${fmt(other)}`);
+  const calmText = (i: number) => `(without the loops: p99 ${calm[i]!.toFixed(1)} ms)`;
+  t.ok(p99(health) < limit(0), `/health: ${fmt(health)} ${calmText(0)}`);
+  t.ok(p99(data) < limit(1), `data read: ${fmt(data)} ${calmText(1)}`);
+  t.ok(p99(mq) < limit(2), `MQTT round trip: ${fmt(mq)} ${calmText(2)}`);
+  t.ok(p99(other) < limit(3), `system b's service: ${fmt(other)} ${calmText(3)}`);
   t.ok(health.length >= 100 && other.length >= 100, `enough samples for a p99 (${health.length}, ${other.length})`);
 });
 
@@ -180,6 +188,8 @@ t.test("one system's queue is bounded: past it, the execute route and a webhook 
   const hook = uniq("hook");
   t.equal((await s.dev.put(`/admin/user/${s.systemKey}/roles`, { id: "Anonymous", changes: { services: [{ itemInfo: { name: loop }, permissions: 1 }] } })).status, 200);
   t.equal((await s.dev.post(`/admin/v/4/webhook/${s.systemKey}/${hook}`, { service_name: loop, auth_method: "no_auth" })).status, 200, "a no_auth webhook");
+  // the workers start with the first run: start them before counting places in the queue
+  t.same((await exec(other, quick, srv)).body, { success: true, results: 1 }, "a first run starts the workers");
   // one runs, two wait: the queue is full
   const held = [exec(s, loop, srv)];
   await sleep(200);

@@ -15,7 +15,7 @@ async function pool(o: Partial<PoolOptions> = {}): Promise<WorkerPool> {
   const p = new WorkerPool({ workers: 2, memoryMb: 256, sandboxMemoryMb: 64, sliceMs: 400, maxShare: 0.5, queueMax: 100, log: createLogger("silent"), ...o });
   pools.push(p);
   p.start();
-  await p.ready();
+  await p.warm();
   return p;
 }
 
@@ -214,5 +214,15 @@ describe("WorkerPool", () => {
     await p.stop();
     expect(await loop.done).toEqual({ kind: "failed", error: "the server is stopping" });
     expect(await queued.done).toEqual({ kind: "failed", error: "the server is stopping" });
+  });
+
+  test("no worker starts before the first run (an idle node holds none); the first run starts them", async () => {
+    const p = new WorkerPool({ workers: 2, memoryMb: 256, sandboxMemoryMb: 64, sliceMs: 400, maxShare: 0.5, queueMax: 100, log: createLogger("silent") });
+    pools.push(p);
+    p.start();
+    await p.ready();
+    expect(p.stats().workers).toBe(0);
+    expect(await run(p, spec("a", "first", "function first(req, resp){ resp.success(1) }"))).toEqual({ kind: "success", value: 1 });
+    expect(p.stats().workers).toBe(2);
   });
 });

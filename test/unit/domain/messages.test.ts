@@ -54,7 +54,9 @@ describe("history reads", () => {
     }
     const short = await bytesRead(() => history({ topic: "short", count: 10 }));
     const long = await bytesRead(() => history({ topic: "long", count: 10 }));
-    expect(long).toBeLessThanOrEqual(2 * PAGE_BYTES);
+    // a few pages whatever the length of the history (the newest page may hold only a few
+    // messages when a timed flush cut the batch, and pages close in time are read together)
+    expect(long).toBeLessThanOrEqual(3 * PAGE_BYTES);
     expect(long).toBeLessThanOrEqual(short * 2);
     // count 0 is everything there is
     expect((await history({ topic: "short", count: 0 })).length).toBe(1_000);

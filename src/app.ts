@@ -143,7 +143,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000 });
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;

@@ -50,6 +50,8 @@ export const ConfigSchema = z.object({
   // far ahead of the platform's clock (seconds) a row stamp may be
   syncPingMs: intText.pipe(z.number().int().min(200).max(600_000)).default(15_000),
   maxClockSkew: intText.pipe(z.number().int().min(1)).default(300),
+  // platform: how often the change log drops what every edge acknowledged
+  syncCompactMs: intText.pipe(z.number().int().min(100).max(86_400_000)).default(60_000),
   // health: free disk below which the node is unhealthy (MB); on an edge, how long the platform
   // link may be down before it is (seconds), or never when the edge is meant to run offline
   minFreeMb: intText.pipe(z.number().int().min(0)).default(100),
@@ -264,6 +266,7 @@ Edge
                               periods is dropped and made again (15000)
   --max-clock-skew SECONDS    platform: an edge's row stamps further ahead of the platform's clock
                               are refused and the platform stamps the writes itself (300)
+  --sync-compact-ms N         platform: how often the change log drops what every edge has (60000)
 
 Health (GET /health answers 503 with the reasons)
   --min-free-mb N             free disk under the database below which the node is unhealthy (100)

@@ -32,12 +32,13 @@ export interface HubDeps {
   broker: () => Broker | null;
   /** row stamps further ahead of this clock are refused (ms) */
   maxClockSkewMs: number;
+  /** how often the change log is compacted (ms) */
+  compactMs: number;
 }
 
 /** Status of one asset on one edge. */
 export interface AssetStatus { asset_type: string; asset_name: string; status: "pending" | "synced" | "failed"; desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string }
 
-const COMPACT_MS = 60_000;
 /** How often sessions are checked for a silent link. */
 const SWEEP_MS = 250;
 /** The kinds of definitions an edge receives (rows are not definitions; topics are relays). */
@@ -263,7 +264,7 @@ export class SyncHub {
     this.d.edges.lagOf = (sk, edge) => this.lag(sk, edge);
     this.d.edges.liveOf = (sk, edge) => this.isConnected(sk, edge);
     this.d.edges.skewOf = (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null;
-    this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), COMPACT_MS);
+    this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), this.d.compactMs);
     this.compactor.unref();
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
     this.sweeper.unref();
@@ -688,7 +689,9 @@ export class SyncHub {
       for (const x of this.bySystem.get(s.system_key) ?? []) if (x.running?.job.kind === "full") low = Math.min(low, x.running.seq);
       const max = await changesRepo.maxSeq(this.d.db, s.system_key);
       const upTo = Math.min(max, Math.max(low, max - LOG_KEEP));
-      if (upTo > 0) await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, upTo));
+      if (upTo <= 0) continue;
+      await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, upTo));
+      this.d.log.debug("change log compacted", { systemKey: s.system_key, upTo });
     }
   }
 }

@@ -27,6 +27,8 @@ export const ErrorKinds = {
   BODY_REQUIRED: kind(110, 400, "Router", "Request body required"),
   INVALID_ARGUMENT: kind(111, 400, "Router", "Invalid argument"),
   PAYLOAD_TOO_LARGE: kind(112, 413, "Router", "Request body too large"),
+  // the shared database (PostgreSQL) cannot be reached: answered with Retry-After
+  DB_UNAVAILABLE: kind(113, 503, "Router", "Database unavailable"),
   PERMISSION_DENIED: kind(200, 401, "User Permissions", "Permission denied"),
   FORBIDDEN: kind(200, 403, "User Permissions", "Forbidden"),
   NOT_AUTHORIZED_FOR_SYSTEM: kind(201, 401, "User Permissions", "Not authorized for this system"),

@@ -3,7 +3,8 @@
 // web apps on other origins, plain HTTP and HTTPS listeners, and the web console (/console).
 import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";
-import { ApiError, envelope } from "../core/errors.ts";
+import { ApiError, envelope, ErrorKinds } from "../core/errors.ts";
+import { uniqueViolation } from "../store/db.ts";
 import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
@@ -29,8 +30,11 @@ import { VERSION } from "../version.ts";
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
 export function errorResponse(e: unknown): Response {
+  // a unique key no check before the write caught (another node wrote the same name meanwhile)
+  if (!(e instanceof ApiError) && uniqueViolation(e)) e = new ApiError("ALREADY_EXISTS", "it already exists (written at the same time by another request)");
   const env = envelope(e);
-  return new Response(JSON.stringify(env), { status: env.statusCode, headers: JSON_HEADERS });
+  const headers = env.error.code === ErrorKinds.DB_UNAVAILABLE.code ? { ...JSON_HEADERS, "retry-after": "1" } : JSON_HEADERS;
+  return new Response(JSON.stringify(env), { status: env.statusCode, headers });
 }
 
 /** Elysia's own error codes mapped onto the envelope. */

@@ -1,26 +1,36 @@
-// The storage connection. One interface, two libSQL drivers:
+// The storage connection. One interface, three drivers:
 //  - NativeDb: the `libsql` engine in-process for `file:` and `:memory:` databases, with a cache of
 //    prepared statements. @libsql/client's file backend wraps this same engine but prepares every
 //    statement on every call (measured 17k point selects/s against 108k with the cache).
 //  - ClientDb: @libsql/client for `libsql://`, `http(s)://` and `ws(s)://` servers (and for `file:`
 //    when forced), so a platform can move to a libSQL server without code changes.
-// Both run the same contract suite (test/unit/store/db.test.ts).
-// Both drivers are imported when a database is opened, not when this module is: loading either
-// loads the native addon, which `--help` must not need and which must find a directory it can be
-// loaded from first (store/native.ts).
+//  - PgDb: PostgreSQL through a `pg` pool (`postgres://`, `postgresql://`), the database several
+//    platform nodes share. Rows come back in the libSQL shapes (see its type parsers), statements
+//    are written with SQLite's ? placeholders, and what else differs is in dialect.ts.
+// All run the same contract suite (test/unit/store/db.test.ts).
+// The libSQL drivers are imported when a database is opened, not when this module is: loading
+// either loads the native addon, which `--help` must not need and which must find a directory it
+// can be loaded from first (store/native.ts).
 import { AsyncLocalStorage } from "node:async_hooks";
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import type Database from "libsql";
 import type { Client, InValue, Transaction } from "@libsql/client";
+import type { Pool, PoolClient, QueryResult } from "pg";
+import { fail, refuse } from "../core/errors.ts";
+import { type Dialect, postgres, sqlite } from "./dialect.ts";
 
 export type SqlValue = null | string | number | bigint | Uint8Array;
 export type Row = Record<string, unknown>;
 export interface Stmt { sql: string; args?: readonly unknown[] }
+/** lastInsertRowid: libSQL only (0 on PostgreSQL): a repository that needs a generated key reads
+ *  it with RETURNING, which both engines have. */
 export interface RunResult { changes: number; lastInsertRowid: number }
 
 /** What repositories need: run statements. Both a Db and an open transaction are Executors. */
 export interface Executor {
+  /** How this engine's SQL differs (dialect.ts). */
+  readonly dialect: Dialect;
   all<T = Row>(sql: string, args?: readonly unknown[]): Promise<T[]>;
   get<T = Row>(sql: string, args?: readonly unknown[]): Promise<T | undefined>;
   run(sql: string, args?: readonly unknown[]): Promise<RunResult>;
@@ -29,17 +39,28 @@ export interface Executor {
 }
 
 export interface Db extends Executor {
-  readonly driver: "native" | "client";
+  readonly driver: "native" | "client" | "postgres";
   readonly url: string;
   /** Runs `fn` in one write transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
-export interface OpenOptions { url: string; authToken?: string; driver?: "auto" | "native" | "client" }
+export interface OpenOptions {
+  url: string;
+  authToken?: string;
+  driver?: "auto" | "native" | "client";
+  /** PostgreSQL: most connections held open (at least 2: a transaction holds one) */
+  poolMax?: number;
+  /** PostgreSQL: called before each new attempt while the server cannot be reached at start */
+  onRetry?: (err: Error, delayMs: number) => void;
+}
+
+export const isPostgresUrl = (url: string) => /^postgres(ql)?:\/\//i.test(url);
 
 export async function openDb(opts: OpenOptions): Promise<Db> {
   const url = opts.url;
+  if (isPostgresUrl(url)) return openPg(opts);
   const local = url === ":memory:" || url.startsWith("file:");
   const driver = opts.driver === "client" || !local ? "client" : "native";
   if (driver === "native") {
@@ -136,6 +157,7 @@ function fixRow(r: Row): Row {
 
 class NativeDb implements Db {
   readonly driver = "native" as const;
+  readonly dialect = sqlite;
   private readonly conn: Connection;
   private readonly stmts = new Map<string, NativeStatement>();
   /** A single connection is shared: while a transaction is open, everyone else waits. */
@@ -227,6 +249,7 @@ function rowsOf(rs: { columns: string[]; rows: ArrayLike<unknown>[] }): Row[] {
 }
 
 class ClientExecutor implements Executor {
+  readonly dialect = sqlite;
   constructor(protected readonly c: Client | Transaction) {}
   async all<T = Row>(sql: string, args?: readonly unknown[]): Promise<T[]> {
     return rowsOf(await this.c.execute({ sql, args: toArgs(args) as InValue[] })) as T[];
@@ -285,4 +308,209 @@ class ClientDb extends ClientExecutor implements Db {
   }
 
   async close(): Promise<void> { await this.gate.drained(); this.client.close(); }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** SQLite's placeholders (? and ?N) as PostgreSQL's ($N). A bare ? takes the number after the
+ *  largest one used so far, as in SQLite; quoted text, quoted names and comments are left alone. */
+export function numberPlaceholders(sql: string): string {
+  let out = "", from = 0, max = 0;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i];
+    if (c === "'" || c === '"') {
+      for (i++; i < sql.length; i++) if (sql[i] === c) { if (sql[i + 1] === c) i++; else break; }
+    } else if (c === "-" && sql[i + 1] === "-") {
+      const end = sql.indexOf("\n", i);
+      i = end < 0 ? sql.length : end;
+    } else if (c === "/" && sql[i + 1] === "*") {
+      const end = sql.indexOf("*/", i + 2);
+      i = end < 0 ? sql.length : end + 1;
+    } else if (c === "?") {
+      let j = i + 1;
+      while (j < sql.length && sql.charCodeAt(j) >= 48 && sql.charCodeAt(j) <= 57) j++;
+      const n = j > i + 1 ? Number(sql.slice(i + 1, j)) : max + 1;
+      max = Math.max(max, n);
+      out += sql.slice(from, i) + "$" + n;
+      from = j;
+      i = j - 1;
+    }
+  }
+  return from === 0 ? sql : out + sql.slice(from);
+}
+
+/** Integers as libSQL gives them: numbers when exact, bigint beyond. */
+const int8 = (s: string) => { const n = Number(s); return Number.isSafeInteger(n) ? n : BigInt(s); };
+/** What `pg` makes of a column's text, in the libSQL shapes the repositories expect: BIGINT (and
+ *  the NUMERIC that sum() of BIGINTs gives) as numbers, BOOLEAN as 1 and 0, JSON as its text (the
+ *  repositories parse what they read); BYTEA stays a Buffer (a Uint8Array). */
+const PG_PARSERS: Record<number, (s: string) => unknown> = {
+  20: int8,
+  1700: (s) => (/^-?\d+$/.test(s) ? int8(s) : Number(s)),
+  16: (s) => (s === "t" ? 1 : 0),
+  114: (s) => s,
+  3802: (s) => s,
+};
+
+/** SQLSTATEs and socket errors of a server gone or not reachable: the request may succeed later. */
+const UNREACHABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "57P01", "57P02", "57P03", "53300"]);
+function unreachable(e: unknown): boolean {
+  const code = String((e as { code?: unknown })?.code ?? "");
+  if (UNREACHABLE_CODES.has(code) || code.startsWith("08")) return true;
+  return /Connection terminated|not queryable|timeout exceeded when trying to connect|Connection refused/i.test(String((e as Error)?.message ?? ""));
+}
+
+/** Errors of the database server as the rest of Outpost knows them: a server that cannot be
+ *  reached is a 503 the client may retry (the envelope carries no detail of the server). */
+function pgError(e: unknown): unknown {
+  if (unreachable(e)) return fail("DB_UNAVAILABLE", "the database cannot be reached at the moment; try again shortly", undefined);
+  return e;
+}
+
+/** A unique constraint a write ran into, on either engine, and the column when the engine names
+ *  it; null for any other error. */
+export function uniqueViolation(e: unknown): { column: string | null } | null {
+  const err = e as { code?: unknown; message?: unknown; detail?: unknown };
+  if (err?.code === "23505") {
+    const m = /^Key \(("?)([^)]+?)\1\)=/.exec(String(err.detail ?? ""));
+    return { column: m && !m[2]!.includes(",") ? m[2]! : null };
+  }
+  const msg = String(err?.message ?? e);
+  if (!/UNIQUE constraint failed/i.test(msg)) return null;
+  return { column: /UNIQUE constraint failed: \S+\.("?)(\w+)\1/.exec(msg)?.[2] ?? null };
+}
+
+/** Names given to statements prepared on the server (once per connection, then only bound and
+ *  run): the SQL of the repositories repeats, so a few thousand cover it; beyond that (queries
+ *  built from many different filters) statements are parsed each time. */
+const MAX_NAMED = 4000;
+
+class PgExecutor implements Executor {
+  readonly dialect = postgres;
+  constructor(protected readonly db: PgDb, private readonly client: PoolClient | Pool) {}
+  async all<T = Row>(sql: string, args?: readonly unknown[]): Promise<T[]> { return (await this.db.query(this.client, sql, args)).rows as T[]; }
+  async get<T = Row>(sql: string, args?: readonly unknown[]): Promise<T | undefined> { return (await this.db.query(this.client, sql, args)).rows[0] as T | undefined; }
+  async run(sql: string, args?: readonly unknown[]): Promise<RunResult> {
+    return { changes: (await this.db.query(this.client, sql, args)).rowCount ?? 0, lastInsertRowid: 0 };
+  }
+  async batch(stmts: readonly Stmt[]): Promise<RunResult[]> {
+    const out: RunResult[] = [];
+    for (const s of stmts) out.push(await this.run(s.sql, s.args));
+    return out;
+  }
+}
+
+/** PostgreSQL through a pool. Transactions from this process run one at a time, as on libSQL, and
+ *  statements outside one wait for it (a change a transaction notifies its readers of is
+ *  committed by the time they look); other nodes' transactions run alongside under the server's
+ *  row locks. Statements outside a transaction take any free connection. */
+class PgDb implements Db {
+  readonly driver = "postgres" as const;
+  readonly dialect = postgres;
+  private readonly gate = new TxGate<PgExecutor>();
+  private readonly direct: PgExecutor;
+  private readonly text = new Map<string, { text: string; name?: string }>();
+  private named = 0;
+
+  constructor(readonly url: string, private readonly pool: Pool) { this.direct = new PgExecutor(this, pool); }
+
+  async query(client: PoolClient | Pool, sql: string, args: readonly unknown[] | undefined): Promise<QueryResult> {
+    let t = this.text.get(sql);
+    if (!t) {
+      t = { text: numberPlaceholders(sql), name: this.text.size < MAX_NAMED ? `s${this.named++}` : undefined };
+      this.text.set(sql, t);
+    }
+    const values = toArgs(args);
+    try {
+      return await client.query({ text: t.text, name: t.name, values });
+    } catch (e) {
+      // a table changed under a prepared statement (a column dropped and added again with another
+      // type): parsed again under a new name
+      if ((e as { code?: string }).code === "0A000" && t.name && /cached plan/.test(String((e as Error).message))) {
+        this.text.delete(sql);
+        return this.query(client, sql, args);
+      }
+      throw pgError(e);
+    }
+  }
+
+  all<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.all<T>(sql, args)); }
+  get<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.get<T>(sql, args)); }
+  run(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.run(sql, args)); }
+  async batch(stmts: readonly Stmt[]): Promise<RunResult[]> {
+    const t = this.gate.current();
+    return t ? t.batch(stmts) : this.tx((tx) => tx.batch(stmts));
+  }
+
+  /** Runs on the caller's transaction, or after the open one on any connection. */
+  private async on<R>(use: (ex: PgExecutor) => Promise<R>): Promise<R> {
+    const t = this.gate.current();
+    if (t) return use(t);
+    if (this.gate.active) await this.gate.idle();
+    return use(this.direct);
+  }
+
+  async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+    const outer = this.gate.current();
+    if (outer) return fn(outer);
+    let client: PoolClient | undefined;
+    let broken = false;
+    return this.gate.run(
+      async () => {
+        try { client = await this.pool.connect(); } catch (e) { throw pgError(e); }
+        try { await this.query(client, "BEGIN", undefined); } catch (e) { client.release(true); throw e; }
+        return new PgExecutor(this, client);
+      },
+      fn,
+      async () => {
+        try { await this.query(client!, "COMMIT", undefined); }
+        catch (e) { broken = true; throw e; }
+        finally { client!.release(broken); }
+      },
+      async () => {
+        try { await this.query(client!, "ROLLBACK", undefined); } catch { broken = true; }
+        client!.release(broken);
+      },
+    );
+  }
+
+  async close(): Promise<void> { await this.gate.drained(); await this.pool.end(); }
+}
+
+/** A connection URL without its password, for messages and logs. */
+export function redactedUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+}
+
+/** Server answers that no retry changes: a wrong password, a database that does not exist. */
+const REFUSED_CODES = new Set(["28P01", "28000", "3D000", "42501"]);
+const MAX_RETRY_MS = 10_000;
+
+async function openPg(opts: OpenOptions): Promise<Db> {
+  const { default: pg } = await import("pg");
+  const max = opts.poolMax ?? 10;
+  const pool = new pg.Pool({
+    connectionString: opts.url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
+    application_name: "outpost",
+    types: { getTypeParser: ((oid: number, format?: string) => (format !== "binary" && PG_PARSERS[oid]) || pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser },
+  });
+  // an idle connection the server dropped (a restart, a failover): the pool forgets it and the next
+  // statement opens another; without a listener the process would end
+  pool.on("error", () => {});
+  const url = redactedUrl(opts.url);
+  for (let delay = 250; ; delay = Math.min(delay * 2, MAX_RETRY_MS)) {
+    try {
+      const c = await pool.connect();
+      c.release();
+      return new PgDb(url, pool);
+    } catch (e) {
+      const code = String((e as { code?: unknown }).code ?? "");
+      if (REFUSED_CODES.has(code) || !unreachable(e)) {
+        await pool.end().catch(() => {});
+        throw refuse(`the database ${url} refused the connection: ${(e as Error).message}`);
+      }
+      opts.onRetry?.(e as Error, delay);
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
 }

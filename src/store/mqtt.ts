@@ -5,6 +5,7 @@
 // fields that lookups filter on.
 import type { Migration } from "./migrations.ts";
 import type { Executor, Stmt } from "./db.ts";
+import type { Dialect } from "./dialect.ts";
 
 export const MQTT_MIGRATION: Migration = {
   version: 3,
@@ -58,18 +59,19 @@ export const MQTT_MIGRATION: Migration = {
 /** Client ids became "<systemKey>/<client id>" (a client id names a session within one system).
  *  Stored state moves to the scoped id of the system its topic lies in; a row whose topic names
  *  no system (a PUBREL in flight, a shared subscription) is dropped. */
-const SCOPED_BY_TOPIC = (table: string, topic: string) => [
-  `DELETE FROM ${table} WHERE NOT EXISTS (SELECT 1 FROM systems WHERE system_key = substr(${topic}, 1, instr(${topic}, '/') - 1))`,
-  `UPDATE ${table} SET client_id = substr(${topic}, 1, instr(${topic}, '/')) || client_id`,
+const SCOPED_BY_TOPIC = (table: string, topicOf: (d: Dialect) => string) => [
+  (d: Dialect) => { const topic = topicOf(d); return `DELETE FROM ${table} WHERE NOT EXISTS (SELECT 1 FROM systems WHERE system_key = substr(${topic}, 1, ${d.position(topic, "'/'")} - 1))`; },
+  (d: Dialect) => { const topic = topicOf(d); return `UPDATE ${table} SET client_id = substr(${topic}, 1, ${d.position(topic, "'/'")}) || client_id`; },
 ];
+const packetTopic = (d: Dialect) => d.jsonText("packet", "topic");
 export const MQTT_SCOPE_MIGRATION: Migration = {
   version: 12,
   name: "mqtt client ids scoped by system",
   up: [
-    ...SCOPED_BY_TOPIC("mqtt_subscriptions", "topic"),
-    ...SCOPED_BY_TOPIC("mqtt_outgoing", "json_extract(packet, '$.topic')"),
-    ...SCOPED_BY_TOPIC("mqtt_incoming", "json_extract(packet, '$.topic')"),
-    ...SCOPED_BY_TOPIC("mqtt_wills", "json_extract(packet, '$.topic')"),
+    ...SCOPED_BY_TOPIC("mqtt_subscriptions", () => "topic"),
+    ...SCOPED_BY_TOPIC("mqtt_outgoing", packetTopic),
+    ...SCOPED_BY_TOPIC("mqtt_incoming", packetTopic),
+    ...SCOPED_BY_TOPIC("mqtt_wills", packetTopic),
   ],
 };
 

@@ -1,14 +1,35 @@
-// bench/sync.ts: an initial sync of 100,000 rows to a new edge (rows/s) against raw batched
-// inserts into the edge's own kind of database (target ratio >= 0.5), and the latency of one
-// platform change reaching the edge, p50 and p99 (targets 50 ms and 250 ms on loopback).
+// bench/sync.ts: edge sync.
+//  1. an initial sync of 100,000 rows to a new edge (rows/s) against raw batched inserts into the
+//     edge's own kind of database (target ratio >= 0.5);
+//  2. the latency of one platform change reaching the edge, p50 and p99 (targets 50 ms and 250 ms
+//     on loopback);
+//  3. the bytes an up-to-date edge receives when it reconnects after the change log was compacted,
+//     and after a platform restart (target: no rows, under 10 KB), against the bytes of the
+//     snapshot a new edge of the same template receives;
+//  4. the time 200 connected edges of one system take to receive one change, p50 and p99 (target
+//     p99 under 2 s), against one edge alone. Arrival is measured where it happens, never by
+//     polling: the real edges' own logs (the time of their "batch applied" line) and, for the
+//     rest of the 200 (a machine this size cannot run 200 processes), the moment a client that
+//     speaks the sync protocol receives the batch.
 import { createClient } from "@libsql/client";
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fmt, json, pct, report, setupSystem, startOutpost, verdict } from "./lib.ts";
+import { BIN, fmt, json, pct, port, report, setupSystem, startOutpost, verdict, waitHttp } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_SYNC_ROWS ?? 100_000);
 const CHANGES = Number(process.env.BENCH_SYNC_CHANGES ?? 200);
+/** rows held by the edge that reconnects (the case reported in issue 16 had about 16,000) */
+const RECONNECT_ROWS = Number(process.env.BENCH_SYNC_RECONNECT_ROWS ?? 16_000);
+const FLEET = Number(process.env.BENCH_SYNC_EDGES ?? 200);
+/** of the fleet, edges that are real processes of the binary */
+const REAL_EDGES = Number(process.env.BENCH_SYNC_REAL_EDGES ?? 4);
+const FLEET_CHANGES = Number(process.env.BENCH_SYNC_FLEET_CHANGES ?? 10);
 
 const makeRows = (n: number, offset: number) => Array.from({ length: n }, (_, i) => ({ sensor: `s-${offset + i}`, value: (offset + i) * 0.5, ts: new Date(1_700_000_000_000 + (offset + i) * 1000).toISOString(), ok: (i & 1) === 0 }));
+const COLUMNS = [{ name: "sensor", type: "string" }, { name: "value", type: "double" }, { name: "ts", type: "timestamp" }, { name: "ok", type: "bool" }];
 
 async function rawInsert(dir: string): Promise<number> {
   const c = createClient({ url: `file:${join(dir, "raw.db")}` });
@@ -22,14 +43,61 @@ async function rawInsert(dir: string): Promise<number> {
   return rate;
 }
 
-export async function benchSync() {
+/** A process of the binary on a fixed port and data directory (to restart it), its log kept. */
+class Node {
+  private p: ReturnType<typeof spawn> | null = null;
+  out = "";
+  readonly httpPort = port();
+  readonly dir = mkdtempSync(join(tmpdir(), "outpost-bench-sync-"));
+  constructor(readonly args: string[]) {}
+  get url() { return `http://127.0.0.1:${this.httpPort}`; }
+  async start() {
+    this.p = spawn(BIN, ["--http-port", String(this.httpPort), "--mqtt-port", String(port()), "--mqtt-ws-port", String(port()), "--mqtt-tls-port", String(port()),
+      "--mqtt-wss-port", String(port()), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args], { cwd: this.dir, stdio: ["ignore", "ignore", "pipe"] });
+    this.p.stderr!.on("data", (d) => { this.out += d; });
+    await waitHttp(`${this.url}/health`);
+  }
+  async stop(signal: NodeJS.Signals = "SIGTERM") {
+    const p = this.p;
+    this.p = null;
+    if (!p || p.exitCode !== null) return;
+    const done = new Promise((r) => p.once("exit", r));
+    p.kill(signal);
+    await done;
+  }
+}
+
+/** A TCP pass-through that counts the bytes going from the platform to the edge. */
+async function countingProxy(target: number) {
+  let down = 0;
+  const srv = net.createServer((c) => {
+    const u = net.connect(target, "127.0.0.1");
+    c.pipe(u);
+    u.on("data", (d: Buffer) => { down += d.length; c.write(d); });
+    const end = () => { c.destroy(); u.destroy(); };
+    c.on("error", end); u.on("error", end); c.on("close", end); u.on("close", end);
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+  return { url: `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`, down: () => down, reset() { down = 0; }, close: () => new Promise<void>((r) => srv.close(() => r())) };
+}
+
+async function devToken(url: string, email: string, password: string): Promise<Record<string, string>> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const r = await fetch(`${url}/admin/auth`, { method: "POST", body: JSON.stringify({ email, password }) }).catch(() => null);
+    if (r?.status === 200) return { "ClearBlade-DevToken": ((await r.json()) as { dev_token: string }).dev_token };
+    if (Date.now() > deadline) throw new Error("no developer session on the edge");
+    await Bun.sleep(50);
+  }
+}
+
+async function initialSyncAndLatency() {
   const P = await startOutpost();
   let E: Awaited<ReturnType<typeof startOutpost>> | undefined;
   try {
     const s = await setupSystem(P.url);
     const D = { "ClearBlade-DevToken": s.devToken };
-    const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "bulk", appID: s.systemKey,
-      columns: [{ name: "sensor", type: "string" }, { name: "value", type: "double" }, { name: "ts", type: "timestamp" }, { name: "ok", type: "bool" }] }, D);
+    const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "bulk", appID: s.systemKey, columns: COLUMNS }, D);
     await json(`${P.url}/admin/edges/${s.systemKey}/bench`, "POST", { token: "bench-edge-token" }, D);
     await json(`${P.url}/admin/edges/template/${s.systemKey}/bench`, "PUT", { add: [{ def_module: "collection", def_name: "bulk", mode: "sync_to_edge" }] }, D);
     for (let i = 0; i < ROWS; i += 1000) await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", makeRows(1000, i), D);
@@ -38,15 +106,10 @@ export async function benchSync() {
     const t0 = performance.now();
     E = await startOutpost(["--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", "bench", "--edge-token", "bench-edge-token"]);
     const me = await json(`${P.url}/admin/userinfo`, "GET", undefined, D);
-    let ED: Record<string, string> | undefined;
+    const ED = await devToken(E.url, me.email, "pw");
     for (;;) {
-      if (!ED) {
-        const r = await fetch(`${E.url}/admin/auth`, { method: "POST", body: JSON.stringify({ email: me.email, password: "pw" }) });
-        if (r.status === 200) ED = { "ClearBlade-DevToken": ((await r.json()) as { dev_token: string }).dev_token };
-      } else {
-        const r = await fetch(`${E.url}/api/v/2/collection/${s.systemKey}/bulk/count`, { headers: ED });
-        if (r.status === 200 && ((await r.json()) as { count: number }).count === ROWS) break;
-      }
+      const r = await fetch(`${E.url}/api/v/2/collection/${s.systemKey}/bulk/count`, { headers: ED });
+      if (r.status === 200 && ((await r.json()) as { count: number }).count === ROWS) break;
       if (performance.now() - t0 > 300_000) throw new Error("initial sync did not finish in 5 minutes");
       await Bun.sleep(20);
     }
@@ -66,7 +129,7 @@ export async function benchSync() {
       const t = performance.now();
       await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: marker, value: i }, D);
       for (;;) {
-        const r = await fetch(`${E.url}/api/v/2/collection/${s.systemKey}/bulk/count?query=${q}`, { headers: ED! });
+        const r = await fetch(`${E.url}/api/v/2/collection/${s.systemKey}/bulk/count?query=${q}`, { headers: ED });
         if (((await r.json()) as { count: number }).count === 1) break;
         if (performance.now() - t > 10_000) throw new Error("a change did not reach the edge in 10 s");
       }
@@ -81,6 +144,180 @@ export async function benchSync() {
     await E?.stop();
     await P.stop();
   }
+}
+
+async function reconnectBytes() {
+  const P = new Node(["--log-level", "error", "--sync-compact-ms", "500"]);
+  await P.start();
+  const proxy = await countingProxy(P.httpPort);
+  let E: Node | null = null;
+  try {
+    const s = await setupSystem(P.url);
+    const D = { "ClearBlade-DevToken": s.devToken };
+    const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "held", appID: s.systemKey, columns: COLUMNS }, D);
+    await json(`${P.url}/admin/edges/${s.systemKey}/up2date`, "POST", { token: "bench-edge-token" }, D);
+    await json(`${P.url}/admin/edges/template/${s.systemKey}/up2date`, "PUT", { add: [{ def_module: "collection", def_name: "held", mode: "sync_to_edge" }] }, D);
+    // written once the system has an edge: in the change log too, which compaction empties
+    for (let i = 0; i < RECONNECT_ROWS; i += 1000) await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", makeRows(Math.min(1000, RECONNECT_ROWS - i), i), D);
+    E = new Node(["--log-level", "error", "--mode", "edge", "--platform-url", proxy.url, "--system-key", s.systemKey, "--edge-name", "up2date", "--edge-token", "bench-edge-token"]);
+    await E.start();
+    const me = await json(`${P.url}/admin/userinfo`, "GET", undefined, D);
+    const ED = await devToken(E.url, me.email, "pw");
+    const synced = async () => {
+      const st = (await json(`${P.url}/admin/${s.systemKey}/sync/edge/status/up2date`, "GET", undefined, D)) as { status: string }[];
+      const rec = await json(`${P.url}/admin/edges/${s.systemKey}/up2date`, "GET", undefined, D);
+      return rec.isConnected && st.length > 0 && st.every((a) => a.status === "synced");
+    };
+    const until = async (what: string, pred: () => Promise<boolean>) => {
+      const deadline = Date.now() + 120_000;
+      while (!(await pred().catch(() => false))) { if (Date.now() > deadline) throw new Error(`${what} did not happen in 2 minutes`); await Bun.sleep(100); }
+    };
+    await until("the first snapshot", async () => (await synced()) && (await json(`${E!.url}/api/v/1/data/${collectionID}/count`, "GET", undefined, ED)).count === RECONNECT_ROWS);
+    const snapshotBytes = proxy.down();
+    await Bun.sleep(2_000); // compaction runs every 500 ms: the log is empty now
+
+    const reconnect = async (restart: () => Promise<void>) => {
+      proxy.reset();
+      await restart();
+      await until("the reconnect", synced);
+      await Bun.sleep(1_500); // whatever the platform sends after the welcome
+      return proxy.down();
+    };
+    const afterCompaction = await reconnect(async () => { await E!.stop("SIGKILL"); await E!.start(); });
+    const afterRestart = await reconnect(async () => { await P.stop(); await P.start(); });
+    const held = (await json(`${E.url}/api/v/1/data/${collectionID}/count`, "GET", undefined, ED)).count;
+    if (held !== RECONNECT_ROWS) throw new Error(`the edge holds ${held} rows, not ${RECONNECT_ROWS}`);
+    report(`Sync: bytes an up-to-date edge (${fmt(RECONNECT_ROWS)} rows) receives when it reconnects`, [
+      ["a new edge's snapshot of the same template (baseline)", `${fmt(snapshotBytes)} bytes`],
+      ["reconnect after the log was compacted", `${fmt(afterCompaction)} bytes, ratio ${fmt(afterCompaction / snapshotBytes, 4)}  ${verdict(afterCompaction, 10_000, false)}`],
+      ["reconnect after a platform restart", `${fmt(afterRestart)} bytes, ratio ${fmt(afterRestart / snapshotBytes, 4)}  ${verdict(afterRestart, 10_000, false)}`],
+    ]);
+  } finally {
+    await E?.stop("SIGKILL");
+    await P.stop();
+    await proxy.close();
+  }
+}
+
+/** Edges that speak the sync protocol without being edges: they acknowledge what they get at once,
+ *  and note when a batch carrying a row change with a marker arrives (they run in a child process
+ *  of their own, so the platform and they do not share an event loop). */
+const PROTOCOL_EDGES = `
+const [url, systemKey, names, token] = [process.argv[2], process.argv[3], process.argv[4].split(","), process.argv[5]];
+const arrivals = {};
+let ready = 0;
+for (const name of names) {
+  const ws = new WebSocket(url);
+  let done = false;
+  ws.onopen = () => ws.send(JSON.stringify({ t: "hello", systemKey, edge: name, token, cursor: 0, version: "bench", pingMs: 60000 }));
+  ws.onmessage = (ev) => {
+    const m = JSON.parse(ev.data);
+    if (m.t === "batch") {
+      const at = Date.now();
+      for (const c of m.changes) if (c.type === "row" && c.body && c.body.values && typeof c.body.values.sensor === "string" && c.body.values.sensor.startsWith("fleet-"))
+        (arrivals[c.body.values.sensor] ??= []).push(at);
+      ws.send(JSON.stringify({ t: "ack", upTo: m.upTo, snapshot: m.snapshot, results: [] }));
+    } else if (m.t === "snapshot_end") {
+      ws.send(JSON.stringify({ t: "ack", upTo: m.seq, snapshot: true, results: [] }));
+      if (!done) { done = true; ready++; if (ready === names.length) console.log(JSON.stringify({ ready })); }
+    }
+  };
+  setInterval(() => { if (ws.readyState === 1) ws.send(JSON.stringify({ t: "ping" })); }, 20000);
+}
+process.stdin.on("data", () => { console.log(JSON.stringify({ arrivals })); });
+`;
+
+async function fleet(edges: number, real: number) {
+  const tplDir = mkdtempSync(join(tmpdir(), "outpost-bench-tpl-"));
+  writeFileSync(join(tplDir, "fleet.json"), JSON.stringify({ assets: [{ def_module: "collection", def_name: "fleet", mode: "sync_to_edge" }] }));
+  const P = new Node(["--log-level", "error", "--edge-templates-dir", tplDir]);
+  await P.start();
+  const reals: Node[] = [];
+  let sim = null as ReturnType<typeof spawn> | null;
+  try {
+    const s = await setupSystem(P.url);
+    const D = { "ClearBlade-DevToken": s.devToken };
+    const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "fleet", appID: s.systemKey, columns: COLUMNS }, D);
+    const names = Array.from({ length: edges }, (_, i) => `fleet-edge-${i}`);
+    for (const n of names) await json(`${P.url}/admin/edges/${s.systemKey}/${n}`, "POST", { token: "fleet-edge-token", template: "fleet" }, D);
+    // the real edges log each applied batch with the changes' sequence numbers (debug)
+    for (const n of names.slice(0, real)) {
+      const e = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", n, "--edge-token", "fleet-edge-token"]);
+      reals.push(e);
+      await e.start();
+    }
+    const simulated = names.slice(real);
+    const simReady = new Promise<void>((resolve, reject) => {
+      if (!simulated.length) { resolve(); return; }
+      const file = join(tplDir, "edges.js");
+      writeFileSync(file, PROTOCOL_EDGES);
+      sim = spawn(process.execPath, [file, P.url.replace("http:", "ws:") + "/api/v/4/sync", s.systemKey, simulated.join(","), "fleet-edge-token"], { stdio: ["pipe", "pipe", "inherit"] });
+      let buf = "";
+      sim.stdout!.on("data", (d) => { buf += d; if (buf.includes('"ready"')) resolve(); });
+      sim.on("exit", () => reject(new Error("the protocol edges stopped")));
+      setTimeout(() => reject(new Error("the protocol edges did not all sync in 2 minutes")), 120_000);
+    });
+    await simReady;
+    const connected = async () => (await json(`${P.url}/admin/edges/${s.systemKey}`, "GET", undefined, D) as { isConnected: boolean }[]).filter((e) => e.isConnected).length;
+    for (const deadline = Date.now() + 120_000; (await connected()) < edges;) { if (Date.now() > deadline) throw new Error("not every edge connected"); await Bun.sleep(200); }
+    await Bun.sleep(1_000);
+
+    // one change at a time; each edge's arrival against the moment the write was sent
+    const sent = new Map<string, { at: number }>();
+    for (let i = 0; i < FLEET_CHANGES; i++) {
+      const marker = `fleet-${i}`;
+      const at = Date.now();
+      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: marker, value: i }, D);
+      sent.set(marker, { at });
+      await Bun.sleep(1_000);
+    }
+    await Bun.sleep(2_000);
+    const lat: number[] = [];
+    const worst: number[] = [];
+    const perChange = new Map<string, number[]>();
+    // simulated edges: what they noted on arrival
+    if (sim) {
+      const out = new Promise<string>((r) => { let b = ""; sim!.stdout!.on("data", (d) => { b += d; if (b.includes('"arrivals"')) r(b.slice(b.indexOf('{"arrivals"'))); }); });
+      sim.stdin!.write("report\n");
+      const { arrivals } = JSON.parse((await out).split("\n")[0]!) as { arrivals: Record<string, number[]> };
+      for (const [marker, times] of Object.entries(arrivals)) for (const t of times) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(t - sent.get(marker)!.at);
+    }
+    // real edges: their own logs; one change at a time, so the n-th batch after the snapshot that
+    // carried a change carried the n-th change
+    for (const e of reals) {
+      const live = [...e.out.matchAll(/\{"time":"([^"]+)","level":"debug","msg":"batch applied"[^\n]*"seqs":\[\d[\d,]*\]/g)].filter((m) => !/"snapshot":true/.test(m[0]));
+      live.forEach((m, i) => {
+        const marker = `fleet-${i}`;
+        if (sent.has(marker)) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(Date.parse(m[1]!) - sent.get(marker)!.at);
+      });
+    }
+    for (const [, xs] of perChange) { lat.push(...xs); worst.push(Math.max(...xs)); }
+    const received = lat.length, expected = edges * FLEET_CHANGES;
+    if (received < expected) throw new Error(`only ${received} of ${expected} arrivals`);
+    return { p50: pct(lat, 0.5), p99: pct(lat, 0.99), allIn: pct(worst, 0.5) };
+  } finally {
+    if (sim) (sim as ReturnType<typeof spawn>).kill("SIGKILL");
+    for (const e of reals) await e.stop("SIGKILL");
+    await P.stop();
+  }
+}
+
+async function fleetLatency() {
+  const one = await fleet(1, 1);
+  const many = await fleet(FLEET, Math.min(REAL_EDGES, FLEET));
+  report(`Sync: ${FLEET} connected edges of one system receiving one change (${FLEET_CHANGES} changes; ${Math.min(REAL_EDGES, FLEET)} real edges timed by their own logs, the rest by protocol clients on arrival)`, [
+    ["one edge alone (baseline): p50 / p99", `${fmt(one.p50, 1)} / ${fmt(one.p99, 1)} ms`],
+    [`${FLEET} edges: p50`, `${fmt(many.p50, 1)} ms`],
+    [`${FLEET} edges: p99`, `${fmt(many.p99, 1)} ms  ${verdict(many.p99, 2_000, false)}`],
+    [`${FLEET} edges: until the last of them has it (median over changes)`, `${fmt(many.allIn, 1)} ms`],
+    ["ratio p99 / one edge's p99", fmt(many.p99 / Math.max(one.p99, 1), 2)],
+  ]);
+}
+
+export async function benchSync() {
+  await initialSyncAndLatency();
+  await reconnectBytes();
+  await fleetLatency();
 }
 
 if (import.meta.main) await benchSync();

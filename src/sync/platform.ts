@@ -145,8 +145,8 @@ class EdgeSession {
     this.again = false;
     try {
       while (!this.running && this.jobs.length) await this.begin(this.jobs.shift()!);
-      if (this.running) return await this.sendSnapshot(this.running);
-      await this.sendLog();
+      if (this.running) await this.sendSnapshot(this.running);
+      else await this.sendLog();
     } catch (err) {
       this.hub.d.log.error("sync send failed", { edge: this.key, err });
       this.ws.close(1011, "sync error");

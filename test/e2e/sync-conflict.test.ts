@@ -43,7 +43,7 @@ t.test("offline conflicts: the later write of each row wins on both nodes", asyn
   closers.push(() => proxy.close());
   const dir = mkdtempSync(join(tmpdir(), "outpost-conflict-"));
   dirs.push(dir);
-  const E = await startOutpost({ dataDir: dir, args: ["--mode", "edge", "--platform-url", proxy.url, "--system-key", s.systemKey, "--edge-name", edgeName, "--edge-token", token, "--sync-ping-ms", "1000", "--log-level", "warn"] });
+  const E = await startOutpost({ dataDir: dir, args: ["--mode", "edge", "--platform-url", proxy.url, "--system-key", s.systemKey, "--edge-name", edgeName, "--edge-token", token, "--sync-ping-ms", "2000", "--log-level", "warn"] });
   running.push(E);
   let ed: Client | null = null;
   t.ok(await waitFor(async () => {

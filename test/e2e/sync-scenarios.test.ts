@@ -21,7 +21,7 @@ import { type TcpProxy, tcpProxy } from "./tcp-proxy.ts";
 
 const ROWS = Number(process.env.OUTPOST_SYNC_ROWS ?? 6_000);
 /** the edges' ping period: a silent link is dropped after two */
-const PING_MS = 1_000;
+const PING_MS = 2_000;
 /** accepted skew of edge clocks on this platform (seconds) */
 const MAX_SKEW_S = 600;
 

@@ -1,0 +1,127 @@
+// The platform's sync hub in-process, with edges played by sockets that acknowledge what they get:
+// a commit wakes only the edges whose template includes what changed (the others pass over it a
+// little later, in an empty batch); snapshot pages stay within their byte budget however big the
+// rows; compaction drops the tombstones every edge acknowledged and keeps the horizon, so an edge
+// at the compacted position is not sent a snapshot.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type App, start } from "../../../src/app.ts";
+import type { Principal } from "../../../src/auth/principal.ts";
+import { loadConfig } from "../../../src/config.ts";
+import { tombstonesRepo } from "../../../src/store/sync.ts";
+import type { SyncHub } from "../../../src/sync/platform.ts";
+import { BATCH_BYTES } from "../../../src/sync/protocol.ts";
+
+let app: App;
+let hub: SyncHub;
+let dev: Principal;
+let sk: string;
+
+beforeAll(async () => {
+  app = await start(loadConfig(["--db", ":memory:", "--http-port", "0", "--log-level", "silent", "--sync-compact-ms", "3600000"]));
+  hub = app.services.sync!;
+  const s = app.services;
+  const reg = await s.developers.register({ email: "hub@example.com", password: "pw" });
+  dev = (await s.tokens.resolve(reg.dev_token))!;
+  sk = (await s.systems.create(dev, { name: "hub" })).system_key;
+});
+afterAll(() => app.stop());
+
+/** An edge played by a socket: it answers hello's welcome and acknowledges every batch and
+ *  snapshot end at once, keeping what it got. */
+class FakeEdge {
+  got: any[] = [];
+  closed = false;
+  constructor(readonly name: string) {}
+  readonly socket = {
+    send: (text: string) => {
+      const m = JSON.parse(text);
+      this.got.push(m);
+      if (m.t === "batch") void hub.message(this.socket, JSON.stringify({ t: "ack", upTo: m.upTo, snapshot: m.snapshot, results: [] }));
+      if (m.t === "snapshot_end") void hub.message(this.socket, JSON.stringify({ t: "ack", upTo: m.seq, snapshot: true, results: [] }));
+    },
+    close: () => { this.closed = true; },
+  };
+  async connect(cursor = 0, synced = false, incarnation = "") {
+    hub.open(this.socket);
+    await hub.message(this.socket, JSON.stringify({ t: "hello", systemKey: sk, edge: this.name, token: `${this.name}-token`, cursor, synced, incarnation, pingMs: 600_000 }));
+  }
+  /** row changes received in live (not snapshot) batches */
+  liveRows() { return this.got.filter((m) => m.t === "batch" && !m.snapshot).flatMap((m) => m.changes.filter((c: any) => c.type === "row")); }
+  batches() { return this.got.filter((m) => m.t === "batch" && !m.snapshot); }
+}
+
+const settle = async (pred: () => boolean | Promise<boolean>, ms = 5_000) => {
+  const end = Date.now() + ms;
+  while (!(await pred())) { if (Date.now() > end) throw new Error("timed out"); await Bun.sleep(10); }
+};
+const synced = async (edge: string) => (await hub.status(sk, edge)).every((a) => a.status === "synced");
+
+async function collection(name: string, columns: { name: string; type: string }[]) {
+  const c = app.services.collections;
+  const { collectionID } = await c.createCollection(dev, { name, appID: sk, columns });
+  return { id: collectionID as string, col: () => c.byIdFor(dev, collectionID) };
+}
+async function edge(name: string, template: unknown[]) {
+  await app.services.edges.create(dev, sk, name, { token: `${name}-token` });
+  await app.services.edges.changeTemplate(dev, sk, name, { add: template });
+  const e = new FakeEdge(name);
+  await e.connect();
+  await settle(() => synced(name));
+  return e;
+}
+
+describe("sync hub", () => {
+  test("a commit wakes only the edges whose template includes the changed asset", async () => {
+    const x = await collection("wx", [{ name: "v", type: "int" }]);
+    await collection("wy", [{ name: "v", type: "int" }]);
+    const a = await edge("wake-a", [{ def_module: "collection", def_name: "wx", mode: "sync_to_edge" }]);
+    const b = await edge("wake-b", [{ def_module: "collection", def_name: "wy", mode: "sync_to_edge" }]);
+    const before = b.got.length;
+    await app.services.collections.insert(dev, await x.col(), [{ v: 1 }]);
+    await settle(() => a.liveRows().length === 1);
+    // the other edge is not sent anything now...
+    await Bun.sleep(200);
+    expect(b.got.length).toBe(before);
+    // ...its position passes the change a little later, in an empty batch
+    await settle(() => b.batches().some((m) => m.changes.length === 0), 3_000);
+    expect(b.liveRows()).toEqual([]);
+    expect(await hub.lag(sk, "wake-b")).toBe(0);
+  });
+
+  test("snapshot pages stay within the byte budget whatever the rows' size", async () => {
+    const big = await collection("wbig", [{ name: "blob", type: "string" }]);
+    const row = "x".repeat(100_000);
+    for (let i = 0; i < 30; i++) await app.services.collections.insert(dev, await big.col(), [{ blob: row }]);
+    const e = await edge("pages", [{ def_module: "collection", def_name: "wbig", mode: "sync_to_edge" }]);
+    const pages = e.got.filter((m) => m.t === "batch" && m.snapshot && m.changes.some((c: any) => c.type === "row"));
+    expect(pages.flatMap((p) => p.changes.filter((c: any) => c.type === "row")).length).toBe(30);
+    expect(pages.length).toBeGreaterThan(2);
+    for (const p of pages) expect(JSON.stringify(p).length).toBeLessThan(BATCH_BYTES + 200_000);
+  });
+
+  test("compaction drops the tombstones every edge acknowledged, and an edge at the horizon resumes without a snapshot", async () => {
+    const t = await collection("wtomb", [{ name: "v", type: "int" }]);
+    const e = await edge("tombs", [{ def_module: "collection", def_name: "wtomb", mode: "sync" }]);
+    const c = app.services.collections;
+    const ins = await c.insert(dev, await t.col(), [{ v: 1 }, { v: 2 }]);
+    await c.delete(dev, await t.col(), JSON.stringify([[{ EQ: [{ v: 1 }] }]]));
+    await settle(() => e.liveRows().some((r: any) => r.op === "delete"));
+    await settle(() => synced("tombs"));
+    expect(await tombstonesRepo.get(app.db, t.id, ins[0]!.item_id)).toBeDefined();
+    // the other edges of the system are up to date too (they pass the entries in empty batches)
+    await Bun.sleep(1_200);
+    await hub.compact();
+    expect(await tombstonesRepo.get(app.db, t.id, ins[0]!.item_id)).toBeUndefined();
+    // the edge comes back at its position, which the log no longer holds entries after
+    const cursor = (await app.services.edges.find(app.db, sk, "tombs")).cursor;
+    const incarnation = (await app.services.edges.find(app.db, sk, "tombs")).incarnation;
+    e.socket.close();
+    await hub.close(e.socket);
+    const again = new FakeEdge("tombs");
+    await again.connect(cursor, true, incarnation);
+    await Bun.sleep(100);
+    const welcome = again.got.find((m) => m.t === "welcome");
+    expect(welcome.snapshot).toBe(false);
+    expect(again.got.filter((m) => m.t === "batch" && m.snapshot)).toEqual([]);
+  });
+});

@@ -55,9 +55,10 @@ describe("history reads", () => {
     const short = await bytesRead(() => history({ topic: "short", count: 10 }));
     const long = await bytesRead(() => history({ topic: "long", count: 10 }));
     // a few pages whatever the length of the history (the newest page may hold only a few
-    // messages when a timed flush cut the batch, and pages close in time are read together)
+    // messages when a flush cut the batch, and pages close in time are read together): the long
+    // history holds about 10 MB, 150 pages; the short one about 2 pages, all of it
+    expect(short).toBeGreaterThan(0);
     expect(long).toBeLessThanOrEqual(3 * PAGE_BYTES);
-    expect(long).toBeLessThanOrEqual(short * 2);
     // count 0 is everything there is
     expect((await history({ topic: "short", count: 0 })).length).toBe(1_000);
     expect((await history({ topic: "long", count: 2_500 })).at(-1)!.payload.slice(0, 12)).toBe(`long-${String(100_000 - 2_500).padStart(7, "0")}`);

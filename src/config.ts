@@ -70,7 +70,7 @@ export const ConfigSchema = z.object({
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),
   codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
-  // throttling (document 001 §2.8)
+  // throttling: the built-in cases are on unless disabled (or in development mode)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
   redisUrl: z.string().optional(),
@@ -99,7 +99,7 @@ const camel = (s: string) => s.replace(/[-_]([a-z])/g, (_, c: string) => c.toUpp
 const KEYS = Object.keys(ConfigSchema.shape) as (keyof typeof ConfigSchema.shape)[];
 const BOOLEAN_KEYS = new Set(["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "linkLossOk"]);
 
-/** Spellings existing ClearBlade edge installs use (wire reference §9.3). */
+/** Flag spellings existing ClearBlade edge installs use. */
 const FLAG_ALIASES: Record<string, string> = {
   "edge-id": "edgeName",
   "edge-cookie": "edgeToken",

@@ -39,7 +39,7 @@ export interface BrokerDeps {
   systems: Systems;
   messages: Messages;
   persistence?: AedesOptions["persistence"];
-  /** the MQTT Connections and MQTT Publishes throttlers (document 001 §2.3) */
+  /** the MQTT Connections and MQTT Publishes throttlers */
   throttle?: Throttle;
   /** edge: offered every publish, to relay the ones on relayed topics to the platform */
   relay?: (systemKey: string, topic: string, payload: Buffer, qos: number) => void;
@@ -252,7 +252,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     s.connectedAt = new Date().toISOString();
   }
 
-  /** The MQTT Connections throttler; developers are never throttled (§5.6). */
+  /** The MQTT Connections throttler; developers are never throttled. */
   private async admit(s: Session, p: Principal | null): Promise<(() => void) | undefined> {
     const t = this.d.throttle;
     if (!t?.active("MQTT Connections") || p?.kind === "developer") return undefined;

@@ -1,4 +1,4 @@
-// The runtime API user code sees (wire reference §6.3), written in JavaScript and evaluated
+// The runtime API user code sees (the ClearBlade code library: Requests, Response, ClearBlade.*), written in JavaScript and evaluated
 // inside each QuickJS context before libraries and the service. Everything it does outside the
 // sandbox goes through three host functions installed by the sandbox:
 //   __host(op, json) -> Promise<json>   a domain operation as the service's effective user

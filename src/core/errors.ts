@@ -1,6 +1,6 @@
 // The one place errors are built. Every failure that leaves the process (HTTP, MQTT, code engine)
 // goes through ApiError and `envelope()`, so clients always get the ClearBlade error shape
-// (wire reference §0.3) and never a stack trace.
+// and never a stack trace.
 
 export type ErrorCategory =
   | "Router" | "User" | "User Permissions" | "Data" | "Code" | "Messaging" | "Events" | "Triggers"

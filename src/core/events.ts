@@ -7,7 +7,7 @@ import type { Logger } from "./log.ts";
  *  so a trigger whose service fires its own event cannot loop forever. */
 export const causeScope = new AsyncLocalStorage<{ depth: number }>();
 
-/** Payload per event type ("Module::Action"), with the keys of wire reference §7.2. */
+/** Payload per event type ("Module::Action"), with the keys trigger filters match on. */
 export interface EventPayloads {
   "User::UserCreated": { user: { email: string; user_id: string; creation_date: string } };
   "User::UserUpdated": { user: { email: string; user_id: string }; userId: string; changes: Record<string, unknown> };

@@ -1,4 +1,4 @@
-// Identifier and secret formats (wire reference §0.5). Everything random comes from the CSPRNG.
+// Identifier and secret formats (those ClearBlade clients accept). Everything random comes from the CSPRNG.
 import { createHash, randomBytes } from "node:crypto";
 
 const hex = (bytes: number) => randomBytes(bytes).toString("hex");

@@ -1,4 +1,4 @@
-// The query object (wire reference §3.3, spec §4.12): FILTERS / SORT / PAGESIZE / PAGENUM /
+// The query object ClearBlade clients send: FILTERS / SORT / PAGESIZE / PAGENUM /
 // SELECTCOLUMNS, parsed once and compiled to parameterised SQL against a known set of columns.
 // Collections, users, devices, edges, roles and topics all go through here.
 import { ApiError, ErrorKinds } from "./errors.ts";

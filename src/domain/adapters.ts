@@ -1,4 +1,4 @@
-// Adapters (spec §4.10, the adapter rows of §4.11, wire reference §10): definitions with their
+// Adapters: definitions with their
 // commands, files with every version kept (contents stored once), control of edges, and the
 // adapter as a syncable asset (definition plus current files) for the edges whose template has it.
 import { createHash } from "node:crypto";

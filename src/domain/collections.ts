@@ -1,4 +1,4 @@
-// Collections and their items (spec §4.3, wire reference §3): schema management, fetch with the
+// Collections and their items: schema management, fetch with the
 // query language, insert, update, delete, count, upsert and indexes, with per-collection role
 // permissions and typed domain events.
 import { LEVEL } from "../auth/permissions.ts";
@@ -58,7 +58,7 @@ function collectionName(v: unknown): string {
   return v;
 }
 
-/** Connection keys of a collection that represents an external database (wire reference §3.1). */
+/** Connection keys of a collection that represents an external database (a "connect" collection). */
 const CONNECTION_KEYS = ["dbtype", "user", "password", "address", "port", "dbname", "tablename"] as const;
 
 /** What a collection that is a database connection needs from the external databases. */
@@ -576,7 +576,7 @@ export class Collections {
     return { count: ids.length };
   }
 
-  /** PUT upsert?conflictColumn=: needs a unique index on that column (spec §4.3 rules 1 and 2). */
+  /** PUT upsert?conflictColumn=: needs a unique index on that column (an upsert without one is refused). */
   async upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
     await this.require(p, c, LEVEL.CREATE | LEVEL.UPDATE);
     this.assertTable(c);

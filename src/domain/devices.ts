@@ -1,4 +1,4 @@
-// Devices (spec §4.2, device parts of §4.11 and §5, wire reference §1.3 and §5): records with
+// Devices: records with
 // custom columns, key authentication with rotating keys, roles, bulk operations by query and the
 // broker's live connections.
 import { z } from "zod";

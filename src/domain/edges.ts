@@ -1,4 +1,4 @@
-// Edges (spec §4.8, edge rows of §4.11, wire reference §9): records with custom columns, the
+// Edges: records with custom columns, the
 // edge's secret token, and templates: which assets go to which edge and how.
 import { timingSafeEqual } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";

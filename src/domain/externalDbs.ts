@@ -1,4 +1,4 @@
-// External database connections (spec §4.4, §2, wire reference §12): developers create and list
+// External database connections: developers create and list
 // them; users with permission read (password masked, and only if they may update), change,
 // delete and run data operations. Credentials are sealed at rest; one pooled connector per
 // connection, closed when it changes or goes.

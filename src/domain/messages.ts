@@ -1,4 +1,4 @@
-// Messaging (spec §4.7, wire reference §8.2, §8.3): REST publish into the broker, message history
+// Messaging: REST publish into the broker, message history
 // written in batches with per-topic limits, topic listings.
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
@@ -343,7 +343,7 @@ export class Messages {
     return this.broker.subscribe(systemKey, filter, deliver);
   }
 
-  /** Topics with history, with the §4.12 query structure (developer). */
+  /** Topics with history, with the query object's structure (src/core/query.ts; developer). */
   async topics(p: Principal, systemKey: string, query: string | null) {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();

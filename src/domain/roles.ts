@@ -63,7 +63,7 @@ const level = (v: unknown, where: string): number => {
   return v;
 };
 
-/** Applies a `changes` object (wire reference §4.3) to a permission set. List kinds take
+/** Applies a `changes` object (the body of a role update) to a permission set. List kinds take
  *  `[{itemInfo:{id|name}, permissions}]` (level 0 removes the grant); whole kinds take `{permissions}`. */
 export function applyPermissionChanges(base: RolePermissions, changes: Record<string, unknown>): RolePermissions {
   const out: RolePermissions = { items: structuredClone(base.items), scalars: { ...base.scalars } };

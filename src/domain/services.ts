@@ -1,4 +1,4 @@
-// Code services and libraries (spec §4.5, wire reference §6.1, §6.2): definitions with versions,
+// Code services and libraries: definitions with versions,
 // code meta, failed-run records and their retry. Running them is the code engine's job
 // (src/code/engine.ts); this module owns what is stored.
 import { LEVEL } from "../auth/permissions.ts";

@@ -30,7 +30,7 @@ const UpdateBody = z.object({
   token_ttl_device: ttl.optional(),
 }).strict();
 
-/** The settings object clients read (wire reference §2: Go asserts appID, appSecret, name, description, numeric token_ttl). */
+/** The settings object clients read (the Go SDK asserts appID, appSecret, name, description, numeric token_ttl). */
 export function systemToWire(s: SystemRow) {
   return {
     appID: s.system_key,

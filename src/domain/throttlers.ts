@@ -1,4 +1,4 @@
-// Throttler administration (document 001 §4.2, §5.5): the three fixed throttlers and their cases,
+// Throttler administration: the three fixed throttlers and their cases,
 // for developers (the cases of their own systems) and platform admins (every case). The built-in
 // cases are listed with the others and, while active, refuse changes by name.
 import type { Principal } from "../auth/principal.ts";

@@ -1,4 +1,4 @@
-// Trigger handlers and timers (spec §4.9, trigger and timer parts of §4.11, wire reference §7):
+// Trigger handlers and timers:
 // definitions stored per system. Firing them is src/events' job.
 import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalId } from "../auth/principal.ts";

@@ -414,7 +414,7 @@ export class Users {
   async adminList(p: Principal, systemKey: string, query: string | null) {
     await this.systems.accessAsDeveloper(p, systemKey);
     const r = await this.query(systemKey, query, true);
-    // Go's GetUsersWithQuery wants a bare array, GetAllUsers an object (wire reference §4.2)
+    // Go's GetUsersWithQuery wants a bare array, GetAllUsers an object
     return query !== null ? r.Data : r;
   }
 

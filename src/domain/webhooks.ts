@@ -1,6 +1,6 @@
-// Webhooks (spec §4.6, document 001 §2.1, §2.2, §4.1, §5, wire reference §11): definitions per
+// Webhooks: definitions per
 // system, and invocation: match the extra path, authenticate by the webhook's method, run its
-// service with the request object of §2.2, and turn the service's answer into the HTTP answer.
+// service with a request object (method, headers, query, body, extra path), and turn the service's answer into the HTTP answer.
 import type { Principal } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { CodeEngine, ExecResult } from "../code/engine.ts";
@@ -16,7 +16,7 @@ import type { Users } from "./users.ts";
 
 export const AUTH_METHODS = ["platform_auth", "http_basic_auth", "payload_auth", "no_auth"] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
-/** The spellings existing clients send (wire reference §11), stored as the spec's names. */
+/** The spellings existing clients send, stored under one name each. */
 const AUTH_ALIASES = new Map<string, AuthMethod>([["cb_auth", "platform_auth"], ["clearblade_auth", "platform_auth"], ["http_auth", "http_basic_auth"]]);
 
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
@@ -60,7 +60,7 @@ export function matchPath(path: string, rest: string[]): Record<string, string> 
   return out;
 }
 
-/** "MyHeader1" → "Myheader1" (document 001 §2.2). */
+/** "MyHeader1" → "Myheader1": header names reach the service in this one spelling. */
 export const headerName = (n: string) => (n ? n[0]!.toUpperCase() + n.slice(1).toLowerCase() : n);
 
 /** One invocation as the HTTP layer read it. */

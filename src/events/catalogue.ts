@@ -1,4 +1,4 @@
-// The trigger definitions (wire reference §7.2): what can set off a trigger, and the
+// The trigger definitions ClearBlade clients know: what can set off a trigger, and the
 // key_value_pairs each accepts as filters.
 export interface TriggerDefinition { def_module: string; def_name: string; def_keys: string[]; visibility: boolean }
 

@@ -1,4 +1,4 @@
-// External databases (spec §4.4, §2 "External database credentials", wire reference §12): the
+// External databases: the
 // credential rules with their defaults, and the one interface every database implements.
 import { fail } from "../core/errors.ts";
 import type { Query } from "../core/query.ts";
@@ -23,7 +23,7 @@ export interface Credentials {
 export interface DataResult { Data: unknown[]; Total: number }
 
 /** A collection's items on a table (SQL), a collection (MongoDB) or a database (CouchDB): the
- *  collection query and item writes of spec §4.3, for collections that are database connections. */
+ *  collection query and item writes of the data API, for collections that are database connections. */
 export interface TableOps {
   fetch(table: string, q: Query, timeoutMs: number): Promise<unknown[]>;
   count(table: string, q: Query, timeoutMs: number): Promise<number>;

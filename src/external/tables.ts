@@ -1,5 +1,5 @@
-// A collection that is a database connection (spec §4.3, wire reference §3.1 "connect"
-// collections): the collection query (FILTERS / SORT / PAGE / SELECTCOLUMNS) and item writes as
+// A collection that is a database connection (a "connect"
+// collection): the collection query (FILTERS / SORT / PAGE / SELECTCOLUMNS) and item writes as
 // SQL on the connection's table, with `$n` arguments (each connector puts them in its dialect).
 import { fail } from "../core/errors.ts";
 import type { Query } from "../core/query.ts";

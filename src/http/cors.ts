@@ -4,7 +4,7 @@
 import { envelope, fail } from "../core/errors.ts";
 
 const METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
-/** What the SDKs send (wire reference §0.1), in both spellings; header names are case-insensitive. */
+/** The headers the ClearBlade SDKs send, in both spellings; header names are case-insensitive. */
 const HEADERS = [
   "ClearBlade-UserToken", "ClearBlade-DevToken", "ClearBlade-DeviceToken", "ClearBlade-SystemKey", "ClearBlade-SystemSecret",
   "ClearBlade-Devicename", "ClearBlade-Edge", "Platform-UserToken", "Platform-DevToken", "Platform-DeviceToken",

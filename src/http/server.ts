@@ -1,5 +1,5 @@
-// The HTTP API: one Elysia app serving every route group, with the conventions of spec §4 and
-// wire reference §0: repeated slashes normalised, one error envelope for every failure, CORS for
+// The HTTP API: one Elysia app serving every route group (docs/api.md lists them), with the
+// conventions existing ClearBlade clients expect: repeated slashes normalised, one error envelope for every failure, CORS for
 // web apps on other origins, plain HTTP and HTTPS listeners, and the web console (/console).
 import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";

@@ -1,4 +1,4 @@
-// The HTTP Requests throttler on every API call (document 001 §2.3, §5.6, §7): the caller's
+// The HTTP Requests throttler on every API call (docs/security.md): the caller's
 // identity from its token (developers pass untouched), the system from the token, the headers or
 // the path, the IP address of the connection. A refused request is a 429 in the error envelope;
 // a concurrency slot is given back when the handler is done.
@@ -154,7 +154,7 @@ export class HttpThrottle {
   }
 
   private byPrincipal(request: Request, resource: string, p: Principal | null): Response | undefined | Promise<Response | undefined> {
-    if (p?.kind === "developer") return undefined; // §5.6: developers are never throttled
+    if (p?.kind === "developer") return undefined; // developers are never throttled
     const systemKey = (p ? p.systemKey : systemKeyOf(request)) ?? SYSTEM_KEY_IN_PATH.exec(resource)?.[1] ?? "";
     return this.decide(request, new RequestSubject(systemKey, resource, null, p, false, request, this.addressOf), p ? null : loginIn);
   }

@@ -1,4 +1,4 @@
-// Adapters (spec §4.10, wire reference §10): definitions, every version of every file, and file
+// Adapters: definitions, every version of every file, and file
 // contents stored once by their hash however many versions or adapters share them.
 import type { Executor } from "./db.ts";
 import { upsert } from "./sql.ts";

@@ -1,4 +1,4 @@
-// External database connections (spec §4.4): the credentials are stored sealed (src/auth/secrets.ts).
+// External database connections: the credentials are stored sealed (src/auth/secrets.ts).
 import type { Executor } from "./db.ts";
 import { upsert } from "./sql.ts";
 

@@ -1,4 +1,4 @@
-// Webhook definitions (spec §4.6, document 001 §2.1).
+// Webhook definitions: name, service, authentication method and accepted methods per system.
 import type { Executor } from "./db.ts";
 import { upsert } from "./sql.ts";
 

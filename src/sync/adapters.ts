@@ -1,4 +1,4 @@
-// Edge side of adapter control (spec §4.10): files written under the adapters directory, never
+// Edge side of adapter control: files written under the adapters directory, never
 // outside it and never through a symbolic link; permissions and owners set; the adapter's mapped
 // command run in its directory with a time limit and a clean environment, as an unprivileged user
 // when the edge runs as root, its output returned. The edge's data directory (database, secret

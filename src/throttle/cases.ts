@@ -1,4 +1,4 @@
-// Throttling cases (document 001 §2.3–§2.7): the three fixed throttlers, case validation, the
+// Throttling cases: the three fixed throttlers, case validation, the
 // built-in cases, and compiling a case into matchers. A compiled case answers "does this request
 // match?" and "which bucket does it count in?" without allocating when it does not match.
 import { Memoirist } from "memoirist";
@@ -87,7 +87,7 @@ export function parseCase(throttler: ThrottlerName, b: Record<string, unknown>, 
   const limiter = b.limiter_type ?? base?.limiter_type;
   if (limiter === undefined) throw fail("INVALID_ARGUMENT", "limiter_type is required");
   if (typeof limiter !== "string" || !(LIMITER_TYPES as readonly string[]).includes(limiter)) throw fail("INVALID_ARGUMENT", `limiter_type must be one of ${LIMITER_TYPES.join(", ")}`);
-  // an omitted max_num is 0: the case blocks everything it matches (§2.4)
+  // an omitted max_num is 0: the case blocks everything it matches
   const maxNum = int(b, "max_num") ?? base?.max_num ?? 0;
   if (maxNum < -1) throw fail("INVALID_ARGUMENT", "max_num must be -1 (unlimited), 0 (always throttle) or a limit");
   // duration is ignored by concurrency limiters (kept as sent)

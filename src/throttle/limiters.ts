@@ -1,4 +1,4 @@
-// Limiters (document 001 §8.2): a per-node token bucket, a per-node in-flight counter, and a
+// Limiters: a per-node token bucket, a per-node in-flight counter, and a
 // cluster-wide fixed window on Redis that reports itself unavailable so the caller can fall back
 // to the local bucket while Redis is down.
 import { RedisClient } from "bun";
@@ -61,7 +61,7 @@ export class InFlight {
   count(key: string) { return this.counts.get(key) ?? 0; }
 }
 
-// INCR, and on the first hit of a window start its expiry: one round trip (field notes §4.3).
+// INCR, and on the first hit of a window start its expiry: one round trip (a script, so the two cannot be split by a crash).
 const WINDOW_SCRIPT = `local c = redis.call('INCR', KEYS[1]) if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return c`;
 // A hit given back: only within the window that counted it (an ended window must not start below 0).
 const REFUND_SCRIPT = `local c = tonumber(redis.call('GET', KEYS[1]) or '0') if c > 0 then redis.call('DECR', KEYS[1]) end return c`;

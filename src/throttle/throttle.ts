@@ -1,4 +1,4 @@
-// The throttling engine (document 001 §8): for each of the three throttlers, the cases sorted by
+// The throttling engine (docs/security.md): for each of the three throttlers, the cases sorted by
 // priority; the first case whose system, resource and consumer all match decides, through its
 // limiter. Answers synchronously unless a shared (Redis) window has to be asked.
 import type { Config } from "../config.ts";
@@ -74,7 +74,7 @@ export class Throttle {
       [0.000001, 0.000005, 0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01]);
   }
 
-  /** The built-in cases are active unless disabled (§2.8: DevelopmentMode disables them regardless). */
+  /** The built-in cases are active unless disabled (development mode disables them regardless). */
   get builtInsActive() { return this.d.config.enableDefaultThrottlers && !this.d.config.developmentMode; }
 
   builtInRows(): CaseRow[] {

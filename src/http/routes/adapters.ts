@@ -1,5 +1,5 @@
-// Adapters (spec §4.10, wire reference §10) on /api/v/4/{systemKey}/adapters and on the
-// /admin/{systemKey}/adaptors paths existing clients call; the edges of an adapter (§4.11).
+// Adapters on /api/v/4/{systemKey}/adapters and on the
+// /admin/{systemKey}/adaptors paths existing clients call; the edges of an adapter.
 import { Elysia } from "elysia";
 import { objectBody } from "../../core/validate.ts";
 import { jsonBody, principalOf, queryOf } from "../request.ts";

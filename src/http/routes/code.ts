@@ -1,4 +1,4 @@
-// Code services and libraries (spec §4.5, wire reference §6): execution, definitions on the paths
+// Code services and libraries: execution, definitions on the paths
 // existing clients use, code meta, failed runs and their retry, libraries with versions.
 import { Elysia } from "elysia";
 import { retryAfterOf } from "../../code/pool.ts";

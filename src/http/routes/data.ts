@@ -1,5 +1,5 @@
-// Data (spec §4.3, wire reference §3): collection management and items, addressed by system key
-// and collection name or by collection id, on the spec's paths and the variants clients call.
+// Data: collection management and items, addressed by system key
+// and collection name or by collection id, on the documented paths and the variants clients call.
 import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
 import type { Collection } from "../../domain/collections.ts";
@@ -82,7 +82,7 @@ export const dataRoutes = (s: Services) => {
   app = itemRoutes(app, s, "/api/v/1/collection/:key/:name", byName, (p) => `/api/v/1/collection/${p.key}/${encodeURIComponent(p.name!)}`, "/api/v/2/collection/:key/:name");
   // by collection id
   app = itemRoutes(app, s, "/api/v/1/data/:key", byId, (p) => `/api/v/1/data/${p.key}`, "/api/v/1/data/:key");
-  // upsert and indexes: the spec's /api/v/4/data/{systemKey}/{name}, the clients' /api/v/4/collection/... and by id
+  // upsert and indexes: the documented /api/v/4/data/{systemKey}/{name}, the clients' /api/v/4/collection/... and by id
   app = schemaRoutes(app, s, "/api/v/4/data/:key/:name", byName);
   app = schemaRoutes(app, s, "/api/v/4/collection/:key/:name", byName);
   app = schemaRoutes(app, s, "/api/v/4/data/:key", byId);

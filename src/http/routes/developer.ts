@@ -1,4 +1,4 @@
-// Developer accounts and platform admin operations (spec §4.11, wire reference §1.1).
+// Developer accounts and platform admin operations (docs/api.md).
 import { Elysia } from "elysia";
 import { jsonBody, principalOf } from "../request.ts";
 import type { Services } from "../services.ts";

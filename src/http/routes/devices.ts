@@ -1,4 +1,4 @@
-// Devices (spec §4.2 and the /admin/devices routes of §4.11, wire reference §1.3 and §5).
+// Devices: the device API and the developer's /admin/devices routes (docs/api.md).
 import { Elysia } from "elysia";
 import { jsonBody, principalOf, queryOf } from "../request.ts";
 import type { Services } from "../services.ts";

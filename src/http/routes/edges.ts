@@ -1,4 +1,4 @@
-// Edges (spec §4.8, edge rows of §4.11, wire reference §9): records on the user and developer
+// Edges: records on the user and developer
 // paths, templates, sync status and retry, and the sync channel itself (a WebSocket).
 import { timingSafeEqual } from "node:crypto";
 import { Elysia } from "elysia";

@@ -1,4 +1,4 @@
-// External databases (spec §4.4, wire reference §12) under /api/v/4/external-db/{systemKey}.
+// External databases under /api/v/4/external-db/{systemKey}.
 import { Elysia } from "elysia";
 import { jsonBody, principalOf } from "../request.ts";
 import type { Services } from "../services.ts";

@@ -1,4 +1,4 @@
-// Trigger and timer handlers (spec §4.9 and §4.11, wire reference §7): the developer paths under
+// Trigger and timer handlers: the developer paths under
 // /admin/triggers and the user-token paths under /api/v/3/code/{systemKey}.
 import { Elysia } from "elysia";
 import { jsonBody, principalOf } from "../request.ts";

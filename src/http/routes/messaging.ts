@@ -1,4 +1,4 @@
-// Messaging (spec §4.7, wire reference §8.2 and §8.3).
+// Messaging: REST publish, message history and topic listings (docs/api.md).
 import { Elysia } from "elysia";
 import { jsonBody, principalOf, queryOf } from "../request.ts";
 import type { Services } from "../services.ts";

@@ -1,4 +1,4 @@
-// Roles (spec §4.11 and §4.12, wire reference §4.3): developer paths under /admin/user/{systemKey}/roles
+// Roles: developer paths under /admin/user/{systemKey}/roles
 // and the user-token path /api/v/3/user/roles/{systemKey}.
 import { Elysia } from "elysia";
 import { jsonBody, principalOf, queryOf } from "../request.ts";

@@ -1,4 +1,4 @@
-// System management (spec §4.11, wire reference §2). Served with and without /v/4.
+// System management (docs/api.md). Served with and without /v/4.
 import { Elysia } from "elysia";
 import { systemToWire } from "../../domain/systems.ts";
 import { jsonBody, principalOf, queryOf } from "../request.ts";

@@ -1,4 +1,4 @@
-// Throttler administration (document 001 §4.2): /admin/throttlers, throttler names URL-encoded.
+// Throttler administration: /admin/throttlers, throttler names URL-encoded.
 import { Elysia } from "elysia";
 import { jsonBody, principalOf } from "../request.ts";
 import type { Services } from "../services.ts";

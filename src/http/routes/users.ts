@@ -1,5 +1,5 @@
-// Users: the user-token API (spec §4.1, wire reference §1.2, §4.1) and the developer's
-// user administration under /admin/user/{systemKey} (spec §4.11, wire reference §4.2).
+// Users: the user-token API and the developer's user administration under
+// /admin/user/{systemKey} (docs/api.md).
 import { Elysia } from "elysia";
 import { callerOf, jsonBody, optionalPrincipalOf, principalOf, queryOf, systemKeyOf, systemSecretOf } from "../request.ts";
 import type { Services } from "../services.ts";

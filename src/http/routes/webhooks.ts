@@ -1,4 +1,4 @@
-// Webhooks (spec §4.6, document 001 §4.1, wire reference §11): management on the developer paths,
+// Webhooks: management on the developer paths,
 // and invocation with any of five methods at /api/v/4/webhook/execute/{systemKey}/{name}[/more/path].
 import { Elysia } from "elysia";
 import { fail } from "../../core/errors.ts";

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the Debian PostgreSQL and MariaDB servers and creates the account the external-database
-# tests use (OUTPOST_TEST_PG / OUTPOST_TEST_MYSQL in test/e2e/external-db.test.ts). Run as root
+# tests use (OUTPOST_TEST_PG / OUTPOST_TEST_MYSQL in test/e2e/external-db.test.ts) and the suites
+# that store Outpost's own data in PostgreSQL. Run as root
 # (CI) or with sudo; safe to run again.
 set -euo pipefail
 SUDO=""
@@ -19,6 +20,8 @@ as_postgres psql -q <<'SQL'
 DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outpost') THEN CREATE ROLE outpost LOGIN PASSWORD 'outpost-test-pw'; END IF;
 END $$;
+-- the suites that run Outpost itself on PostgreSQL give each test its own database (test/pgdb.ts)
+ALTER ROLE outpost CREATEDB;
 SQL
 as_postgres psql -qAtc "SELECT 1 FROM pg_database WHERE datname = 'outpost_test'" | grep -q 1 || as_postgres createdb -O outpost outpost_test
 

@@ -1,4 +1,4 @@
-// Reading requests the way existing clients send them : header spellings
+// Reading requests the way existing clients send them: header spellings
 // in any case, a token that identifies its system by itself, JSON bodies whatever the
 // Content-Type, the first of repeated query parameters.
 import type { Principal } from "../auth/principal.ts";

@@ -7,7 +7,7 @@ import { createClient } from "@libsql/client";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { alternate, fmt, json, load, median, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+import { alternate, fmt, json, load, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const BATCH = 1000;

@@ -11,7 +11,7 @@ import type { TemplateEntry } from "../domain/edges.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
 import { devicesRepo } from "../store/devices.ts";
-import { developersRepo, type DeveloperRow } from "../store/developers.ts";
+import { developersRepo } from "../store/developers.ts";
 import { rolesRepo } from "../store/roles.ts";
 import { librariesRepo, servicesRepo } from "../store/services.ts";
 import { outboxRepo, syncedAssetsRepo, syncStateRepo, tombstonesRepo } from "../store/sync.ts";

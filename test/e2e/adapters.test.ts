@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, isEnvelope, newUser, type Outpost, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, devWithSystem, isEnvelope, newUser, type Outpost, request, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 

@@ -7,7 +7,7 @@
 // concurrency setting (spec §4.5; wire reference §6).
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
+import { Client, type DevSystem, type HttpResponse, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
 
 const o = await startOutpost();
 // a server stuck in a service (see the last test) gets SIGKILL instead of hanging the teardown

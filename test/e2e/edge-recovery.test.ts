@@ -19,8 +19,8 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
-import t, { type Test } from "tap";
-import { Client, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200 } from "./harness.ts";
+import t from "tap";
+import { Client, type HttpResponse, type Outpost, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200 } from "./harness.ts";
 
 // ---- helpers ----------------------------------------------------------------------------------
 

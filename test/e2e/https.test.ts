@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
-import { devWithSystem, freePort, hasCommand, needs, ok200, request, runBin, startOutpost, uniq, waitFor, type Outpost } from "./harness.ts";
+import { devWithSystem, freePort, hasCommand, needs, ok200, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const skip = await needs("openssl", hasCommand("openssl"));
 const dir = mkdtempSync(join(tmpdir(), "outpost-tls-"));

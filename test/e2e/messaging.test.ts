@@ -6,7 +6,7 @@
 import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, startOutpost, uniq, sleep, waitFor, isErr, ok200 } from "./harness.ts";
+import { Client, type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, sleep, waitFor, isErr, ok200 } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 

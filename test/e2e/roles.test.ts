@@ -3,7 +3,7 @@
 // changes and levels; the query structure of spec §4.12; counting; deletion; and that role
 // permissions actually govern what users may do (spec §4.11, §4.12, §8; wire reference §4.3).
 import t, { type Test } from "tap";
-import { type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
+import { type DevSystem, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());

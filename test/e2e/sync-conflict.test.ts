@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { Client, collectionWith, devWithSystem, freePort, type Outpost, qs, request, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
+import { Client, collectionWith, devWithSystem, type Outpost, qs, request, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const dirs: string[] = [];

@@ -7,7 +7,7 @@
 import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, type HttpResponse, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
+import { Client, type DevSystem, type Outpost, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());

@@ -2,7 +2,7 @@
 // the user's own record, password changes, managing other users, user listing with the query
 // object, token expiry, cross-system tokens, and the developer's /admin/user/{systemKey} routes
 // with custom user columns (spec §4.1, §4.11, §4.12, §5, §7; wire reference §1.2, §3.3, §4).
-import t, { type Test } from "tap";
+import t from "tap";
 import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
 const o = await startOutpost();

@@ -6,7 +6,7 @@ import { fail, notFound } from "../core/errors.ts";
 import { nowIso, timerKey } from "../core/ids.ts";
 import { objectBody } from "../core/validate.ts";
 import { type TimerRow, type TriggerRow, timersRepo, triggersRepo } from "../store/triggers.ts";
-import { TRIGGER_DEFINITIONS, findDefinition } from "../events/catalogue.ts";
+import { TRIGGER_DEFINITIONS, findDefinition } from "./triggerDefinitions.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Services } from "./services.ts";
 import type { Systems } from "./systems.ts";

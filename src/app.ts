@@ -171,6 +171,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     // read when /metrics is asked
     const dbFile = config.db.startsWith("file:") ? config.db.slice("file:".length) : null;
     metrics.gauge("outpost_mqtt_connections", "MQTT clients connected", () => [[{}, broker.clientCount()]]);
+    const byQos = (counts: number[]): [Record<string, string>, number][] => counts.map((n, qos) => [{ qos: String(qos) }, n]);
+    metrics.readCounter("outpost_mqtt_messages_in_total", "PUBLISH packets received from MQTT clients, by QoS", () => byQos(broker.messagesIn));
+    metrics.readCounter("outpost_mqtt_messages_out_total", "PUBLISH packets sent to MQTT clients, by QoS (after the subscription's QoS)", () => byQos(broker.messagesOut));
     metrics.gauge("outpost_process_resident_bytes", "resident memory of the process", () => [[{}, process.memoryUsage.rss()]]);
     if (dbFile) metrics.gauge("outpost_db_bytes", "size of the database file with its write-ahead log", () =>
       [[{}, [dbFile, `${dbFile}-wal`].reduce((n, f) => n + (existsSync(f) ? statSync(f).size : 0), 0)]]);

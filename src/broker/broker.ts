@@ -88,6 +88,10 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private readonly bySystem = new Map<string, Set<Client>>();
   /** client publishes authorized but not yet handed to `published` */
   private inFlight = 0;
+  /** PUBLISH packets received from clients and sent to clients, by QoS (for /metrics: an
+   *  increment on the per-message path, nothing more) */
+  readonly messagesIn = [0, 0, 0];
+  readonly messagesOut = [0, 0, 0];
   private readonly servers: { name: string; close(): Promise<void> }[] = [];
   private webSockets: ReturnType<typeof Bun.serve>[] = [];
   readonly ports: Record<string, number> = {};
@@ -115,7 +119,11 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
         this.allowed(client, sub.topic, LEVEL.READ).then((ok) => cb(null, ok ? sub : null), (err) => cb(err));
       },
       authorizeForward: (client, packet) => this.forward(client, packet),
-      published: (packet, client, cb) => { if (client) this.inFlight = Math.max(0, this.inFlight - 1); this.published(packet, client); cb(null); },
+      published: (packet, client, cb) => {
+        if (client) { this.inFlight = Math.max(0, this.inFlight - 1); this.messagesIn[packet.qos]!++; }
+        this.published(packet, client);
+        cb(null);
+      },
     });
     const a = this.aedes;
     a.on("clientReady", (client) => this.connected(client));
@@ -320,6 +328,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       const max = this.grants.get(client)?.granted(packet.topic) ?? -1;
       if (max >= 0 && max < packet.qos) packet.qos = max;
     }
+    this.messagesOut[packet.qos]!++;
     packet.topic = packet.topic.slice(s.prefix.length);
     return packet;
   }

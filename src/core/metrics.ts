@@ -72,11 +72,12 @@ export class LabeledHistogram {
 
 type Reading = [Labels, number][];
 
-/** A value read when /metrics is asked (connections, queue sizes, file sizes): nothing on a hot path. */
+/** A value read when /metrics is asked (connections, queue sizes, file sizes): nothing on a hot
+ *  path. Also a counter kept elsewhere as a plain number (the broker's messages). */
 export class Gauge {
-  constructor(readonly name: string, readonly help: string, private readonly read: () => Reading | Promise<Reading>) {}
+  constructor(readonly name: string, readonly help: string, private readonly read: () => Reading | Promise<Reading>, private readonly type: "gauge" | "counter" = "gauge") {}
   async render(): Promise<string> {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`];
     try { for (const [l, v] of await this.read()) lines.push(`${this.name}${labelText(l)} ${v}`); } catch { /* a part that is stopping: no value */ }
     return lines.join("\n");
   }
@@ -88,5 +89,7 @@ export class Metrics {
   histogram(name: string, help: string, bounds: number[]) { const h = new Histogram(name, help, bounds); this.all.push(h); return h; }
   labeledHistogram(name: string, help: string, bounds: number[]) { const h = new LabeledHistogram(name, help, bounds); this.all.push(h); return h; }
   gauge(name: string, help: string, read: () => Reading | Promise<Reading>) { const g = new Gauge(name, help, read); this.all.push(g); return g; }
+  /** a counter its owner keeps (a number incremented on a hot path), read when asked */
+  readCounter(name: string, help: string, read: () => Reading) { const g = new Gauge(name, help, read, "counter"); this.all.push(g); return g; }
   async render(): Promise<string> { return (await Promise.all(this.all.map((m) => m.render()))).join("\n") + "\n"; }
 }

@@ -2,9 +2,11 @@
 // database cannot write (another process holds its write lock), the disk is nearly full
 // (--min-free-mb above what is free), an edge's platform link down past --link-grace (and only a
 // note with --link-loss-ok). /metrics: HTTP requests by route and status with latency, MQTT
-// connections, the database's size, code runs by outcome with durations, an edge's link and outbox.
+// connections and messages in and out by QoS, the database's size, code runs by outcome with
+// durations, an edge's link and outbox.
 import { join } from "node:path";
 import { createRequire } from "node:module";
+import mqtt from "mqtt";
 import t from "tap";
 import { devWithSystem, freePort, request, startOutpost, waitFor } from "./harness.ts";
 
@@ -87,4 +89,38 @@ t.test("/metrics: HTTP requests by route and status with latency, MQTT connectio
   t.match(m, /^outpost_mqtt_connections 0$/m, "MQTT connections");
   t.match(m, /^outpost_db_bytes [1-9]\d*$/m, "the database's size");
   t.match(m, /^outpost_process_resident_bytes [1-9]\d*$/m, "resident memory");
+});
+
+t.test("/metrics: MQTT messages in and out by QoS", async (t) => {
+  const o = await startOutpost();
+  t.teardown(() => o.stop());
+  const s = await devWithSystem(o, "mqtt-metrics");
+  const connect = (clientId: string) => mqtt.connectAsync(`mqtt://127.0.0.1:${o.mqttPort}`,
+    { username: s.devToken, password: s.systemKey, clientId, protocolVersion: 4, reconnectPeriod: 0 });
+  const sub = await connect("metrics-sub");
+  const pub = await connect("metrics-pub");
+  t.teardown(() => { sub.end(true); pub.end(true); });
+  // one subscription at QoS 1: a QoS 2 message goes out at 1
+  await sub.subscribeAsync("m/#", { qos: 1 });
+  let got = 0;
+  sub.on("message", () => got++);
+  await pub.publishAsync("m/a", "x", { qos: 0 });
+  await pub.publishAsync("m/a", "x", { qos: 0 });
+  await pub.publishAsync("m/b", "x", { qos: 1 });
+  await pub.publishAsync("m/c", "x", { qos: 2 });
+  await pub.publishAsync("elsewhere", "x", { qos: 0 }); // received, sent to nobody
+  // a REST publish is sent to the subscriber but was never received over MQTT
+  const rest = await request(o.url, "POST", `/api/v/1/message/${s.systemKey}/publish`,
+    { headers: { "ClearBlade-DevToken": s.devToken }, body: { topic: "m/rest", body: "x", qos: 0 } });
+  t.equal(rest.status, 200, "REST publish");
+  t.ok(await waitFor(() => got === 5, 10_000), "the subscriber got five messages");
+  let m = "";
+  t.ok(await waitFor(async () => /^outpost_mqtt_messages_out_total\{qos="0"\} 3$/m.test(m = (await request(o.url, "GET", "/metrics")).text), 10_000), "sent at QoS 0");
+  t.match(m, /^# TYPE outpost_mqtt_messages_in_total counter$/m, "a counter");
+  t.match(m, /^outpost_mqtt_messages_in_total\{qos="0"\} 3$/m, "received at QoS 0");
+  t.match(m, /^outpost_mqtt_messages_in_total\{qos="1"\} 1$/m, "received at QoS 1");
+  t.match(m, /^outpost_mqtt_messages_in_total\{qos="2"\} 1$/m, "received at QoS 2");
+  t.match(m, /^outpost_mqtt_messages_out_total\{qos="1"\} 2$/m, "sent at QoS 1 (one downgraded from 2)");
+  t.match(m, /^outpost_mqtt_messages_out_total\{qos="2"\} 0$/m, "none sent at QoS 2");
+  t.match(m, /^outpost_mqtt_connections 2$/m, "two connections");
 });

@@ -1,5 +1,6 @@
 // Composition root: builds the parts for a mode, starts them in order, stops them in reverse.
 import { existsSync, mkdirSync, statSync } from "node:fs";
+import { hostname } from "node:os";
 import { Permissions } from "./auth/permissions.ts";
 import { Tokens } from "./auth/tokens.ts";
 import type { Config } from "./config.ts";
@@ -41,6 +42,9 @@ import { Edges } from "./domain/edges.ts";
 import { ChangeRecorder } from "./sync/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
 import { SyncHub } from "./sync/platform.ts";
+import { ClusterBus } from "./cluster/bus.ts";
+import { joinCluster, redisEmitter } from "./cluster/cluster.ts";
+import { NodeRegistry } from "./cluster/nodes.ts";
 
 export interface App {
   config: Config;
@@ -73,6 +77,22 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "db", stop: () => db.close() });
     const applied = await migrate(db);
     if (applied.length) log.info("migrations applied", { versions: applied });
+
+    // a platform node: alone, or one of a cluster on this database when it has Redis
+    const nodeId = config.nodeId ?? `${hostname()}:${config.httpPort}`;
+    const clustered = config.mode === "platform" && !!config.redisUrl;
+    const nodes = new NodeRegistry({ db, log, nodeId, clustered });
+    let bus: ClusterBus | null = null;
+    if (config.mode === "platform") {
+      await nodes.start();
+      started.push({ name: "node", stop: () => nodes.stop() });
+    }
+    if (clustered) {
+      bus = new ClusterBus(config.redisUrl!, nodeId, log);
+      try { await bus.start(); } catch (err) { throw new Error(`cluster: cannot reach Redis at --redis-url: ${(err as Error).message}`); }
+      started.push({ name: "cluster-bus", stop: () => bus!.stop() });
+      log.info("cluster node", { node: nodeId });
+    }
 
     const events = new EventBus(log);
     const tokens = new Tokens(db);
@@ -116,12 +136,13 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered });
     // relayed messages still being written to the outbox: a stop waits for them (after the broker
     // has stopped taking publishes, before the database closes), so an acknowledged one is kept
     const relaying = new Set<Promise<unknown>>();
     started.push({ name: "relay", stop: () => Promise.all(relaying).then(() => {}) });
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
+      brokerId: nodeId, mq: clustered ? redisEmitter(config.redisUrl!, log) : undefined,
       // on an edge, messages on relayed topics wait in the outbox for the platform
       relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
         if (sk !== config.systemKey || !relayed(changes.relayTopics, topic)) return;
@@ -143,11 +164,12 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs });
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, nodeId });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
+      if (bus) joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, triggers, edges, changes, hub });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({

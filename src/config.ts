@@ -73,7 +73,10 @@ export const ConfigSchema = z.object({
   // throttling: the built-in cases are on unless disabled (or in development mode)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
-  redisUrl: z.string().optional(),
+  // Redis: shared throttling windows, and with it a cluster of platform nodes on one database
+  redisUrl: z.string().regex(/^rediss?:\/\/./, "must be a redis:// or rediss:// URL").optional(),
+  // this node's name in a cluster (default: hostname:http-port)
+  nodeId: z.string().trim().regex(/^[A-Za-z0-9_.:-]{1,128}$/, "letters, digits and . _ : - only (at most 128)").optional(),
   // external databases: the key their credentials are sealed with (default: <data-dir>/secret.key)
   secretKey: z.string().min(16, "must be at least 16 characters").optional(),
   externalDbTimeoutMs: intText.pipe(z.number().int().min(100).max(600_000)).default(30_000),
@@ -290,7 +293,9 @@ Code engine
 Throttling
   --enable-default-throttlers true|false   the built-in brute-force cases (true)
   --enable-global-throttlers true|false    share frequency windows through Redis (false)
-  --redis-url URL             Redis for global throttling
+  --redis-url URL             Redis for global throttling; on a platform it also joins the nodes
+                              on the same database into a cluster (see README: Running a cluster)
+  --node-id NAME              this node's name in a cluster (default: hostname:http-port)
 
 External databases
   --secret-key TEXT           key for stored credentials; every node of a platform needs the same

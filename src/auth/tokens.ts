@@ -70,7 +70,11 @@ export class Tokens {
     return principal;
   }
 
-  private forgetHash(hash: string) { this.cache.deleteWhere((e) => e.principal.tokenHash === hash); }
+  /** Drops cached principals of these tokens (revoked here, or on another node of a cluster). */
+  forgetHashes(hashes: string[]) {
+    const gone = new Set(hashes);
+    if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
+  }
 
   /** Exchanges a refresh token (with the access token it was issued with) for a new pair. */
   /** `accept` is asked before anything changes (say, "is this token of the system being called?"). */
@@ -85,7 +89,7 @@ export class Tokens {
           (row.refresh_expires_at && row.refresh_expires_at > 0 && row.refresh_expires_at <= now))
         throw new ApiError("BAD_CREDENTIALS", "invalid refresh token");
       await tokensRepo.delete(tx, row.token_hash);
-      this.forgetHash(row.token_hash);
+      this.forgetHashes([row.token_hash]);
       const issued = await this.issue(tx, row.kind, row.subject_id, row.system_key, await ttl(row));
       return { row, issued };
     });
@@ -93,14 +97,14 @@ export class Tokens {
 
   async revoke(ex: Executor, tokenHash: string) {
     await tokensRepo.delete(ex, tokenHash);
-    this.forgetHash(tokenHash);
+    this.forgetHashes([tokenHash]);
   }
 
   /** Revokes every token of a subject but those in `except` (the caller's own session, a
    *  service account's token). */
   async revokeSubject(ex: Executor, kind: TokenKind, subjectId: string, except: string[] = [], systemKey?: string) {
     const gone = new Set(await tokensRepo.deleteForSubject(ex, kind, subjectId, except, systemKey));
-    if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
+    this.forgetHashes([...gone]);
   }
 
   async revokeSystem(ex: Executor, systemKey: string) {

@@ -43,6 +43,10 @@ export interface BrokerDeps {
   throttle?: Throttle;
   /** edge: offered every publish, to relay the ones on relayed topics to the platform */
   relay?: (systemKey: string, topic: string, payload: Buffer, qos: number) => void;
+  /** a cluster's emitter (Redis): publishes reach the subscribers of every node; and this
+   *  node's id, which aedes' messages between brokers carry */
+  mq?: AedesOptions["mq"];
+  brokerId?: string;
 }
 
 interface Session {
@@ -100,7 +104,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
   async start() {
     this.aedes = await Aedes.createBroker({
-      mq: MQEmitter({ concurrency: 100 }),
+      mq: this.d.mq ?? MQEmitter({ concurrency: 100 }),
+      ...(this.d.brokerId ? { id: this.d.brokerId } : {}),
       persistence: this.d.persistence,
       queueLimit: 200,
       // checked for MQTT 3.1 clients only, on the id in the system's space (see accept)

@@ -9,6 +9,11 @@
 //  - the length of each client's outgoing queue, so bounding it costs no COUNT per enqueue.
 // Past `offlineQueueLimit` queued packets a client's oldest are dropped: a slow or absent
 // subscriber cannot exhaust memory or disk.
+//
+// In a cluster (`shared`) several brokers use one database: each tells the others of its
+// subscription changes through the brokers' emitter, so a QoS > 0 publish on any node queues for
+// every persistent session wherever it was made; and queue lengths are read again before trimming
+// (another node may have sent and cleared what this one counted).
 import { Readable } from "node:stream";
 import PacketJs from "aedes-packet";
 // @ts-expect-error qlobber ships no types; the part used here is declared by SubTrie below
@@ -26,10 +31,16 @@ export interface LibsqlPersistenceOptions {
   db: Db;
   /** Most packets kept queued per client; the oldest go first. Default 1000; Infinity: no bound. */
   offlineQueueLimit?: number;
+  /** other brokers use the same database (a cluster) */
+  shared?: boolean;
 }
 
 interface ClientRef { id: string }
-interface BrokerRef { id: string }
+type EmitterPacket = { topic: string; payload: Buffer };
+interface BrokerRef { id: string; mq?: { on(topic: string, fn: (p: EmitterPacket, done: () => void) => void): void; emit(p: EmitterPacket, done?: (err?: Error) => void): void } }
+/** A subscription change of one broker, for the others (`$SYS/<broker id>/outpost/subscriptions`). */
+type SubscriptionNews = { op: "add"; clientId: string; subs: [string, StoredSubscription][] } | { op: "remove"; clientId: string; topics: string[] } | { op: "clean"; clientId: string };
+const NEWS_TOPIC = (brokerId: string) => `$SYS/${brokerId}/outpost/subscriptions`;
 type StoredSubscription = Omit<Subscription, "topic">;
 
 interface SubTrie {
@@ -76,12 +87,14 @@ export class LibsqlPersistence {
   /** clientId -> number of queued outgoing packets; absent when none. */
   readonly #queued = new Map<string, number>();
   #destroyed = false;
+  readonly #shared: boolean;
 
   constructor(opts: LibsqlPersistenceOptions) {
     const limit = opts.offlineQueueLimit ?? 1000;
     if (!(limit === Infinity || (Number.isInteger(limit) && limit >= 1))) throw new RangeError(`offlineQueueLimit must be a positive integer or Infinity, got ${limit}`);
     this.#db = opts.db;
     this.offlineQueueLimit = limit;
+    this.#shared = opts.shared ?? false;
   }
 
   /** The broker given to setup(). */
@@ -95,6 +108,39 @@ export class LibsqlPersistence {
     this.#queued.clear();
     for (const r of await mqttRepo.allSubscriptions(this.#db)) this.#remember(r.client_id, r.topic, JSON.parse(r.options));
     for (const r of await mqttRepo.outgoingCounts(this.#db)) this.#queued.set(r.client_id, r.n);
+    if (this.#shared && broker.mq) {
+      broker.mq.on(NEWS_TOPIC("+"), (packet, done) => {
+        if (packet.topic !== NEWS_TOPIC(broker.id)) {
+          try { this.#heard(JSON.parse(packet.payload.toString("utf8")) as SubscriptionNews); } catch { /* not ours */ }
+        }
+        done();
+      });
+    }
+  }
+
+  /** Tells the other brokers of a subscription change (after it is in the database). */
+  #tell(news: SubscriptionNews) {
+    const mq = this.#shared ? this.#broker?.mq : undefined;
+    mq?.emit({ topic: NEWS_TOPIC(this.#broker!.id), payload: Buffer.from(JSON.stringify(news)) }, () => {});
+  }
+
+  /** Another broker's subscription change: memory only (it wrote the database). */
+  #heard(n: SubscriptionNews) {
+    if (n.op === "add") for (const [topic, sub] of n.subs) this.#remember(n.clientId, topic, sub);
+    else if (n.op === "remove") this.#forget(n.clientId, n.topics);
+    else this.#forget(n.clientId, [...(this.#subs.get(n.clientId)?.keys() ?? [])]);
+  }
+
+  #forget(clientId: string, topics: string[]) {
+    const subs = this.#subs.get(clientId);
+    if (!subs) return;
+    for (const topic of topics) {
+      const sub = subs.get(topic);
+      if (!sub) continue;
+      if (sub.qos > 0) this.#trie.remove(topic, { clientId, topic });
+      subs.delete(topic);
+    }
+    if (subs.size === 0) this.#subs.delete(clientId);
   }
 
   /** Drops the in-memory state. The database stays open: it is the caller's. */
@@ -193,24 +239,19 @@ export class LibsqlPersistence {
     const records = subs.map((s) => [s.topic, stored(s)] as const);
     await this.#exec(records.map(([topic, r]) => mqttRepo.putSubscription(client.id, topic, r.qos ?? 0, JSON.stringify(r))));
     for (const [topic, r] of records) this.#remember(client.id, topic, r);
+    this.#tell({ op: "add", clientId: client.id, subs: records.map(([t, r]) => [t, r]) });
   }
 
   async removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
     if (topics.length === 0) return;
     await this.#exec(topics.map((t) => mqttRepo.deleteSubscription(client.id, t)));
-    const subs = this.#subs.get(client.id);
-    if (!subs) return;
-    for (const topic of topics) {
-      const sub = subs.get(topic);
-      if (!sub) continue;
-      if (sub.qos > 0) this.#trie.remove(topic, { clientId: client.id, topic });
-      subs.delete(topic);
-    }
-    if (subs.size === 0) this.#subs.delete(client.id);
+    this.#forget(client.id, topics);
+    this.#tell({ op: "remove", clientId: client.id, topics });
   }
 
   async cleanSubscriptions(client: ClientRef): Promise<void> {
     await mqttRepo.deleteSubscriptions(this.#db, client.id);
+    this.#tell({ op: "clean", clientId: client.id });
     const subs = this.#subs.get(client.id);
     if (!subs) return;
     for (const [topic, sub] of subs) if (sub.qos > 0) this.#trie.remove(topic, { clientId: client.id, topic });
@@ -249,6 +290,11 @@ export class LibsqlPersistence {
    *  client now over the limit; all in one transaction. */
   async outgoingEnqueueCombi(subs: { clientId: string }[], packet: MqttPacket): Promise<void> {
     if (subs.length === 0) return;
+    // another node may have sent and cleared packets this one counted: count again before trimming
+    if (this.#shared) {
+      const over = subs.filter(({ clientId }) => (this.#queued.get(clientId) ?? 0) + 1 > this.offlineQueueLimit).map((s) => s.clientId);
+      if (over.length) await this.#recount(over);
+    }
     const p = new Packet(packet);
     const row = encodePacket(p);
     const stmts: Stmt[] = [];

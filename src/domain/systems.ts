@@ -130,7 +130,7 @@ export class Systems {
     if (b.token_ttl_user !== undefined) changes.token_ttl_user = b.token_ttl_user;
     if (b.token_ttl_device !== undefined) changes.token_ttl_device = b.token_ttl_device;
     await systemsRepo.update(this.d.db, current.system_key, changes);
-    this.cache.delete(current.system_key);
+    this.forget(current.system_key);
     return (await this.find(current.system_key))!;
   }
 
@@ -140,7 +140,7 @@ export class Systems {
       await this.d.tokens.revokeSystem(tx, s.system_key);
       await systemsRepo.delete(tx, s.system_key);
     });
-    this.cache.delete(s.system_key);
+    this.forget(s.system_key);
     this.d.tokens.forgetSystem(s.system_key);
     this.d.perms.invalidate(s.system_key);
     this.d.log.info("system deleted", { systemKey: s.system_key });
@@ -158,7 +158,7 @@ export class Systems {
     if (!key) throw new ApiError("INVALID_ARGUMENT", "body: id (the system key) is required");
     const s = await this.accessAsDeveloper(p, key);
     await systemsRepo.update(this.d.db, s.system_key, { system_secret: newSystemSecret() });
-    this.cache.delete(s.system_key);
+    this.forget(s.system_key);
     return (await this.find(s.system_key))!;
   }
 

@@ -18,6 +18,7 @@ import type { Db, Executor } from "../store/db.ts";
 import { type ColumnDef, collectionsRepo } from "../store/collections.ts";
 import { developerProfile, developersRepo } from "../store/developers.ts";
 import { type EdgeRow, edgesRepo } from "../store/edges.ts";
+import { clusterRepo } from "../store/cluster.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
@@ -34,6 +35,15 @@ export interface HubDeps {
   maxClockSkewMs: number;
   /** how often the change log is compacted (ms) */
   compactMs: number;
+  /** this platform node: the edges whose connections it holds carry it */
+  nodeId: string;
+}
+
+/** Another node of a cluster, for an edge whose connection this node does not hold: the answer
+ *  of the node that holds it, or null when none does. */
+export interface ElsewhereHub {
+  control(sk: string, edge: string, req: Parameters<SyncHub["control"]>[2]): Promise<ControlResult | null>;
+  retry(sk: string, edge: string, only?: { type: string; name: string }[]): Promise<{ edge: string; connected: boolean; queued: number } | null>;
 }
 
 /** Status of one asset on one edge. */
@@ -243,17 +253,19 @@ export class SyncHub {
   /** how far ahead of the platform's clock an edge's clock was (ms), at its last hello */
   private readonly skews = new Map<string, number>();
 
+  /** set in a cluster: reaches the edges other nodes hold */
+  elsewhere: ElsewhereHub | null = null;
+
   constructor(readonly d: HubDeps) {}
 
   async start() {
-    await edgesRepo.markAllDisconnected(this.d.db);
+    // the edges this node held before it restarted (other nodes' edges stay theirs)
+    await clusterRepo.releaseEdgesOf(this.d.db, this.d.nodeId);
     const keys = (await systemsRepo.all(this.d.db)).map((s) => s.system_key);
     const withEdges: string[] = [];
     for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
     this.d.changes.setSystemsWithEdges(withEdges);
-    this.offCommitted = this.d.changes.onCommitted((sk, assets) => {
-      for (const s of this.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
-    });
+    this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
     this.d.edges.onChange = (sk, edge, what) => {
       if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
       const s = this.sessions.get(`${sk}/${edge}`);
@@ -277,6 +289,12 @@ export class SyncHub {
     for (const s of this.sessions.values()) { s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.sessions.clear();
     this.bySystem.clear();
+  }
+
+  /** New changes of these assets are in a system's log (committed here or on another node):
+   *  the sessions of edges they go to send them. */
+  wake(sk: string, assets: ReadonlySet<string>) {
+    for (const s of this.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
   }
 
   /** A log entry as the text a batch carries (its body is stored as JSON already). */
@@ -335,7 +353,8 @@ export class SyncHub {
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.bySystem.get(s.edge.system_key)?.delete(s);
-    await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { is_connected: 0, last_talked: nowSeconds() });
+    // only while this node holds it: the edge may have moved to another node meanwhile
+    await clusterRepo.releaseEdge(this.d.db, s.edge.system_key, s.edge.name, this.d.nodeId, nowSeconds());
     this.d.events.emit("StartConnectDisconnect::EdgeDisconnectedOnPlatform", s.edge.system_key, { edgeName: s.edge.name });
     this.d.log.info("edge disconnected", { edge: s.key });
   }
@@ -374,6 +393,7 @@ export class SyncHub {
     await edgesRepo.update(this.d.db, sk, edge.name, {
       is_connected: 1, first_talked: edge.first_talked ?? now, last_talked: now, last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch,
     });
+    await clusterRepo.holdEdge(this.d.db, sk, edge.name, this.d.nodeId);
     // the clocks: the edge's stamp counts (within the accepted skew), and how far off it is shows
     if (m.hlc) this.d.changes.clock.observe(m.hlc);
     if (m.time !== undefined) this.skews.set(s.key, Math.round(m.time - Date.now()));
@@ -568,8 +588,9 @@ export class SyncHub {
 
   /** Sends a control command to a connected edge and waits for its answer, never longer than the
    *  command's own limit plus a margin; an edge that is not connected answers at once. */
-  control(sk: string, edge: string, req: { adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }): Promise<ControlResult> {
+  async control(sk: string, edge: string, req: { adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }): Promise<ControlResult> {
     const s = this.sessions.get(`${sk}/${edge}`);
+    if ((!s || s.closed) && this.elsewhere) { const r = await this.elsewhere.control(sk, edge, req); if (r) return r; }
     if (!s || s.closed) return Promise.resolve({ err: true, command: req.command, output: `edge '${edge}' is not connected` });
     const id = newUuid();
     return new Promise((resolve) => {
@@ -666,6 +687,7 @@ export class SyncHub {
   /** Sends the failed assets of an edge again (current state), or all of them with none named. */
   async retry(sk: string, edgeName: string, only?: { type: string; name: string }[]) {
     const s = this.sessions.get(`${sk}/${edgeName}`);
+    if (!s && this.elsewhere) { const r = await this.elsewhere.retry(sk, edgeName, only); if (r) return r; }
     const failed = only ?? (await statusRepo.failedFor(this.d.db, sk, edgeName)).map((r) => ({ type: r.asset_type, name: r.asset_name }));
     if (!s) return { edge: edgeName, connected: false, queued: failed.length };
     const template: TemplateEntry[] = [];

@@ -1,0 +1,131 @@
+// Several platform nodes behind a load balancer, on one database, coordinated through Redis.
+//
+//  - MQTT: the brokers share one emitter on Redis (mqemitter-redis), so a publish on any node
+//    reaches the subscribers of every node; sessions, queues, retained messages and wills are in
+//    the database, and each broker tells the others of its subscription changes (see
+//    broker/persistence.ts); aedes closes the older connection of a client id that connects to
+//    another node (its `$SYS/<node>/new/clients` messages go through the shared emitter).
+//  - Caches: the methods that drop cached state after a change run here and, through the bus, on
+//    every other node (`SHARED` below), so a revoked token or a changed role holds everywhere at
+//    once rather than after the caches' lifetimes.
+//  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
+//    every node; an edge's connection is held by one node (its record names the node), and control
+//    commands and retries for it go to that node.
+import MQEmitterRedis from "mqemitter-redis";
+import type { Permissions } from "../auth/permissions.ts";
+import type { Tokens } from "../auth/tokens.ts";
+import type { Logger } from "../core/log.ts";
+import type { Collections } from "../domain/collections.ts";
+import type { Edges } from "../domain/edges.ts";
+import type { Services } from "../domain/services.ts";
+import type { Systems } from "../domain/systems.ts";
+import type { Triggers } from "../domain/triggers.ts";
+import type { Db } from "../store/db.ts";
+import { clusterRepo } from "../store/cluster.ts";
+import type { ChangeRecorder } from "../sync/changes.ts";
+import type { ControlResult } from "../sync/adapters.ts";
+import type { SyncHub } from "../sync/platform.ts";
+import type { ClusterBus } from "./bus.ts";
+import type { NodeRegistry } from "./nodes.ts";
+
+/** The brokers' shared emitter. */
+export function redisEmitter(url: string, log: Logger) {
+  const mq = new (MQEmitterRedis as unknown as new (o: object) => ReturnType<typeof MQEmitterRedis>)({ connectionString: url, concurrency: 100 });
+  // without a listener an emitter error would end the process
+  (mq as unknown as { state: import("node:events").EventEmitter }).state.on("error", (err: Error) => log.warn("cluster: MQTT emitter's Redis link failed", { err: err.message }));
+  return mq;
+}
+
+export interface ClusterParts {
+  db: Db; log: Logger; nodeId: string; bus: ClusterBus; nodes: NodeRegistry;
+  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: Services;
+  triggers: Triggers; edges: Edges; changes: ChangeRecorder; hub: SyncHub;
+}
+
+type Fn = (...args: any[]) => unknown;
+/** How much longer than a control command's own limit a node waits for the holder's answer. */
+const CONTROL_MARGIN_MS = 10_000;
+const RETRY_TIMEOUT_MS = 15_000;
+
+/** Joins this node's parts to the cluster. Call once every part has started (the sync hub and the
+ *  trigger dispatcher install the hooks shared here). */
+export function joinCluster(p: ClusterParts) {
+  const { bus, hub, log } = p;
+  const remote = new Map<string, Fn>();
+
+  /** Runs `target[key]` here and, with the same arguments, `onOthers` (default: their own copy of
+   *  the method, not shared again) on every other node. */
+  const share = (name: string, target: object, key: string, onOthers?: Fn) => {
+    const t = target as Record<string, Fn>;
+    const original = t[key];
+    if (typeof original !== "function") throw new Error(`cluster: ${name} is not a method`);
+    const own = original.bind(target);
+    remote.set(name, onOthers ?? own);
+    t[key] = (...args: unknown[]) => {
+      const r = own(...args);
+      bus.send({ kind: "shared", body: { name, args } });
+      return r;
+    };
+  };
+  bus.on("shared", (b: { name: string; args: unknown[] }) => { remote.get(b.name)?.(...b.args); });
+
+  // what each node caches, dropped everywhere when it changes anywhere
+  share("tokens.forgetHashes", p.tokens, "forgetHashes");
+  share("tokens.forgetSubject", p.tokens, "forgetSubject");
+  share("tokens.forgetSystem", p.tokens, "forgetSystem");
+  share("perms.invalidate", p.perms, "invalidate");
+  share("systems.forget", p.systems, "forget");
+  // a collection's schema (private to Collections: dropped by its id elsewhere), and its rows'
+  // write version, which cached query results and counts are valid for
+  share("collections.forget", p.collections, "forget", (row: { collection_id: string }) => p.collections.forgetId(row.collection_id));
+  share("collections.written", p.collections, "written", (id: string) => p.collections.written(id));
+  // services and libraries (warm sandboxes, cached sources), triggers (the dispatcher's index),
+  // edge records and templates (the sync hub re-plans, closes a deleted edge's connection)
+  share("services.onChange", p.services, "onChange");
+  share("triggers.onChange", p.triggers, "onChange");
+  share("edges.onChange", p.edges, "onChange");
+
+  // after a Redis outage every node may have missed news: drop what could be stale
+  bus.onResync(() => {
+    void p.systems.keys().then((keys) => {
+      for (const k of keys) {
+        p.tokens.forgetSystem(k); p.perms.invalidate(k); p.systems.forget(k);
+        p.triggers.onChange(k);
+      }
+    }).catch((err) => log.warn("cluster: resync failed", { err }));
+  });
+
+  // changes committed on any node wake the sessions of the edges they go to, wherever they are
+  p.changes.onCommitted((sk, assets) => bus.send({ kind: "committed", body: { sk, assets: [...assets] } }));
+  bus.on("committed", (b: { sk: string; assets: string[] }) => hub.wake(b.sk, new Set(b.assets)));
+
+  // an edge's connection status is its record's (the node holding it keeps it, a dead node's
+  // edges are freed by the others) unless this node holds it
+  p.edges.liveOf = (sk, edge) => (hub.isConnected(sk, edge) ? true : null);
+
+  /** The live node holding an edge's connection, other than this one. */
+  const holder = async (sk: string, edge: string) => {
+    const h = await clusterRepo.holderOf(p.db, sk, edge);
+    return h && h.is_connected && h.node_id && h.node_id !== p.nodeId && p.nodes.alive.includes(h.node_id) ? h.node_id : null;
+  };
+  hub.elsewhere = {
+    control: async (sk, edge, req) => {
+      const node = await holder(sk, edge);
+      if (!node) return null;
+      try {
+        return await bus.request<ControlResult | null>(node, "edge.control", { sk, edge, req }, req.timeoutMs + CONTROL_MARGIN_MS);
+      } catch (err) {
+        return { err: true, command: req.command, output: `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}` };
+      }
+    },
+    retry: async (sk, edge, only) => {
+      const node = await holder(sk, edge);
+      if (!node) return null;
+      return bus.request<{ edge: string; connected: boolean; queued: number } | null>(node, "edge.retry", { sk, edge, only }, RETRY_TIMEOUT_MS).catch(() => null);
+    },
+  };
+  bus.serve("edge.control", async (b: { sk: string; edge: string; req: Parameters<SyncHub["control"]>[2] }) =>
+    hub.isConnected(b.sk, b.edge) ? hub.control(b.sk, b.edge, b.req) : null);
+  bus.serve("edge.retry", async (b: { sk: string; edge: string; only?: { type: string; name: string }[] }) =>
+    hub.isConnected(b.sk, b.edge) ? hub.retry(b.sk, b.edge, b.only) : null);
+}

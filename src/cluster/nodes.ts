@@ -1,0 +1,56 @@
+// The platform nodes on one database: each writes a heartbeat row. A node without Redis warns
+// when it sees another live node (two nodes on one database without Redis share neither messages
+// nor caches); a clustered node frees the edges of nodes whose heartbeat stopped (a node killed
+// outright never marks its edges disconnected itself).
+import type { Logger } from "../core/log.ts";
+import type { Db } from "../store/db.ts";
+import { clusterRepo } from "../store/cluster.ts";
+
+export const HEARTBEAT_MS = 2_000;
+/** A node silent this long is dead. */
+export const DEAD_MS = 4 * HEARTBEAT_MS;
+/** Rows of nodes dead this long are dropped. */
+const FORGET_MS = 86_400_000;
+
+export class NodeRegistry {
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private readonly startedAt = Date.now();
+  private warned = new Set<string>();
+  /** live nodes at the last heartbeat, this one included */
+  alive: string[] = [];
+
+  constructor(private readonly d: { db: Db; log: Logger; nodeId: string; clustered: boolean }) {}
+
+  async start() {
+    await this.beat(true);
+    this.timer = setInterval(() => { void this.beat().catch((err) => this.d.log.warn("cluster: heartbeat failed", { err })); }, HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  async beat(first = false) {
+    const { db, nodeId, clustered } = this.d;
+    const now = Date.now();
+    await clusterRepo.beat(db, nodeId, this.startedAt, now, clustered);
+    const alive = await clusterRepo.alive(db, now - DEAD_MS);
+    this.alive = alive.map((n) => n.node_id);
+    for (const n of alive) {
+      if (n.node_id === nodeId || this.warned.has(n.node_id)) continue;
+      if (!clustered || !n.clustered) {
+        this.warned.add(n.node_id);
+        this.d.log.warn(clustered
+          ? "cluster: another platform node on this database runs without --redis-url: it shares neither messages nor caches with this cluster"
+          : "another platform node is live on this database, and this one runs alone (no --redis-url): the two share neither MQTT messages, caches nor edge connections; give every node the same --redis-url",
+          { node: n.node_id });
+      }
+    }
+    // in a cluster, the edges of dead nodes are disconnected; a node running alone does that at
+    // its start (it is then the only one that can have held them)
+    if (clustered || (first && this.alive.every((n) => n === nodeId))) await clusterRepo.releaseEdgesOfDead(db, clustered ? this.alive : [nodeId]);
+    await clusterRepo.forgetDead(db, now - FORGET_MS);
+  }
+
+  async stop() {
+    if (this.timer) clearInterval(this.timer);
+    await clusterRepo.leave(this.d.db, this.d.nodeId).catch(() => { /* gone with the database */ });
+  }
+}

@@ -6,6 +6,8 @@
 //  4. prints one closing line: `N passed, N failed, N skipped`; fails on failures only (and on skips
 //     where OUTPOST_REQUIRE_SERVICES is set: there every optional server must be present).
 // Arguments filter both suites by file path substring: `npm test -- users`.
+// OUTPOST_TEST_DB=postgres runs the black-box tests' platforms on PostgreSQL (OUTPOST_TEST_PG, or
+// the local test server), each in a database of its own; what the run leaves is dropped at its end.
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 
@@ -89,7 +91,9 @@ if (e2e.length && !only.has("--unit")) {
     failed += 1;
   } else {
     const tests = e2e.map((f) => join(outdir, f.slice(join(ROOT, "test/e2e").length + 1).replace(/\.ts$/, ".mjs")));
-    const r = await run(["node", join(ROOT, "node_modules/tap/dist/esm/run.mjs"), ...tests], { OUTPOST_BIN: BIN });
+    if (process.env.OUTPOST_TEST_DB === "postgres") console.log("black-box platforms store their data in PostgreSQL (OUTPOST_TEST_DB=postgres)");
+    const r = await run(["node", join(ROOT, "node_modules/tap/dist/esm/run.mjs"), ...tests], { OUTPOST_BIN: BIN, OUTPOST_TEST_RUN: String(process.pid) });
+    if (process.env.OUTPOST_TEST_DB === "postgres") await dropRunDatabases();
     // tap's closing summary: `# { total: N, pass: N, fail: N, skip: N, todo: N }` (zeros left out)
     const sum = /^# \{ (total: \d+[^}]*)\}/m.exec(r.out)?.[1];
     const count = (what: string) => Number(new RegExp(`\\b${what}: (\\d+)`).exec(sum ?? "")?.[1] ?? 0);
@@ -104,6 +108,19 @@ if (e2e.length && !only.has("--unit")) {
     ran++;
     rmSync(outdir, { recursive: true, force: true });
   }
+}
+
+/** The PostgreSQL databases this run's platforms left (kept data directories, killed tests). */
+async function dropRunDatabases() {
+  const { PG_TEST_URL } = await import("../test/pgdb.ts");
+  const { default: pg } = await import("pg");
+  const c = new pg.Client({ connectionString: PG_TEST_URL });
+  try {
+    await c.connect();
+    const left = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [`outpost\\_e2e\\_${process.pid}\\_%`]);
+    for (const { datname } of left.rows) await c.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+  } catch (e) { console.log(`could not drop this run's test databases: ${(e as Error).message}`); }
+  finally { await c.end().catch(() => {}); }
 }
 
 if (failures.length) console.log(`\nFailures:\n${failures.join("\n")}`);

@@ -34,7 +34,7 @@ import { Users } from "./domain/users.ts";
 import { type HttpServer, listenApi } from "./http/server.ts";
 import { Health } from "./domain/health.ts";
 import type { Services } from "./http/services.ts";
-import { type Db, openDb } from "./store/db.ts";
+import { type Db, openDb, redactedUrl } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
 import { VERSION } from "./version.ts";
 import { relayed } from "./sync/assets.ts";
@@ -73,7 +73,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
   };
   try {
     if (config.db.startsWith("file:")) mkdirSync(config.dataDir, { recursive: true });
-    const db = await openDb({ url: config.db, authToken: config.dbAuthToken, driver: config.dbDriver });
+    const db = await openDb({
+      url: config.db, authToken: config.dbAuthToken, driver: config.dbDriver, poolMax: config.dbPoolMax,
+      onRetry: (err, delayMs) => log.warn("the database cannot be reached yet; trying again", { db: redactedUrl(config.db), err: err.message, delayMs }),
+    });
     started.push({ name: "db", stop: () => db.close() });
     const applied = await migrate(db);
     if (applied.length) log.info("migrations applied", { versions: applied });

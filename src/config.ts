@@ -28,6 +28,8 @@ export const ConfigSchema = z.object({
   db: z.string().optional(),
   dbAuthToken: z.string().optional(),
   dbDriver: z.enum(["auto", "native", "client"]).default("auto"),
+  // PostgreSQL: connections each node holds open at most
+  dbPoolMax: intText.pipe(z.number().int().min(2).max(1000)).default(10),
   logLevel: z.enum(LOG_LEVELS).default("info"),
   developmentMode: bool.default(false),
   adminEmail: z.string().email().optional(),
@@ -84,6 +86,9 @@ export const ConfigSchema = z.object({
   if (c.mode === "edge") {
     for (const k of ["platformUrl", "systemKey", "edgeName", "edgeToken"] as const)
       if (!c[k]) ctx.addIssue({ code: "custom", path: [k], message: "required in edge mode" });
+    // an edge keeps its state in an embedded file (it must run without any server)
+    if (c.db && /^postgres(ql)?:\/\//i.test(c.db))
+      ctx.addIssue({ code: "custom", path: ["db"], message: "an edge keeps its data in libSQL (file:PATH); PostgreSQL is for platforms" });
   }
   if ((c.tlsCert && !c.tlsKey) || (!c.tlsCert && c.tlsKey))
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
@@ -243,9 +248,11 @@ General
   --cors-origins LIST         origins browsers may call the API from: * (default) or a comma
                               list (https://app.example.com,http://localhost:3000)
   --data-dir DIR              where local state lives (./data)
-  --db URL                    libSQL database: file:PATH, libsql://, http(s)://
+  --db URL                    libSQL database: file:PATH, libsql://, http(s)://, or on a
+                              platform PostgreSQL: postgres://USER:PASSWORD@HOST:PORT/DB
                               (default file:<data-dir>/outpost.db)
   --db-auth-token TOKEN       token for a remote libSQL server
+  --db-pool-max N             PostgreSQL: connections held open at most (10)
   --config FILE               JSON or TOML file with any of these settings
   --log-level LEVEL           debug|info|warn|error|silent (info)
   --development-mode          development mode (disables the built-in throttling cases)

@@ -3,6 +3,7 @@
 // Collections, users, devices, edges, roles and topics all go through here.
 import { ApiError, ErrorKinds } from "./errors.ts";
 import { type ColumnType, ident, toSql } from "./columns.ts";
+import { type Dialect, sqlite } from "../store/dialect.ts";
 
 export const OPERATORS = { EQ: "=", NEQ: "!=", GT: ">", GTE: ">=", LT: "<", LTE: "<=", RE: "REGEXP" } as const;
 export type Operator = keyof typeof OPERATORS;
@@ -128,7 +129,7 @@ export type ColumnMap = Record<string, ColumnRef>;
 export interface CompiledWhere { sql: string; args: unknown[] }
 
 /** Looks up a column; `col->>key` reads a key of a jsonb column. */
-function resolve(columns: ColumnMap, field: string): ColumnRef {
+function resolve(columns: ColumnMap, field: string, d: Dialect): ColumnRef {
   const direct = Object.hasOwn(columns, field) ? columns[field] : undefined;
   if (direct) return direct;
   const arrow = field.indexOf("->>");
@@ -136,29 +137,33 @@ function resolve(columns: ColumnMap, field: string): ColumnRef {
     const base = Object.hasOwn(columns, field.slice(0, arrow)) ? columns[field.slice(0, arrow)] : undefined;
     const key = field.slice(arrow + 3);
     if (base && base.type === "jsonb" && /^[A-Za-z0-9_]+$/.test(key))
-      return { sql: `json_extract(${base.sql}, '$.${key}')`, type: "jsonb", jsonKey: true };
+      return { sql: d.jsonKey(base.sql, key), type: "jsonb", jsonKey: true };
   }
   throw new ApiError({ ...ErrorKinds.BAD_QUERY }, `unknown column '${field}'`);
 }
 
-export function compileWhere(filters: Condition[][], columns: ColumnMap): CompiledWhere {
-  if (filters.length === 0) return { sql: "1", args: [] };
+/** The WHERE of a query without FILTERS: every row. */
+export const EVERY_ROW_SQL = "1 = 1";
+
+/** FILTERS as a WHERE clause of the engine `d` speaks (SQLite when not given). */
+export function compileWhere(filters: Condition[][], columns: ColumnMap, d: Dialect = sqlite): CompiledWhere {
+  if (filters.length === 0) return { sql: EVERY_ROW_SQL, args: [] };
   const args: unknown[] = [];
   const groups = filters.map((group) => group.map((c) => {
-    const col = resolve(columns, c.field);
+    const col = resolve(columns, c.field, d);
     if (c.op === "RE") {
       if (typeof c.value !== "string") throw badQuery(`RE on '${c.field}' needs a string pattern`);
-      args.push(regexForEngine(c.value, c.field));
-      return `CAST(${col.sql} AS TEXT) REGEXP ?`;
+      args.push(d.regexPattern(regexForEngine(c.value, c.field)));
+      return d.regexp(`CAST(${col.sql} AS TEXT)`, "?");
     }
     if (c.value === null) {
       if (c.op === "EQ") return `${col.sql} IS NULL`;
       if (c.op === "NEQ") return `${col.sql} IS NOT NULL`;
       throw badQuery(`${c.op} on '${c.field}' cannot compare with null`);
     }
-    const v = col.jsonKey ? jsonScalar(c.value, c.field) : filterValue(col.type, c.value, c.field);
+    const v = col.jsonKey ? d.jsonScalar(jsonScalar(c.value, c.field)) : filterValue(col.type, c.value, c.field);
     args.push(v);
-    const expr = `${col.sql} ${OPERATORS[c.op]} ?`;
+    const expr = `${col.sql} ${OPERATORS[c.op]} ${col.jsonKey ? d.jsonParam : "?"}`;
     // NEQ also matches rows where the column is empty, as users expect from "not equal".
     return c.op === "NEQ" ? `(${expr} OR ${col.sql} IS NULL)` : expr;
   }).join(" AND "));
@@ -201,10 +206,9 @@ export function regexForEngine(pattern: string, field: string): string {
   return branches.map((b) => `(${b})`).join("|");
 }
 
-/** A value compared with json_extract(): JSON scalars as SQLite returns them (true/false as 1/0). */
-function jsonScalar(v: unknown, field: string): unknown {
-  if (typeof v === "boolean") return v ? 1 : 0;
-  if (typeof v === "string" || typeof v === "number") return v;
+/** A value compared with a key of a JSON document (the dialect binds it). */
+function jsonScalar(v: unknown, field: string): string | number | boolean {
+  if (typeof v === "boolean" || typeof v === "string" || typeof v === "number") return v;
   throw badQuery(`'${field}' compares with a string, number or boolean`);
 }
 
@@ -217,14 +221,15 @@ function filterValue(type: ColumnType, v: unknown, field: string): unknown {
   }
 }
 
-export function compileOrder(sort: Query["sort"], columns: ColumnMap, fallback?: string): string {
-  const parts = sort.map((s) => `${resolve(columns, s.field).sql} ${s.desc ? "DESC" : "ASC"}`);
+/** SORT as an ORDER BY (NULLs first ascending, last descending, on both engines). */
+export function compileOrder(sort: Query["sort"], columns: ColumnMap, fallback?: string, d: Dialect = sqlite): string {
+  const parts = sort.map((s) => d.order(resolve(columns, s.field, d).sql, s.desc));
   if (fallback) parts.push(fallback);
   return parts.length ? ` ORDER BY ${parts.join(", ")}` : "";
 }
 
 /** The SQL expressions of the sort keys (to select them next to a page's rows). */
-export const sortExpressions = (sort: Query["sort"], columns: ColumnMap): string[] => sort.map((s) => resolve(columns, s.field).sql);
+export const sortExpressions = (sort: Query["sort"], columns: ColumnMap, d: Dialect = sqlite): string[] => sort.map((s) => resolve(columns, s.field, d).sql);
 
 export function compileLimit(q: Query): string {
   if (q.pageSize === 0) return "";
@@ -239,8 +244,8 @@ export function compileLimit(q: Query): string {
  * first ascending and last descending, and since a range holds values or NULLs but not both, the
  * rows may come in two parts, read in the order returned.
  */
-export function continueAfter(sort: Query["sort"], columns: ColumnMap, after: Continuation, rowid = "rowid"): CompiledWhere[] {
-  const keys = sort.map((s, i) => ({ sql: resolve(columns, s.field).sql, desc: s.desc, v: bindable(after.values[i]) }));
+export function continueAfter(sort: Query["sort"], columns: ColumnMap, after: Continuation, rowid = "rowid", d: Dialect = sqlite): CompiledWhere[] {
+  const keys = sort.map((s, i) => ({ sql: resolve(columns, s.field, d).sql, desc: s.desc, v: bindable(after.values[i]) }));
   /** strictly after the position on keys i.. (key by key, exact with NULLs) */
   const rest = (i: number, args: unknown[]): string => {
     if (i === keys.length) { args.push(after.rowid); return `${rowid} > ?`; }
@@ -267,7 +272,7 @@ const bindable = (v: unknown) => (typeof v === "boolean" ? (v ? 1 : 0) : v === u
 /** Checks SELECTCOLUMNS against the known columns; returns the names to keep (null = all). */
 export function selectedColumns(q: Query, columns: ColumnMap): string[] | null {
   if (!q.select) return null;
-  for (const c of q.select) resolve(columns, c);
+  for (const c of q.select) resolve(columns, c, sqlite);
   return q.select;
 }
 

@@ -8,12 +8,12 @@ import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../
 import { ApiError, ErrorKinds, fail, notFound } from "../core/errors.ts";
 import { newKey, newTimeUuid, nowIso } from "../core/ids.ts";
 import {
-  type ColumnMap, type CompiledWhere, type Continuation, type Query, compileOrder, compileWhere, continueAfter, parseQuery,
+  type ColumnMap, type CompiledWhere, type Continuation, type Query, EVERY_ROW_SQL, compileOrder, compileWhere, continueAfter, parseQuery,
   serializeQuery, sortExpressions,
 } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import type { Executor, SqlValue } from "../store/db.ts";
+import { type Executor, type SqlValue, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "../sync/changes.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -448,16 +448,16 @@ export class Collections {
     const hit = key === undefined ? undefined : c.compiled.get(key);
     if (hit) return hit;
     const q = parseQuery(queryParam, { continuation: true });
-    const where = compileWhere(q.filters, c.map);
+    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     const select = q.select ? q.select.map((s) => { if (!c.map[s]) throw fail("BAD_QUERY", `unknown column '${s}'`); return s; }) : ["item_id", ...c.columns.map((x) => x.name)];
     const id = c.row.collection_id;
-    const order = compileOrder(q.sort, c.map, "rowid");
+    const order = compileOrder(q.sort, c.map, "rowid", this.d.db.dialect);
     const out: CompiledFetch = { q, where, reads: [] };
     if (q.pageSize === 0) out.reads.push({ sql: collectionsRepo.selectSql(id, select, where, order), args: where.args });
     else {
       // each row carries its position (rowid and sort values), the last one's goes into NEXTPAGEURL
-      const position = ["rowid AS _r", ...sortExpressions(q.sort, c.map).map((e, i) => `${e} AS _k${i}`)];
-      for (const part of q.after ? continueAfter(q.sort, c.map, q.after) : [null]) {
+      const position = ["rowid AS _r", ...sortExpressions(q.sort, c.map, this.d.db.dialect).map((e, i) => `${e} AS _k${i}`)];
+      for (const part of q.after ? continueAfter(q.sort, c.map, q.after, "rowid", this.d.db.dialect) : [null]) {
         const w = part ? { sql: `(${where.sql}) AND (${part.sql})`, args: [...where.args, ...part.args] } : where;
         out.reads.push({ sql: collectionsRepo.selectSql(id, select, w, order + (q.after ? " LIMIT ?" : " LIMIT ? OFFSET ?"), position), args: w.args });
       }
@@ -473,7 +473,7 @@ export class Collections {
     await this.require(p, c, LEVEL.READ);
     const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
-    return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map)) };
+    return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map, this.d.db.dialect)) };
   }
 
   /** Checks one row of an insert against the columns; returns its values in column order. */
@@ -537,7 +537,7 @@ export class Collections {
     }
     if (!pairs.length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");
     const q = parseQuery(b.query);
-    const where = compileWhere(q.filters, c.map);
+    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     let ids: string[];
     const hlc = this.d.changes.clock.now();
     try {
@@ -561,7 +561,7 @@ export class Collections {
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
     if (c.row.connection !== null) return { count: await this.tables().tableDelete(c.row, q) };
-    const where = compileWhere(q.filters, c.map);
+    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     const hlc = this.d.changes.clock.now();
     const ids = await this.d.db.tx(async (tx) => {
       const { ids, stamp } = await collectionsRepo.delete(tx, c.row.collection_id, where);
@@ -659,7 +659,7 @@ function pageUrl(base: string, q: Query, page: number, after: Continuation | nul
 
 const totalKey = (id: string, where: CompiledWhere) => `${id}\u0000${where.sql}\u0000${JSON.stringify(where.args)}`;
 /** The WHERE of a query without FILTERS (compileWhere's). */
-const EVERY_ROW: CompiledWhere = { sql: "1", args: [] };
+const EVERY_ROW: CompiledWhere = { sql: EVERY_ROW_SQL, args: [] };
 
 /** The position a paged row was read with (see compileFetch), if JSON can carry it. */
 function continuation(row: Record<string, unknown>, sortKeys: number): Continuation | null {
@@ -681,11 +681,12 @@ function withoutPosition(row: Record<string, unknown>, sortKeys: number): Record
   return row;
 }
 
-/** Constraint failures from SQLite become 400s that say what collided. */
+/** Constraint failures from the database become 400s that say what collided. */
 function sqlToApi(e: unknown, uniqueDetail?: string): unknown {
   const msg = e instanceof Error ? e.message : String(e);
-  if (/UNIQUE constraint failed/i.test(msg)) {
-    const col = /UNIQUE constraint failed: \S+\.("?)(\w+)\1/.exec(msg)?.[2];
+  const unique = uniqueViolation(e);
+  if (unique) {
+    const col = unique.column;
     return dataError(uniqueDetail ?? (col === "item_id" ? "an item with this item_id already exists" : `duplicate value for unique column '${col ?? "?"}'`));
   }
   if (/too many SQL variables|string or blob too big/i.test(msg)) return dataError("request too large for one statement");

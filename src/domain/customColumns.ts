@@ -54,7 +54,7 @@ export class CustomColumns {
     for (const c of await customColumnsRepo.list(ex, systemKey, this.table)) custom[c.name] = c.type;
     const map: ColumnMap = Object.create(null);
     for (const [n, f] of Object.entries(this.fixed)) map[n] = { sql: f.sql, type: f.type };
-    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(n), type: t };
+    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(ex.dialect, n, t), type: t };
     return { map, custom, customList: Object.entries(custom) };
   }
 

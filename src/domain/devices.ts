@@ -320,8 +320,8 @@ export class Devices {
   private async matching(systemKey: string, query: unknown, paged: boolean) {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, paged ? {} : { defaultPageSize: 0 });
-    const where = compileWhere(q.filters, schema.map);
-    const rows = await devicesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "created_date, name") + (paged ? compileLimit(q) : ""));
+    const where = compileWhere(q.filters, schema.map, this.d.db.dialect);
+    const rows = await devicesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "created_date, name", this.d.db.dialect) + (paged ? compileLimit(q) : ""));
     return { schema, q, rows };
   }
 
@@ -335,7 +335,7 @@ export class Devices {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await devicesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+    return { count: await devicesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
   }
 
   /** PUT /api/v/2/devices/{systemKey}: `{query, $set}` on every matching device. */

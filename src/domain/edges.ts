@@ -179,7 +179,7 @@ export class Edges {
     const s = await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), compileOrder(q.sort, schema.map, "name") + compileLimit(q));
+    const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), compileOrder(q.sort, schema.map, "name", this.d.db.dialect) + compileLimit(q));
     return this.columnsOf.selected(schema, q, await Promise.all(rows.map((r) => this.toWire(r, s.system_secret))));
   }
 
@@ -187,7 +187,7 @@ export class Edges {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await edgesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+    return { count: await edgesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
   }
 
   async columns(p: Principal, systemKey: string) {

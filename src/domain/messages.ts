@@ -348,7 +348,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await messagesRepo.topics(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS), compileOrder(q.sort, TOPIC_COLUMNS, "topicid") + compileLimit(q));
+    const rows = await messagesRepo.topics(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect), compileOrder(q.sort, TOPIC_COLUMNS, "topicid", this.d.db.dialect) + compileLimit(q));
     const live = this.broker?.subscriptions(systemKey) ?? new Map<string, number>();
     return rows.map((r) => ({
       topicid: r.topicid, message_count: r.message_count, last_published: Math.floor(r.last_time / 1000),
@@ -360,7 +360,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined);
-    return { count: await messagesRepo.topicCount(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS)) };
+    return { count: await messagesRepo.topicCount(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect)) };
   }
 
   /** Topics with live subscriptions. */

@@ -325,7 +325,7 @@ export class Services {
   async failed(p: Principal, systemKey: string, query: string | null) {
     await this.manage(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined);
-    const rows = await failedRunsRepo.list(this.d.db, systemKey, compileWhere(q.filters, FAILED_COLUMNS), compileOrder(q.sort.length ? q.sort : [{ field: "created_at", desc: true }], FAILED_COLUMNS) + compileLimit(q));
+    const rows = await failedRunsRepo.list(this.d.db, systemKey, compileWhere(q.filters, FAILED_COLUMNS, this.d.db.dialect), compileOrder(q.sort.length ? q.sort : [{ field: "created_at", desc: true }], FAILED_COLUMNS, undefined, this.d.db.dialect) + compileLimit(q));
     return rows.map(failedToWire);
   }
 

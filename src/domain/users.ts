@@ -351,14 +351,14 @@ export class Users {
     if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to count users");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
   }
 
   private async query(systemKey: string, query: string | null | undefined, developer = false) {
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    const where = compileWhere(q.filters, schema.map);
-    const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id") + compileLimit(q));
+    const where = compileWhere(q.filters, schema.map, this.d.db.dialect);
+    const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id", this.d.db.dialect) + compileLimit(q));
     const total = await usersRepo.count(this.d.db, systemKey, where);
     const data = rows.map((r) => (developer ? this.toDeveloperWire(r, schema) : this.toWire(r, schema)));
     return { Data: this.columnsOf.selected(schema, q, data), Total: total };
@@ -404,7 +404,7 @@ export class Users {
     const changes = objectBody(b.changes !== undefined ? b.changes : b.$set, "changes");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(b.query, { defaultPageSize: 0 });
-    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map), "");
+    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), "");
     for (const u of rows) await this.applyChanges(p, u, changes, { allowRoles: false, allowPassword: false });
     return { count: rows.length };
   }
@@ -422,7 +422,7 @@ export class Users {
     await this.systems.accessAsDeveloper(p, systemKey);
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map)) };
+    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
   }
 
   async adminCreate(p: Principal, systemKey: string, body: unknown) {

@@ -1,9 +1,10 @@
 // Collections: metadata, and each collection's own table "c_<collection_id>".
 // Table and column names reaching SQL come only from validated metadata: the table from the
 // collection id (30 hex, generated here), columns from names that passed checkName.
-import { type ColumnType, ident, sqlType } from "../core/columns.ts";
+import { type ColumnType, ident } from "../core/columns.ts";
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor, SqlValue } from "./db.ts";
+import type { Dialect } from "./dialect.ts";
 
 export interface CollectionRow { collection_id: string; system_key: string; name: string; connection: string | null; created_at: string }
 export interface ColumnDef { name: string; type: ColumnType }
@@ -23,11 +24,11 @@ const MAX_PARAMS = 30_000;
  *  one, or when the row carries a later stamp (the clock was set back, say) the next stamp after
  *  it, so the write still wins everywhere (last writer wins on edge sync). Stamps are
  *  "<15-digit ms>-<6-digit counter>-<node>" (core/hlc.ts). */
-function laterStamp(stored: string, fresh: string): string {
+function laterStamp(d: Dialect, stored: string, fresh: string): string {
   const node = `substr(${fresh}, 24)`;
   return `CASE WHEN ${fresh} IS NULL OR coalesce(${stored}, '') < ${fresh} THEN ${fresh}
-    WHEN substr(${stored}, 17, 6) = '999999' THEN printf('%015d-000000-', CAST(substr(${stored}, 1, 15) AS INTEGER) + 1) || ${node}
-    ELSE substr(${stored}, 1, 16) || printf('%06d-', CAST(substr(${stored}, 17, 6) AS INTEGER) + 1) || ${node} END`;
+    WHEN substr(${stored}, 17, 6) = '999999' THEN ${d.zeroPad(`CAST(substr(${stored}, 1, 15) AS BIGINT) + 1`, 15)} || '-000000-' || ${node}
+    ELSE substr(${stored}, 1, 16) || ${d.zeroPad(`CAST(substr(${stored}, 17, 6) AS BIGINT) + 1`, 6)} || '-' || ${node} END`;
 }
 const maxOf = (rows: { _hlc: string | null }[]) => rows.reduce<string | null>((m, r) => (r._hlc !== null && (m === null || r._hlc > m) ? r._hlc : m), null);
 
@@ -50,9 +51,10 @@ export const collectionsRepo = {
     await ex.run(`INSERT INTO collections(collection_id, system_key, name, connection, created_at) VALUES (?,?,?,?,?)`,
       [c.collection_id, c.system_key, c.name, c.connection, c.created_at]);
     if (c.connection !== null) return;
-    const cols = columns.map((col) => `, ${ident(col.name)} ${sqlType(col.type)}`).join("");
+    const d = ex.dialect, text = d.columnType("string");
+    const cols = columns.map((col) => `, ${ident(col.name)} ${d.columnType(col.type)}`).join("");
     // _hlc: hybrid logical clock of the row's last write (edge sync, last writer wins)
-    await ex.run(`CREATE TABLE ${tableOf(c.collection_id)} (item_id TEXT PRIMARY KEY NOT NULL${cols}, _hlc TEXT)`);
+    await ex.run(`CREATE TABLE ${tableOf(c.collection_id)} (item_id ${text} PRIMARY KEY NOT NULL${cols}, _hlc ${text}${d.rowidColumn})`);
     for (const [i, col] of columns.entries())
       await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position) VALUES (?,?,?,?)`, [c.collection_id, col.name, col.type, i + 1]);
   },
@@ -67,7 +69,7 @@ export const collectionsRepo = {
   },
 
   async addColumn(ex: Executor, id: string, col: ColumnDef) {
-    await ex.run(`ALTER TABLE ${tableOf(id)} ADD COLUMN ${ident(col.name)} ${sqlType(col.type)}`);
+    await ex.run(`ALTER TABLE ${tableOf(id)} ADD COLUMN ${ident(col.name)} ${ex.dialect.columnType(col.type)}`);
     await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position)
       VALUES (?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM collection_columns WHERE collection_id = ?))`, [id, col.name, col.type, id]);
   },
@@ -86,13 +88,13 @@ export const collectionsRepo = {
     for (const ix of await ex.all<IndexRow>(`SELECT column_name, is_unique FROM collection_indexes WHERE collection_id = ? AND column_name = ?`, [id, from])) {
       const u = ix.is_unique === 1;
       await ex.run(`DROP INDEX IF EXISTS ${indexName(id, from, u)}`);
-      await ex.run(`CREATE ${u ? "UNIQUE " : ""}INDEX ${indexName(id, to, u)} ON ${tableOf(id)}(${ident(to)})`);
+      await ex.run(`CREATE ${u ? "UNIQUE " : ""}INDEX ${indexName(id, to, u)} ON ${tableOf(id)}(${ex.dialect.indexColumn(ident(to))})`);
     }
     await ex.run(`UPDATE collection_indexes SET column_name = ? WHERE collection_id = ? AND column_name = ?`, [to, id, from]);
   },
 
   async createIndex(ex: Executor, id: string, column: string, unique: boolean) {
-    await ex.run(`CREATE ${unique ? "UNIQUE " : ""}INDEX ${indexName(id, column, unique)} ON ${tableOf(id)}(${ident(column)})`);
+    await ex.run(`CREATE ${unique ? "UNIQUE " : ""}INDEX ${indexName(id, column, unique)} ON ${tableOf(id)}(${ex.dialect.indexColumn(ident(column))})`);
     await ex.run(`INSERT INTO collection_indexes(collection_id, column_name, is_unique) VALUES (?,?,?)`, [id, column, unique ? 1 : 0]);
   },
 
@@ -133,7 +135,7 @@ export const collectionsRepo = {
   /** Updates matching rows; returns their item ids and the latest stamp written. */
   async update(ex: Executor, id: string, set: [string, SqlValue][], where: CompiledWhere, hlc: string | null): Promise<{ ids: string[]; stamp: string | null }> {
     // the stamp is used several times: numbered, it is bound once (the WHERE's ? follow it)
-    const assignments = [...set.map(([c]) => `${ident(c)} = ?`), `_hlc = ${laterStamp("_hlc", `?${set.length + 1}`)}`].join(", ");
+    const assignments = [...set.map(([c]) => `${ident(c)} = ?`), `_hlc = ${laterStamp(ex.dialect, "_hlc", `CAST(?${set.length + 1} AS TEXT)`)}`].join(", ");
     const rows = await ex.all<{ item_id: string; _hlc: string | null }>(`UPDATE ${tableOf(id)} SET ${assignments} WHERE ${where.sql} RETURNING item_id, _hlc`,
       [...set.map(([, v]) => v), hlc, ...where.args]);
     return { ids: rows.map((r) => r.item_id), stamp: maxOf(rows) };
@@ -184,7 +186,7 @@ export const collectionsRepo = {
   /** Inserts a row or, when `conflict` collides with a unique index, updates the given columns. */
   async upsert(ex: Executor, id: string, columns: string[], values: SqlValue[], conflict: string, updateColumns: string[], hlc: string | null, returning: string[]) {
     const all = [...columns, "_hlc"];
-    const upd = [...updateColumns.map((c) => `${ident(c)} = excluded.${ident(c)}`), `_hlc = ${laterStamp(`${tableOf(id)}._hlc`, "excluded._hlc")}`].join(", ");
+    const upd = [...updateColumns.map((c) => `${ident(c)} = excluded.${ident(c)}`), `_hlc = ${laterStamp(ex.dialect, `${tableOf(id)}._hlc`, "excluded._hlc")}`].join(", ");
     return ex.all<Record<string, unknown>>(
       `INSERT INTO ${tableOf(id)} (${all.map(ident).join(", ")}) VALUES (${all.map(() => "?").join(", ")})
        ON CONFLICT(${ident(conflict)}) DO UPDATE SET ${upd} RETURNING ${returning.map(ident).join(", ")}`,

@@ -2,6 +2,7 @@
 // Values live in each row's `data` JSON document; this table is their schema.
 import type { ColumnType } from "../core/columns.ts";
 import type { Executor } from "./db.ts";
+import type { Dialect } from "./dialect.ts";
 
 export type CustomTable = "users" | "devices" | "edges";
 export interface CustomColumnRow { name: string; type: ColumnType }
@@ -15,6 +16,6 @@ export const customColumnsRepo = {
     ex.run(`DELETE FROM custom_columns WHERE system_key = ? AND tbl = ? AND name = ?`, [systemKey, tbl, name]),
 };
 
-/** SQL expression reading a custom column out of a row's JSON document. The name passed
- *  checkName (letters, digits, _), so it is safe inside the JSON path literal. */
-export const customColumnSql = (name: string, alias = "") => `json_extract(${alias}data, '$.${name}')`;
+/** SQL expression reading a custom column of type `type` out of a row's JSON document. The name
+ *  passed checkName (letters, digits, _), so it is safe inside the JSON path literal. */
+export const customColumnSql = (d: Dialect, name: string, type: ColumnType, alias = "") => d.jsonField(`${alias}data`, name, type);

@@ -60,5 +60,5 @@ export const devicesRepo = {
   countAll: async (ex: Executor, systemKey: string) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM devices WHERE system_key = ?`, [systemKey]))!.n,
   dropDataKey: (ex: Executor, systemKey: string, name: string) =>
-    ex.run(`UPDATE devices SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+    ex.run(`UPDATE devices SET data = ${ex.dialect.jsonRemove("data", "?")} WHERE system_key = ?`, [name, systemKey]),
 };

@@ -52,6 +52,14 @@ export interface Dialect {
   /** 32 random hex digits. */
   readonly randomHex: string;
 
+  /** A statement that makes the transaction that runs it the only one appending to the change log
+   *  of the system bound at ?, until it ends; null where transactions are serial anyway (SQLite
+   *  takes its write lock at BEGIN IMMEDIATE). See changesRepo.append. */
+  readonly changeLogLock: string | null;
+  /** A statement that holds off other nodes' migrations until the transaction ends (null: SQLite's
+   *  write lock does). */
+  readonly schemaLock: string | null;
+
   /** A statement of the migration history (written for SQLite) as this engine runs it. */
   ddl(sql: string): string;
   /** User tables of the database (schema introspection), sorted by name. */
@@ -86,6 +94,8 @@ export const sqlite: Dialect = {
   zeroPad: (expr, width) => `printf('%0${width}d', ${expr})`,
   position: (haystack, needle) => `instr(${haystack}, ${needle})`,
   randomHex: "lower(hex(randomblob(16)))",
+  changeLogLock: null,
+  schemaLock: null,
   ddl: (sql) => sql,
   tablesSql: `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name`,
 };
@@ -150,6 +160,9 @@ export const postgres: Dialect = {
   zeroPad: (expr, width) => `lpad(CAST(${expr} AS text), ${width}, '0')`,
   position: (haystack, needle) => `strpos(${haystack}, ${needle})`,
   randomHex: "md5(random()::text || clock_timestamp()::text)",
+  // a lock of the transaction (released at its end) per system, in a key space of its own
+  changeLogLock: `SELECT pg_advisory_xact_lock(hashtext('outpost.changes'), hashtext(?)) AS locked`,
+  schemaLock: `SELECT pg_advisory_xact_lock(hashtext('outpost.schema')) AS locked`,
   ddl(sql) {
     if (!/^\s*(CREATE TABLE|ALTER TABLE \S+ ADD COLUMN)/i.test(sql)) return sql;
     for (const [re, to] of DDL_TYPES) sql = sql.replace(re, to);

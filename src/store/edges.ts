@@ -38,7 +38,7 @@ export const edgesRepo = {
     return ex.run(`DELETE FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]);
   },
   dropDataKey: (ex: Executor, systemKey: string, name: string) =>
-    ex.run(`UPDATE edges SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+    ex.run(`UPDATE edges SET data = ${ex.dialect.jsonRemove("data", "?")} WHERE system_key = ?`, [name, systemKey]),
   /** The edge completed a snapshot of `template` ending at `cursor`. */
   snapshotDone: (ex: Executor, systemKey: string, name: string, incarnation: string, template: string, cursor: number | null) =>
     ex.run(`UPDATE edges SET applied_template = ?, cursor = coalesce(?, cursor) WHERE system_key = ? AND name = ? AND incarnation = ?`, [template, cursor, systemKey, name, incarnation]),

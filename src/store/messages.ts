@@ -136,10 +136,10 @@ export const messagesRepo = {
   /** Topics with history: `topicid`, message count and last publish time. */
   topics: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
     ex.all<{ topicid: string; message_count: number; last_time: number }>(
-      `SELECT * FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) WHERE ${where.sql}${orderAndLimit}`,
+      `SELECT * FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) AS topics WHERE ${where.sql}${orderAndLimit}`,
       [systemKey, ...where.args]),
   topicCount: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) WHERE ${where.sql}`, [systemKey, ...where.args]))!.n,
+    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) AS topics WHERE ${where.sql}`, [systemKey, ...where.args]))!.n,
 
   storage: (ex: Executor, systemKey: string) => ex.all<StorageRow>(`SELECT * FROM message_storage WHERE system_key = ? ORDER BY topic`, [systemKey]),
   allStorage: (ex: Executor) => ex.all<StorageRow>(`SELECT * FROM message_storage`),

@@ -7,7 +7,7 @@
 // functions the engines spell differently is written as a function of the dialect. A function
 // may return null: nothing to do on that engine.
 import { refuse } from "../core/errors.ts";
-import type { Db } from "./db.ts";
+import type { Db, Executor } from "./db.ts";
 import type { Dialect } from "./dialect.ts";
 import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
 
@@ -526,7 +526,13 @@ export const MIGRATIONS: Migration[] = [
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
-  await db.run(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+  // nodes starting together on one database: each step runs under the schema lock, and a
+  // migration another node applied meanwhile is skipped
+  const lock = async (tx: Executor) => { if (db.dialect.schemaLock) await tx.get(db.dialect.schemaLock); };
+  await db.tx(async (tx) => {
+    await lock(tx);
+    await tx.run(db.dialect.ddl(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`));
+  });
   const done = new Set((await db.all<{ version: number }>(`SELECT version FROM schema_migrations`)).map((r) => r.version));
   // a newer version's migrations ran on it: this code would misread what they changed
   const known = Math.max(0, ...migrations.map((m) => m.version)), found = Math.max(0, ...done);
@@ -536,11 +542,14 @@ export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Pro
   const applied: number[] = [];
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue;
-    await db.tx(async (tx) => {
+    const ran = await db.tx(async (tx) => {
+      await lock(tx);
+      if (await tx.get(`SELECT 1 AS x FROM schema_migrations WHERE version = ?`, [m.version])) return false;
       for (const sql of statementsFor(m, db.dialect)) await tx.run(sql);
       await tx.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`, [m.version, m.name, new Date().toISOString()]);
+      return true;
     });
-    applied.push(m.version);
+    if (ran) applied.push(m.version);
   }
   return applied;
 }

@@ -3,12 +3,11 @@
 // wills. A packet is stored as JSON of every field but the payload (see encodePacket) plus the
 // payload as a BLOB, or TEXT when aedes handed over a string; columns next to it repeat the
 // fields that lookups filter on.
+import type { Migration } from "./migrations.ts";
 import type { Executor, Stmt } from "./db.ts";
 import type { Dialect } from "./dialect.ts";
 
-// The two MQTT migrations are plain objects: migrations.ts lists (and type-checks) them, so this
-// file does not import it back.
-export const MQTT_MIGRATION = {
+export const MQTT_MIGRATION: Migration = {
   version: 3,
   name: "mqtt persistence",
   up: [
@@ -65,7 +64,7 @@ const SCOPED_BY_TOPIC = (table: string, topicOf: (d: Dialect) => string) => [
   (d: Dialect) => { const topic = topicOf(d); return `UPDATE ${table} SET client_id = substr(${topic}, 1, ${d.position(topic, "'/'")}) || client_id`; },
 ];
 const packetTopic = (d: Dialect) => d.jsonText("packet", "topic");
-export const MQTT_SCOPE_MIGRATION = {
+export const MQTT_SCOPE_MIGRATION: Migration = {
   version: 12,
   name: "mqtt client ids scoped by system",
   up: [
@@ -220,14 +219,15 @@ export const mqttRepo = {
    *  the same messageId: the former gets the new messageId, the latter is replaced by `p`.
    *  Returns whether a packet matched. */
   async updateOutgoing(ex: Executor, clientId: string, p: MqttPacket, row: PacketRow): Promise<boolean> {
+    const same = `broker_id IS NOT DISTINCT FROM ?1 AND broker_counter IS NOT DISTINCT FROM ?2`;
     const r = await ex.run(`UPDATE mqtt_outgoing SET
-        packet = CASE WHEN broker_id IS ?1 AND broker_counter IS ?2 THEN json_set(packet, '$.messageId', json(?4)) ELSE ?5 END,
-        payload = CASE WHEN broker_id IS ?1 AND broker_counter IS ?2 THEN payload ELSE ?6 END,
+        packet = CASE WHEN ${same} THEN ${ex.dialect.jsonSet("packet", "messageId", "?4")} ELSE ?5 END,
+        payload = CASE WHEN ${same} THEN payload ELSE ?6 END,
         broker_id = ?1, broker_counter = ?2, message_id = ?3
       WHERE seq = (SELECT min(seq) FROM (
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND broker_id IS ?1 AND broker_counter IS ?2 ORDER BY seq LIMIT 1)
+        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND ${same} ORDER BY seq LIMIT 1) AS a
         UNION ALL
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND message_id IS ?3 AND broker_id IS NOT ?1 ORDER BY seq LIMIT 1)))`,
+        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND message_id IS NOT DISTINCT FROM ?3 AND broker_id IS DISTINCT FROM ?1 ORDER BY seq LIMIT 1) AS b) AS first)`,
     [p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, encodeValue(p.messageId), row.packet, row.payload, clientId]);
     return r.changes > 0;
   },
@@ -266,6 +266,6 @@ export const mqttRepo = {
   /** One page of the wills not stored by one of `brokerIds`, in client id order after `after`. */
   willsPage: (ex: Executor, brokerIds: string[], after: string | null, limit: number) =>
     ex.all<WillRow>(`SELECT client_id, ${PACKET} FROM mqtt_wills
-      WHERE ${after === null ? "" : "client_id > ? AND "}(broker_id IS NULL OR broker_id NOT IN (SELECT value FROM json_each(?)))
+      WHERE ${after === null ? "" : "client_id > ? AND "}(broker_id IS NULL OR NOT ${ex.dialect.inJsonArray("broker_id", "?")})
       ORDER BY client_id LIMIT ?`, after === null ? [JSON.stringify(brokerIds), limit] : [after, JSON.stringify(brokerIds), limit]),
 };

@@ -1,6 +1,6 @@
 // Edge sync: the change log, per-asset sync status, tombstones of deleted rows, and (on an edge)
 // the outbox and sync bookkeeping.
-import type { Executor } from "./db.ts";
+import type { Executor, RunResult } from "./db.ts";
 
 export interface ChangeRow {
   seq: number; system_key: string; asset_type: string; asset_name: string; item_id: string | null;
@@ -12,9 +12,19 @@ export interface StatusRow {
 }
 
 export const changesRepo = {
-  append: (ex: Executor, c: Omit<ChangeRow, "seq">) =>
-    ex.run(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES (?,?,?,?,?,?,?,?,?)`,
-      [c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.version, c.hlc, c.origin, c.body]),
+  /** Appends a change, in the transaction of the write it records; `lastInsertRowid` is its seq.
+   *  Readers take a system's changes in seq order from a cursor, so a seq must never become
+   *  visible after a higher one: with writers on several nodes (PostgreSQL), a transaction could
+   *  draw seq 10, another 11 and commit first, and a reader at 11 would skip 10 for good. The
+   *  appending transaction therefore first takes the system's change-log lock (dialect), held to
+   *  its commit: seqs are drawn in commit order, at the price of one appender per system at a time
+   *  across nodes (their other work runs alongside until they reach the log). */
+  async append(ex: Executor, c: Omit<ChangeRow, "seq">): Promise<RunResult> {
+    if (ex.dialect.changeLogLock) await ex.get(ex.dialect.changeLogLock, [c.system_key]);
+    const row = await ex.get<{ seq: number }>(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES (?,?,?,?,?,?,?,?,?) RETURNING seq`,
+      [c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.version, c.hlc, c.origin, c.body]);
+    return { changes: 1, lastInsertRowid: row!.seq };
+  },
   after: (ex: Executor, systemKey: string, seq: number, limit: number) =>
     ex.all<ChangeRow>(`SELECT * FROM changes WHERE system_key = ? AND seq > ? ORDER BY seq LIMIT ?`, [systemKey, seq, limit]),
   maxSeq: async (ex: Executor, systemKey: string) =>
@@ -24,11 +34,11 @@ export const changesRepo = {
   /** Drops the entries up to `upTo` (every edge acknowledged them), the tombstones of the deletes
    *  among them (no edge needs them any more), and moves the system's horizon. */
   async compact(ex: Executor, systemKey: string, upTo: number) {
-    await ex.run(`DELETE FROM tombstones WHERE (collection_id, item_id, hlc) IN (SELECT json_extract(body, '$.collection_id'), item_id, hlc FROM changes
+    await ex.run(`DELETE FROM tombstones WHERE (collection_id, item_id, hlc) IN (SELECT ${ex.dialect.jsonText("body", "collection_id")}, item_id, hlc FROM changes
       WHERE system_key = ? AND seq <= ? AND asset_type = 'row' AND op = 'delete')`, [systemKey, upTo]);
     await ex.run(`DELETE FROM changes WHERE system_key = ? AND seq <= ?`, [systemKey, upTo]);
     await ex.run(`INSERT INTO sync_horizons(system_key, compacted_through) VALUES (?, ?)
-      ON CONFLICT(system_key) DO UPDATE SET compacted_through = max(compacted_through, excluded.compacted_through)`, [systemKey, upTo]);
+      ON CONFLICT(system_key) DO UPDATE SET compacted_through = ${ex.dialect.greatest("sync_horizons.compacted_through", "excluded.compacted_through")}`, [systemKey, upTo]);
   },
   /** Up to where the log was compacted (an edge whose cursor is older needs a snapshot); null when
    *  it never was since the horizon is recorded. */
@@ -37,7 +47,7 @@ export const changesRepo = {
   /** Notes an asset's latest change (rows: their collection's). */
   noteLatest: (ex: Executor, systemKey: string, type: string, name: string, seq: number) =>
     ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) VALUES (?,?,?,?)
-      ON CONFLICT(system_key, asset_type, asset_name) DO UPDATE SET seq = max(seq, excluded.seq)`, [systemKey, type, name, seq]),
+      ON CONFLICT(system_key, asset_type, asset_name) DO UPDATE SET seq = ${ex.dialect.greatest("sync_asset_seqs.seq", "excluded.seq")}`, [systemKey, type, name, seq]),
   /** Each asset's latest change: an edge whose cursor is before it is owed it. */
   latest: (ex: Executor, systemKey: string) =>
     ex.all<{ asset_type: string; asset_name: string; seq: number }>(`SELECT asset_type, asset_name, seq FROM sync_asset_seqs WHERE system_key = ?`, [systemKey]),
@@ -72,21 +82,21 @@ export const statusRepo = {
   desire: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, at: string) =>
     ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at)
       VALUES (?,?,?,?,?,0,'pending',?)
-      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET desired_version = max(desired_version, excluded.desired_version),
-      status = CASE WHEN applied_version >= max(desired_version, excluded.desired_version) THEN status ELSE 'pending' END, updated_at = excluded.updated_at`,
+      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET desired_version = ${ex.dialect.greatest("sync_status.desired_version", "excluded.desired_version")},
+      status = CASE WHEN sync_status.applied_version >= ${ex.dialect.greatest("sync_status.desired_version", "excluded.desired_version")} THEN sync_status.status ELSE 'pending' END, updated_at = excluded.updated_at`,
       [systemKey, edge, type, name, version, at]),
   applied: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, at: string) =>
     ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at)
       VALUES (?,?,?,?,?,?,'synced',?)
-      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET applied_version = max(applied_version, excluded.applied_version),
-      status = CASE WHEN max(applied_version, excluded.applied_version) >= desired_version THEN 'synced' ELSE 'pending' END,
+      ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET applied_version = ${ex.dialect.greatest("sync_status.applied_version", "excluded.applied_version")},
+      status = CASE WHEN ${ex.dialect.greatest("sync_status.applied_version", "excluded.applied_version")} >= sync_status.desired_version THEN 'synced' ELSE 'pending' END,
       last_error = '', updated_at = excluded.updated_at`,
       [systemKey, edge, type, name, version, version, at]),
   failed: (ex: Executor, systemKey: string, edge: string, type: string, name: string, version: number, error: string, at: string) =>
     ex.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, last_error, attempts, updated_at)
       VALUES (?,?,?,?,?,0,'failed',?,1,?)
       ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET status = 'failed', last_error = excluded.last_error,
-      attempts = attempts + 1, desired_version = max(desired_version, excluded.desired_version), updated_at = excluded.updated_at`,
+      attempts = sync_status.attempts + 1, desired_version = ${ex.dialect.greatest("sync_status.desired_version", "excluded.desired_version")}, updated_at = excluded.updated_at`,
       [systemKey, edge, type, name, version, error, at]),
   failedFor: (ex: Executor, systemKey: string, edge: string) =>
     ex.all<StatusRow>(`SELECT * FROM sync_status WHERE system_key = ? AND edge_name = ? AND status = 'failed'`, [systemKey, edge]),
@@ -98,7 +108,7 @@ export const tombstonesRepo = {
   get: async (ex: Executor, collectionId: string, itemId: string) =>
     (await ex.get<{ hlc: string }>(`SELECT hlc FROM tombstones WHERE collection_id = ? AND item_id = ?`, [collectionId, itemId]))?.hlc,
   put: (ex: Executor, collectionId: string, itemId: string, hlc: string) =>
-    ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = max(hlc, excluded.hlc)`, [collectionId, itemId, hlc]),
+    ex.run(`INSERT INTO tombstones(collection_id, item_id, hlc) VALUES (?,?,?) ON CONFLICT(collection_id, item_id) DO UPDATE SET hlc = ${ex.dialect.greatest("tombstones.hlc", "excluded.hlc")}`, [collectionId, itemId, hlc]),
   forget: (ex: Executor, collectionId: string) => ex.run(`DELETE FROM tombstones WHERE collection_id = ?`, [collectionId]),
   /** Replaces a tombstone's stamp when it is `replaced` (the platform stamped that delete again). */
   restamp: (ex: Executor, collectionId: string, itemId: string, replaced: string, hlc: string) =>

@@ -31,5 +31,5 @@ export const usersRepo = {
     ex.run(`DELETE FROM users WHERE user_id = ? AND system_key = ?`, [id, systemKey]),
   /** Drops a custom column's values from every user of the system. */
   dropDataKey: (ex: Executor, systemKey: string, name: string) =>
-    ex.run(`UPDATE users SET data = json_remove(data, '$.' || ?) WHERE system_key = ?`, [name, systemKey]),
+    ex.run(`UPDATE users SET data = ${ex.dialect.jsonRemove("data", "?")} WHERE system_key = ?`, [name, systemKey]),
 };

@@ -7,6 +7,8 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Test } from "tap";
+import { createHash } from "node:crypto";
+import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
 
 export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
 
@@ -80,6 +82,36 @@ export async function startOutpost(opts: StartOptions = {}): Promise<Outpost> {
   }
 }
 
+/** The engine platforms started by the tests keep their data in: OUTPOST_TEST_DB=postgres gives
+ *  each platform a PostgreSQL database of its own (test/pgdb.ts), one per data directory, so a
+ *  platform started again on its data directory finds its data; edges and tests that choose
+ *  their --db keep theirs. */
+export const TEST_DB = process.env.OUTPOST_TEST_DB === "postgres" ? "postgres" : "libsql";
+
+/** Whether a command line (with its environment) starts a platform that takes the default --db. */
+function takesTestDb(args: readonly string[], env: Record<string, string> | undefined): boolean {
+  if (args.some((a) => a === "--db" || a.startsWith("--db=") || a === "--config" || a.startsWith("--config="))) return false;
+  if (env?.OUTPOST_DB || env?.OUTPOST_CONFIG) return false;
+  const mode = args.find((a, i) => args[i - 1] === "--mode") ?? args.find((a) => a.startsWith("--mode="))?.slice(7) ?? env?.OUTPOST_MODE;
+  return mode !== "edge";
+}
+
+/** The name of a data directory's PostgreSQL database: the test run's (scripts/test.ts drops what
+ *  its run leaves), then the directory's. */
+export const pgDatabaseOf = (dataDir: string) =>
+  `outpost_e2e_${process.env.OUTPOST_TEST_RUN ?? "x"}_${createHash("sha256").update(resolve(dataDir)).digest("hex").slice(0, 16)}`;
+
+/** The extra arguments that put a platform's data where the run wants it (see TEST_DB). */
+export async function testDbArgs(dataDir: string, args: readonly string[], env?: Record<string, string>): Promise<string[]> {
+  if (TEST_DB !== "postgres" || !takesTestDb(args, env)) return [];
+  return ["--db", await createPgDatabase(pgDatabaseOf(dataDir))];
+}
+
+/** Drops the PostgreSQL database of a data directory that goes away (nothing on libSQL). */
+export async function dropTestDb(dataDir: string): Promise<void> {
+  if (TEST_DB === "postgres") await dropPgDatabase(pgDatabaseOf(dataDir)).catch(() => {});
+}
+
 async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "outpost-e2e-"));
   const [httpPort, mqttPort, mqttWsPort, tls, wss] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
@@ -88,6 +120,7 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
     "--data-dir", dataDir, "--log-level", "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
   ];
+  args.push(...(await testDbArgs(dataDir, args, opts.env)));
   const proc = spawn(BIN, args, {
     cwd: opts.cwd ?? dataDir,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...opts.env },
@@ -104,7 +137,7 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     stop: async () => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
       const code = await exited;
-      if (!opts.keepData && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.keepData && !opts.dataDir) { rmSync(dataDir, { recursive: true, force: true }); await dropTestDb(dataDir); }
       return code;
     },
     kill: async () => {
@@ -116,7 +149,7 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     const deadline = Date.now() + 15_000;
     for (;;) {
       if (proc.exitCode !== null) {
-        if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+        if (!opts.dataDir) { rmSync(dataDir, { recursive: true, force: true }); await dropTestDb(dataDir); }
         throw new Error(`outpost exited with ${proc.exitCode}:\n${out}`);
       }
       try {

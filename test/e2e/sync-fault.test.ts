@@ -5,7 +5,8 @@
 // and a sync collection), rows written on the edge flow up (the sync collection). At the end both
 // sides must hold exactly the same rows: nothing lost, nothing duplicated, deletes kept.
 // OUTPOST_FAULT_SEED repeats a run's random choices (the seed is in the test's name).
-import { mkdtempSync, rmSync } from "node:fs";
+// OUTPOST_SYNC_LOGS=DIR keeps both processes' logs there (OUTPOST_SYNC_LOG_LEVEL=debug: every batch).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
@@ -58,7 +59,7 @@ t.teardown(async () => {
 
 t.test(`a ${ROWS}-row sync survives ${ROUNDS} rounds of SIGKILL of either side (seed ${SEED})`, async (t) => {
   const started = Date.now();
-  const platform = new Node("platform", await freePort(), dataDir(), () => ["--log-level", "info"]);
+  const platform = new Node("platform", await freePort(), dataDir(), () => ["--log-level", process.env.OUTPOST_SYNC_LOG_LEVEL ?? "info"]);
   nodes.push(platform);
   await platform.start();
   const s = await devWithSystem(platform, "fault");
@@ -135,7 +136,7 @@ t.test(`a ${ROWS}-row sync survives ${ROUNDS} rounds of SIGKILL of either side (
   // they are in the change log too, and the edge's first snapshot ends at a position past 0)
   for (let i = 0; i < ROWS; i += 1_000) await insert(pdev, down, nextLabels("p", 1_000), "platform");
   t.equal(acked.get(down)!.size, ROWS, `${ROWS} rows on the platform`);
-  const edge = new Node("edge", await freePort(), dataDir(), () => ["--mode", "edge", "--platform-url", platform.url, "--system-key", SK, "--edge-name", edgeName, "--edge-token", token]);
+  const edge = new Node("edge", await freePort(), dataDir(), () => ["--mode", "edge", "--platform-url", platform.url, "--system-key", SK, "--edge-name", edgeName, "--edge-token", token, "--log-level", process.env.OUTPOST_SYNC_LOG_LEVEL ?? "info"]);
   nodes.push(edge);
   await edge.start();
 
@@ -206,6 +207,7 @@ t.test(`a ${ROWS}-row sync survives ${ROUNDS} rounds of SIGKILL of either side (
   };
   const canon = (rows: { item_id: string }[]) => JSON.stringify([...rows].sort((a, b) => a.item_id.localeCompare(b.item_id)));
   let last = "";
+  const convergeStart = Date.now();
   const converged = await waitFor(async () => {
     for (const coll of [down, both]) {
       const [p, e] = await Promise.all([rowsOf(pdev, coll), rowsOf(edev!, coll)]);
@@ -222,6 +224,9 @@ t.test(`a ${ROWS}-row sync survives ${ROUNDS} rounds of SIGKILL of either side (
     return true;
   }, 60_000, 500);
   t.ok(converged, `both sides converge${converged ? "" : ` (still different: ${last})`}`);
+  t.comment(`converged ${converged ? `in ${Math.round((Date.now() - convergeStart) / 100) / 10} s` : "not"} after the last round`);
+  // OUTPOST_SYNC_LOGS=DIR keeps both processes' logs there
+  if (process.env.OUTPOST_SYNC_LOGS) for (const n of [platform, edge]) writeFileSync(join(process.env.OUTPOST_SYNC_LOGS, `fault-${n.name}.log`), n.logs());
   const snapshots = (platform.logs().match(/"msg":"edge connected"[^\n]*"snapshot":true/g) ?? []).length;
   t.comment(`the platform's logs show ${(platform.logs().match(/"msg":"edge connected"/g) ?? []).length} edge connections (a killed process may lose its last lines), ${snapshots} with a snapshot`);
 

@@ -125,7 +125,9 @@ class TxGate<X> {
       const ex = await begin();
       marker = { open: true, ex };
       const out = await this.als.run(marker, () => fn(ex)).catch(async (e) => { await rollback(ex); throw e; });
-      await commit(ex);
+      // a COMMIT that fails (another process holds the file past the busy timeout) leaves the
+      // transaction open: roll it back, or every later BEGIN on this connection fails
+      await commit(ex).catch(async (e) => { await rollback(ex).catch(() => {}); throw e; });
       return out;
     } finally {
       if (marker) marker.open = false;
@@ -380,6 +382,9 @@ export function uniqueViolation(e: unknown): { column: string | null } | null {
   return { column: /UNIQUE constraint failed: \S+\.("?)(\w+)\1/.exec(msg)?.[2] ?? null };
 }
 
+/** A statement that only reads (a SELECT; not a data-modifying WITH or a locking read). */
+const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
+
 /** Names given to statements prepared on the server (once per connection, then only bound and
  *  run): the SQL of the repositories repeats, so a few thousand cover it; beyond that (queries
  *  built from many different filters) statements are parsed each time. */
@@ -403,7 +408,9 @@ class PgExecutor implements Executor {
 /** PostgreSQL through a pool. Transactions from this process run one at a time, as on libSQL, and
  *  statements outside one wait for it (a change a transaction notifies its readers of is
  *  committed by the time they look); other nodes' transactions run alongside under the server's
- *  row locks. Statements outside a transaction take any free connection. */
+ *  row locks. Reads outside a transaction take any free connection; writes outside one run one
+ *  after the other in the order they were issued, as on libSQL's single connection (an MQTT
+ *  queue's packets are enqueued without waiting for each other, and keep their order). */
 class PgDb implements Db {
   readonly driver = "postgres" as const;
   readonly dialect = postgres;
@@ -411,6 +418,7 @@ class PgDb implements Db {
   private readonly direct: PgExecutor;
   private readonly text = new Map<string, { text: string; name?: string }>();
   private named = 0;
+  private writes: Promise<unknown> = Promise.resolve();
 
   constructor(readonly url: string, private readonly pool: Pool) { this.direct = new PgExecutor(this, pool); }
 
@@ -434,20 +442,29 @@ class PgDb implements Db {
     }
   }
 
-  all<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.all<T>(sql, args)); }
-  get<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.get<T>(sql, args)); }
-  run(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.run(sql, args)); }
+  all<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.all<T>(sql, args), isRead(sql)); }
+  get<T = Row>(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.get<T>(sql, args), isRead(sql)); }
+  run(sql: string, args?: readonly unknown[]) { return this.on((ex) => ex.run(sql, args), isRead(sql)); }
   async batch(stmts: readonly Stmt[]): Promise<RunResult[]> {
     const t = this.gate.current();
     return t ? t.batch(stmts) : this.tx((tx) => tx.batch(stmts));
   }
 
-  /** Runs on the caller's transaction, or after the open one on any connection. */
-  private async on<R>(use: (ex: PgExecutor) => Promise<R>): Promise<R> {
+  /** Runs on the caller's transaction, or after the open one on any connection (a write after
+   *  the writes issued before it). */
+  private async on<R>(use: (ex: PgExecutor) => Promise<R>, read: boolean): Promise<R> {
     const t = this.gate.current();
     if (t) return use(t);
-    if (this.gate.active) await this.gate.idle();
-    return use(this.direct);
+    if (read) {
+      if (this.gate.active) await this.gate.idle();
+      return use(this.direct);
+    }
+    const done = this.writes.then(async () => {
+      if (this.gate.active) await this.gate.idle();
+      return use(this.direct);
+    });
+    this.writes = done.catch(() => {});
+    return done;
   }
 
   async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {

@@ -141,11 +141,12 @@ function revive(v: unknown): unknown {
   return out;
 }
 
-/** A packet's stored form. A Buffer (or Uint8Array) or string payload goes to its own column;
- *  any other payload value stays in the JSON. */
+/** A packet's stored form. A Buffer (or Uint8Array) payload goes to its own column; any other
+ *  payload value, a string included, stays in the JSON (a BLOB column would give a string back as
+ *  bytes on PostgreSQL). */
 export function encodePacket(p: object): PacketRow {
   const raw = (p as { payload?: unknown }).payload;
-  if (typeof raw === "string" || raw instanceof Uint8Array) {
+  if (raw instanceof Uint8Array) {
     const { payload: _, ...rest } = p as { payload?: unknown };
     return { packet: JSON.stringify(rest, replacer), payload: raw };
   }
@@ -163,6 +164,13 @@ export function decodePacket(row: PacketRow): MqttPacket {
 
 /** The JSON text of one field value, as encodePacket would store it. */
 const encodeValue = (v: unknown): string => JSON.stringify(v, replacer);
+
+/** A stored packet with its messageId set (in place; the other fields keep their stored form). */
+function withMessageId(packet: string, messageId: unknown): string {
+  const o = JSON.parse(packet) as Record<string, unknown>;
+  o.messageId = JSON.parse(encodeValue(messageId));
+  return JSON.stringify(o);
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -219,16 +227,20 @@ export const mqttRepo = {
    *  the same messageId: the former gets the new messageId, the latter is replaced by `p`.
    *  Returns whether a packet matched. */
   async updateOutgoing(ex: Executor, clientId: string, p: MqttPacket, row: PacketRow): Promise<boolean> {
+    // the new packet is made here rather than in SQL: PostgreSQL's JSON functions refuse the
+    // NUL-prefixed marker keys a stored packet may hold
     const same = `broker_id IS NOT DISTINCT FROM ?1 AND broker_counter IS NOT DISTINCT FROM ?2`;
-    const r = await ex.run(`UPDATE mqtt_outgoing SET
-        packet = CASE WHEN ${same} THEN ${ex.dialect.jsonSet("packet", "messageId", "?4")} ELSE ?5 END,
-        payload = CASE WHEN ${same} THEN payload ELSE ?6 END,
-        broker_id = ?1, broker_counter = ?2, message_id = ?3
+    const hit = await ex.get<{ seq: number; packet: string; same: number }>(`SELECT seq, packet, CASE WHEN ${same} THEN 1 ELSE 0 END AS same FROM mqtt_outgoing
       WHERE seq = (SELECT min(seq) FROM (
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND ${same} ORDER BY seq LIMIT 1) AS a
+        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND ${same} ORDER BY seq LIMIT 1) AS a
         UNION ALL
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?7 AND message_id IS NOT DISTINCT FROM ?3 AND broker_id IS DISTINCT FROM ?1 ORDER BY seq LIMIT 1) AS b) AS first)`,
-    [p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, encodeValue(p.messageId), row.packet, row.payload, clientId]);
+        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND message_id IS NOT DISTINCT FROM ?3 AND broker_id IS DISTINCT FROM ?1 ORDER BY seq LIMIT 1) AS b) AS first)`,
+    [p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, clientId]);
+    if (!hit) return false;
+    const r = hit.same
+      ? await ex.run(`UPDATE mqtt_outgoing SET packet = ?, message_id = ? WHERE seq = ?`, [withMessageId(hit.packet, p.messageId), p.messageId ?? null, hit.seq])
+      : await ex.run(`UPDATE mqtt_outgoing SET packet = ?, payload = ?, broker_id = ?, broker_counter = ?, message_id = ? WHERE seq = ?`,
+        [row.packet, row.payload, p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, hit.seq]);
     return r.changes > 0;
   },
   /** Removes the client's first queued packet with this messageId; returns it. */
@@ -262,7 +274,7 @@ export const mqttRepo = {
     ex.get<PacketRow>(`SELECT ${PACKET} FROM mqtt_wills WHERE client_id = ?`, [clientId]),
   /** Deletes the client's will (only if it was stored by `brokerId`, when given); returns it. */
   deleteWill: (ex: Executor, clientId: string, brokerId: string | null) =>
-    ex.get<PacketRow>(`DELETE FROM mqtt_wills WHERE client_id = ?1 AND (?2 IS NULL OR broker_id = ?2) RETURNING ${PACKET}`, [clientId, brokerId]),
+    ex.get<PacketRow>(`DELETE FROM mqtt_wills WHERE client_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR broker_id = ?2) RETURNING ${PACKET}`, [clientId, brokerId]),
   /** One page of the wills not stored by one of `brokerIds`, in client id order after `after`. */
   willsPage: (ex: Executor, brokerIds: string[], after: string | null, limit: number) =>
     ex.all<WillRow>(`SELECT client_id, ${PACKET} FROM mqtt_wills

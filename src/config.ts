@@ -233,6 +233,7 @@ Usage: outpost --mode platform|edge [flags]
        outpost status [flags]      sync status of a fleet or of this edge (outpost status --help)
        outpost backup DEST [flags] copy the database and secret key, while running (outpost backup --help)
        outpost restore SRC [flags] put a backup back, the instance stopped
+       outpost migrate-db --from file:PATH --to postgres://...   move a platform's data to PostgreSQL
 
 General
   --mode platform|edge        run as the cloud platform (default) or as an edge

@@ -1,8 +1,9 @@
 // CLI entry: flags -> Config -> start(mode), or a subcommand (`outpost status`, `backup`,
-// `restore`). Exit status 2 for a bad command line, or a start refused as configured.
+// `restore`, `migrate-db`). Exit status 2 for a bad command line, or a start refused as configured.
 import { join } from "node:path";
 import { type App, start } from "./app.ts";
 import { backupCommand } from "./cli/backup.ts";
+import { migrateDbCommand } from "./cli/migrateDb.ts";
 import { refusalMessage, reloadOnHangup } from "./cli/service.ts";
 import { statusCommand } from "./cli/status.ts";
 import { ConfigError, HELP, loadConfig } from "./config.ts";
@@ -16,6 +17,10 @@ const STOP_DEADLINE_MS = 20_000;
 async function main() {
   if (process.argv[2] === "backup" || process.argv[2] === "restore") {
     const code = await backupCommand(process.argv[2], process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+    process.exit(code);
+  }
+  if (process.argv[2] === "migrate-db") {
+    const code = await migrateDbCommand(process.argv.slice(3), { stdout: process.stdout, stderr: process.stderr });
     process.exit(code);
   }
   if (process.argv[2] === "status") {

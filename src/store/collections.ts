@@ -51,12 +51,17 @@ export const collectionsRepo = {
     await ex.run(`INSERT INTO collections(collection_id, system_key, name, connection, created_at) VALUES (?,?,?,?,?)`,
       [c.collection_id, c.system_key, c.name, c.connection, c.created_at]);
     if (c.connection !== null) return;
+    await collectionsRepo.createTable(ex, c.collection_id, columns);
+    for (const [i, col] of columns.entries())
+      await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position) VALUES (?,?,?,?)`, [c.collection_id, col.name, col.type, i + 1]);
+  },
+
+  /** A collection's table alone (create makes its metadata too). */
+  async createTable(ex: Executor, id: string, columns: ColumnDef[]) {
     const d = ex.dialect, text = d.columnType("string");
     const cols = columns.map((col) => `, ${ident(col.name)} ${d.columnType(col.type)}`).join("");
     // _hlc: hybrid logical clock of the row's last write (edge sync, last writer wins)
-    await ex.run(`CREATE TABLE ${tableOf(c.collection_id)} (item_id ${text} PRIMARY KEY NOT NULL${cols}, _hlc ${text}${d.rowidColumn})`);
-    for (const [i, col] of columns.entries())
-      await ex.run(`INSERT INTO collection_columns(collection_id, name, type, position) VALUES (?,?,?,?)`, [c.collection_id, col.name, col.type, i + 1]);
+    await ex.run(`CREATE TABLE ${tableOf(id)} (item_id ${text} PRIMARY KEY NOT NULL${cols}, _hlc ${text}${d.rowidColumn})`);
   },
 
   setConnection: (ex: Executor, id: string, connection: string) =>
@@ -94,9 +99,13 @@ export const collectionsRepo = {
   },
 
   async createIndex(ex: Executor, id: string, column: string, unique: boolean) {
-    await ex.run(`CREATE ${unique ? "UNIQUE " : ""}INDEX ${indexName(id, column, unique)} ON ${tableOf(id)}(${ex.dialect.indexColumn(ident(column))})`);
+    await collectionsRepo.createIndexOnly(ex, id, column, unique);
     await ex.run(`INSERT INTO collection_indexes(collection_id, column_name, is_unique) VALUES (?,?,?)`, [id, column, unique ? 1 : 0]);
   },
+
+  /** An index alone (createIndex records it too). */
+  createIndexOnly: (ex: Executor, id: string, column: string, unique: boolean) =>
+    ex.run(`CREATE ${unique ? "UNIQUE " : ""}INDEX ${indexName(id, column, unique)} ON ${tableOf(id)}(${ex.dialect.indexColumn(ident(column))})`),
 
   async dropIndex(ex: Executor, id: string, column: string, unique: boolean) {
     await ex.run(`DROP INDEX IF EXISTS ${indexName(id, column, unique)}`);

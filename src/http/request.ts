@@ -40,6 +40,24 @@ export function callerOf(tokens: Tokens, req: Request): Principal | Promise<Prin
   return (token && tokens.resolveNow(token)) || principalOf(tokens, req);
 }
 
+/** Route handlers that need their caller: `const caller = withCaller(s.tokens)`, then
+ *  `.get(path, caller((p, { params }) => ...))`. The token is resolved before the handler runs (a
+ *  missing or bad one fails as in principalOf), a cached one without waiting, so the wrapper costs
+ *  nothing over resolving the caller by hand. The wrapper destructures the context rather than
+ *  passing it on whole: Elysia reads a handler's source to decide what to prepare for it (body,
+ *  query, headers), and request and params need nothing prepared. */
+export const withCaller = (tokens: Tokens) =>
+  <R>(handle: (p: Principal, ctx: RouteContext) => R) =>
+    async ({ request, params }: { request: Request; params: object }): Promise<Awaited<R>> => {
+      const known = callerOf(tokens, request);
+      return await handle(known instanceof Promise ? await known : known, { request, params: params as PathParams });
+    };
+
+/** What a wrapped handler gets. Elysia types a handler's params from its path, but not through a
+ *  wrapper: these are the names the routes use, and each route's path has those its handler reads. */
+export interface RouteContext { request: Request; params: PathParams }
+export interface PathParams { systemKey: string; name: string; key: string; file: string; caseName: string; version: string }
+
 /** Like principalOf, but a request without a token is anonymous (null). A bad token is still an error. */
 export async function optionalPrincipalOf(tokens: Tokens, req: Request): Promise<Principal | null> {
   return tokenOf(req) ? principalOf(tokens, req) : null;

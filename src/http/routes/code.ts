@@ -4,7 +4,7 @@ import { Elysia } from "elysia";
 import { retryAfterOf } from "../../code/pool.ts";
 import { envelope } from "../../core/errors.ts";
 import { knownFields, objectBody } from "../../core/validate.ts";
-import { callerOf, jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
+import { callerOf, jsonBody, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -24,7 +24,7 @@ export function refusedForNow(e: unknown): Response | null {
 }
 
 export const codeRoutes = (s: Services) => {
-  const auth = (r: Request) => principalOf(s.tokens, r);
+  const caller = withCaller(s.tokens);
   let app = new Elysia()
     .post("/api/v/1/code/:systemKey/:name", async ({ request, params }) => {
       // the hot path: a cached token answers without waiting
@@ -36,31 +36,31 @@ export const codeRoutes = (s: Services) => {
       if (r instanceof Response) return r;
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
     })
-    .get("/api/v/1/code/:systemKey/:name", async ({ request, params }) => s.services.read(await auth(request), params.systemKey, params.name))
-    .get("/api/v/3/code/codemeta/:systemKey", async ({ request, params }) => s.services.codeMeta(await auth(request), params.systemKey))
-    .get("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .post("/api/v/4/:systemKey/code/failed", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, await failedIds(request)))
-    .get("/api/v/3/code/:systemKey/failed", async ({ request, params }) => s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .get("/codeadmin/failed/:systemKey", async ({ request, params }) => ({ [params.systemKey]: await s.services.failed(await auth(request), params.systemKey, queryOf(request).get("query")) }))
-    .post("/codeadmin/failed/:systemKey", async ({ request, params }) => s.code.retry(await auth(request), params.systemKey, await failedIds(request)))
-    .delete("/codeadmin/failed/:systemKey", async ({ request, params }) => s.services.deleteFailed(await auth(request), params.systemKey, await failedIds(request)))
+    .get("/api/v/1/code/:systemKey/:name", caller((p, { params }) => s.services.read(p, params.systemKey, params.name)))
+    .get("/api/v/3/code/codemeta/:systemKey", caller((p, { params }) => s.services.codeMeta(p, params.systemKey)))
+    .get("/api/v/4/:systemKey/code/failed", caller((p, { request, params }) => s.services.failed(p, params.systemKey, queryOf(request).get("query"))))
+    .post("/api/v/4/:systemKey/code/failed", caller(async (p, { request, params }) => s.code.retry(p, params.systemKey, await failedIds(request))))
+    .get("/api/v/3/code/:systemKey/failed", caller((p, { request, params }) => s.services.failed(p, params.systemKey, queryOf(request).get("query"))))
+    .get("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => ({ [params.systemKey]: await s.services.failed(p, params.systemKey, queryOf(request).get("query")) })))
+    .post("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => s.code.retry(p, params.systemKey, await failedIds(request))))
+    .delete("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => s.services.deleteFailed(p, params.systemKey, await failedIds(request))))
     // libraries
-    .get("/codeadmin/v/2/library/:systemKey", async ({ request, params }) => s.services.libraries(await auth(request), params.systemKey))
-    .get("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.library(await auth(request), params.systemKey, params.name))
-    .post("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.createLibrary(await auth(request), params.systemKey, params.name, await jsonBody(request)))
-    .put("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.updateLibrary(await auth(request), params.systemKey, params.name, await jsonBody(request)))
-    .delete("/codeadmin/v/2/library/:systemKey/:name", async ({ request, params }) => s.services.removeLibrary(await auth(request), params.systemKey, params.name))
-    .get("/codeadmin/v/2/history/library/:systemKey/:name", async ({ request, params }) => s.services.libraryHistory(await auth(request), params.systemKey, params.name))
-    .get("/codeadmin/v/2/history/library/:systemKey/:name/:version", async ({ request, params }) => s.services.libraryHistory(await auth(request), params.systemKey, params.name, params.version)) as unknown as Elysia;
+    .get("/codeadmin/v/2/library/:systemKey", caller((p, { params }) => s.services.libraries(p, params.systemKey)))
+    .get("/codeadmin/v/2/library/:systemKey/:name", caller((p, { params }) => s.services.library(p, params.systemKey, params.name)))
+    .post("/codeadmin/v/2/library/:systemKey/:name", caller(async (p, { request, params }) => s.services.createLibrary(p, params.systemKey, params.name, await jsonBody(request))))
+    .put("/codeadmin/v/2/library/:systemKey/:name", caller(async (p, { request, params }) => s.services.updateLibrary(p, params.systemKey, params.name, await jsonBody(request))))
+    .delete("/codeadmin/v/2/library/:systemKey/:name", caller((p, { params }) => s.services.removeLibrary(p, params.systemKey, params.name)))
+    .get("/codeadmin/v/2/history/library/:systemKey/:name", caller((p, { params }) => s.services.libraryHistory(p, params.systemKey, params.name)))
+    .get("/codeadmin/v/2/history/library/:systemKey/:name/:version", caller((p, { params }) => s.services.libraryHistory(p, params.systemKey, params.name, params.version))) as unknown as Elysia;
 
   // service definitions on the three path families clients use
   for (const [list, one] of [["/admin/code/v/1/:systemKey", "/admin/code/v/1/:systemKey/:name"], ["/api/v/3/code/:systemKey", "/api/v/3/code/:systemKey/service/:name"], [null, "/codeadmin/v/2/:systemKey/:name"]] as const) {
-    if (list) app = app.get(list, async ({ request, params }) => s.services.names(await auth(request), sk(params))) as unknown as Elysia;
+    if (list) app = app.get(list, caller((p, { params }) => s.services.names(p, sk(params)))) as unknown as Elysia;
     app = app
-      .get(one, async ({ request, params }) => s.services.read(await auth(request), sk(params), nm(params)))
-      .post(one, async ({ request, params }) => s.services.create(await auth(request), sk(params), nm(params), await jsonBody(request)))
-      .put(one, async ({ request, params }) => s.services.update(await auth(request), sk(params), nm(params), await jsonBody(request)))
-      .delete(one, async ({ request, params }) => s.services.remove(await auth(request), sk(params), nm(params))) as unknown as Elysia;
+      .get(one, caller((p, { params }) => s.services.read(p, sk(params), nm(params))))
+      .post(one, caller(async (p, { request, params }) => s.services.create(p, sk(params), nm(params), await jsonBody(request))))
+      .put(one, caller(async (p, { request, params }) => s.services.update(p, sk(params), nm(params), await jsonBody(request))))
+      .delete(one, caller((p, { params }) => s.services.remove(p, sk(params), nm(params)))) as unknown as Elysia;
   }
   return app;
 };

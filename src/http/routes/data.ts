@@ -3,7 +3,7 @@
 import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
 import type { Collection } from "../../domain/collections.ts";
-import { jsonBody, principalOf, queryOf, systemKeyOf } from "../request.ts";
+import { jsonBody, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type Params = Record<string, string>;
@@ -64,19 +64,20 @@ function schemaRoutes(app: Elysia, s: Services, base: string, resolve: Resolve) 
 }
 
 export const dataRoutes = (s: Services) => {
+  const caller = withCaller(s.tokens);
   let app = new Elysia() as unknown as Elysia;
   for (const base of ["/api/v/3/collectionmanagement", "/admin/collectionmanagement"]) {
     // the /admin spelling of a read is a developer's; users read through /api/v/3
     const reader = base.startsWith("/admin") ? async (r: Request) => developerOnly(await principalOf(s.tokens, r)) : (r: Request) => principalOf(s.tokens, r);
     app = app
       .get(base, async ({ request }) => s.collections.describe(await reader(request), queryOf(request).get("id")))
-      .post(base, async ({ request }) => s.collections.createCollection(await principalOf(s.tokens, request), await jsonBody(request), systemKeyOf(request)))
-      .put(base, async ({ request }) => s.collections.updateCollection(await principalOf(s.tokens, request), await jsonBody(request)))
-      .delete(base, async ({ request }) => s.collections.removeCollection(await principalOf(s.tokens, request), queryOf(request).get("id"))) as unknown as Elysia;
+      .post(base, caller(async (p, { request }) => s.collections.createCollection(p, await jsonBody(request), systemKeyOf(request))))
+      .put(base, caller(async (p, { request }) => s.collections.updateCollection(p, await jsonBody(request))))
+      .delete(base, caller((p, { request }) => s.collections.removeCollection(p, queryOf(request).get("id")))) as unknown as Elysia;
   }
   app = app
-    .get("/api/v/3/allcollections/:key", async ({ request, params }) => s.collections.list(await principalOf(s.tokens, request), params.key))
-    .get("/admin/allcollections", async ({ request }) => s.collections.list(developerOnly(await principalOf(s.tokens, request)), queryOf(request).get("appid") ?? systemKeyOf(request))) as unknown as Elysia;
+    .get("/api/v/3/allcollections/:key", caller((p, { params }) => s.collections.list(p, params.key)))
+    .get("/admin/allcollections", caller((p, { request }) => s.collections.list(developerOnly(p), queryOf(request).get("appid") ?? systemKeyOf(request)))) as unknown as Elysia;
 
   // by system key and name
   app = itemRoutes(app, s, "/api/v/1/collection/:key/:name", byName, (p) => `/api/v/1/collection/${p.key}/${encodeURIComponent(p.name!)}`, "/api/v/2/collection/:key/:name");

@@ -7,7 +7,7 @@ import { fail } from "../../core/errors.ts";
 import { hashToken } from "../../core/ids.ts";
 import { knownFields, objectBody } from "../../core/validate.ts";
 import { SYNC_PATH } from "../../sync/protocol.ts";
-import { jsonBody, principalOf, queryOf, tokenOf } from "../request.ts";
+import { jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -16,40 +16,38 @@ const nm = (p: unknown) => (p as P).name!;
 const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
 
 export const edgeRoutes = (s: Services) => {
-  const auth = (r: Request) => principalOf(s.tokens, r);
+  const caller = withCaller(s.tokens);
   const hub = () => {
     if (!s.sync) throw fail("INVALID_ARGUMENT", "sync status is kept by the platform, not by an edge");
     return s.sync;
   };
   let app = new Elysia()
-    .get("/api/v/2/edges/:systemKey", async ({ request, params }) => s.edges.list(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .get("/admin/edges/:systemKey", async ({ request, params }) => s.edges.list(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .get("/api/v/3/edges/:systemKey/count", async ({ request, params }) => s.edges.count(await auth(request), params.systemKey, queryOf(request).get("query")))
-    .get("/api/v/3/edges/:systemKey/columns", async ({ request, params }) => s.edges.columns(await auth(request), params.systemKey))
-    .get("/admin/edges/:systemKey/columns", async ({ request, params }) => s.edges.columns(await auth(request), params.systemKey))
-    .post("/admin/edges/:systemKey/columns", async ({ request, params }) => s.edges.addColumn(await auth(request), params.systemKey, await jsonBody(request)))
-    .delete("/admin/edges/:systemKey/columns", async ({ request, params }) => {
+    .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
+    .get("/admin/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
+    .get("/api/v/3/edges/:systemKey/count", caller((p, { request, params }) => s.edges.count(p, params.systemKey, queryOf(request).get("query"))))
+    .get("/api/v/3/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
+    .get("/admin/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
+    .post("/admin/edges/:systemKey/columns", caller(async (p, { request, params }) => s.edges.addColumn(p, params.systemKey, await jsonBody(request))))
+    .delete("/admin/edges/:systemKey/columns", caller((p, { request, params }) => {
       const q = queryOf(request);
-      return s.edges.deleteColumn(await auth(request), params.systemKey, q.get("column") ?? q.get("column_name"));
-    })
+      return s.edges.deleteColumn(p, params.systemKey, q.get("column") ?? q.get("column_name"));
+    }))
     // templates (also on the older "sync" paths)
-    .get("/admin/edges/template/:systemKey", async ({ request, params }) => s.edges.templates(await auth(request), params.systemKey))
-    .put("/admin/edges/template/:systemKey/:name", async ({ request, params }) => s.edges.changeTemplate(await auth(request), params.systemKey, params.name, await jsonBody(request)))
-    .get("/admin/edges/sync/:systemKey", async ({ request, params }) => s.edges.templates(await auth(request), params.systemKey))
-    .put("/admin/edges/sync/:systemKey/:name", async ({ request, params }) => s.edges.changeTemplate(await auth(request), params.systemKey, params.name, await jsonBody(request)))
+    .get("/admin/edges/template/:systemKey", caller((p, { params }) => s.edges.templates(p, params.systemKey)))
+    .put("/admin/edges/template/:systemKey/:name", caller(async (p, { request, params }) => s.edges.changeTemplate(p, params.systemKey, params.name, await jsonBody(request))))
+    .get("/admin/edges/sync/:systemKey", caller((p, { params }) => s.edges.templates(p, params.systemKey)))
+    .put("/admin/edges/sync/:systemKey/:name", caller(async (p, { request, params }) => s.edges.changeTemplate(p, params.systemKey, params.name, await jsonBody(request))))
     // sync status
-    .get("/admin/:systemKey/sync/edge/status/:name", async ({ request, params }) => {
-      await s.systems.accessAsDeveloper(await auth(request), params.systemKey);
+    .get("/admin/:systemKey/sync/edge/status/:name", caller(async (p, { params }) => {
+      await s.systems.accessAsDeveloper(p, params.systemKey);
       return hub().status(params.systemKey, params.name);
-    })
-    .get("/admin/:systemKey/sync/alledges/status", async ({ request, params }) => {
-      const p = await auth(request);
+    }))
+    .get("/admin/:systemKey/sync/alledges/status", caller(async (p, { params }) => {
       await s.systems.accessAsDeveloper(p, params.systemKey);
       const edges = await s.edges.list(p, params.systemKey, null);
       return Promise.all(edges.map(async (e) => ({ edge_name: e.name, isConnected: e.isConnected, sync_lag: e.sync_lag, assets: await hub().status(params.systemKey, e.name as string) })));
-    })
-    .post("/admin/:systemKey/sync/retry", async ({ request, params }) => {
-      const p = await auth(request);
+    }))
+    .post("/admin/:systemKey/sync/retry", caller(async (p, { request, params }) => {
       await s.systems.accessAsDeveloper(p, params.systemKey);
       const b = knownFields(objectBody(await jsonBody(request)), RETRY_FIELDS);
       for (const k of ["edge", "asset_class", "asset_id"]) if (b[k] !== undefined && typeof b[k] !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
@@ -60,13 +58,13 @@ export const edgeRoutes = (s: Services) => {
       const out = [];
       for (const e of edges) { await s.edges.find(s.db, params.systemKey, e); out.push(await hub().retry(params.systemKey, e, only)); }
       return out;
-    }) as unknown as Elysia;
+    })) as unknown as Elysia;
   for (const base of ["/api/v/3/edges/:systemKey/:name", "/admin/edges/:systemKey/:name"]) {
     app = app
-      .get(base, async ({ request, params }) => s.edges.get(await auth(request), sk(params), nm(params)))
-      .post(base, async ({ request, params }) => s.edges.create(await auth(request), sk(params), nm(params), await jsonBody(request)))
-      .put(base, async ({ request, params }) => s.edges.update(await auth(request), sk(params), nm(params), await jsonBody(request)))
-      .delete(base, async ({ request, params }) => s.edges.remove(await auth(request), sk(params), nm(params))) as unknown as Elysia;
+      .get(base, caller((p, { params }) => s.edges.get(p, sk(params), nm(params))))
+      .post(base, caller(async (p, { request, params }) => s.edges.create(p, sk(params), nm(params), await jsonBody(request))))
+      .put(base, caller(async (p, { request, params }) => s.edges.update(p, sk(params), nm(params), await jsonBody(request))))
+      .delete(base, caller((p, { params }) => s.edges.remove(p, sk(params), nm(params)))) as unknown as Elysia;
   }
   if (s.sync) {
     const hub = s.sync;
@@ -92,7 +90,7 @@ export const edgeRoutes = (s: Services) => {
     app = app.get("/api/v/4/edge/status", async ({ request }) => {
       const token = tokenOf(request);
       const mine = token !== null && timingSafeEqual(Buffer.from(hashToken(token)), own);
-      if (!mine) await s.systems.accessAsDeveloper(developerOnly(await auth(request), "edge status"), c.systemKey!);
+      if (!mine) await s.systems.accessAsDeveloper(developerOnly(await principalOf(s.tokens, request), "edge status"), c.systemKey!);
       const st = await edge.localStatus();
       return {
         edge: c.edgeName, system_key: c.systemKey, platform_url: c.platformUrl, connected: st.connected,

@@ -3,7 +3,7 @@
 import { Elysia } from "elysia";
 import { fail } from "../../core/errors.ts";
 import type { WebhookCall } from "../../domain/webhooks.ts";
-import { jsonBody, principalOf, queryOf, textBody } from "../request.ts";
+import { jsonBody, queryOf, textBody, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 import { refusedForNow } from "./code.ts";
 
@@ -27,7 +27,7 @@ async function readCall(request: Request): Promise<{ systemKey: string; name: st
 }
 
 export const webhookRoutes = (s: Services) => {
-  const auth = (r: Request) => principalOf(s.tokens, r);
+  const caller = withCaller(s.tokens);
   const invoke = async ({ request }: { request: Request }) => {
     const { systemKey, name, call } = await readCall(request);
     const r = await s.webhooks.invoke(systemKey, name, call).catch((e: unknown) => refusedForNow(e) ?? Promise.reject(e));
@@ -35,11 +35,11 @@ export const webhookRoutes = (s: Services) => {
     return new Response(NO_BODY.has(r.status) ? null : r.body, { status: r.status, headers: r.headers });
   };
   let app = new Elysia()
-    .get("/admin/v/4/webhook/:systemKey", async ({ request, params }) => s.webhooks.list(await auth(request), params.systemKey))
-    .get("/admin/v/4/webhook/:systemKey/:name", async ({ request, params }) => s.webhooks.get(await auth(request), params.systemKey, params.name))
-    .post("/admin/v/4/webhook/:systemKey/:name", async ({ request, params }) => s.webhooks.create(await auth(request), params.systemKey, params.name, await jsonBody(request)))
-    .put("/admin/v/4/webhook/:systemKey/:name", async ({ request, params }) => s.webhooks.update(await auth(request), params.systemKey, params.name, await jsonBody(request)))
-    .delete("/admin/v/4/webhook/:systemKey/:name", async ({ request, params }) => s.webhooks.remove(await auth(request), params.systemKey, params.name)) as unknown as Elysia;
+    .get("/admin/v/4/webhook/:systemKey", caller((p, { params }) => s.webhooks.list(p, params.systemKey)))
+    .get("/admin/v/4/webhook/:systemKey/:name", caller((p, { params }) => s.webhooks.get(p, params.systemKey, params.name)))
+    .post("/admin/v/4/webhook/:systemKey/:name", caller(async (p, { request, params }) => s.webhooks.create(p, params.systemKey, params.name, await jsonBody(request))))
+    .put("/admin/v/4/webhook/:systemKey/:name", caller(async (p, { request, params }) => s.webhooks.update(p, params.systemKey, params.name, await jsonBody(request))))
+    .delete("/admin/v/4/webhook/:systemKey/:name", caller((p, { params }) => s.webhooks.remove(p, params.systemKey, params.name))) as unknown as Elysia;
   for (const path of [`${EXECUTE}:systemKey/:name`, `${EXECUTE}:systemKey/:name/*`])
     for (const method of ["GET", "POST", "PUT", "DELETE", "PATCH"]) app = app.route(method, path, invoke) as unknown as Elysia;
   return app;

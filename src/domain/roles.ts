@@ -11,7 +11,9 @@ import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type MemberKind, type RoleRow, rolesRepo } from "../store/roles.ts";
 import type { DomainDeps } from "./deps.ts";
-import type { Systems } from "./systems.ts";
+
+/** What roles need of the systems module (which seeds the built-in roles, so roles does not import it). */
+export interface SystemAccess { access(p: Principal, key: unknown): Promise<unknown> }
 
 export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
   for (const name of BUILTIN_ROLES) {
@@ -94,7 +96,7 @@ export function applyPermissionChanges(base: RolePermissions, changes: Record<st
 }
 
 export class Roles {
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: SystemAccess) {}
 
   /** Role id for a reference that may be an id or a name (clients send either). */
   async resolve(ex: Executor, systemKey: string, ref: unknown): Promise<string> {

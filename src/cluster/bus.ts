@@ -4,75 +4,69 @@
 // for (`to`); requests wait for that node's reply.
 //
 // Redis pub/sub keeps nothing for a subscriber that is away: after the link comes back, `onResync`
-// handlers run so each node drops what it may have missed news of.
-import { RedisClient } from "bun";
+// handlers run so each node drops what it may have missed news of. ioredis (the client the MQTT
+// emitter uses too) reconnects and subscribes again by itself.
+import Redis from "ioredis";
 import { newUuid } from "../core/ids.ts";
 import type { Logger } from "../core/log.ts";
 
 export const CLUSTER_CHANNEL = "outpost:cluster";
-const RECONNECT_MS = 1_000;
+/** Messages kept while the link is down. */
+const OUTGOING_MAX = 10_000;
 
 export interface BusMessage { kind: string; from: string; to?: string; id?: string; body?: unknown }
 type Handler = (body: any, m: BusMessage) => void;
 type Server = (body: any) => Promise<unknown>;
 
 export class ClusterBus {
-  private readonly cmd: RedisClient;
-  private readonly sub: RedisClient;
+  private readonly cmd: Redis;
+  private readonly sub: Redis;
   private readonly handlers = new Map<string, Set<Handler>>();
   private readonly servers = new Map<string, Server>();
   private readonly waiting = new Map<string, { resolve(v: unknown): void; reject(e: Error): void; timer: ReturnType<typeof setTimeout> }>();
   private readonly resyncs = new Set<() => void>();
   private outgoing: BusMessage[] = [];
   private up = false;
-  private wasUp = false;
   private stopped = false;
-  private retry: ReturnType<typeof setTimeout> | null = null;
   /** messages received from other nodes (for tests and metrics) */
   received = 0;
 
   constructor(url: string, readonly nodeId: string, private readonly log: Logger) {
-    const opts = { autoReconnect: false, enableOfflineQueue: false, connectionTimeout: 2_000 };
-    this.cmd = new RedisClient(url, opts);
-    this.sub = new RedisClient(url, opts);
-    this.cmd.onclose = () => this.down("connection closed");
-    this.sub.onclose = () => this.down("subscriber closed");
+    const opts = { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, retryStrategy: () => 500 };
+    this.cmd = new Redis(url, opts);
+    this.sub = new Redis(url, opts);
+    for (const c of [this.cmd, this.sub]) c.on("error", (err: Error) => this.log.debug("cluster: Redis error", { err: err.message }));
+    this.sub.on("message", (_channel: string, text: string) => this.receive(text));
   }
 
   get available() { return this.up; }
 
   /** Connects; a Redis out of reach at the start fails it (a node must not run half-clustered). */
   async start() {
+    const once = { retryStrategy: () => null };
+    Object.assign(this.cmd.options, once);
+    Object.assign(this.sub.options, once);
     await this.cmd.connect();
     await this.sub.connect();
-    await this.sub.subscribe(CLUSTER_CHANNEL, (text) => this.receive(text));
-    this.up = this.wasUp = true;
+    await this.sub.subscribe(CLUSTER_CHANNEL);
+    this.cmd.options.retryStrategy = this.sub.options.retryStrategy = () => 500;
+    this.up = true;
+    this.sub.on("close", () => this.down());
+    this.sub.on("ready", () => this.back());
   }
 
-  private async reconnect() {
-    if (this.stopped) return;
-    try {
-      if (!this.cmd.connected) await this.cmd.connect();
-      if (!this.sub.connected) {
-        await this.sub.connect();
-        await this.sub.subscribe(CLUSTER_CHANNEL, (text) => this.receive(text));
-      }
-      this.up = true;
-      this.log.info("cluster: Redis link back; dropping cached state changed meanwhile");
-      for (const fn of this.resyncs) { try { fn(); } catch (err) { this.log.error("cluster: resync failed", { err }); } }
-    } catch (err) {
-      this.down(String((err as Error)?.message ?? err));
-    }
-  }
-
-  private down(why: string) {
-    if (this.stopped) return;
-    if (this.up) this.log.warn("cluster: Redis link lost; other nodes' changes reach this node when it is back", { why });
+  private down() {
+    if (this.stopped || !this.up) return;
     this.up = false;
-    if (!this.wasUp || this.retry) return;
-    try { this.sub.close(); } catch { /* closed */ }
-    this.retry = setTimeout(() => { this.retry = null; void this.reconnect(); }, RECONNECT_MS);
-    this.retry.unref?.();
+    this.log.warn("cluster: Redis link lost; other nodes' changes reach this node when it is back");
+  }
+
+  private back() {
+    if (this.stopped || this.up) return;
+    this.up = true;
+    this.log.info("cluster: Redis link back; dropping cached state changed meanwhile");
+    for (const fn of this.resyncs) { try { fn(); } catch (err) { this.log.error("cluster: resync failed", { err }); } }
+    this.flush();
   }
 
   private receive(text: string) {
@@ -111,23 +105,27 @@ export class ClusterBus {
   /** Runs after the Redis link came back (news sent meanwhile was lost). */
   onResync(fn: () => void) { this.resyncs.add(fn); }
 
-  /** Sends to every other node (or to `to`), with the other messages of this turn. */
+  /** Sends to every other node (or to `to`), with the other messages of this turn. While the link
+   *  is down messages wait (the newest OUTGOING_MAX) and go when it is back. */
   send(m: Omit<BusMessage, "from">) {
-    if (!this.up) return;
     this.outgoing.push({ ...m, from: this.nodeId });
-    if (this.outgoing.length === 1) queueMicrotask(() => this.flush());
+    if (this.outgoing.length > OUTGOING_MAX) this.outgoing.splice(0, this.outgoing.length - OUTGOING_MAX);
+    if (this.outgoing.length === 1 && this.up) queueMicrotask(() => this.flush());
   }
 
   private flush() {
+    if (!this.outgoing.length || !this.up) return;
     const batch = this.outgoing;
     this.outgoing = [];
-    if (!batch.length || !this.up) return;
-    this.cmd.publish(CLUSTER_CHANNEL, JSON.stringify(batch)).catch((err) => this.down(String((err as Error)?.message ?? err)));
+    this.cmd.publish(CLUSTER_CHANNEL, JSON.stringify(batch)).catch((err) => {
+      this.log.debug("cluster: publish failed; sent again when the link is back", { err: (err as Error).message });
+      this.outgoing.unshift(...batch);
+      this.down();
+    });
   }
 
   /** Asks one node and waits for its answer, at most `timeoutMs`. */
   request<T>(to: string, kind: string, body: unknown, timeoutMs: number): Promise<T> {
-    if (!this.up) return Promise.reject(new Error("the cluster's Redis is out of reach"));
     const id = newUuid();
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error(`node ${to} did not answer within ${Math.round(timeoutMs / 1000)} s`)); }, timeoutMs);
@@ -138,13 +136,10 @@ export class ClusterBus {
 
   stop() {
     this.stopped = true;
-    if (this.retry) clearTimeout(this.retry);
     this.flush();
     for (const [id, w] of this.waiting) { this.waiting.delete(id); clearTimeout(w.timer); w.reject(new Error("stopping")); }
-    this.cmd.onclose = null;
-    this.sub.onclose = null;
-    try { this.sub.close(); } catch { /* closed */ }
+    this.sub.disconnect();
     // the last batch goes out before the command link closes
-    setTimeout(() => { try { this.cmd.close(); } catch { /* closed */ } }, 50).unref?.();
+    void this.cmd.quit().catch(() => this.cmd.disconnect());
   }
 }

@@ -11,9 +11,7 @@ import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type MemberKind, type RoleRow, rolesRepo } from "../store/roles.ts";
 import type { DomainDeps } from "./deps.ts";
-
-/** What roles need of the systems module (which seeds the built-in roles, so roles does not import it). */
-export interface SystemAccess { access(p: Principal, key: unknown): Promise<unknown> }
+import type { Systems } from "./systems.ts";
 
 export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
   for (const name of BUILTIN_ROLES) {
@@ -96,7 +94,7 @@ export function applyPermissionChanges(base: RolePermissions, changes: Record<st
 }
 
 export class Roles {
-  constructor(private readonly d: DomainDeps, private readonly systems: SystemAccess) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
 
   /** Role id for a reference that may be an id or a name (clients send either). */
   async resolve(ex: Executor, systemKey: string, ref: unknown): Promise<string> {

@@ -1,8 +1,9 @@
-// Webhooks: definitions per system, and invocation: match the extra path, authenticate by the
-// webhook's method, run its service with a request object (method, headers, query, body, extra
-// path), and turn the service's answer into the HTTP answer.
+// Webhooks: definitions per
+// system, and invocation: match the extra path, authenticate by the webhook's method, run its
+// service with a request object (method, headers, query, body, extra path), and turn the service's answer into the HTTP answer.
 import type { Principal } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
+import type { CodeEngine, ExecResult } from "../code/engine.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
@@ -12,23 +13,6 @@ import type { DomainDeps } from "./deps.ts";
 import type { Services } from "./services.ts";
 import type { Systems } from "./systems.ts";
 import type { Users } from "./users.ts";
-
-/** What a webhook needs of the code engine (src/code/engine.ts), as messaging has its Broker:
- *  run a service as the caller and hand back its answer. The domain does not import the engine. */
-export interface ServiceRunner {
-  execute(p: Principal, systemKey: string, name: string, params: unknown, opts: { userToken?: string; logging?: boolean }): Promise<ServiceAnswer>;
-}
-
-/** A run's answer, as far as a webhook reads it. */
-export interface ServiceAnswer {
-  success: boolean;
-  results: unknown;
-  status?: number;
-  headers?: Record<string, string>;
-  /** the run itself failed (exception, timeout, limits) */
-  failed?: boolean;
-  timedOut?: boolean;
-}
 
 export const AUTH_METHODS = ["platform_auth", "http_basic_auth", "payload_auth", "no_auth"] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
@@ -99,7 +83,7 @@ export class Webhooks {
 
   constructor(
     private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: Services,
-    private readonly users: Users, private readonly tokens: Tokens, private readonly engine: ServiceRunner,
+    private readonly users: Users, private readonly tokens: Tokens, private readonly engine: CodeEngine,
   ) {}
 
   private toWire(w: WebhookRow, secret: string) {
@@ -234,7 +218,7 @@ export class Webhooks {
     const params = {
       body, query: group(call.query, (k) => k), headers: group(call.headers, headerName), urlParams, method: call.method, uri: call.uri,
     };
-    let r: ServiceAnswer;
+    let r: ExecResult;
     try {
       r = await this.engine.execute(p, systemKey, w.service_name, params, { userToken: token, logging: call.logging });
     } catch (e) {
@@ -267,7 +251,7 @@ function group(pairs: [string, string][], name: (k: string) => string): Record<s
 const TOKEN_HEADER_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** resp.success → 200, resp.error → 500, unless resp.status chose a status of the same class; resp.set headers. */
-function reply(r: ServiceAnswer): WebhookReply {
+function reply(r: ExecResult): WebhookReply {
   const s = r.status;
   const valid = typeof s === "number" && Number.isInteger(s) && s >= 200 && s <= 599;
   const status = r.success ? (valid ? s! : 200) : valid && s! >= 400 ? s! : 500;

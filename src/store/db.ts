@@ -366,6 +366,9 @@ function unreachable(e: unknown): boolean {
  *  reached is a 503 the client may retry (the envelope carries no detail of the server). */
 function pgError(e: unknown): unknown {
   if (unreachable(e)) return fail("DB_UNAVAILABLE", "the database cannot be reached at the moment; try again shortly", undefined);
+  // a JSON value with \u0000 (jsonb refuses it), bytes that are not UTF-8
+  const code = (e as { code?: unknown })?.code;
+  if (code === "22P05" || code === "22021") return fail("INVALID_ARGUMENT", "text holding a NUL character (\\u0000) or invalid UTF-8 cannot be stored");
   return e;
 }
 
@@ -428,7 +431,14 @@ class PgDb implements Db {
       t = { text: numberPlaceholders(sql), name: this.text.size < MAX_NAMED ? `s${this.named++}` : undefined };
       this.text.set(sql, t);
     }
-    const values = toArgs(args);
+    let values = toArgs(args);
+    // PostgreSQL's text cannot hold NUL (SQLite's can), so no stored text equals a value holding
+    // one: a statement looking for it gets a character no stored text holds in its place (U+FFFF,
+    // a noncharacter) and finds nothing; one storing it is refused as bad input
+    if (values.some((v) => typeof v === "string" && v.includes("\u0000"))) {
+      if (/^\s*INSERT\b/i.test(sql)) throw fail("INVALID_ARGUMENT", "text holding a NUL character (\\u0000) cannot be stored");
+      values = values.map((v) => (typeof v === "string" ? v.replaceAll("\u0000", "\uffff") : v));
+    }
     try {
       return await client.query({ text: t.text, name: t.name, values });
     } catch (e) {

@@ -133,16 +133,6 @@ export const outboxRepo = {
   remove: (ex: Executor, ids: number[]) => ex.run(`DELETE FROM outbox WHERE id IN (${ids.map(() => "?").join(",")})`, ids),
   ackUpTo: (ex: Executor, id: number) => ex.run(`DELETE FROM outbox WHERE id <= ?`, [id]),
   count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox`))!.n,
-  /** The bytes of every body waiting (a scan: only when a running tally says a limit may be passed). */
-  bytes: async (ex: Executor) => (await ex.get<{ n: number | null }>(`SELECT sum(length(body)) AS n FROM outbox`))!.n ?? 0,
-  /** When the oldest item waiting was written (ms), null when none waits. */
-  oldest: async (ex: Executor) => (await ex.get<{ t: number }>(`SELECT created_at AS t FROM outbox ORDER BY id LIMIT 1`))?.t ?? null,
-  /** Items after `id` with their size, oldest first (to find how many to drop). */
-  sizesAfter: (ex: Executor, id: number, limit: number) =>
-    ex.all<{ id: number; n: number }>(`SELECT id, length(body) AS n FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, [id, limit]),
-  /** The newest item written before `ms` (items are written in id order). */
-  lastBefore: async (ex: Executor, ms: number) => (await ex.get<{ id: number | null }>(`SELECT max(id) AS id FROM outbox WHERE created_at < ?`, [ms]))!.id ?? 0,
-  countThrough: async (ex: Executor, id: number) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox WHERE id <= ?`, [id]))!.n,
 };
 
 /** Edge: the definitions the platform sent (by type and name). */

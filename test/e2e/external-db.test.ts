@@ -1,10 +1,8 @@
 // External databases over HTTP (spec §4.4, §2, wire reference §12) against the binary, with real
 // PostgreSQL and MariaDB (scripts/test-databases.sh): management, who may read credentials,
 // data operations, credential changes closing the pool, sealed storage, and failure paths.
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import t from "tap";
-import { Client, type DevSystem, canConnect, devWithSystem, isEnvelope, needs, newUser, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, canConnect, devWithSystem, isEnvelope, needs, newUser, request, startOutpost, storedData, uniq } from "./harness.ts";
 
 const PG = new URL(process.env.OUTPOST_TEST_PG ?? "postgres://outpost:outpost-test-pw@127.0.0.1:5432/outpost_test");
 const MY = new URL(process.env.OUTPOST_TEST_MYSQL ?? "mysql://outpost:outpost-test-pw@127.0.0.1:3306/outpost_test");
@@ -147,9 +145,9 @@ t.test("an unreachable server is a clear error", servers, async (t) => {
 });
 
 t.test("credentials are sealed at rest", servers, async (t) => {
-  const files = readdirSync(o.dataDir).filter((f) => f.startsWith("outpost.db"));
+  const files = storedData(o);
   t.ok(files.length > 0, "the database files");
-  for (const f of files) t.notOk(readFileSync(join(o.dataDir, f)).includes(Buffer.from(PG.password)), `${f} does not hold the password in the clear`);
+  for (const f of files) t.notOk(f.bytes.includes(Buffer.from(PG.password)), `${f.name} does not hold the password in the clear`);
 });
 
 t.test("delete", servers, async (t) => {
@@ -209,6 +207,5 @@ t.test("a collection that is a database connection: items through the same conne
 });
 
 t.test("connection collections' credentials are sealed at rest too", servers, async (t) => {
-  for (const f of readdirSync(o.dataDir).filter((x) => x.startsWith("outpost.db")))
-    t.notOk(readFileSync(join(o.dataDir, f)).includes(Buffer.from(MY.password)), `${f} does not hold a password in the clear`);
+  for (const f of storedData(o)) t.notOk(f.bytes.includes(Buffer.from(MY.password)), `${f.name} does not hold a password in the clear`);
 });

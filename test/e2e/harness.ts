@@ -1,14 +1,14 @@
 // Black-box harness: starts the built binary on free ports with its own data directory and
 // talks to it over real HTTP. Runs on Node (tap); no Bun APIs here.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Test } from "tap";
 import { createHash } from "node:crypto";
-import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
+import { createPgDatabase, dropPgDatabase, pgUrlFor } from "../pgdb.ts";
 
 export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
 
@@ -105,6 +105,17 @@ export const pgDatabaseOf = (dataDir: string) =>
 export async function testDbArgs(dataDir: string, args: readonly string[], env?: Record<string, string>): Promise<string[]> {
   if (TEST_DB !== "postgres" || !takesTestDb(args, env)) return [];
   return ["--db", await createPgDatabase(pgDatabaseOf(dataDir))];
+}
+
+/** What a platform the harness started has stored, as bytes to search: its database files on
+ *  libSQL, a dump of its database on PostgreSQL. */
+export function storedData(o: { dataDir: string }): { name: string; bytes: Buffer }[] {
+  if (TEST_DB === "postgres") {
+    const dump = spawnSync("pg_dump", ["--data-only", pgUrlFor(pgDatabaseOf(o.dataDir))], { maxBuffer: 1 << 30 });
+    if (dump.status !== 0) throw new Error(`pg_dump failed: ${dump.stderr}`);
+    return [{ name: "pg_dump", bytes: dump.stdout }];
+  }
+  return readdirSync(o.dataDir).filter((f) => f.startsWith("outpost.db")).map((f) => ({ name: f, bytes: readFileSync(join(o.dataDir, f)) }));
 }
 
 /** Drops the PostgreSQL database of a data directory that goes away (nothing on libSQL). */

@@ -4,11 +4,15 @@
 // note with --link-loss-ok). /metrics: HTTP requests by route and status with latency, MQTT
 // connections and messages in and out by QoS, the database's size, code runs by outcome with
 // durations, an edge's link and outbox.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRequire } from "node:module";
 import mqtt from "mqtt";
 import t from "tap";
-import { devWithSystem, freePort, request, startOutpost, waitFor } from "./harness.ts";
+import pg from "pg";
+import { devWithSystem, freePort, pgDatabaseOf, request, startOutpost, TEST_DB, waitFor } from "./harness.ts";
+import { pgUrlFor } from "../pgdb.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -23,11 +27,9 @@ t.test("a healthy node answers 200 ok", async (t) => {
 t.test("the database cannot write: 503 naming it, and 200 again once it can", async (t) => {
   const o = await startOutpost();
   t.teardown(() => o.stop());
-  // another process takes the database's write lock and keeps it
-  const Database = require("libsql");
-  const other = new Database(join(o.dataDir, "outpost.db"));
-  other.exec("PRAGMA busy_timeout=5000");
-  other.exec("BEGIN IMMEDIATE");
+  // another process takes the database's write lock and keeps it (on PostgreSQL: a lock on the
+  // table the probe writes)
+  const other = TEST_DB === "postgres" ? await pgLocker(pgUrlFor(pgDatabaseOf(o.dataDir))) : libsqlLocker(join(o.dataDir, "outpost.db"));
   try {
     // the report is reused for a second: ask until the probe ran under the lock
     let r = await request(o.url, "GET", "/health");
@@ -35,15 +37,32 @@ t.test("the database cannot write: 503 naming it, and 200 again once it can", as
     t.equal(r.body.status, "unhealthy");
     t.match(r.body.reasons.join("\n"), /database cannot write/);
   } finally {
-    other.exec("ROLLBACK");
-    other.close();
+    await other.release();
   }
   t.ok(await waitFor(async () => (await request(o.url, "GET", "/health")).status === 200, 15_000), "healthy again");
 });
 
+function libsqlLocker(path: string) {
+  const Database = require("libsql");
+  const other = new Database(path);
+  other.exec("PRAGMA busy_timeout=5000");
+  other.exec("BEGIN IMMEDIATE");
+  return { release: async () => { other.exec("ROLLBACK"); other.close(); } };
+}
+
+async function pgLocker(url: string) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query("BEGIN");
+  await c.query("LOCK TABLE settings IN ACCESS EXCLUSIVE MODE");
+  return { release: async () => { await c.query("ROLLBACK"); await c.end(); } };
+}
+
 t.test("the disk is nearly full (below --min-free-mb): 503 naming it", async (t) => {
-  const o = await startOutpost({ args: ["--min-free-mb", String(1024 * 1024 * 1024)], waitForHealth: false });
-  t.teardown(() => o.stop());
+  // the disk of a database file (a PostgreSQL server's disk is its operator's to watch)
+  const dir = mkdtempSync(join(tmpdir(), "outpost-e2e-"));
+  const o = await startOutpost({ dataDir: dir, args: ["--db", `file:${join(dir, "outpost.db")}`, "--min-free-mb", String(1024 * 1024 * 1024)], waitForHealth: false });
+  t.teardown(async () => { await o.stop(); rmSync(dir, { recursive: true, force: true }); });
   let r = await request(o.url, "GET", "/health").catch(() => null);
   t.ok(await waitFor(async () => (r = await request(o.url, "GET", "/health")).status === 503, 15_000), "503 from the start");
   t.match(r!.body.reasons.join("\n"), /disk .* MB free \(less than --min-free-mb/);
@@ -87,7 +106,7 @@ t.test("/metrics: HTTP requests by route and status with latency, MQTT connectio
   t.match(m, /^outpost_http_requests_total\{route="unmatched",status="404"\} 1$/m, "a path no route answers");
   t.match(m, /^outpost_http_request_seconds_bucket\{route="\/admin\/systemmanagement",le="\+Inf"\} 1$/m, "latency by route");
   t.match(m, /^outpost_mqtt_connections 0$/m, "MQTT connections");
-  t.match(m, /^outpost_db_bytes [1-9]\d*$/m, "the database's size");
+  if (TEST_DB === "libsql") t.match(m, /^outpost_db_bytes [1-9]\d*$/m, "the database file's size");
   t.match(m, /^outpost_process_resident_bytes [1-9]\d*$/m, "resident memory");
 });
 

@@ -51,6 +51,26 @@ function embeddedConsole(files: ConsoleFiles): BunPlugin {
   };
 }
 
+/** Bun keeps a bundle that holds any character beyond ASCII as UTF-16 in the executable, twice its
+ *  size (one copyright comment of @js-joda/core, kept as a legal comment, cost 4.5 MB). The
+ *  packages' sources are given to the bundler with such characters as \u escapes, which mean the
+ *  same in strings, regular expressions, identifiers and comments. */
+function asciiSources(): BunPlugin {
+  return {
+    name: "ascii-sources",
+    setup(build) {
+      build.onLoad({ filter: /[\\/]node_modules[\\/].+\.[cm]?js$/ }, async (args) => {
+        const src = await Bun.file(args.path).text();
+        if (!/[^\x00-\x7f]/.test(src)) return undefined; // the bundler reads it itself
+        // (a character escaped in the source, "\é", is the character: its backslash goes)
+        const contents = src.replace(/(\\*)([^\x00-\x7f])/g, (_, slashes: string, c: string) =>
+          slashes.slice(slashes.length % 2) + "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+        return { contents, loader: "js" };
+      });
+    },
+  };
+}
+
 /** Another target's packages from npm, in a folder of their own (kept out of the app's own
  *  dependencies): `npm install --force`, as npm refuses a foreign CPU otherwise. */
 async function vendor(folder: string, packages: string[], files: string[]): Promise<string[]> {
@@ -94,11 +114,18 @@ async function build(target: Target, outfile: string) {
     // /$bunfs/root/code/worker.ts under this root (src/code/pool.ts)
     entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts")],
     root: join(ROOT, "src"),
-    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole())],
+    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources()],
     minify: true,
-    bytecode: true,
+    // Size (target: under 125 MB): Bun's runtime is 107 MB of it and libSQL's addon 10 MB, so the
+    // code has about 8 MB. No bytecode (it was 14 MB, three times the code it compiles; a cold
+    // start parses the code instead, a third of it since splitting) and no embedded source map
+    // (5 MB: stack traces point into the minified code).
+    bytecode: false,
+    sourcemap: "none",
     format: "esm",
-    sourcemap: "linked",
+    // what is loaded with import() (the external-database drivers, libSQL, PostgreSQL) is a chunk
+    // of its own, read and compiled only when used: a start reads a third of the code
+    splitting: true,
     compile: { target, outfile, autoloadDotenv: false, autoloadBunfig: false, ...(executablePath ? { executablePath } : {}) },
   } as Parameters<typeof Bun.build>[0]);
   if (!res.success) {

@@ -90,11 +90,13 @@ const obj = (v: unknown, what: string) => {
 };
 
 export function mongoConnector(c: Credentials): Connector {
-  // the driver loads with the first connection: it is a large part of a cold start's module loading
-  const { MongoClient } = require("mongodb") as typeof import("mongodb");
-  const client = new MongoClient(mongoUri(c), { serverSelectionTimeoutMS: 5_000, connectTimeoutMS: 5_000, maxPoolSize: 5 });
+  // the driver loads with the first connection, from a part of the binary of its own (it is a
+  // large part of the code, which a start would otherwise read and hold in memory)
+  const client = import("mongodb").then(({ MongoClient }) =>
+    new MongoClient(mongoUri(c), { serverSelectionTimeoutMS: 5_000, connectTimeoutMS: 5_000, maxPoolSize: 5 }));
+  client.catch(() => {}); // (a client that cannot be made: the first operation reports it)
   let connecting: Promise<MongoClient> | null = null;
-  const ready = () => (connecting ??= client.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
+  const ready = () => (connecting ??= client.then((m) => m.connect()).catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
   const collection = async (name: string) => (await ready()).db(c.dbname).collection(name);
   return {
     async perform(op, timeoutMs): Promise<DataResult> {
@@ -161,7 +163,7 @@ export function mongoConnector(c: Credentials): Connector {
       update: (t, q, set, ms) => guard(ms, async () => (await (await collection(t)).updateMany(documentFilter(q), { $set: set } as never, { maxTimeMS: ms } as never)).modifiedCount),
       delete: (t, q, ms) => guard(ms, async () => (await (await collection(t)).deleteMany(documentFilter(q), { maxTimeMS: ms } as never)).deletedCount),
     },
-    close: () => client.close(),
+    close: () => client.then((m) => m.close(), () => {}),
   };
 }
 

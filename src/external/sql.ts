@@ -6,13 +6,20 @@ import { fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError, positional, sqlOperation } from "./connector.ts";
 import { sqlTable } from "./tables.ts";
 
-// The drivers load when a connection of their kind is first made: together they are most of a
-// cold start's module loading, and most deployments use one of them or none.
+// The drivers load when a connection of their kind is first made, each from a part of the binary
+// of its own: together they are most of its code, which a start would otherwise read and hold
+// in memory, and most deployments use one of them or none.
 const drivers = {
-  pg: () => require("pg") as typeof import("pg"),
-  mysql: () => require("mysql2/promise") as typeof import("mysql2/promise"),
-  mssql: () => require("mssql") as typeof import("mssql"),
+  pg: () => import("pg").then((m) => m.default),
+  mysql: () => import("mysql2/promise").then((m) => m.default),
+  mssql: () => import("mssql").then((m) => m.default),
 };
+
+/** A driver's pool on its way: a failure to make it waits for the first statement, which reports it. */
+function pending<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {});
+  return p;
+}
 
 const POOL_MAX = 5;
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -20,15 +27,18 @@ const CONNECT_TIMEOUT_MS = 5_000;
 const timedOut = (ms: number) => fail("EXTERNAL_DB", `the statement did not finish within ${ms / 1000} s and was cancelled`);
 
 export function postgresConnector(c: Credentials): Connector {
-  const pool = new (drivers.pg().Pool)({
-    host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, max: POOL_MAX,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30_000, ...(c.tls ? { ssl: { rejectUnauthorized: false } } : {}),
-  });
-  pool.on("error", () => { /* an idle client's error: the next query reconnects */ });
+  const pool = pending(drivers.pg().then((driver) => {
+    const p = new driver.Pool({
+      host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, max: POOL_MAX,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30_000, ...(c.tls ? { ssl: { rejectUnauthorized: false } } : {}),
+    });
+    p.on("error", () => { /* an idle client's error: the next query reconnects */ });
+    return p;
+  }));
   const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
     const { sql, args } = positional("postgres", ...splitOp(op));
     let client: pg.PoolClient;
-    try { client = await pool.connect(); } catch (e) { throw databaseError(e, "could not connect"); }
+    try { client = await (await pool).connect(); } catch (e) { throw databaseError(e, "could not connect"); }
     try {
       // statement_timeout makes the server cancel the statement itself
       await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);
@@ -42,18 +52,18 @@ export function postgresConnector(c: Credentials): Connector {
       client.release();
     }
   };
-  return { perform, table: sqlTable("postgres", perform), close: () => pool.end() };
+  return { perform, table: sqlTable("postgres", perform), close: () => pool.then((p) => p.end(), () => {}) };
 }
 
 export function mysqlConnector(c: Credentials): Connector {
-  const pool = drivers.mysql().createPool({
+  const pool = pending(drivers.mysql().then((driver) => driver.createPool({
     host: c.address, port: Number(c.port), user: c.user, password: c.password, database: c.dbname, connectionLimit: POOL_MAX,
     connectTimeout: CONNECT_TIMEOUT_MS, dateStrings: false, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: false,
-  });
+  })));
   const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
     const { sql, args } = positional("mysql", ...splitOp(op));
     try {
-      const [rows] = await pool.query({ sql, values: args, timeout: timeoutMs });
+      const [rows] = await (await pool).query({ sql, values: args, timeout: timeoutMs });
       if (Array.isArray(rows)) return { Data: rows as unknown[], Total: rows.length };
       return { Data: [], Total: (rows as { affectedRows?: number }).affectedRows ?? 0 };
     } catch (e) {
@@ -63,7 +73,7 @@ export function mysqlConnector(c: Credentials): Connector {
       throw databaseError(e);
     }
   };
-  return { perform, table: sqlTable("mysql", perform), close: () => pool.end() };
+  return { perform, table: sqlTable("mysql", perform), close: () => pool.then((p) => p.end(), () => {}) };
 }
 
 export function mssqlConfig(c: Credentials): mssql.config {
@@ -75,9 +85,9 @@ export function mssqlConfig(c: Credentials): mssql.config {
 }
 
 export function mssqlConnector(c: Credentials): Connector {
-  const pool = new (drivers.mssql().ConnectionPool)(mssqlConfig(c));
+  const pool = pending(drivers.mssql().then((driver) => new driver.ConnectionPool(mssqlConfig(c))));
   let connecting: Promise<mssql.ConnectionPool> | null = null;
-  const ready = () => (connecting ??= pool.connect().catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
+  const ready = () => (connecting ??= pool.then((p) => p.connect()).catch((e) => { connecting = null; throw databaseError(e, "could not connect"); }));
   const perform = async (op: unknown[], timeoutMs: number): Promise<DataResult> => {
     const { sql, args } = positional("mssql", ...splitOp(op));
     const p = await ready();
@@ -92,7 +102,7 @@ export function mssqlConnector(c: Credentials): Connector {
       throw databaseError(e);
     }
   };
-  return { perform, table: sqlTable("mssql", perform), close: async () => { await pool.close(); } };
+  return { perform, table: sqlTable("mssql", perform), close: () => pool.then((p) => p.close(), () => {}) };
 }
 
 function splitOp(op: unknown[]): [string, unknown[]] {

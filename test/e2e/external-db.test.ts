@@ -132,6 +132,18 @@ t.test("a credential change closes the pool: a wrong password fails at once, the
   }
 });
 
+t.test("every kind's driver loads when first used (each is a part of the binary of its own)", async (t) => {
+  const ops: Record<string, unknown[]> = { postgres: ["SELECT 1"], mysql: ["SELECT 1"], mssql: ["SELECT 1"], mongodb: ["db.things.find({})"] };
+  for (const [db_type, operation] of Object.entries(ops)) {
+    const name = uniq(db_type);
+    t.equal((await s.dev.post(base(), { name, db_type, credentials: { ...creds(PG), address: "127.0.0.1", port: "1" } })).status, 200, `${db_type} connection`);
+    const r = await s.dev.post(`${base()}/${name}/data`, { operation });
+    t.equal(r.status, 400, `${db_type}: ${r.text}`);
+    t.match(r.body?.error?.detail, /could not connect/, `${db_type}: the driver ran and found nothing listening`);
+  }
+  t.equal((await request(o.url, "GET", "/health")).status, 200, "the server is fine");
+});
+
 t.test("an unreachable server is a clear error", servers, async (t) => {
   const name = uniq("gone");
   t.equal((await s.dev.post(base(), { name, db_type: "postgres", credentials: { ...creds(PG), port: "1" } })).status, 200);

@@ -2,7 +2,7 @@
 //  1. an initial sync of 100,000 rows to a new edge (rows/s) against raw batched inserts into the
 //     edge's own kind of database (target ratio >= 0.5);
 //  2. the latency of one platform change reaching the edge, p50 and p99 (targets 50 ms and 250 ms
-//     on loopback), read from the edge's log (the time it applied the batch carrying it);
+//     on loopback);
 //  3. the bytes an up-to-date edge receives when it reconnects after the change log was compacted,
 //     and after a platform restart (target: no rows, under 10 KB), against the bytes of the
 //     snapshot a new edge of the same template receives;
@@ -55,11 +55,7 @@ class Node {
     this.p = spawn(BIN, ["--http-port", String(this.httpPort), "--mqtt-port", String(port()), "--mqtt-ws-port", String(port()), "--mqtt-tls-port", String(port()),
       "--mqtt-wss-port", String(port()), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args], { cwd: this.dir, stdio: ["ignore", "ignore", "pipe"] });
     this.p.stderr!.on("data", (d) => { this.out += d; });
-    const p = this.p;
-    // a process that exits (a port another took) says why instead of a timeout
-    const exited = new Promise<never>((_, reject) => p.once("exit", (code) => reject(new Error(`outpost exited with ${code}: ${this.out.slice(-2000)}`))));
-    exited.catch(() => { /* a later exit (a stop) is no error */ });
-    await Promise.race([waitHttp(`${this.url}/health`, 60_000), exited]);
+    await waitHttp(`${this.url}/health`);
   }
   async stop(signal: NodeJS.Signals = "SIGTERM") {
     const p = this.p;
@@ -95,14 +91,9 @@ async function devToken(url: string, email: string, password: string): Promise<R
   }
 }
 
-/** The "batch applied" lines an edge logs at debug level for live changes (not snapshots), with
- *  their time: when a change arrived, from the edge's own clock (the same machine's). */
-const liveBatches = (log: string) => [...log.matchAll(/\{"time":"([^"]+)","level":"debug","msg":"batch applied"[^\n]*"seqs":\[\d[\d,]*\]/g)]
-  .filter((m) => !/"snapshot":true/.test(m[0])).map((m) => Date.parse(m[1]!));
-
 async function initialSyncAndLatency() {
   const P = await startOutpost();
-  let E: Node | undefined;
+  let E: Awaited<ReturnType<typeof startOutpost>> | undefined;
   try {
     const s = await setupSystem(P.url);
     const D = { "ClearBlade-DevToken": s.devToken };
@@ -113,9 +104,7 @@ async function initialSyncAndLatency() {
 
     // initial sync: from the edge's start to every row on it
     const t0 = performance.now();
-    // debug: the edge logs every batch it applied (the latency below is read from those lines)
-    E = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", "bench", "--edge-token", "bench-edge-token"]);
-    await E.start();
+    E = await startOutpost(["--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", "bench", "--edge-token", "bench-edge-token"]);
     const me = await json(`${P.url}/admin/userinfo`, "GET", undefined, D);
     const ED = await devToken(E.url, me.email, "pw");
     for (;;) {
@@ -125,27 +114,26 @@ async function initialSyncAndLatency() {
       await Bun.sleep(20);
     }
     const syncRate = ROWS / ((performance.now() - t0) / 1000);
-    const raw = await rawInsert(E.dir);
+    const raw = await rawInsert(E.dataDir);
     report(`Sync: initial sync of ${fmt(ROWS)} rows to a new edge`, [
       ["edge rows/s (start to last row)", fmt(syncRate)],
       ["raw batched inserts into the edge's kind of database rows/s", fmt(raw)],
       ["ratio", `${fmt(syncRate / raw, 2)}  ${verdict(syncRate / raw, 0.5)}`],
     ]);
 
-    // latency of one change, one at a time: from before the write is sent to the edge's log line
-    // saying it applied the batch carrying it (no polling of the edge, which would slow it)
+    // latency of one change
     const lat: number[] = [];
     for (let i = 0; i < CHANGES; i++) {
-      const seen = liveBatches(E.out).length;
-      const t = Date.now();
-      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: `lat-${i}`, value: i }, D);
-      let arrivals = liveBatches(E.out);
-      while (arrivals.length === seen) {
-        if (Date.now() - t > 10_000) throw new Error("a change did not reach the edge in 10 s");
-        await Bun.sleep(1);
-        arrivals = liveBatches(E.out);
+      const marker = `lat-${i}`;
+      const q = encodeURIComponent(JSON.stringify([[{ EQ: [{ sensor: marker }] }]]));
+      const t = performance.now();
+      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: marker, value: i }, D);
+      for (;;) {
+        const r = await fetch(`${E.url}/api/v/2/collection/${s.systemKey}/bulk/count?query=${q}`, { headers: ED });
+        if (((await r.json()) as { count: number }).count === 1) break;
+        if (performance.now() - t > 10_000) throw new Error("a change did not reach the edge in 10 s");
       }
-      lat.push(arrivals[seen]! - t);
+      lat.push(performance.now() - t);
     }
     const p50 = pct(lat, 0.5), p99 = pct(lat, 0.99);
     report(`Sync: latency of one platform change reaching the edge (${CHANGES} changes, loopback)`, [
@@ -239,11 +227,7 @@ for (const name of names) {
 process.stdin.on("data", () => { console.log(JSON.stringify({ arrivals })); });
 `;
 
-/** `edges` connected edges of one system (`real` of them processes of the binary, the rest
- *  protocol clients) receiving `changes` changes one at a time: each arrival's delay after its
- *  write, p50 and p99, and the median over changes of the time until the last edge had it.
- *  bench/scale.ts draws its propagation curve with it. */
-export async function fleet(edges: number, real: number, changes = FLEET_CHANGES) {
+async function fleet(edges: number, real: number) {
   const tplDir = mkdtempSync(join(tmpdir(), "outpost-bench-tpl-"));
   writeFileSync(join(tplDir, "fleet.json"), JSON.stringify({ assets: [{ def_module: "collection", def_name: "fleet", mode: "sync_to_edge" }] }));
   const P = new Node(["--log-level", "error", "--edge-templates-dir", tplDir]);
@@ -280,7 +264,7 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
 
     // one change at a time; each edge's arrival against the moment the write was sent
     const sent = new Map<string, { at: number }>();
-    for (let i = 0; i < changes; i++) {
+    for (let i = 0; i < FLEET_CHANGES; i++) {
       const marker = `fleet-${i}`;
       const at = Date.now();
       await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: marker, value: i }, D);
@@ -301,13 +285,14 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
     // real edges: their own logs; one change at a time, so the n-th batch after the snapshot that
     // carried a change carried the n-th change
     for (const e of reals) {
-      liveBatches(e.out).forEach((at, i) => {
+      const live = [...e.out.matchAll(/\{"time":"([^"]+)","level":"debug","msg":"batch applied"[^\n]*"seqs":\[\d[\d,]*\]/g)].filter((m) => !/"snapshot":true/.test(m[0]));
+      live.forEach((m, i) => {
         const marker = `fleet-${i}`;
-        if (sent.has(marker)) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(at - sent.get(marker)!.at);
+        if (sent.has(marker)) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(Date.parse(m[1]!) - sent.get(marker)!.at);
       });
     }
     for (const [, xs] of perChange) { lat.push(...xs); worst.push(Math.max(...xs)); }
-    const received = lat.length, expected = edges * changes;
+    const received = lat.length, expected = edges * FLEET_CHANGES;
     if (received < expected) throw new Error(`only ${received} of ${expected} arrivals`);
     return { p50: pct(lat, 0.5), p99: pct(lat, 0.99), allIn: pct(worst, 0.5) };
   } finally {

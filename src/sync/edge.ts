@@ -24,8 +24,7 @@ import { VERSION } from "../version.ts";
 import { AdapterRunner } from "./adapters.ts";
 import { applyDefinition, applyRows, relayFilters, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
-import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, SYNC_PATH } from "./protocol.ts";
-import { proxyFor } from "./proxy.ts";
+import { BATCH_BYTES, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
@@ -45,10 +44,6 @@ const OUTBOX_BATCH = 500;
 const OUTBOX_READ = 100;
 /** Longest an edge waits for the platform to check a developer's password. */
 const VERIFY_TIMEOUT_MS = 5_000;
-/** How often the outbox is held to its bounds (--outbox-max-mb, --outbox-max-age). */
-const OUTBOX_CHECK_MS = 1_000;
-/** How long an edge waits before trying again a platform that refused its protocol version. */
-const REFUSED_RETRY_MS = 60_000;
 
 export class EdgeSync {
   private ws: WebSocket | null = null;
@@ -75,24 +70,11 @@ export class EdgeSync {
   lastContactAt = 0;
   /** the CA bundle an https:// platform's certificate is checked against (--platform-ca) */
   private readonly tls: { ca: string } | undefined;
-  /** the proxy the platform is reached through (HTTPS_PROXY / HTTP_PROXY, unless NO_PROXY) */
-  private readonly proxy: string | undefined;
-  /** the outbox's size in bytes as last measured, plus what went in since, less what went up */
-  private outboxBytes = 0;
-  /** bytes of the batch waiting for the platform's acknowledgement */
-  private inflightBytes = 0;
-  private outboxTimer: ReturnType<typeof setInterval> | null = null;
-  private trimming = false;
-  /** outbox items dropped past its bounds since the process started (/metrics) */
-  outboxDropped = 0;
-  /** why the platform (or this edge) refused the link's protocol version ("" : it did not) */
-  refusal = "";
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
     this.pingMs = d.config.syncPingMs;
     this.tls = d.config.platformCa ? { ca: readPem(d.config.platformCa) } : undefined;
-    this.proxy = proxyFor(d.config.platformUrl!, process.env);
     this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"), { user: d.config.adaptersUser, dataDir: d.config.dataDir });
   }
 
@@ -102,9 +84,6 @@ export class EdgeSync {
     // rows written before the platform answers (or while it is unreachable) must reach the outbox too
     await this.refreshUpCollections();
     this.d.changes.onCommitted((sk) => { if (sk === this.systemKey) void this.sendOutbox(); });
-    this.outboxBytes = await outboxRepo.bytes(this.d.db);
-    this.outboxTimer = setInterval(() => { void this.trimOutbox().catch((err) => this.d.log.warn("outbox bounds not checked", { err })); }, OUTBOX_CHECK_MS);
-    this.outboxTimer.unref?.();
     this.connect();
   }
 
@@ -112,7 +91,6 @@ export class EdgeSync {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.watchdog) clearInterval(this.watchdog);
-    if (this.outboxTimer) clearInterval(this.outboxTimer);
     this.ws?.close(1000, "edge stopping");
   }
 
@@ -121,12 +99,12 @@ export class EdgeSync {
   async verifyDeveloper(email: string, password: string): Promise<string | null | undefined> {
     const base = this.d.config.platformUrl!.replace(/\/$/, "");
     try {
-      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy });
+      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls });
       if (r.status >= 500 || r.status === 429) return undefined;
       if (r.status !== 200) return null;
       const b = (await r.json()) as { user_id?: unknown; dev_token?: unknown };
       // the platform session it opened is not needed here
-      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy }).catch(() => {});
+      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls }).catch(() => {});
       return typeof b.user_id === "string" ? b.user_id : null;
     } catch {
       return undefined;
@@ -143,7 +121,7 @@ export class EdgeSync {
   private connect() {
     if (this.stopped) return;
     let ws: WebSocket;
-    try { ws = new WebSocket(this.url(), this.tls || this.proxy ? { ...(this.tls ? { tls: this.tls } : {}), ...(this.proxy ? { proxy: this.proxy } : {}) } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
+    try { ws = new WebSocket(this.url(), this.tls ? { tls: this.tls } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
     this.ws = ws;
     const started = Date.now();
     let opened = false;
@@ -160,7 +138,7 @@ export class EdgeSync {
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
       this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: PROTOCOL_VERSION, outbox: await this.outboxSize() });
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -196,11 +174,7 @@ export class EdgeSync {
         this.lost(ws, "silent");
         return;
       }
-      if (this.connected && now - this.lastPing >= this.pingMs) {
-        this.lastPing = now;
-        // with the outbox's size, which the platform shows on its /metrics
-        void this.outboxSize().then((outbox) => this.send(ws, { t: "ping", outbox }), () => this.send(ws, { t: "ping" }));
-      }
+      if (this.connected && now - this.lastPing >= this.pingMs) { this.lastPing = now; this.send(ws, { t: "ping" }); }
     }, Math.max(50, Math.min(1_000, Math.floor(this.pingMs / 4))));
     this.watchdog.unref?.();
   }
@@ -222,8 +196,7 @@ export class EdgeSync {
   /** Reconnects after a growing, jittered delay (so a fleet does not come back all at once). */
   private retry() {
     if (this.stopped) return;
-    // a platform that refused this edge's protocol version will not take it a second later
-    const delay = this.refusal ? REFUSED_RETRY_MS : this.backoff * (0.5 + Math.random() / 2);
+    const delay = this.backoff * (0.5 + Math.random() / 2);
     this.backoff = Math.min(BACKOFF_MAX_MS, this.backoff * 2);
     this.timer = setTimeout(() => this.connect(), delay);
   }
@@ -244,14 +217,6 @@ export class EdgeSync {
     switch (m.t) {
       case "welcome": {
         if (this.ws !== ws) return;
-        const refusal = protocolRefusal(m.protocol ?? 1, "platform");
-        if (refusal) {
-          this.refusal = refusal;
-          this.d.log.error("the platform's sync protocol is not one this edge speaks", { message: refusal });
-          ws.close(4004, "protocol version");
-          return;
-        }
-        this.refusal = "";
         await this.d.db.tx(async (tx) => {
           // another incarnation of this edge's record (deleted and made again): what this one
           // knows of the old one's position counts for nothing; the platform sends a full snapshot
@@ -291,17 +256,11 @@ export class EdgeSync {
       }
       case "up_ack": {
         await outboxRepo.ackUpTo(this.d.db, m.upTo);
-        this.outboxBytes = Math.max(0, this.outboxBytes - this.inflightBytes);
-        this.inflightBytes = 0;
         this.upInflight = false;
         void this.sendOutbox();
         return;
       }
-      case "error": {
-        this.d.log.error("the platform refused the edge", { message: m.message });
-        if (/sync protocol/.test(m.message)) this.refusal = m.message;
-        return;
-      }
+      case "error": this.d.log.error("the platform refused the edge", { message: m.message }); return;
       case "pong": return;
     }
   }
@@ -454,10 +413,7 @@ export class EdgeSync {
       if (stale.size) await outboxRepo.remove(this.d.db, [...stale]);
       const send = items.filter((i) => !stale.has(i.id));
       if (!send.length || this.ws !== ws) { this.upInflight = false; if (stale.size && this.ws === ws) void this.sendOutbox(); return; }
-      this.inflightBytes = send.reduce((n, i) => n + i.body.length, 0);
-      const left = Math.max(0, (await this.outboxSize()) - send.length);
-      if (this.ws !== ws) { this.upInflight = false; return; }
-      this.send(ws, { t: "up", items: send.map((i) => ({ id: i.id, kind: i.kind, body: i.body })), left });
+      this.send(ws, { t: "up", items: send.map((i) => ({ id: i.id, kind: i.kind, body: i.body })) });
     } catch (err) {
       this.upInflight = false;
       throw err;
@@ -488,52 +444,6 @@ export class EdgeSync {
 
   outboxSize() { return outboxRepo.count(this.d.db); }
 
-  /** Holds the outbox to --outbox-max-mb and --outbox-max-age: past either, the oldest items are
-   *  dropped (they would otherwise fill the gateway's disk while the platform is out of reach),
-   *  with a log line, and counted. The size is measured only when the running tally passes the
-   *  bound. */
-  async trimOutbox() {
-    if (this.trimming) return;
-    this.trimming = true;
-    try {
-      const db = this.d.db, { outboxMaxMb, outboxMaxAge } = this.d.config;
-      this.outboxBytes += this.d.changes.outboxAdded;
-      this.d.changes.outboxAdded = 0;
-      const reasons: string[] = [];
-      let dropped = 0;
-      const dropThrough = async (id: number) => db.tx(async (tx) => { const n = await outboxRepo.countThrough(tx, id); await outboxRepo.ackUpTo(tx, id); return n; });
-      const max = outboxMaxMb * 1024 * 1024;
-      if (this.outboxBytes > max) {
-        let excess = (await outboxRepo.bytes(db)) - max, through = 0;
-        if (excess > 0) {
-          reasons.push(`more than --outbox-max-mb (${outboxMaxMb} MB)`);
-          for (let more = true; more && excess > 0;) {
-            const sizes = await outboxRepo.sizesAfter(db, through, 1_000);
-            more = sizes.length === 1_000;
-            for (const x of sizes) { through = x.id; excess -= x.n; if (excess <= 0) break; }
-          }
-          dropped += await dropThrough(through);
-        }
-        this.outboxBytes = await outboxRepo.bytes(db);
-      }
-      if (outboxMaxAge > 0) {
-        const cutoff = Date.now() - outboxMaxAge * 1000;
-        const oldest = await outboxRepo.oldest(db);
-        if (oldest !== null && oldest < cutoff) {
-          reasons.push(`older than --outbox-max-age (${outboxMaxAge} s)`);
-          dropped += await dropThrough(await outboxRepo.lastBefore(db, cutoff));
-          this.outboxBytes = await outboxRepo.bytes(db);
-        }
-      }
-      if (dropped) {
-        this.outboxDropped += dropped;
-        this.d.log.warn("outbox over its bounds: the oldest items were dropped", { dropped, why: reasons.join(", "), bytes: this.outboxBytes });
-      }
-    } finally {
-      this.trimming = false;
-    }
-  }
-
   /** The link and the assets as this edge sees them (its local status endpoint): what it holds
    *  from the platform, and what failed to apply with the error. */
   async localStatus() {
@@ -548,7 +458,7 @@ export class EdgeSync {
     return {
       connected: this.connected, lastConnectedAt: this.lastConnectedAt, lastContactAt: this.lastContactAt,
       cursor: Number((await syncStateRepo.get(db, "cursor")) ?? "0"), snapshotDone: (await syncStateRepo.get(db, "snapshot")) === "done",
-      outbox: await this.outboxSize(), outboxDropped: this.outboxDropped, ...(this.refusal ? { refused: this.refusal } : {}), assets,
+      outbox: await this.outboxSize(), assets,
     };
   }
 }

@@ -56,7 +56,7 @@ t.test("a config file that is not valid JSON exits 2", async (t) => {
 });
 
 t.test("starts from an empty directory on embedded defaults and creates its database under --data-dir", async (t) => {
-  const o = await startOutpost();
+  const o = await startOutpost({ defaultDb: true });
   t.teardown(() => o.stop());
   const r = await request(o.url, "GET", "/health");
   t.equal(r.status, 200);

@@ -14,7 +14,7 @@ const signIn = (url: string, email: string, password: string) => request(url, "P
 
 t.test("backup of a running instance, restore refused while it runs, restored after it stops", async (t) => {
   const dataDir = tempDir();
-  const a = await startOutpost({ dataDir });
+  const a = await startOutpost({ dataDir, defaultDb: true });
   t.teardown(() => a.kill());
   const before = await devWithSystem(a, "before-backup");
 
@@ -58,7 +58,7 @@ t.test("backup of a running instance, restore refused while it runs, restored af
   t.equal(readFileSync(join(dataDir, "secret.key"), "utf8"), readFileSync(join(dest, "secret.key"), "utf8"), "the key restored");
   t.equal(mode(join(dataDir, "outpost.db")), 0o600);
 
-  const c = await startOutpost({ dataDir });
+  const c = await startOutpost({ dataDir, defaultDb: true });
   t.teardown(() => c.stop());
   t.equal((await signIn(c.url, before.email, before.password)).status, 200, "data from before the backup is back");
   t.not((await signIn(c.url, after.email, after.password)).status, 200, "data from after the backup is gone");
@@ -66,7 +66,7 @@ t.test("backup of a running instance, restore refused while it runs, restored af
 
 t.test("restore refuses a backup written by a newer version; bad command lines exit 2", async (t) => {
   const dataDir = tempDir();
-  const a = await startOutpost({ dataDir });
+  const a = await startOutpost({ dataDir, defaultDb: true });
   const dest = join(tempDir(), "backup");
   t.equal((await runBin(["backup", dest, "--data-dir", dataDir])).code, 0);
   await a.stop();

@@ -70,6 +70,9 @@ export interface StartOptions {
   /** keep the built-in throttling cases (3 sign-ins per 10 minutes per account): off unless a
    *  test is about them, because suites sign the same users in many times */
   defaultThrottlers?: boolean;
+  /** the default libSQL file under the data directory whatever OUTPOST_TEST_DB says (a test of
+   *  that default) */
+  defaultDb?: boolean;
 }
 
 /** Starts the binary; when a parallel test took one of its ports first, again on new ports. */
@@ -131,7 +134,7 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
     "--data-dir", dataDir, "--log-level", "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
   ];
-  args.push(...(await testDbArgs(dataDir, args, opts.env)));
+  if (!opts.defaultDb) args.push(...(await testDbArgs(dataDir, args, opts.env)));
   const proc = spawn(BIN, args, {
     cwd: opts.cwd ?? dataDir,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...opts.env },

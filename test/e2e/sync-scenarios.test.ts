@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t, { type Test } from "tap";
-import { BIN, Client, type DevSystem, devWithSystem, freePort, needs, qs, request, sleep, uniq, waitFor } from "./harness.ts";
+import { BIN, Client, type DevSystem, devWithSystem, dropTestDb, freePort, needs, qs, request, sleep, testDbArgs, uniq, waitFor } from "./harness.ts";
 import { type TcpProxy, tcpProxy } from "./tcp-proxy.ts";
 
 const ROWS = Number(process.env.OUTPOST_SYNC_ROWS ?? 6_000);
@@ -43,6 +43,7 @@ class Proc {
     const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
     const argv = [BIN, "--http-port", String(this.port), "--http-host", "127.0.0.1", "--mqtt-port", String(ports[0]), "--mqtt-ws-port", String(ports[1]),
       "--mqtt-tls-port", String(ports[2]), "--mqtt-wss-port", String(ports[3]), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args()];
+    argv.push(...(await testDbArgs(this.dir, argv, this.env)));
     const p = spawn(argv[0]!, argv.slice(1), { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"],
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...this.env } });
     this.proc = p;
@@ -75,7 +76,7 @@ t.teardown(async () => {
   if (process.env.OUTPOST_SYNC_LOGS) for (const p of procs) writeFileSync(join(process.env.OUTPOST_SYNC_LOGS, `${p.name}.log`), p.logs());
   for (const p of procs) await p.kill();
   for (const x of proxies) await x.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of dirs) { rmSync(d, { recursive: true, force: true }); await dropTestDb(d); }
 });
 
 /** libfaketime (Debian's faketime package), preloaded into an edge to shift its wall clock: the

@@ -11,7 +11,7 @@ import {
   type ColumnMap, type CompiledWhere, type Continuation, type Query, EVERY_ROW_SQL, compileOrder, compileWhere, continueAfter, parseQuery,
   serializeQuery, sortExpressions,
 } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
 import { type Executor, type SqlValue, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
@@ -60,6 +60,11 @@ function collectionName(v: unknown): string {
 
 /** Connection keys of a collection that represents an external database (a "connect" collection). */
 const CONNECTION_KEYS = ["dbtype", "user", "password", "address", "port", "dbname", "tablename"] as const;
+const CONNECTION_FIELDS = new Set<string>(CONNECTION_KEYS);
+const CREATE_FIELDS = new Set(["name", "appID", "appId", "systemKey", "system_key", "columns", ...CONNECTION_KEYS]);
+/** A schema change: the collection, and one operation. */
+const SCHEMA_UPDATE_FIELDS = new Set(["id", "appID", "appId", "name", "addColumn", "deleteColumn", "renameColumn", "renameCollection", "connectionStringMap"]);
+const ITEM_UPDATE_FIELDS = new Set(["query", "$set"]);
 
 /** What a collection that is a database connection needs from the external databases. */
 export interface ConnectedTables {
@@ -214,8 +219,7 @@ export class Collections {
     const name = collectionName(b.name);
     let connection: string | null = null;
     const columns: ColumnDef[] = [];
-    const allowed = new Set(["name", "appID", "appId", "systemKey", "system_key", "columns", ...CONNECTION_KEYS]);
-    for (const k of Object.keys(b)) if (!allowed.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, CREATE_FIELDS);
     if (b.dbtype !== undefined) {
       if (typeof b.dbtype !== "string" || !b.dbtype) throw fail("INVALID_ARGUMENT", "dbtype must be a database type name");
       const conn: Record<string, unknown> = {};
@@ -253,7 +257,7 @@ export class Collections {
     else throw fail("INVALID_ARGUMENT", "id: the collection id is required");
     await this.requireSchema(p, LEVEL.UPDATE);
     const ops = ["addColumn", "deleteColumn", "renameColumn", "renameCollection", "connectionStringMap"].filter((k) => b[k] !== undefined);
-    for (const k of Object.keys(b)) if (!["id", "appID", "appId", "name", ...ops].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, SCHEMA_UPDATE_FIELDS);
     if (ops.length !== 1) throw fail("INVALID_ARGUMENT", "body needs exactly one of addColumn, deleteColumn, renameColumn, renameCollection, connectionStringMap");
     const id = c.row.collection_id;
     const op = ops[0]!;
@@ -295,7 +299,7 @@ export class Collections {
         case "connectionStringMap": {
           if (c.row.connection === null) throw dataError(`collection '${c.row.name}' is not a database connection`);
           const m = objectBody(b.connectionStringMap, "connectionStringMap");
-          for (const k of Object.keys(m)) if (!(CONNECTION_KEYS as readonly string[]).includes(k)) throw fail("INVALID_ARGUMENT", `connectionStringMap: unknown field '${k}'`);
+          knownFields(m, CONNECTION_FIELDS, "connectionStringMap");
           await collectionsRepo.setConnection(tx, id, this.tables().sealConnection(m, c.row.connection));
           break;
         }
@@ -524,7 +528,7 @@ export class Collections {
   async update(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.UPDATE);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (k !== "query" && k !== "$set") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (query, $set)`);
+    knownFields(b, ITEM_UPDATE_FIELDS);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
     const set = objectBody(b.$set, "$set");
     if (c.row.connection !== null) return { count: await this.tables().tableUpdate(c.row, parseQuery(b.query), set) };

@@ -4,9 +4,11 @@ import { type ColumnType, checkName, fromSql, parseColumnType, toJsonValue } fro
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import type { ColumnMap, Query } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type CustomTable, customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
 import type { Db, Executor } from "../store/db.ts";
+
+const ADD_FIELDS = new Set(["column_name", "name", "type"]);
 
 export interface CustomSchema {
   /** every queryable column -> its SQL and type */
@@ -94,7 +96,7 @@ export class CustomColumns {
   /** `{column_name, type}` (also `name`). */
   async add(systemKey: string, body: unknown) {
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (!["column_name", "name", "type"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, ADD_FIELDS);
     const name = checkName(b.column_name ?? b.name, "column");
     const type = parseColumnType(b.type, name);
     if (this.reserved.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in column`);

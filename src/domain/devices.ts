@@ -18,6 +18,8 @@ import { roleToWire, type Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
 import { rolesRepo } from "../store/roles.ts";
 
+const QUERY_UPDATE_FIELDS = new Set(["query", "$set"]);
+
 /** What the broker tells about live device connections. */
 export interface ConnectionView {
   /** deviceName -> its MQTT connections */
@@ -342,7 +344,7 @@ export class Devices {
   async bulkUpdate(p: Principal, systemKey: string, body: unknown) {
     await this.guard(p, systemKey, LEVEL.UPDATE);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (k !== "query" && k !== "$set") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (query, $set)`);
+    knownFields(b, QUERY_UPDATE_FIELDS);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required");
     const set = objectBody(b.$set, "$set");
     if (!Object.keys(set).length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");

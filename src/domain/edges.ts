@@ -8,13 +8,16 @@ import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { edgeKey, hashToken, newKey, newToken, nowSeconds } from "../core/ids.ts";
 import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
+
+const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]);
+const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
 export const SYNC_MODULES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "topic"] as const;
 export type SyncModule = (typeof SYNC_MODULES)[number];
@@ -42,7 +45,7 @@ const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** Parses a template entry list item. */
 export function templateEntry(v: unknown, where: string, requireMode = false): TemplateEntry {
   const e = objectBody(v, where);
-  for (const k of Object.keys(e)) if (!["def_module", "def_name", "mode", "rows"].includes(k)) throw fail("INVALID_ARGUMENT", `${where}: unknown field '${k}'`);
+  knownFields(e, TEMPLATE_ENTRY_FIELDS, where);
   if (typeof e.def_module !== "string" || !(SYNC_MODULES as readonly string[]).includes(e.def_module))
     throw fail("INVALID_ARGUMENT", `${where}.def_module must be one of ${SYNC_MODULES.join(", ")}`);
   if (typeof e.def_name !== "string" || !e.def_name) throw fail("INVALID_ARGUMENT", `${where}.def_name must be an asset name or *`);
@@ -252,7 +255,7 @@ export class Edges {
   async changeTemplate(p: Principal, systemKey: string, name: string, body: unknown) {
     await this.systems.accessAsDeveloper(p, systemKey);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (k !== "add" && k !== "remove") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}' (add, remove)`);
+    knownFields(b, TEMPLATE_CHANGE_FIELDS);
     const list = (v: unknown, what: string) => {
       if (v === undefined) return [];
       if (!Array.isArray(v)) throw fail("INVALID_ARGUMENT", `${what} must be an array`);

@@ -7,7 +7,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { SecretBox } from "../auth/secrets.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type Credentials, type DataResult, type DbType, dbTypeOf, maskCredentials, operationOf, parseCredentials } from "../external/connector.ts";
 import { tableIdent } from "../external/tables.ts";
 import type { Query } from "../core/query.ts";
@@ -29,7 +29,7 @@ export class ExternalDbs {
   /** The body's credentials: under `credentials`, or (as some clients send them) at the top level. */
   private rawCredentials(b: Record<string, unknown>): Record<string, unknown> {
     if (b.credentials !== undefined) {
-      for (const k of Object.keys(b)) if (!KNOWN.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+      knownFields(b, KNOWN);
       return objectBody(b.credentials, "credentials");
     }
     const { name: _n, db_type: _t, dbtype: _d, id: _i, system_key: _s, ...rest } = b;

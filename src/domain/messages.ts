@@ -11,6 +11,8 @@ import type { Executor } from "../store/db.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
+const PUBLISH_FIELDS = new Set(["topic", "body", "payload", "qos", "retain"]);
+
 /** What the broker offers the messaging API. */
 export interface Broker {
   /** Publishes as `origin` (permissions already checked). */
@@ -319,7 +321,7 @@ export class Messages {
   async publish(p: Principal, systemKey: string, body: unknown) {
     await this.systems.access(p, systemKey);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (!["topic", "body", "payload", "qos", "retain"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, PUBLISH_FIELDS);
     const topic = b.topic;
     if (typeof topic !== "string" || !topic || /[+#]/.test(topic) || topic.length > 1024) throw fail("INVALID_ARGUMENT", "topic must be a topic name without wildcards");
     const raw = b.body !== undefined ? b.body : b.payload;

@@ -7,11 +7,17 @@ import type { Principal } from "../auth/principal.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newKey } from "../core/ids.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type MemberKind, type RoleRow, rolesRepo } from "../store/roles.ts";
 import type { DomainDeps } from "./deps.ts";
-import type { Systems } from "./systems.ts";
+
+const UPDATE_FIELDS = new Set(["id", "role_id", "name", "description", "changes"]);
+/** A member's role changes: `{add, delete}` (`remove` also spelled). */
+const MEMBER_ROLE_FIELDS = new Set(["add", "delete", "remove"]);
+
+/** What roles need of the systems module (which seeds the built-in roles, so roles does not import it). */
+export interface SystemAccess { access(p: Principal, key: unknown): Promise<unknown> }
 
 export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
   for (const name of BUILTIN_ROLES) {
@@ -94,7 +100,7 @@ export function applyPermissionChanges(base: RolePermissions, changes: Record<st
 }
 
 export class Roles {
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: SystemAccess) {}
 
   /** Role id for a reference that may be an id or a name (clients send either). */
   async resolve(ex: Executor, systemKey: string, ref: unknown): Promise<string> {
@@ -153,7 +159,7 @@ export class Roles {
   async update(p: Principal, systemKey: string, body: unknown) {
     await this.guard(p, systemKey, LEVEL.UPDATE);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (!["id", "role_id", "name", "description", "changes"].includes(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, UPDATE_FIELDS);
     const ref = b.id ?? b.role_id ?? b.name;
     await this.d.db.tx(async (tx) => {
       const id = await this.resolve(tx, systemKey, ref);
@@ -211,7 +217,7 @@ export class Roles {
       if (!Array.isArray(v)) throw fail("INVALID_ARGUMENT", `roles.${what} must be an array of role ids or names`);
       return v;
     };
-    for (const k of Object.keys(c)) if (!["add", "delete", "remove"].includes(k)) throw fail("INVALID_ARGUMENT", `roles: unknown field '${k}'`);
+    knownFields(c, MEMBER_ROLE_FIELDS, "roles");
     for (const ref of list(c.add, "add")) {
       const id = await this.resolve(tx, systemKey, ref);
       if ((await rolesRepo.addMember(tx, systemKey, kind, subjectId, id)).changes) added.push(id);

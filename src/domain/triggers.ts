@@ -4,12 +4,16 @@ import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalId } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso, timerKey } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type TimerRow, type TriggerRow, timersRepo, triggersRepo } from "../store/triggers.ts";
 import { TRIGGER_DEFINITIONS, findDefinition } from "./triggerDefinitions.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Services } from "./services.ts";
 import type { Systems } from "./systems.ts";
+
+/** The fields a trigger or timer body may carry (clients send back what they read). */
+const TRIGGER_FIELDS = new Set(["def_module", "def_name", "key_value_pairs", "service_name", "system_key", "system_secret", "name", "disabled", "event_definition", "namespace"]);
+const TIMER_FIELDS = new Set(["frequency", "repeats", "start_time", "service_name", "description", "user_id", "user_type", "disabled", "name", "system_key", "system_secret", "timer_key", "user_token", "namespace"]);
 
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
@@ -58,8 +62,7 @@ export class Triggers {
   private async parseTrigger(p: Principal, systemKey: string, name: string, body: unknown, base?: TriggerRow): Promise<TriggerRow> {
     const b = objectBody(body);
     const nested = b.event_definition === undefined ? {} : objectBody(b.event_definition, "event_definition");
-    const known = new Set(["def_module", "def_name", "key_value_pairs", "service_name", "system_key", "system_secret", "name", "disabled", "event_definition", "namespace"]);
-    for (const k of Object.keys(b)) if (!known.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, TRIGGER_FIELDS);
     const module = b.def_module ?? nested.def_module ?? base?.def_module;
     const action = b.def_name ?? nested.def_name ?? base?.def_name;
     if (typeof module !== "string" || typeof action !== "string") throw fail("INVALID_ARGUMENT", "def_module and def_name are required");
@@ -147,8 +150,7 @@ export class Triggers {
 
   private async parseTimer(p: Principal, systemKey: string, name: string, body: unknown, base?: TimerRow): Promise<TimerRow> {
     const b = objectBody(body);
-    const known = new Set(["frequency", "repeats", "start_time", "service_name", "description", "user_id", "user_type", "disabled", "name", "system_key", "system_secret", "timer_key", "user_token", "namespace"]);
-    for (const k of Object.keys(b)) if (!known.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, TIMER_FIELDS);
     const frequency = b.frequency ?? base?.frequency;
     if (typeof frequency !== "number" || !Number.isInteger(frequency) || frequency < 1) throw fail("INVALID_ARGUMENT", "frequency must be a whole number of seconds >= 1");
     const repeats = b.repeats ?? base?.repeats ?? -1;

@@ -19,6 +19,10 @@ import type { DomainDeps } from "./deps.ts";
 import type { Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
 
+const MANAGE_FIELDS = new Set(["user", "changes"]);
+const MANAGE_CHANGES = new Set(["password", "roles"]);
+const ADMIN_UPDATE_FIELDS = new Set(["user", "user_id", "changes"]);
+
 /** Columns every user row has besides the table's own, kept in its data document. */
 const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int", phone: "string" };
 const FIXED_COLUMNS = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } } as const;
@@ -324,9 +328,9 @@ export class Users {
     const systemKey = await this.systemOf(p, headerSystemKey);
     await this.d.perms.require(p, { kind: "manageusers" }, LEVEL.UPDATE, "manage users");
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (k !== "user" && k !== "changes") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, MANAGE_FIELDS);
     const changes = objectBody(b.changes, "changes");
-    for (const k of Object.keys(changes)) if (k !== "password" && k !== "roles") throw fail("INVALID_ARGUMENT", `changes: unknown field '${k}' (password, roles)`);
+    knownFields(changes, MANAGE_CHANGES, "changes");
     const u = await this.findUser(this.d.db, systemKey, b.user);
     await this.applyChanges(p, u, changes, { allowRoles: true, allowPassword: true });
     return {};
@@ -448,7 +452,7 @@ export class Users {
   async adminUpdate(p: Principal, systemKey: string, body: unknown) {
     await this.systems.accessAsDeveloper(p, systemKey);
     const b = objectBody(body);
-    for (const k of Object.keys(b)) if (k !== "user" && k !== "user_id" && k !== "changes") throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, ADMIN_UPDATE_FIELDS);
     const u = await this.findUser(this.d.db, systemKey, b.user ?? b.user_id);
     return this.applyChanges(p, u, objectBody(b.changes, "changes"), { allowRoles: true, allowPassword: true });
   }

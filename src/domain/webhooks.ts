@@ -1,18 +1,36 @@
-// Webhooks: definitions per
-// system, and invocation: match the extra path, authenticate by the webhook's method, run its
-// service with a request object (method, headers, query, body, extra path), and turn the service's answer into the HTTP answer.
+// Webhooks: definitions per system, and invocation: match the extra path, authenticate by the
+// webhook's method, run its service with a request object (method, headers, query, body, extra
+// path), and turn the service's answer into the HTTP answer.
 import type { Principal } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
-import type { CodeEngine, ExecResult } from "../code/engine.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
-import { checkJsonText, objectBody } from "../core/validate.ts";
+import { checkJsonText, knownFields, objectBody } from "../core/validate.ts";
 import { type WebhookRow, webhooksRepo } from "../store/webhooks.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Services } from "./services.ts";
 import type { Systems } from "./systems.ts";
 import type { Users } from "./users.ts";
+
+const WEBHOOK_FIELDS = new Set(["name", "description", "service_name", "path", "auth_method", "id", "system_key", "system_secret"]);
+
+/** What a webhook needs of the code engine (src/code/engine.ts), as messaging has its Broker:
+ *  run a service as the caller and hand back its answer. The domain does not import the engine. */
+export interface ServiceRunner {
+  execute(p: Principal, systemKey: string, name: string, params: unknown, opts: { userToken?: string; logging?: boolean }): Promise<ServiceAnswer>;
+}
+
+/** A run's answer, as far as a webhook reads it. */
+export interface ServiceAnswer {
+  success: boolean;
+  results: unknown;
+  status?: number;
+  headers?: Record<string, string>;
+  /** the run itself failed (exception, timeout, limits) */
+  failed?: boolean;
+  timedOut?: boolean;
+}
 
 export const AUTH_METHODS = ["platform_auth", "http_basic_auth", "payload_auth", "no_auth"] as const;
 export type AuthMethod = (typeof AUTH_METHODS)[number];
@@ -83,7 +101,7 @@ export class Webhooks {
 
   constructor(
     private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: Services,
-    private readonly users: Users, private readonly tokens: Tokens, private readonly engine: CodeEngine,
+    private readonly users: Users, private readonly tokens: Tokens, private readonly engine: ServiceRunner,
   ) {}
 
   private toWire(w: WebhookRow, secret: string) {
@@ -92,8 +110,7 @@ export class Webhooks {
 
   private async parse(systemKey: string, name: string, body: unknown, base?: WebhookRow): Promise<WebhookRow> {
     const b = objectBody(body);
-    const known = new Set(["name", "description", "service_name", "path", "auth_method", "id", "system_key", "system_secret"]);
-    for (const k of Object.keys(b)) if (!known.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+    knownFields(b, WEBHOOK_FIELDS);
     if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", `body: name '${String(b.name)}' differs from the name in the path ('${name}'); a webhook cannot be renamed`);
     const service = b.service_name ?? base?.service_name;
     if (typeof service !== "string" || !service) throw fail("INVALID_ARGUMENT", "service_name is required");
@@ -218,7 +235,7 @@ export class Webhooks {
     const params = {
       body, query: group(call.query, (k) => k), headers: group(call.headers, headerName), urlParams, method: call.method, uri: call.uri,
     };
-    let r: ExecResult;
+    let r: ServiceAnswer;
     try {
       r = await this.engine.execute(p, systemKey, w.service_name, params, { userToken: token, logging: call.logging });
     } catch (e) {
@@ -251,7 +268,7 @@ function group(pairs: [string, string][], name: (k: string) => string): Record<s
 const TOKEN_HEADER_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** resp.success → 200, resp.error → 500, unless resp.status chose a status of the same class; resp.set headers. */
-function reply(r: ExecResult): WebhookReply {
+function reply(r: ServiceAnswer): WebhookReply {
   const s = r.status;
   const valid = typeof s === "number" && Number.isInteger(s) && s >= 200 && s <= 599;
   const status = r.success ? (valid ? s! : 200) : valid && s! >= 400 ? s! : 500;

@@ -49,6 +49,7 @@ export function dbTypeOf(v: unknown): DbType {
 
 const HOST_RE = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^\[?[0-9A-Fa-f:.]+\]?$/;
 const CREDENTIAL_FIELDS = ["user", "password", "address", "port", "dbname", "connection_type", "tls", "authMechanism", "authSource", "replicaSet", "encryption"] as const;
+const CREDENTIAL_FIELD_SET = new Set<string>(CREDENTIAL_FIELDS);
 const APPLIES: Record<string, DbType[]> = {
   connection_type: ["mongodb"], authMechanism: ["mongodb"], authSource: ["mongodb"], replicaSet: ["mongodb"], tls: ["mongodb", "postgres"], encryption: ["mssql"],
 };
@@ -56,7 +57,7 @@ const APPLIES: Record<string, DbType[]> = {
 /** Validated credentials with their defaults; over `base` (an update changes only what it sends). */
 export function parseCredentials(type: DbType, raw: unknown, base?: Credentials): Credentials {
   const b = objectBody(raw, "credentials");
-  for (const k of Object.keys(b)) if (!(CREDENTIAL_FIELDS as readonly string[]).includes(k)) throw fail("INVALID_ARGUMENT", `credentials: unknown field '${k}'`);
+  knownFields(b, CREDENTIAL_FIELD_SET, "credentials");
   const str = (k: string, dflt: string | undefined): string | undefined => {
     const v = b[k];
     if (v === undefined || v === null) return dflt;

@@ -3,11 +3,12 @@
 // wills. A packet is stored as JSON of every field but the payload (see encodePacket) plus the
 // payload as a BLOB, or TEXT when aedes handed over a string; columns next to it repeat the
 // fields that lookups filter on.
-import type { Migration } from "./migrations.ts";
 import type { Executor, Stmt } from "./db.ts";
 import type { Dialect } from "./dialect.ts";
 
-export const MQTT_MIGRATION: Migration = {
+// The two MQTT migrations are plain objects: migrations.ts lists (and type-checks) them, so this
+// file does not import it back.
+export const MQTT_MIGRATION = {
   version: 3,
   name: "mqtt persistence",
   up: [
@@ -64,7 +65,7 @@ const SCOPED_BY_TOPIC = (table: string, topicOf: (d: Dialect) => string) => [
   (d: Dialect) => { const topic = topicOf(d); return `UPDATE ${table} SET client_id = substr(${topic}, 1, ${d.position(topic, "'/'")}) || client_id`; },
 ];
 const packetTopic = (d: Dialect) => d.jsonText("packet", "topic");
-export const MQTT_SCOPE_MIGRATION: Migration = {
+export const MQTT_SCOPE_MIGRATION = {
   version: 12,
   name: "mqtt client ids scoped by system",
   up: [

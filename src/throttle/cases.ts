@@ -3,6 +3,7 @@
 // match?" and "which bucket does it count in?" without allocating when it does not match.
 import { Memoirist } from "memoirist";
 import { fail } from "../core/errors.ts";
+import { knownFields } from "../core/validate.ts";
 import type { CaseRow } from "../store/throttle.ts";
 
 export const THROTTLERS = ["HTTP Requests", "MQTT Connections", "MQTT Publishes"] as const;
@@ -66,7 +67,7 @@ const int = (b: Record<string, unknown>, k: string): number | undefined => {
 
 /** A case row from a create body, or from an update body over the current row (only sent fields change). */
 export function parseCase(throttler: ThrottlerName, b: Record<string, unknown>, base?: CaseRow): CaseRow {
-  for (const k of Object.keys(b)) if (!FIELDS.has(k)) throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
+  knownFields(b, FIELDS);
   if (b.throttler_name !== undefined && b.throttler_name !== throttler) throw fail("INVALID_ARGUMENT", `throttler_name '${String(b.throttler_name)}' differs from the throttler in the path ('${throttler}')`);
   const caseName = text(b, "case_name", !base);
   if (base && caseName !== undefined && caseName !== base.case_name) throw fail("INVALID_ARGUMENT", "case_name cannot change (delete the case and create it again)");

@@ -195,8 +195,7 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   await page.type("#email", s.email);
   await page.type("#password", "wrong password");
   await page.click("#signin button[type=submit]");
-  await page.waitForSelector("#signin .error");
-  t.pass("a wrong password is refused in the page");
+  t.ok(await page.waitForSelector("#signin .error"), "a wrong password is refused in the page");
   await page.$eval("#password", (el) => { (el as any).value = ""; });
   await page.type("#password", s.password);
   await page.click("#signin button[type=submit]");
@@ -210,16 +209,13 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   await page.click(`tr[data-system="${SK}"] a`);
   await page.waitForSelector('tr[data-edge="gw-a"][data-connected="true"]');
   await page.waitForSelector('tr[data-edge="gw-b"][data-connected="true"]');
-  await page.waitForSelector('tr[data-edge="gw-c"][data-connected="false"]');
-  t.pass("the edges table shows gw-a and gw-b connected, gw-c never started");
-  await page.waitForFunction(() => (globalThis as any).document.querySelector('tr[data-edge="gw-a"] td.failed')?.textContent === "1", { timeout: 20_000 });
-  t.pass("gw-a counts one failed asset");
+  t.ok(await page.waitForSelector('tr[data-edge="gw-c"][data-connected="false"]'), "the edges table shows gw-a and gw-b connected, gw-c never started");
+  t.ok(await page.waitForFunction(() => (globalThis as any).document.querySelector('tr[data-edge="gw-a"] td.failed')?.textContent === "1", { timeout: 20_000 }), "gw-a counts one failed asset");
   await shot(page, "03-edges");
 
   // the process of gw-b dies: the table follows without a reload
   await edges["gw-b"]!.kill();
-  await page.waitForSelector('tr[data-edge="gw-b"][data-connected="false"]', { timeout: 30_000 });
-  t.pass("gw-b goes from connected to disconnected when its process is killed");
+  t.ok(await page.waitForSelector('tr[data-edge="gw-b"][data-connected="false"]', { timeout: 30_000 }), "gw-b goes from connected to disconnected when its process is killed");
   await page.click("#failed-only");
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("#edges-table tbody tr[data-edge]").length === 1);
   t.equal(await page.$eval("#edges-table tbody tr[data-edge]", (el) => el.getAttribute("data-edge")), "gw-a", "failed only: gw-a alone");
@@ -235,8 +231,7 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   await shot(page, "05-edge-failed-asset");
   ok200(t, await edgeDev.del(`/admin/collectionmanagement?id=${local.body.collectionID}`), "the cause removed on the edge");
   await page.click(`${row} button.retry`);
-  await page.waitForSelector(`${row}[data-status="synced"]`, { timeout: 30_000 });
-  t.pass("retried from the console: synced");
+  t.ok(await page.waitForSelector(`${row}[data-status="synced"]`, { timeout: 30_000 }), "retried from the console: synced");
   await shot(page, "06-edge-retried");
 
   // the template: add an entry, change its mode, remove it
@@ -259,8 +254,7 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   const kase = uniq("case");
   ok200(t, await s.dev.post("/admin/throttlers/HTTP%20Requests/cases", { case_name: kase, system_key: SK, consumer: "?", resource: `/api/v/1/code/${SK}/*`, limiter_type: "frequency", max_num: 100, duration: 60, priority: 10 }), "a throttling case");
   await page.goto(`${platform.url}/console#/s/${SK}/throttling`, { waitUntil: "load" });
-  await page.waitForSelector(`tr[data-case="${kase}"]`);
-  t.pass("the system's throttling case is listed");
+  t.ok(await page.waitForSelector(`tr[data-case="${kase}"]`), "the system's throttling case is listed");
   await shot(page, "08-throttling");
 
   // message history, with a payload that would run if it were taken for markup

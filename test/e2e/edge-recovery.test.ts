@@ -516,8 +516,7 @@ t.test("initial sync: every asset kind reaches the edge", async (t) => {
   }), "template");
 
   await startEdge();
-  await edgeSignIn();
-  t.pass("the developer signs in on the edge with the platform email and password");
+  t.ok((await edgeSignIn()).headers["ClearBlade-DevToken"], "the developer signs in on the edge with the platform email and password");
   const arrived = await waitFor(async () => (await ed().get(`/admin/devices/${SK}/${names.dev2}`)).status === 200, 20_000);
   t.ok(arrived, "the snapshot arrived (the last kind, devices, is on the edge)");
 

@@ -453,7 +453,7 @@ t.test("initial sync of every asset kind: collections with rows, services, libra
   }), "every asset of the template reaches synced");
 
   const ed = await devOn(edge);
-  t.pass("the system's developer signs in on the edge with the platform credentials");
+  t.ok(ed.headers["ClearBlade-DevToken"], "the system's developer signs in on the edge with the platform credentials");
   // collections: the template's, with the platform's ids; rows where the template says so
   const cols = await ed.get(`/admin/allcollections?appid=${SK}`);
   ok200(t, cols, "collections on the edge");
@@ -742,7 +742,7 @@ t.test("the edge serves its API through a platform outage and both sides catch u
   t.ok(await waitFor(async () => (await request(edge.url, "GET", "/health")).status === 200), "the edge is up");
   // sign-in, reads, code and writes all work on the edge alone
   const uc = await userOn(edge, A.user.email, A.user.password);
-  t.pass("a user signs in on the edge with the platform down");
+  t.ok(uc.headers["ClearBlade-UserToken"], "a user signs in on the edge with the platform down");
   ok200(t, await uc0.get(`/api/v/1/data/${A.ref.id}`), "an earlier token still works");
   t.equal((await uc.post(`/api/v/1/code/${SK}/${A.calc}`, { x: 2 })).body?.results?.v, 6, "a service runs");
   const upRows = await uc.post(`/api/v/1/data/${A.up.id}`, Array.from({ length: 25 }, (_, i) => ({ label: `offline-${i}`, n: i })));
@@ -752,7 +752,7 @@ t.test("the edge serves its API through a platform outage and both sides catch u
   const inboxRow = await uc.post(`/api/v/1/data/${A.inbox.id}`, { label: "offline-inbox", n: 1 });
   ok200(t, inboxRow, "a sync row too (its trigger fires on the edge)");
   const ed = await devOn(edge);
-  t.pass("the developer signs in on the edge with the platform down");
+  t.ok(ed.headers["ClearBlade-DevToken"], "the developer signs in on the edge with the platform down");
   t.ok(await waitFor(async () => (await eventsOn(ed, "inbox")).some((e) => JSON.parse(e.payload).item_id === inboxRow.body[0].item_id || e.payload.includes(inboxRow.body[0].item_id)), 10_000), "the trigger ran on the edge while offline");
   // the edge restarts while the platform is still down: what it writes then goes up later too
   await edge.stop();

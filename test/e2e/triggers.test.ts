@@ -89,12 +89,9 @@ t.test("GET /admin/triggers/definitions lists the catalogue", async (t) => {
   const r = await s.dev.get("/admin/triggers/definitions");
   ok200(t, r);
   t.ok(Array.isArray(r.body), "an array");
-  for (const d of r.body) {
-    if (typeof d.def_module !== "string" || typeof d.def_name !== "string" || !Array.isArray(d.def_keys) || typeof d.visibility !== "boolean") {
-      t.fail(`malformed definition ${JSON.stringify(d)}`);
-    }
-  }
-  t.pass(`${r.body.length} definitions, each {def_module, def_name, def_keys[], visibility}`);
+  const malformed = r.body.filter((d: any) => typeof d.def_module !== "string" || typeof d.def_name !== "string" || !Array.isArray(d.def_keys) || typeof d.visibility !== "boolean");
+  t.ok(r.body.length > 0, `${r.body.length} definitions`);
+  t.same(malformed, [], "each {def_module, def_name, def_keys[], visibility}");
   const find = (m: string, n: string) => r.body.find((d: any) => d.def_module === m && d.def_name === n);
   const expect: [string, string, string[]][] = [
     ["Data", "CollectionCreated", []],

@@ -52,6 +52,10 @@ const RETRY_TIMEOUT_MS = 15_000;
 export function joinCluster(p: ClusterParts) {
   const { bus, hub, log } = p;
   const remote = new Map<string, Fn>();
+  /** set while another node's news is applied here: what that calls is not shared again (the
+   *  schema of a collection dropped by its id drops its row and write version through shared
+   *  methods, which would echo between the nodes forever) */
+  let applying = false;
 
   /** Runs `target[key]` here and, with the same arguments, `onOthers` (default: their own copy of
    *  the method, not shared again) on every other node. */
@@ -63,11 +67,14 @@ export function joinCluster(p: ClusterParts) {
     remote.set(name, onOthers ?? own);
     t[key] = (...args: unknown[]) => {
       const r = own(...args);
-      bus.send({ kind: "shared", body: { name, args } });
+      if (!applying) bus.send({ kind: "shared", body: { name, args } });
       return r;
     };
   };
-  bus.on("shared", (b: { name: string; args: unknown[] }) => { remote.get(b.name)?.(...b.args); });
+  bus.on("shared", (b: { name: string; args: unknown[] }) => {
+    applying = true;
+    try { remote.get(b.name)?.(...b.args); } finally { applying = false; }
+  });
 
   // what each node caches, dropped everywhere when it changes anywhere
   share("tokens.forgetHashes", p.tokens, "forgetHashes");

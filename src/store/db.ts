@@ -166,7 +166,9 @@ class NativeDb implements Db {
   private readonly gate = new TxGate<NativeDb>();
 
   constructor(readonly url: string, path: string, Engine: typeof Database) {
-    this.conn = new Engine(path, { timeout: 5 });
+    // milliseconds: how long a write waits for another process holding the file (platform nodes
+    // sharing it, a backup) before it fails with "database is locked"
+    this.conn = new Engine(path, { timeout: 5_000 });
     if (path !== ":memory:") {
       this.conn.exec("PRAGMA journal_mode=WAL");
       this.conn.exec("PRAGMA synchronous=NORMAL");

@@ -307,6 +307,20 @@ async function main() {
     t.equal(await count(), 1, "once, not once per node");
   });
 
+  t.test("a timer fires once per period across the three nodes", async (t) => {
+    const col = await must(sys.dev.post("/admin/collectionmanagement", { name: uniq("ticks"), appID: sys.systemKey }), "collection");
+    const colId = col.collectionID as string;
+    await must(sys.dev.put("/admin/collectionmanagement", { id: colId, addColumn: { name: "n", type: "int" } }), "column");
+    const svc = uniq("tick");
+    await must(on(C).post(`/admin/code/v/1/${sys.systemKey}/${svc}`, { parameters: [],
+      code: `function ${svc}(req, resp) { ClearBlade.Collection({ collectionID: "${colId}" }).create({ n: req.params.runs }, function () { resp.success(1); }); }` }), "service");
+    await must(on(C).post(`/admin/triggers/timers/${sys.systemKey}/${svc}`, { frequency: 1, repeats: 5, start_time: "now", service_name: svc }), "timer");
+    const runs = async () => ((await must(sys.dev.get(`/api/v/1/data/${colId}?query=${encodeURIComponent(JSON.stringify({ PAGESIZE: 0, PAGENUM: 0 }))}`), "ticks")).DATA as { n: number }[]).map((x) => x.n).sort((a, b) => a - b);
+    t.ok(await waitFor(async () => (await runs()).length >= 5, 20_000), "five runs");
+    await sleep(2_000);
+    t.same(await runs(), [1, 2, 3, 4, 5], "each run once, by one node");
+  });
+
   t.test("restarting B leaves the edge on A connected; a retry through B reaches it through A", async (t) => {
     await B.stop();
     await B.start();
@@ -408,6 +422,10 @@ async function main() {
     t.equal((await record(others[1]!, name)).isConnected, true, "its record shows it connected");
     await holder.start();
     await e.kill();
+  });
+
+  t.test("no node lost its Redis link meanwhile (news between nodes is small and never echoes)", async (t) => {
+    for (const n of nodes) t.notMatch(n.logs(), /Redis link lost/, `${n.name} kept its link`);
   });
 }
 

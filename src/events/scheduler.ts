@@ -1,7 +1,6 @@
-// Runs timers: a node-cron tick every second fires each due timer's service and moves it to its
-// next time. The next time counts from the firing, so after a restart (or any pause) a timer
+// Runs timers: a tick at the start of every second fires each due timer's service and moves it to
+// its next time. The next time counts from the firing, so after a restart (or any pause) a timer
 // fires once and continues at its frequency: never more often than asked, no catch-up bursts.
-import cron from "node-cron";
 import type { Logger } from "../core/log.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
@@ -10,7 +9,7 @@ import type { Triggers } from "../domain/triggers.ts";
 const TICK_SLACK_MS = 100;
 
 export class TimerScheduler {
-  private task: ReturnType<typeof cron.schedule> | null = null;
+  private task: { stop(): void } | null = null;
   private ticking = false;
   private stopped = false;
   /** when ticking began (0 until then) */
@@ -26,7 +25,7 @@ export class TimerScheduler {
     void this.engine.ready().then(() => {
       if (this.stopped) return;
       this.since = Date.now();
-      this.task = cron.schedule("* * * * * *", () => { void this.tick(); }, { noOverlap: true } as never);
+      this.task = everySecond(() => { void this.tick(); });
     });
   }
 
@@ -59,4 +58,14 @@ export class TimerScheduler {
   }
 
   stop() { this.stopped = true; this.task?.stop(); this.task = null; }
+}
+
+/** Calls fn at the start of every second, a timer set again each time (its lateness does not add
+ *  up). A plain timer: a cron library matched every second against a calendar in the process's
+ *  time zone (ICU's tables in memory for it), and warned of "missed executions" on a busy machine. */
+function everySecond(fn: () => void): { stop(): void } {
+  let timer: ReturnType<typeof setTimeout>;
+  const arm = () => { timer = setTimeout(() => { arm(); fn(); }, 1000 - (Date.now() % 1000)); };
+  arm();
+  return { stop: () => clearTimeout(timer) };
 }

@@ -251,7 +251,7 @@ export function continueAfter(sort: Query["sort"], columns: ColumnMap, after: Co
     if (i === keys.length) { args.push(after.rowid); return `${rowid} > ?`; }
     const { sql, desc, v } = keys[i]!;
     let later: string, equal: string;
-    if (v === null) { later = desc ? "0" : `${sql} IS NOT NULL`; equal = `${sql} IS NULL`; }
+    if (v === null) { later = desc ? "1 = 0" : `${sql} IS NOT NULL`; equal = `${sql} IS NULL`; }
     else { args.push(v, v); later = desc ? `(${sql} < ? OR ${sql} IS NULL)` : `${sql} > ?`; equal = `${sql} = ?`; }
     return `(${later} OR (${equal} AND ${rest(i + 1, args)}))`;
   };

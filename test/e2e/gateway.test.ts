@@ -1,6 +1,7 @@
 // Running as a service on a gateway: one instance per data directory (a lock the kernel drops
 // with the process), no port shared with another process, SIGHUP reloads the settings and never
 // ends the process, private data files, and a database of a newer version refused.
+// A gateway keeps its data in its libSQL file: these run on it whatever OUTPOST_TEST_DB says.
 import { type ChildProcess, spawn } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,7 +25,7 @@ const withPort = (args: string[], flag: string, port: number) => { const a = [..
 
 t.test("one instance per data directory: a second start exits 2 naming the holder; a kill -9 leaves no lock behind", async (t) => {
   const dataDir = tempDir();
-  const a = await startOutpost({ dataDir });
+  const a = await startOutpost({ dataDir, defaultDb: true });
   t.teardown(() => a.kill());
   const second = await runBin(["--data-dir", dataDir, ...(await ports())], { timeoutMs: 8000 });
   t.equal(second.code, 2, "the second start exits 2");
@@ -33,13 +34,13 @@ t.test("one instance per data directory: a second start exits 2 naming the holde
   t.equal((await request(a.url, "GET", "/health")).status, 200, "the first one is untouched");
 
   await a.kill(); // SIGKILL: nothing of ours runs on the way out
-  const b = await startOutpost({ dataDir });
+  const b = await startOutpost({ dataDir, defaultDb: true });
   t.equal((await request(b.url, "GET", "/health")).status, 200, "a new start takes the directory of a killed one");
   t.equal(await b.stop(), 0);
 });
 
 t.test("a port another process listens on is refused with exit 2 (no SO_REUSEPORT sharing)", async (t) => {
-  const a = await startOutpost();
+  const a = await startOutpost({ defaultDb: true });
   t.teardown(() => a.stop());
   const args = await ports();
   for (const [flag, port] of [["--http-port", a.httpPort], ["--mqtt-port", a.mqttPort], ["--mqtt-ws-port", a.mqttWsPort]] as const) {
@@ -113,14 +114,14 @@ t.test("SIGHUP reloads the config file (log level, throttling flags, CORS origin
 
 t.test("data files are the instance's alone: directory 0700, database and key 0600, also when an older start left them open", async (t) => {
   const dataDir = tempDir();
-  const a = await startOutpost({ dataDir });
+  const a = await startOutpost({ dataDir, defaultDb: true });
   await request(a.url, "POST", "/admin/reg", { body: { email: "perm@example.com", password: "pw-123456", fname: "a", lname: "b", org: "c" } });
   t.equal(mode(dataDir), 0o700, "data directory");
   for (const f of ["outpost.db", "outpost.db-wal", "outpost.db-shm", "secret.key", "outpost.lock"]) t.equal(mode(join(dataDir, f)), 0o600, f);
   await a.stop();
   chmodSync(dataDir, 0o755);
   for (const f of ["outpost.db", "secret.key"]) chmodSync(join(dataDir, f), 0o644);
-  const b = await startOutpost({ dataDir });
+  const b = await startOutpost({ dataDir, defaultDb: true });
   t.equal(mode(dataDir), 0o700, "a directory left 0755 is narrowed");
   for (const f of ["outpost.db", "secret.key"]) t.equal(mode(join(dataDir, f)), 0o600, `${f} left 0644 is narrowed`);
   await b.stop();
@@ -128,7 +129,7 @@ t.test("data files are the instance's alone: directory 0700, database and key 06
 
 t.test("a database written by a newer schema version is refused: exit 2, nothing started", async (t) => {
   const dataDir = tempDir();
-  const a = await startOutpost({ dataDir });
+  const a = await startOutpost({ dataDir, defaultDb: true });
   await a.stop();
   const { default: Database } = await import("libsql");
   const db = new Database(join(dataDir, "outpost.db"));

@@ -205,7 +205,7 @@ describe("compileWhere (SQL text)", () => {
   const where = (filters: unknown) => compileWhere(parseQuery({ FILTERS: filters }).filters, COLS);
 
   test("no filters is the always-true expression with no arguments", () => {
-    expect(compileWhere([], COLS)).toEqual({ sql: "1", args: [] });
+    expect(compileWhere([], COLS)).toEqual({ sql: "1 = 1", args: [] });
   });
 
   test("each comparison operator compiles to its SQL operator with a placeholder", () => {

@@ -16,6 +16,8 @@ import { CustomColumns } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
+const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
+
 const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]);
 const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
@@ -151,6 +153,23 @@ export class Edges {
   async get(p: Principal, systemKey: string, name: string) {
     const s = await this.guard(p, systemKey, LEVEL.READ);
     return this.toWire(await this.find(this.d.db, systemKey, name), s.system_secret);
+  }
+
+  /** What a sync retry names: `edge`, `edges` or neither (every edge of the system), and `asset_class`
+   *  with `asset_id` to retry one asset only. The edges are not looked up here: a retry goes edge by
+   *  edge, and one that does not exist stops it there (requireEdge). */
+  async retryTargets(p: Principal, systemKey: string, body: unknown): Promise<{ edges: string[]; only?: { type: string; name: string }[] }> {
+    const b = knownFields(objectBody(body), RETRY_FIELDS);
+    for (const k of ["edge", "asset_class", "asset_id"]) if (b[k] !== undefined && typeof b[k] !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
+    if (b.edges !== undefined && !(Array.isArray(b.edges) && b.edges.every((e) => typeof e === "string"))) throw fail("INVALID_ARGUMENT", "edges must be a list of edge names");
+    const edges = b.edge !== undefined ? [b.edge as string] : b.edges !== undefined ? (b.edges as string[]) : (await this.list(p, systemKey, null)).map((e) => e.name as string);
+    const only = typeof b.asset_class === "string" && typeof b.asset_id === "string" ? [{ type: b.asset_class, name: b.asset_id }] : undefined;
+    return { edges, only };
+  }
+
+  /** The edge's record; NOT_FOUND when the system has no edge of that name. */
+  requireEdge(systemKey: string, name: string): Promise<EdgeRow> {
+    return this.find(this.d.db, systemKey, name);
   }
 
   async update(p: Principal, systemKey: string, name: string, body: unknown) {

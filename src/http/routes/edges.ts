@@ -5,7 +5,6 @@ import { Elysia } from "elysia";
 import { developerOnly } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import { hashToken } from "../../core/ids.ts";
-import { knownFields, objectBody } from "../../core/validate.ts";
 import { SYNC_PATH } from "../../sync/protocol.ts";
 import { jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
@@ -13,7 +12,6 @@ import type { Services } from "../services.ts";
 type P = Record<string, string>;
 const sk = (p: unknown) => (p as P).systemKey!;
 const nm = (p: unknown) => (p as P).name!;
-const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
 
 export const edgeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
@@ -49,14 +47,9 @@ export const edgeRoutes = (s: Services) => {
     }))
     .post("/admin/:systemKey/sync/retry", caller(async (p, { request, params }) => {
       await s.systems.accessAsDeveloper(p, params.systemKey);
-      const b = knownFields(objectBody(await jsonBody(request)), RETRY_FIELDS);
-      for (const k of ["edge", "asset_class", "asset_id"]) if (b[k] !== undefined && typeof b[k] !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
-      if (b.edges !== undefined && !(Array.isArray(b.edges) && b.edges.every((e) => typeof e === "string"))) throw fail("INVALID_ARGUMENT", "edges must be a list of edge names");
-      // no edge named: every edge of the system
-      const edges = b.edge !== undefined ? [b.edge as string] : b.edges !== undefined ? (b.edges as string[]) : (await s.edges.list(p, params.systemKey, null)).map((e) => e.name as string);
-      const only = typeof b.asset_class === "string" && typeof b.asset_id === "string" ? [{ type: b.asset_class, name: b.asset_id }] : undefined;
+      const { edges, only } = await s.edges.retryTargets(p, params.systemKey, await jsonBody(request));
       const out = [];
-      for (const e of edges) { await s.edges.find(s.db, params.systemKey, e); out.push(await hub().retry(params.systemKey, e, only)); }
+      for (const e of edges) { await s.edges.requireEdge(params.systemKey, e); out.push(await hub().retry(params.systemKey, e, only)); }
       return out;
     })) as unknown as Elysia;
   for (const base of ["/api/v/3/edges/:systemKey/:name", "/admin/edges/:systemKey/:name"]) {

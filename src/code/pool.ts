@@ -140,7 +140,8 @@ export class WorkerPool {
   private timer: ReturnType<typeof setInterval> | null = null;
   private backoffMs = 0;
   private readonly readyWaiters: (() => void)[] = [];
-  /** the QuickJS wasm, compiled once: a worker's start then takes tens of ms, not hundreds */
+  /** the QuickJS wasm, compiled once, with the first worker (compiled code is memory an idle node
+   *  would hold for nothing): a worker's start then takes tens of ms, not hundreds */
   private compiled: Promise<WebAssembly.Module | undefined> | null = null;
   /** workers replaced for memory, and terminated for not coming back (for tests and metrics) */
   replaced = 0;
@@ -158,8 +159,6 @@ export class WorkerPool {
    *  which is most of an idle gateway's memory otherwise. */
   start() {
     this.stopped = false;
-    // compiled now (it holds the event loop for a moment), so the first run does not pay it
-    this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
     this.timer = setInterval(() => this.watch(), WATCH_EVERY_MS);
     this.timer.unref();
   }
@@ -258,7 +257,8 @@ export class WorkerPool {
       t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil(WARM_MAX / this.workers),
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb << 20, this.shareBytes), sliceMs: this.o.sliceMs },
     };
-    void this.compiled!.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init); });
+    this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
+    void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init); });
   }
 
   /** Ends a worker's thread (its heap goes with it). */

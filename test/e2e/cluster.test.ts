@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
-import { BIN, Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, newUser, request, runBin, sleep, uniq, waitFor } from "./harness.ts";
+import { BIN, type DevSystem, devWithSystem, freePort, hasCommand, needs, newUser, request, runBin, sleep, uniq, waitFor } from "./harness.ts";
 
 const dirs: string[] = [];
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-cluster-")); dirs.push(d); return d; };
@@ -152,7 +152,7 @@ async function main() {
   for (const n of nodes) await n.start();
   const [A, B, C] = nodes as [Proc, Proc, Proc];
   const live = () => nodes.filter((n) => n.running);
-  const httpLb = await balancer(() => live().map((n) => n.port));
+  const _httpLb = await balancer(() => live().map((n) => n.port));
   const mqttLb = await balancer(() => live().map((n) => n.mqttPort));
 
   const sys = await devWithSystem({ url: A.url }, "cluster");

@@ -13,7 +13,7 @@ import {
 } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import { type Executor, type SqlValue, uniqueViolation } from "../store/db.ts";
+import { type Executor, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "../sync/changes.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -687,12 +687,11 @@ function withoutPosition(row: Record<string, unknown>, sortKeys: number): Record
 
 /** Constraint failures from the database become 400s that say what collided. */
 function sqlToApi(e: unknown, uniqueDetail?: string): unknown {
-  const msg = e instanceof Error ? e.message : String(e);
   const unique = uniqueViolation(e);
   if (unique) {
     const col = unique.column;
     return dataError(uniqueDetail ?? (col === "item_id" ? "an item with this item_id already exists" : `duplicate value for unique column '${col ?? "?"}'`));
   }
-  if (/too many SQL variables|string or blob too big/i.test(msg)) return dataError("request too large for one statement");
+  if (statementTooLarge(e)) return dataError("request too large for one statement");
   return e;
 }

@@ -387,6 +387,12 @@ export function uniqueViolation(e: unknown): { column: string | null } | null {
   return { column: /UNIQUE constraint failed: \S+\.("?)(\w+)\1/.exec(msg)?.[2] ?? null };
 }
 
+/** Whether a statement failed for its size: more bound values than SQLite takes in one statement,
+ *  or a value over its length limit. */
+export function statementTooLarge(e: unknown): boolean {
+  return /too many SQL variables|string or blob too big/i.test(String((e as { message?: unknown })?.message ?? e));
+}
+
 /** A statement that only reads (a SELECT; not a data-modifying WITH or a locking read). */
 const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
 import { Refusal } from "../../../src/core/errors.ts";
-import { openDb, redactedUrl, type Db, type Executor } from "../../../src/store/db.ts";
+import { openDb, redactedUrl, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
 import { available } from "../services.ts";
@@ -408,6 +408,14 @@ for (const d of DRIVERS) {
       await db.run(`DELETE FROM p WHERE id = 1`);
       expect(await count(db, "c")).toBe(0);
     }, false));
+
+    if (d.kind !== "postgres") test("a statement with more bound values than SQLite takes is reported as too large, other failures are not", () => withDb(async (db) => {
+      const n = 40_000;
+      const tooMany = await db.all(`SELECT ${Array(n).fill("?").join(", ")}`, Array(n).fill(1)).then(() => null, (e: unknown) => e);
+      expect(tooMany).not.toBeNull();
+      expect(statementTooLarge(tooMany)).toBe(true);
+      expect(statementTooLarge(await db.run(`INSERT INTO nosuch VALUES (1)`).then(() => null, (e: unknown) => e))).toBe(false);
+    }));
 
     if (d.file) {
       test("data persists across close and reopen, and the other driver reads the same file", async () => {

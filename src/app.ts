@@ -42,8 +42,7 @@ import { Edges } from "./domain/edges.ts";
 import { ChangeRecorder } from "./sync/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
 import { SyncHub } from "./sync/platform.ts";
-import { ClusterBus } from "./cluster/bus.ts";
-import { joinCluster, redisEmitter } from "./cluster/cluster.ts";
+import type { ClusterBus } from "./cluster/bus.ts";
 import { NodeRegistry } from "./cluster/nodes.ts";
 
 export interface App {
@@ -90,8 +89,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       await nodes.start();
       started.push({ name: "node", stop: () => nodes.stop() });
     }
+    // (loaded only by a node of a cluster: Redis' client is a large part of what a start loads)
+    const cluster = clustered ? await import("./cluster/cluster.ts") : null;
     if (clustered) {
-      bus = new ClusterBus(config.redisUrl!, nodeId, log);
+      bus = new (await import("./cluster/bus.ts")).ClusterBus(config.redisUrl!, nodeId, log);
       try { await bus.start(); } catch (err) { throw new Error(`cluster: cannot reach Redis at --redis-url: ${(err as Error).message}`); }
       started.push({ name: "cluster-bus", stop: () => bus!.stop() });
       log.info("cluster node", { node: nodeId });
@@ -145,7 +146,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const relaying = new Set<Promise<unknown>>();
     started.push({ name: "relay", stop: () => Promise.all(relaying).then(() => {}) });
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
-      brokerId: nodeId, mq: clustered ? redisEmitter(config.redisUrl!, log) : undefined,
+      brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
       // on an edge, messages on relayed topics wait in the outbox for the platform
       relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
         if (sk !== config.systemKey || !relayed(changes.relayTopics, topic)) return;
@@ -172,7 +173,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
-      if (bus) joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, triggers, edges, changes, hub });
+      if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, triggers, edges, changes, hub });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({

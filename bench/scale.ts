@@ -7,14 +7,19 @@
 //     (target <= 60 s); the default device listing at 1,000 .. 100,000 devices;
 //  4. collections of 10,000 .. 1,000,000 rows: a page deep in an indexed sort reached through
 //     NEXTPAGEURL against page 1 (target <= 5x), deep PAGENUM pages, TOTAL, and inserts as the
-//     table grows.
+//     table grows;
+//  5. one change reaching 1 .. 200 connected edges of a system, p50 and p99 (target: p99 <= 500 ms
+//     at 200), timed on arrival (the edges' own logs, protocol clients), never by polling: the
+//     fleet of bench/sync.ts.
 // Sizes are settable (comma-separated lists), so CI runs a small version as a smoke test:
 //   SCALE=small                        every curve at small sizes
-//   SCALE_PARTS=qos,history,devices,paging   which curves (default all)
-//   SCALE_SUBS, SCALE_HISTORY, SCALE_DEVICES, SCALE_ROWS, SCALE_SIGNINS, SCALE_ROUNDS
+//   SCALE_PARTS=qos,history,devices,paging,propagation   which curves (default all)
+//   SCALE_SUBS, SCALE_HISTORY, SCALE_DEVICES, SCALE_ROWS, SCALE_SIGNINS, SCALE_ROUNDS,
+//   SCALE_EDGES, SCALE_EDGE_CHANGES
 import mqtt from "mqtt";
 import { rmSync } from "node:fs";
 import { cpuMicros, fmt, json, median, pct, report, setupSystem, startOutpost, verdict } from "./lib.ts";
+import { fleet } from "./sync.ts";
 
 const small = process.env.SCALE === "small";
 const sizes = (name: string, full: number[], smoke: number[]) =>
@@ -22,7 +27,7 @@ const sizes = (name: string, full: number[], smoke: number[]) =>
 const num = (name: string, full: number, smoke: number) => Number(process.env[name] ?? (small ? smoke : full));
 
 const ROUNDS = num("SCALE_ROUNDS", 3, 1);
-const PARTS = (process.env.SCALE_PARTS ?? "qos,history,devices,paging").split(",");
+const PARTS = (process.env.SCALE_PARTS ?? "qos,history,devices,paging,propagation").split(",");
 
 type Outpost = Awaited<ReturnType<typeof startOutpost>>;
 type System = Awaited<ReturnType<typeof setupSystem>>;
@@ -354,11 +359,27 @@ async function pagingCurve() {
   }
 }
 
+// ---- 5. one change reaching a growing fleet of edges ------------------------------------------
+
+async function propagationCurve() {
+  const EDGES = sizes("SCALE_EDGES", [1, 50, 100, 200], [1, 5, 10]);
+  const CHANGES = num("SCALE_EDGE_CHANGES", 10, 3);
+  const results: Awaited<ReturnType<typeof fleet>>[] = [];
+  // two edges are processes of the binary (timed by their own logs), the rest protocol clients
+  for (const n of EDGES) results.push(await fleet(n, Math.min(2, n), CHANGES));
+  const big = results.at(-1)!;
+  report(`Scale 5: one change reaching N connected edges of a system (${CHANGES} changes, timed on arrival, no polling)`, [
+    ...EDGES.map((n, i): [string, string] => [`${fmt(n)} edges: p50 / p99`, `${fmt(results[i]!.p50, 1)} / ${fmt(results[i]!.p99, 1)} ms  ratio p99 ${fmt(results[i]!.p99 / Math.max(results[0]!.p99, 1), 2)}`]),
+    [`p99 at ${fmt(EDGES.at(-1)!)} edges`, `${fmt(big.p99, 1)} ms  ${verdict(big.p99, 500, false)}`],
+  ]);
+}
+
 export async function benchScale() {
   if (PARTS.includes("qos")) await qosCurve();
   if (PARTS.includes("history")) await historyCurve();
   if (PARTS.includes("devices")) await devicesCurve();
   if (PARTS.includes("paging")) await pagingCurve();
+  if (PARTS.includes("propagation")) await propagationCurve();
 }
 
 if (import.meta.main) await benchScale();

@@ -203,9 +203,17 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     metrics.gauge("outpost_process_resident_bytes", "resident memory of the process", () => [[{}, process.memoryUsage.rss()]]);
     if (dbFile) metrics.gauge("outpost_db_bytes", "size of the database file with its write-ahead log", () =>
       [[{}, [dbFile, `${dbFile}-wal`].reduce((n, f) => n + (existsSync(f) ? statSync(f).size : 0), 0)]]);
+    const hub = services.sync;
+    if (hub) {
+      metrics.gauge("outpost_sync_edge_lag", "changes each connected edge has not acknowledged", async () =>
+        (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.lag]));
+      metrics.gauge("outpost_sync_edge_outbox_items", "rows and messages waiting in each connected edge's outbox (as its last ping said)", async () =>
+        (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.outbox]));
+    }
     if (edgeLink) {
       metrics.gauge("outpost_sync_link_up", "1 while the edge has a live session with its platform", () => [[{}, edgeLink.connected ? 1 : 0]]);
       metrics.gauge("outpost_sync_outbox_items", "rows and messages waiting to go up to the platform", async () => [[{}, await edgeLink.outboxSize()]]);
+      metrics.readCounter("outpost_sync_outbox_dropped_total", "outbox items dropped past --outbox-max-mb or --outbox-max-age", () => [[{}, edgeLink.outboxDropped]]);
     }
     services.health = new Health({
       db, dbFile, minFreeMb: config.minFreeMb,

@@ -54,6 +54,10 @@ export const ConfigSchema = z.object({
   maxClockSkew: intText.pipe(z.number().int().min(1)).default(300),
   // platform: how often the change log drops what every edge acknowledged
   syncCompactMs: intText.pipe(z.number().int().min(100).max(86_400_000)).default(60_000),
+  // edge: the outbox's bounds, its size (MB) and the age of its oldest item (seconds; 0: none);
+  // past either the oldest items are dropped
+  outboxMaxMb: intText.pipe(z.number().int().min(1)).default(256),
+  outboxMaxAge: intText.pipe(z.number().int().min(0)).default(0),
   // health: free disk below which the node is unhealthy (MB); on an edge, how long the platform
   // link may be down before it is (seconds), or never when the edge is meant to run offline
   minFreeMb: intText.pipe(z.number().int().min(0)).default(100),
@@ -278,6 +282,9 @@ Edge
   --max-clock-skew SECONDS    platform: an edge's row stamps further ahead of the platform's clock
                               are refused and the platform stamps the writes itself (300)
   --sync-compact-ms N         platform: how often the change log drops what every edge has (60000)
+  --outbox-max-mb N           edge: most the outbox (writes waiting for the platform) holds; past it
+                              the oldest are dropped, logged and counted on /metrics (256)
+  --outbox-max-age SECONDS    edge: outbox items older than this are dropped the same way (0: never)
 
 Health (GET /health answers 503 with the reasons)
   --min-free-mb N             free disk under the database below which the node is unhealthy (100)

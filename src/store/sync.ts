@@ -1,6 +1,7 @@
 // Edge sync: the change log, per-asset sync status, tombstones of deleted rows, and (on an edge)
 // the outbox and sync bookkeeping.
 import type { Executor, RunResult } from "./db.ts";
+import { tableOf } from "./collections.ts";
 
 export interface ChangeRow {
   seq: number; system_key: string; asset_type: string; asset_name: string; item_id: string | null;
@@ -133,6 +134,16 @@ export const outboxRepo = {
   remove: (ex: Executor, ids: number[]) => ex.run(`DELETE FROM outbox WHERE id IN (${ids.map(() => "?").join(",")})`, ids),
   ackUpTo: (ex: Executor, id: number) => ex.run(`DELETE FROM outbox WHERE id <= ?`, [id]),
   count: async (ex: Executor) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox`))!.n,
+  /** The bytes of every body waiting (a scan: only when a running tally says a limit may be passed). */
+  bytes: async (ex: Executor) => (await ex.get<{ n: number | null }>(`SELECT sum(length(body)) AS n FROM outbox`))!.n ?? 0,
+  /** When the oldest item waiting was written (ms), null when none waits. */
+  oldest: async (ex: Executor) => (await ex.get<{ t: number }>(`SELECT created_at AS t FROM outbox ORDER BY id LIMIT 1`))?.t ?? null,
+  /** Items after `id` with their size, oldest first (to find how many to drop). */
+  sizesAfter: (ex: Executor, id: number, limit: number) =>
+    ex.all<{ id: number; n: number }>(`SELECT id, length(body) AS n FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, [id, limit]),
+  /** The newest item written before `ms` (items are written in id order). */
+  lastBefore: async (ex: Executor, ms: number) => (await ex.get<{ id: number | null }>(`SELECT max(id) AS id FROM outbox WHERE created_at < ?`, [ms]))!.id ?? 0,
+  countThrough: async (ex: Executor, id: number) => (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM outbox WHERE id <= ?`, [id]))!.n,
 };
 
 /** Edge: the definitions the platform sent (by type and name). */
@@ -146,4 +157,25 @@ export const syncStateRepo = {
   get: async (ex: Executor, key: string) => (await ex.get<{ value: string }>(`SELECT value FROM sync_state WHERE key = ?`, [key]))?.value,
   set: (ex: Executor, key: string, value: string) =>
     ex.run(`INSERT INTO sync_state(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, [key, value]),
+};
+
+/** Edge: the rows a full snapshot brought, by collection, so that at its end the rows it did not
+ *  bring (deleted on the platform, their tombstones perhaps gone) go too. A scratch table the edge
+ *  makes at start (an edge database only). */
+export const snapshotSeenRepo = {
+  ensure: (ex: Executor) => ex.run(`CREATE TABLE IF NOT EXISTS sync_snapshot_seen (collection_id TEXT NOT NULL, item_id TEXT NOT NULL, PRIMARY KEY (collection_id, item_id)) WITHOUT ROWID`),
+  clear: (ex: Executor) => ex.run(`DELETE FROM sync_snapshot_seen`),
+  async add(ex: Executor, collectionId: string, itemIds: string[]) {
+    for (let i = 0; i < itemIds.length; i += 500) {
+      const ids = itemIds.slice(i, i + 500);
+      await ex.run(`INSERT INTO sync_snapshot_seen (collection_id, item_id) VALUES ${ids.map(() => "(?, ?)").join(", ")} ON CONFLICT DO NOTHING`, ids.flatMap((id) => [collectionId, id]));
+    }
+  },
+  /** Rows of a collection the snapshot did not bring, stamped before `before` (a later stamp is a
+   *  write made here since), with no write of theirs waiting in the outbox. */
+  unseen: async (ex: Executor, collectionId: string, before: string) =>
+    (await ex.all<{ item_id: string }>(`SELECT item_id FROM ${tableOf(collectionId)} t WHERE (t._hlc IS NULL OR t._hlc < ?)
+      AND NOT EXISTS (SELECT 1 FROM sync_snapshot_seen s WHERE s.collection_id = ? AND s.item_id = t.item_id)
+      AND t.item_id NOT IN (SELECT json_extract(body, '$.item_id') FROM outbox WHERE kind = 'row' AND json_extract(body, '$.collection_id') = ?)`,
+      [before, collectionId, collectionId])).map((r) => r.item_id),
 };

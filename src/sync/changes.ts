@@ -27,6 +27,9 @@ export class ChangeRecorder {
   /** edge: collections whose rows go up, and topics relayed to the platform */
   upCollections = new Set<string>();
   relayTopics: string[] = [];
+  /** edge: bytes written to the outbox since the edge last measured it (a tally that tells when
+   *  its bound may be passed; a rolled back write counts too, until the next measure) */
+  outboxAdded = 0;
   private readonly listeners = new Set<(systemKey: string, assets: ReadonlySet<string>) => void>();
   /** per system, the assets changed since the last notification */
   private readonly pendingNotify = new Map<string, Set<string>>();
@@ -110,13 +113,15 @@ export class ChangeRecorder {
     // edge: rows of collections that flow up wait in the outbox
     if (origin) return; // arrived from the platform: not sent back
     const up = changes.filter((c) => this.upCollections.has(c.collection));
-    for (const c of up) await outboxRepo.add(tx, "row", JSON.stringify(c));
+    for (const c of up) { const body = JSON.stringify(c); this.outboxAdded += body.length; await outboxRepo.add(tx, "row", body); }
     if (up.length) this.notify(systemKey, "row", up[0]!.collection);
   }
 
   /** Edge: a message published locally on a relayed topic. */
   async relay(tx: Executor, systemKey: string, topic: string, payload: Uint8Array, qos: number) {
-    await outboxRepo.add(tx, "message", JSON.stringify({ topic, payload: Buffer.from(payload).toString("base64"), qos }));
+    const body = JSON.stringify({ topic, payload: Buffer.from(payload).toString("base64"), qos });
+    this.outboxAdded += body.length;
+    await outboxRepo.add(tx, "message", body);
     this.notify(systemKey, "topic", topic);
   }
 }

@@ -14,7 +14,7 @@ import { devicesRepo } from "../store/devices.ts";
 import { developersRepo } from "../store/developers.ts";
 import { rolesRepo } from "../store/roles.ts";
 import { librariesRepo, servicesRepo } from "../store/services.ts";
-import { outboxRepo, syncedAssetsRepo, syncStateRepo, tombstonesRepo } from "../store/sync.ts";
+import { outboxRepo, snapshotSeenRepo, syncedAssetsRepo, syncStateRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { timersRepo, triggersRepo } from "../store/triggers.ts";
 import { usersRepo } from "../store/users.ts";
@@ -24,7 +24,8 @@ import { VERSION } from "../version.ts";
 import { AdapterRunner } from "./adapters.ts";
 import { applyDefinition, applyRows, relayFilters, upCollections, type WireChange } from "./assets.ts";
 import type { ChangeRecorder, RowChange } from "./changes.ts";
-import { BATCH_BYTES, type PlatformMessage, SYNC_PATH } from "./protocol.ts";
+import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, SYNC_PATH } from "./protocol.ts";
+import { proxyFor } from "./proxy.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
@@ -44,6 +45,10 @@ const OUTBOX_BATCH = 500;
 const OUTBOX_READ = 100;
 /** Longest an edge waits for the platform to check a developer's password. */
 const VERIFY_TIMEOUT_MS = 5_000;
+/** How often the outbox is held to its bounds (--outbox-max-mb, --outbox-max-age). */
+const OUTBOX_CHECK_MS = 1_000;
+/** How long an edge waits before trying again a platform that refused its protocol version. */
+const REFUSED_RETRY_MS = 60_000;
 
 export class EdgeSync {
   private ws: WebSocket | null = null;
@@ -70,11 +75,29 @@ export class EdgeSync {
   lastContactAt = 0;
   /** the CA bundle an https:// platform's certificate is checked against (--platform-ca) */
   private readonly tls: { ca: string } | undefined;
+  /** the proxy the platform is reached through (HTTPS_PROXY / HTTP_PROXY, unless NO_PROXY) */
+  private readonly proxy: string | undefined;
+  /** the outbox's size in bytes as last measured, plus what went in since, less what went up */
+  private outboxBytes = 0;
+  /** bytes of the batch waiting for the platform's acknowledgement */
+  private inflightBytes = 0;
+  private outboxTimer: ReturnType<typeof setInterval> | null = null;
+  private trimming = false;
+  /** outbox items dropped past its bounds since the process started (/metrics) */
+  outboxDropped = 0;
+  /** why the platform (or this edge) refused the link's protocol version ("" : it did not) */
+  refusal = "";
+  /** a full snapshot is coming or under way: the platform's clock at its welcome (rows stamped
+   *  before it that the snapshot does not bring go at its end) */
+  private fullSince: string | null = null;
+  /** rows of the batch waiting for the platform's acknowledgement (a full snapshot keeps them) */
+  private inflightRows: { collection_id: string; item_id: string }[] = [];
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
     this.pingMs = d.config.syncPingMs;
     this.tls = d.config.platformCa ? { ca: readPem(d.config.platformCa) } : undefined;
+    this.proxy = proxyFor(d.config.platformUrl!, process.env);
     this.adapters = new AdapterRunner(d.config.adaptersDir ?? join(d.config.dataDir, "adapters"), { user: d.config.adaptersUser, dataDir: d.config.dataDir });
   }
 
@@ -84,6 +107,10 @@ export class EdgeSync {
     // rows written before the platform answers (or while it is unreachable) must reach the outbox too
     await this.refreshUpCollections();
     this.d.changes.onCommitted((sk) => { if (sk === this.systemKey) void this.sendOutbox(); });
+    this.outboxBytes = await outboxRepo.bytes(this.d.db);
+    await snapshotSeenRepo.ensure(this.d.db);
+    this.outboxTimer = setInterval(() => { void this.trimOutbox().catch((err) => this.d.log.warn("outbox bounds not checked", { err })); }, OUTBOX_CHECK_MS);
+    this.outboxTimer.unref?.();
     this.connect();
   }
 
@@ -91,6 +118,7 @@ export class EdgeSync {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.watchdog) clearInterval(this.watchdog);
+    if (this.outboxTimer) clearInterval(this.outboxTimer);
     this.ws?.close(1000, "edge stopping");
   }
 
@@ -99,12 +127,12 @@ export class EdgeSync {
   async verifyDeveloper(email: string, password: string): Promise<string | null | undefined> {
     const base = this.d.config.platformUrl!.replace(/\/$/, "");
     try {
-      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls });
+      const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy });
       if (r.status >= 500 || r.status === 429) return undefined;
       if (r.status !== 200) return null;
       const b = (await r.json()) as { user_id?: unknown; dev_token?: unknown };
       // the platform session it opened is not needed here
-      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls }).catch(() => {});
+      if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy }).catch(() => {});
       return typeof b.user_id === "string" ? b.user_id : null;
     } catch {
       return undefined;
@@ -121,7 +149,7 @@ export class EdgeSync {
   private connect() {
     if (this.stopped) return;
     let ws: WebSocket;
-    try { ws = new WebSocket(this.url(), this.tls ? { tls: this.tls } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
+    try { ws = new WebSocket(this.url(), this.tls || this.proxy ? { ...(this.tls ? { tls: this.tls } : {}), ...(this.proxy ? { proxy: this.proxy } : {}) } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
     this.ws = ws;
     const started = Date.now();
     let opened = false;
@@ -138,7 +166,7 @@ export class EdgeSync {
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
       this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now() });
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: PROTOCOL_VERSION, outbox: await this.outboxSize() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -174,7 +202,11 @@ export class EdgeSync {
         this.lost(ws, "silent");
         return;
       }
-      if (this.connected && now - this.lastPing >= this.pingMs) { this.lastPing = now; this.send(ws, { t: "ping" }); }
+      if (this.connected && now - this.lastPing >= this.pingMs) {
+        this.lastPing = now;
+        // with the outbox's size, which the platform shows on its /metrics
+        void this.outboxSize().then((outbox) => this.send(ws, { t: "ping", outbox }), () => this.send(ws, { t: "ping" }));
+      }
     }, Math.max(50, Math.min(1_000, Math.floor(this.pingMs / 4))));
     this.watchdog.unref?.();
   }
@@ -196,7 +228,8 @@ export class EdgeSync {
   /** Reconnects after a growing, jittered delay (so a fleet does not come back all at once). */
   private retry() {
     if (this.stopped) return;
-    const delay = this.backoff * (0.5 + Math.random() / 2);
+    // a platform that refused this edge's protocol version will not take it a second later
+    const delay = this.refusal ? REFUSED_RETRY_MS : this.backoff * (0.5 + Math.random() / 2);
     this.backoff = Math.min(BACKOFF_MAX_MS, this.backoff * 2);
     this.timer = setTimeout(() => this.connect(), delay);
   }
@@ -217,6 +250,14 @@ export class EdgeSync {
     switch (m.t) {
       case "welcome": {
         if (this.ws !== ws) return;
+        const refusal = protocolRefusal(m.protocol ?? 1, "platform");
+        if (refusal) {
+          this.refusal = refusal;
+          this.d.log.error("the platform's sync protocol is not one this edge speaks", { message: refusal });
+          ws.close(4004, "protocol version");
+          return;
+        }
+        this.refusal = "";
         await this.d.db.tx(async (tx) => {
           // another incarnation of this edge's record (deleted and made again): what this one
           // knows of the old one's position counts for nothing; the platform sends a full snapshot
@@ -237,6 +278,9 @@ export class EdgeSync {
         this.useTemplate(m.template);
         await this.refreshUpCollections();
         this.d.invalidate(this.systemKey, new Set(["system"]), new Set());
+        // a full snapshot (again, if one was interrupted) notes the rows it brings from the start
+        this.fullSince = m.snapshot && m.hlc ? m.hlc : null;
+        if (this.fullSince) await snapshotSeenRepo.clear(this.d.db);
         this.connected = true;
         this.welcomed = true;
         this.lastConnectedAt = Date.now();
@@ -255,12 +299,21 @@ export class EdgeSync {
         return;
       }
       case "up_ack": {
+        // the platform has these now: a full snapshot that read their rows before keeps them
+        if (this.fullSince) for (const [id, rows] of groupBy(this.inflightRows)) await snapshotSeenRepo.add(this.d.db, id, rows);
+        this.inflightRows = [];
         await outboxRepo.ackUpTo(this.d.db, m.upTo);
+        this.outboxBytes = Math.max(0, this.outboxBytes - this.inflightBytes);
+        this.inflightBytes = 0;
         this.upInflight = false;
         void this.sendOutbox();
         return;
       }
-      case "error": this.d.log.error("the platform refused the edge", { message: m.message }); return;
+      case "error": {
+        this.d.log.error("the platform refused the edge", { message: m.message });
+        if (/sync protocol/.test(m.message)) this.refusal = m.message;
+        return;
+      }
       case "pong": return;
     }
   }
@@ -334,6 +387,7 @@ export class EdgeSync {
           if (!(await collectionsRepo.byId(tx, id))) throw new Error(`collection '${name}' is not on this edge`);
           // the platform's copy of a write is the reference (equal stamps: its values)
           await applyRows(tx, id, cols, rows, { ties: true });
+          if (m.snapshot && this.fullSince) await snapshotSeenRepo.add(tx, id, rows.map((r) => r.item_id));
         });
         collections.add(id);
         results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(error ? { error } : {}) });
@@ -369,6 +423,8 @@ export class EdgeSync {
   private async endSnapshot(ws: WebSocket, m: Extract<PlatformMessage, { t: "snapshot_end" }>) {
     const sk = this.systemKey;
     const types = new Set<string>(Object.keys(m.keep));
+    const collections = new Set<string>();
+    let dropped = 0;
     await this.d.db.tx(async (tx) => {
       for (const [type, names] of Object.entries(m.keep)) {
         const keep = new Set(names);
@@ -380,12 +436,23 @@ export class EdgeSync {
           await syncedAssetsRepo.remove(tx, type, name);
         }
       }
+      if (m.rows && this.fullSince) {
+        for (const id of m.rows) {
+          if (!(await collectionsRepo.byId(tx, id))) continue;
+          const gone = await snapshotSeenRepo.unseen(tx, id, this.fullSince);
+          for (const item of gone) await collectionsRepo.deleteRow(tx, id, item);
+          if (gone.length) { dropped += gone.length; collections.add(id); }
+        }
+        await snapshotSeenRepo.clear(tx);
+      }
       await syncStateRepo.set(tx, "cursor", String(m.seq));
       await syncStateRepo.set(tx, "snapshot", "done");
       await this.d.changes.saveClock(tx);
     });
+    if (m.rows) this.fullSince = null;
+    if (dropped) this.d.log.info("rows the full snapshot did not bring were removed", { rows: dropped });
     await this.refreshUpCollections();
-    this.d.invalidate(sk, types, new Set());
+    this.d.invalidate(sk, types, collections);
     this.send(ws, { t: "ack", upTo: m.seq, snapshot: true, results: [] });
   }
 
@@ -413,7 +480,11 @@ export class EdgeSync {
       if (stale.size) await outboxRepo.remove(this.d.db, [...stale]);
       const send = items.filter((i) => !stale.has(i.id));
       if (!send.length || this.ws !== ws) { this.upInflight = false; if (stale.size && this.ws === ws) void this.sendOutbox(); return; }
-      this.send(ws, { t: "up", items: send.map((i) => ({ id: i.id, kind: i.kind, body: i.body })) });
+      this.inflightBytes = send.reduce((n, i) => n + i.body.length, 0);
+      this.inflightRows = send.filter((i) => i.kind === "row").map((i) => { const c = JSON.parse(i.body) as RowChange; return { collection_id: c.collection_id, item_id: c.item_id }; });
+      const left = Math.max(0, (await this.outboxSize()) - send.length);
+      if (this.ws !== ws) { this.upInflight = false; return; }
+      this.send(ws, { t: "up", items: send.map((i) => ({ id: i.id, kind: i.kind, body: i.body })), left });
     } catch (err) {
       this.upInflight = false;
       throw err;
@@ -444,6 +515,52 @@ export class EdgeSync {
 
   outboxSize() { return outboxRepo.count(this.d.db); }
 
+  /** Holds the outbox to --outbox-max-mb and --outbox-max-age: past either, the oldest items are
+   *  dropped (they would otherwise fill the gateway's disk while the platform is out of reach),
+   *  with a log line, and counted. The size is measured only when the running tally passes the
+   *  bound. */
+  async trimOutbox() {
+    if (this.trimming) return;
+    this.trimming = true;
+    try {
+      const db = this.d.db, { outboxMaxMb, outboxMaxAge } = this.d.config;
+      this.outboxBytes += this.d.changes.outboxAdded;
+      this.d.changes.outboxAdded = 0;
+      const reasons: string[] = [];
+      let dropped = 0;
+      const dropThrough = async (id: number) => db.tx(async (tx) => { const n = await outboxRepo.countThrough(tx, id); await outboxRepo.ackUpTo(tx, id); return n; });
+      const max = outboxMaxMb * 1024 * 1024;
+      if (this.outboxBytes > max) {
+        let excess = (await outboxRepo.bytes(db)) - max, through = 0;
+        if (excess > 0) {
+          reasons.push(`more than --outbox-max-mb (${outboxMaxMb} MB)`);
+          for (let more = true; more && excess > 0;) {
+            const sizes = await outboxRepo.sizesAfter(db, through, 1_000);
+            more = sizes.length === 1_000;
+            for (const x of sizes) { through = x.id; excess -= x.n; if (excess <= 0) break; }
+          }
+          dropped += await dropThrough(through);
+        }
+        this.outboxBytes = await outboxRepo.bytes(db);
+      }
+      if (outboxMaxAge > 0) {
+        const cutoff = Date.now() - outboxMaxAge * 1000;
+        const oldest = await outboxRepo.oldest(db);
+        if (oldest !== null && oldest < cutoff) {
+          reasons.push(`older than --outbox-max-age (${outboxMaxAge} s)`);
+          dropped += await dropThrough(await outboxRepo.lastBefore(db, cutoff));
+          this.outboxBytes = await outboxRepo.bytes(db);
+        }
+      }
+      if (dropped) {
+        this.outboxDropped += dropped;
+        this.d.log.warn("outbox over its bounds: the oldest items were dropped", { dropped, why: reasons.join(", "), bytes: this.outboxBytes });
+      }
+    } finally {
+      this.trimming = false;
+    }
+  }
+
   /** The link and the assets as this edge sees them (its local status endpoint): what it holds
    *  from the platform, and what failed to apply with the error. */
   async localStatus() {
@@ -458,7 +575,7 @@ export class EdgeSync {
     return {
       connected: this.connected, lastConnectedAt: this.lastConnectedAt, lastContactAt: this.lastContactAt,
       cursor: Number((await syncStateRepo.get(db, "cursor")) ?? "0"), snapshotDone: (await syncStateRepo.get(db, "snapshot")) === "done",
-      outbox: await this.outboxSize(), assets,
+      outbox: await this.outboxSize(), outboxDropped: this.outboxDropped, ...(this.refusal ? { refused: this.refusal } : {}), assets,
     };
   }
 }
@@ -495,4 +612,11 @@ async function removeLocal(ex: Executor, sk: string, type: string, name: string)
     case "collection": { const c = await collectionsRepo.byName(ex, sk, name); if (c) await del({ collection_id: c.collection_id }); return; }
     default: await del({ name });
   }
+}
+
+/** Rows by collection. */
+function groupBy(rows: { collection_id: string; item_id: string }[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const r of rows) (out.get(r.collection_id) ?? out.set(r.collection_id, []).get(r.collection_id)!).push(r.item_id);
+  return out;
 }

@@ -24,7 +24,7 @@ import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
 import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, type WireChange, wireValues } from "./assets.ts";
 import type { AssetType, ChangeRecorder, RowChange } from "./changes.ts";
-import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage } from "./protocol.ts";
+import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal } from "./protocol.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void }
 
@@ -58,6 +58,8 @@ const CONTROL_MARGIN_MS = 5_000;
 /** Change log entries kept per system beyond what every edge acknowledged (an edge further
  *  behind than this gets a fresh snapshot). */
 const LOG_KEEP = 200_000;
+/** Log entries a compaction step spans at most (seqs: entries of other systems count). */
+const COMPACT_STEP = 5_000;
 /** Log entries read at a time while a batch fills, and most read for one batch (entries that do
  *  not go to the edge are passed over, and acknowledged, in an empty batch). */
 const LOG_READ = 250;
@@ -109,6 +111,8 @@ class EdgeSession {
   private again = false;
   lastHeard = Date.now();
   pingMs = 15_000;
+  /** rows and messages waiting in the edge's outbox, as its last ping said */
+  outbox = 0;
   /** adapter control commands waiting for the edge's answer */
   readonly controls = new Map<string, (r: ControlResult) => void>();
 
@@ -206,8 +210,13 @@ class EdgeSession {
       Object.assign(keep, await covered(this.hub.d.db, this.edge.system_key, r.template));
       for (const k of SYNCED_KINDS) keep[k] ??= [];
     }
+    // a full snapshot brought every row of its collections: the edge drops the others it holds
+    // (deleted here while it was away or before it was made again: their tombstones may be gone)
+    const rows = r.job.kind === "full" && r.template
+      ? (await collectionsRepo.list(this.hub.d.db, this.edge.system_key)).filter((c) => c.connection === null && goesDown(r.template!, "row", c.name, false)).map((c) => c.collection_id)
+      : undefined;
     this.awaiting = "end";
-    this.send({ t: "snapshot_end", seq: r.seq, keep });
+    this.send({ t: "snapshot_end", seq: r.seq, keep, ...(rows ? { rows } : {}) });
   }
 
   /** The log after what was sent, filtered for this edge, in a batch of bounded size. */
@@ -257,6 +266,8 @@ export class SyncHub {
   private wireBefore = new Map<number, string>();
   /** how far ahead of the platform's clock an edge's clock was (ms), at its last hello */
   private readonly skews = new Map<string, number>();
+  /** edges refused at their last hello for the protocol they speak: why, and when */
+  private readonly refused = new Map<string, { reason: string; at: string }>();
 
   /** set in a cluster: reaches the edges other nodes hold */
   elsewhere: ElsewhereHub | null = null;
@@ -334,6 +345,7 @@ export class SyncHub {
       if (m.t === "up") return await this.up(s, m);
       if (m.t === "ping") {
         s.send({ t: "pong" });
+        if (m.outbox !== undefined) s.outbox = m.outbox;
         await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() });
         // entries that go to no edge of this one's template were not woken for: pass over them now
         await s.pump();
@@ -380,12 +392,23 @@ export class SyncHub {
     if (s.edge) return this.reject(s, "hello twice");
     const edge = await this.d.edges.authenticate(m.systemKey, m.edge, m.token);
     if (!edge) return this.reject(s, "unknown edge or wrong token");
+    // an edge speaking a protocol this platform does not: refused, and its status says why
+    const refusal = protocolRefusal(m.protocol, "edge");
+    const who = `${edge.system_key}/${edge.name}`;
+    if (refusal) {
+      this.refused.set(who, { reason: refusal, at: nowIso() });
+      this.d.log.warn("edge refused: sync protocol", { edge: who, protocol: m.protocol, version: m.version });
+      await edgesRepo.update(this.d.db, edge.system_key, edge.name, { last_talked: nowSeconds(), last_seen_version: m.version });
+      return this.reject(s, refusal);
+    }
+    this.refused.delete(who);
     const system = await systemsRepo.byKey(this.d.db, m.systemKey);
     const owner = system && (await developersRepo.byId(this.d.db, system.owner_id));
     if (!system || !owner) return this.reject(s, "unknown system");
     const sk = edge.system_key;
     s.edge = edge;
     s.pingMs = m.pingMs;
+    s.outbox = m.outbox;
     s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
     s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
     const old = this.sessions.get(s.key);
@@ -421,7 +444,7 @@ export class SyncHub {
     });
     // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
     s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
-      incarnation: edge.incarnation, hlc: this.d.changes.clock.now() });
+      incarnation: edge.incarnation, hlc: this.d.changes.clock.now(), protocol: PROTOCOL_VERSION });
     if (full) s.jobs.push({ kind: "full", seq: head });
     else {
       // a template changed while the edge was away: what it added comes, what it dropped goes
@@ -554,6 +577,7 @@ export class SyncHub {
       const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
       await broker?.publish(sk, topic, Buffer.from(msg.payload, "base64"), msg.qos === 1 || msg.qos === 2 ? msg.qos : 0, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
     }
+    if (m.left !== undefined) s.outbox = m.left;
     s.send({ t: "up_ack", upTo: m.items.length ? Math.max(...m.items.map((i) => i.id)) : 0 });
   }
 
@@ -612,6 +636,18 @@ export class SyncHub {
 
   // ---- status ---------------------------------------------------------------------------------
 
+  /** Each edge connected to this node: changes it has not acknowledged and its outbox size (as
+   *  its last ping said), for /metrics. */
+  async linkMetrics(): Promise<{ systemKey: string; edge: string; lag: number; outbox: number }[]> {
+    const out = [];
+    for (const s of this.sessions.values()) {
+      if (s.closed || !s.edge) continue;
+      const lag = (await changesRepo.countAfter(this.d.db, s.edge.system_key, s.cursor)) + (s.running?.job.kind === "full" ? 1 : 0);
+      out.push({ systemKey: s.edge.system_key, edge: s.edge.name, lag, outbox: s.outbox });
+    }
+    return out;
+  }
+
   /** A live session, not a stored flag: a silent link ends the session (see sweep). */
   isConnected(sk: string, edge: string) { return this.sessions.has(`${sk}/${edge}`); }
 
@@ -642,6 +678,8 @@ export class SyncHub {
     const edge = await this.d.edges.find(this.d.db, sk, edgeName);
     const o = await this.owed(sk, edge);
     const recorded = new Map((await statusRepo.forEdge(this.d.db, sk, edgeName)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r]));
+    // the edge's outbox as it last said (hello, up batches, pings): writes still to come up
+    const waitingUp = (this.sessions.get(`${sk}/${edgeName}`)?.outbox ?? 0) > 0;
     const out: AssetStatus[] = [];
     const seen = new Set<string>();
     const add = (type: string, name: string) => {
@@ -659,7 +697,9 @@ export class SyncHub {
       const desired = Math.max(tail ?? 0, r?.desired_version ?? 0, r?.applied_version ?? 0);
       const behind = inTemplate && (o.full || !held || tail !== undefined);
       const failed = r?.status === "failed" && !followsSchema;
-      const status: AssetStatus["status"] = failed ? "failed" : behind || (!inTemplate && r?.status === "pending") ? "pending" : "synced";
+      // rows written on the edge that have not come up yet: the platform is the one behind
+      const upWaiting = type === "collection_rows" && waitingUp && upCollections(o.template, [name]).length > 0;
+      const status: AssetStatus["status"] = failed ? "failed" : behind || upWaiting || (!inTemplate && r?.status === "pending") ? "pending" : "synced";
       out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: status === "synced" ? desired : r?.applied_version ?? 0,
         last_error: failed ? r?.last_error ?? "" : "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });
     };
@@ -667,6 +707,8 @@ export class SyncHub {
     // assets no longer present but still recorded (deleted on the platform) keep showing their state
     for (const r of recorded.values()) if (!seen.has(`${r.asset_type}\u0000${r.asset_name}`)) add(r.asset_type, r.asset_name);
     // an edge whose clock runs further ahead than the platform accepts has its row stamps replaced
+    const refused = this.refused.get(`${sk}/${edgeName}`);
+    if (refused) out.push({ asset_type: "protocol", asset_name: "version", status: "failed", desired_version: PROTOCOL_VERSION, applied_version: 0, attempts: 0, updated_at: refused.at, last_error: refused.reason });
     const skew = this.skews.get(`${sk}/${edgeName}`);
     if (skew !== undefined && skew > this.d.maxClockSkewMs)
       out.push({ asset_type: "clock", asset_name: "skew", status: "failed", desired_version: 0, applied_version: 0, attempts: 0, updated_at: nowIso(),
@@ -717,7 +759,15 @@ export class SyncHub {
       const max = await changesRepo.maxSeq(this.d.db, s.system_key);
       const upTo = Math.min(max, Math.max(low, max - LOG_KEEP));
       if (upTo <= 0) continue;
-      await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, upTo));
+      // a step at a time, each its own transaction: one transaction deleting 100,000 entries held
+      // every other write of the node for a second
+      for (let through = 0; through < upTo;) {
+        const first = await changesRepo.minSeq(this.d.db, s.system_key);
+        through = first === 0 ? upTo : Math.min(upTo, Math.max(through, first - 1) + COMPACT_STEP);
+        const step = through;
+        await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, step));
+        if (through < upTo) await new Promise((r) => setImmediate(r));
+      }
       this.d.log.debug("change log compacted", { systemKey: s.system_key, upTo });
     }
   }

@@ -13,6 +13,16 @@ export const BATCH_CHANGES = 2_000;
 export const BATCH_BYTES = 1_000_000;
 /** How often an edge pings by default; either side drops a link silent for two periods. */
 export const PING_MS = 15_000;
+/** The sync protocol this build speaks, and the oldest it still serves. 1: edges from before the
+ *  version was exchanged (no incarnation, template comparison or clock in the hello); 2: those. */
+export const PROTOCOL_VERSION: number = 2;
+export const PROTOCOL_MIN: number = 1;
+/** Why a peer speaking `theirs` is refused by one speaking PROTOCOL_MIN..PROTOCOL_VERSION ("" : not refused). */
+export function protocolRefusal(theirs: number, who: "edge" | "platform"): string {
+  if (theirs >= PROTOCOL_MIN && theirs <= PROTOCOL_VERSION) return "";
+  const range = PROTOCOL_MIN === PROTOCOL_VERSION ? `${PROTOCOL_VERSION}` : `${PROTOCOL_MIN} to ${PROTOCOL_VERSION}`;
+  return `the ${who} speaks sync protocol ${theirs}; this ${who === "edge" ? "platform" : "edge"} speaks ${range}`;
+}
 
 const result = z.object({ type: z.string(), name: z.string(), seq: z.number(), error: z.string().optional() });
 
@@ -32,10 +42,17 @@ export const EdgeMessage = z.discriminatedUnion("t", [
     // how often the edge pings: the platform drops a session silent for two periods
     pingMs: z.number().int().min(100).max(600_000).default(PING_MS),
     // the edge's clock: its hybrid clock's stamp and its wall time (ms)
-    hlc: z.string().max(200).optional(), time: z.number().optional() }),
+    hlc: z.string().max(200).optional(), time: z.number().optional(),
+    // the sync protocol the edge speaks (an edge from before it was exchanged speaks 1)
+    protocol: z.number().int().min(0).default(1),
+    // items waiting in the edge's outbox (rows and messages still to come up)
+    outbox: z.number().int().min(0).default(0) }),
   z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
-  z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000) }),
-  z.object({ t: z.literal("ping") }),
+  z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000),
+    // items left in the outbox after these
+    left: z.number().int().min(0).optional() }),
+  // with the edge's outbox size (items waiting to go up), shown on the platform's /metrics
+  z.object({ t: z.literal("ping"), outbox: z.number().int().min(0).optional() }),
   // the answer to an adapter control command
   z.object({ t: z.literal("control_result"), id: z.string(), err: z.boolean(), command: z.string(), output: z.string() }),
 ]);
@@ -45,11 +62,16 @@ export type EdgeMessage = z.infer<typeof EdgeMessage>;
 export type PlatformMessage =
   | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number;
       /** the edge record's identity (an edge holding another one starts over); the platform's clock */
-      incarnation: string; hlc: string }
+      incarnation: string; hlc: string;
+      /** the sync protocol the platform speaks (absent: 1) */
+      protocol?: number }
   | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }
   /** A snapshot is complete: the edge takes position `seq` and drops what it got from the platform
    *  of the kinds in `keep` that `keep` does not name. */
-  | { t: "snapshot_end"; seq: number; keep: Record<string, string[]> }
+  | { t: "snapshot_end"; seq: number; keep: Record<string, string[]>;
+      /** a full snapshot: the collections whose every row it brought (the edge drops the rows of
+       *  them it holds that it did not bring, unless written since the welcome or still to go up) */
+      rows?: string[] }
   | { t: "template"; template: TemplateEntry[] }
   | { t: "up_ack"; upTo: number }
   | { t: "pong" }

@@ -273,6 +273,34 @@ t.test("2. an edge deleted and created again with another template converges to 
   await edge.node.kill();
 });
 
+t.test("2b. an edge made again drops the rows deleted on the platform while it was away, though compaction dropped their tombstones", async (t) => {
+  const sys = await devWithSystem(platform, "recreated-rows");
+  const a = await collection(sys, "a", 50);
+  const template = [{ def_module: "collection", def_name: a.name, mode: "sync_to_edge" }];
+  // another edge of the system stays up to date: compaction drops what it has, tombstones included
+  const witness = await newEdge(sys, template);
+  await witness.node.start();
+  await converge(t, sys, witness, lacks(sys, witness, { collections: [a] }));
+  const edge = await newEdge(sys, template);
+  await edge.node.start();
+  await converge(t, sys, edge, lacks(sys, edge, { collections: [a] }));
+  await edge.node.kill();
+  await must(sys.dev.del(`/admin/edges/${sys.systemKey}/${edge.name}`), "delete the edge");
+  t.same(await must(sys.dev.del(`/api/v/1/data/${a.id}?query=${qs({ FILTERS: [[{ LT: [{ n: 20 }] }]] })}`), "delete rows"), { count: 20 }, "20 rows deleted while it is away");
+  await must(sys.dev.post(`/admin/edges/${sys.systemKey}/${edge.name}`, { token: edge.token }), "created again");
+  await must(sys.dev.put(`/admin/edges/template/${sys.systemKey}/${edge.name}`, { add: template }), "the same template");
+  await converge(t, sys, witness, lacks(sys, witness, { collections: [a] }));
+  const cursor = (await edgeRecord(sys, witness.name)).cursor as number;
+  const mark = platform.logs().length;
+  t.ok(await waitFor(() => [...platform.logs().slice(mark).matchAll(/"msg":"change log compacted"[^\n]*"systemKey":"([0-9a-f]+)","upTo":(\d+)/g)].some((m) => m[1] === sys.systemKey && Number(m[2]) >= cursor), 20_000),
+    "the log (and the deletes' tombstones) compacted past the deletes");
+  await edge.node.start();
+  await converge(t, sys, edge, lacks(sys, edge, { collections: [a] }));
+  t.equal(await count(await edge.dev(), a.id), 30, "the edge holds the 30 rows left, not the 20 deleted");
+  await edge.node.kill();
+  await witness.node.kill();
+});
+
 // ---- 3 ----------------------------------------------------------------------------------------
 
 // more rows than one snapshot page holds, so the kill can land between two

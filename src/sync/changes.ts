@@ -103,10 +103,8 @@ export class ChangeRecorder {
     if (this.mode === "platform") {
       if (!this.logs(systemKey)) return;
       const latest = new Map<string, number>();
-      for (const c of changes) {
-        const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, version: 0, hlc: c.hlc, origin, body: JSON.stringify(c) });
-        latest.set(c.collection, seq);
-      }
+      const seqs = await changesRepo.appendMany(tx, changes.map((c) => ({ system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, version: 0, hlc: c.hlc, origin, body: JSON.stringify(c) })));
+      changes.forEach((c, i) => latest.set(c.collection, Math.max(latest.get(c.collection) ?? 0, seqs[i]!)));
       for (const [name, seq] of latest) { await changesRepo.noteLatest(tx, systemKey, "row", name, seq); this.notify(systemKey, "row", name); }
       return;
     }

@@ -1,7 +1,6 @@
 // MongoDB (the `mongodb` driver): the connection string from the credentials, and the operation
 // as existing clients write it, `db.<collection>.<method>(<args>)[.sort(...).limit(n)...]`,
 // parsed as data (relaxed JSON, with ObjectId/ISODate/NumberLong helpers), never evaluated.
-import { EJSON } from "bson";
 import JSON5 from "json5";
 import type { MongoClient } from "mongodb";
 import { ApiError, fail } from "../core/errors.ts";
@@ -53,6 +52,9 @@ function balanced(s: string, open: number): { inner: string; end: number } {
 
 function parseArgs(inner: string): unknown[] {
   if (!inner.trim()) return [];
+  // bson loads with the first operation, as the driver's own (its CommonJS build): loading it
+  // sets aside a 17 MB buffer, and most nodes never talk to MongoDB
+  const { EJSON } = require("bson") as typeof import("bson");
   try {
     return (EJSON.deserialize(JSON5.parse(`[${toExtendedJson(inner)}]`) as never, { relaxed: true }) as unknown as unknown[]);
   } catch (e) {

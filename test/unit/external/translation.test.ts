@@ -5,7 +5,6 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ObjectId } from "bson";
 import { SecretBox } from "../../../src/auth/secrets.ts";
 import { ApiError } from "../../../src/core/errors.ts";
 import { dbTypeOf, maskCredentials, parseCredentials, positional } from "../../../src/external/connector.ts";
@@ -77,7 +76,8 @@ describe("MongoDB", () => {
     expect(o.method).toBe("find");
     const filter = o.args[0] as any;
     expect(filter.plant).toBe("north");
-    expect(filter._id).toBeInstanceOf(ObjectId);
+    // the ObjectId of the driver's bson (its CommonJS build, which the parser loads too)
+    expect(filter._id).toBeInstanceOf((require("bson") as typeof import("bson")).ObjectId);
     expect(filter.at.$gte).toBeInstanceOf(Date);
     expect(o.cursor).toEqual([{ method: "sort", arg: { at: -1 } }, { method: "limit", arg: 5 }, { method: "skip", arg: 10 }]);
     expect(parseMongoOperation(`db.getCollection("odd-name").countDocuments({})`)).toMatchObject({ collection: "odd-name", method: "countDocuments" });

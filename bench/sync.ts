@@ -21,7 +21,7 @@ import { BIN, fmt, json, pct, port, report, setupSystem, startOutpost, verdict, 
 
 const ROWS = Number(process.env.BENCH_SYNC_ROWS ?? 100_000);
 const CHANGES = Number(process.env.BENCH_SYNC_CHANGES ?? 200);
-/** rows held by the edge that reconnects (the case reported in issue 16 had about 16,000) */
+/** rows held by the edge that reconnects (about as many as a real edge that was seen re-sent everything held) */
 const RECONNECT_ROWS = Number(process.env.BENCH_SYNC_RECONNECT_ROWS ?? 16_000);
 const FLEET = Number(process.env.BENCH_SYNC_EDGES ?? 200);
 /** of the fleet, edges that are real processes of the binary */

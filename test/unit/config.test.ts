@@ -45,6 +45,18 @@ describe("defaults", () => {
     expect(load(["--data-dir", "/srv/x", "--db", "libsql://db.example.com"]).db).toBe("libsql://db.example.com");
   });
 
+  test("PostgreSQL: postgres:// and postgresql:// on a platform, --db-pool-max (10, at least 2); refused on an edge", () => {
+    const url = "postgres://outpost:pw@db.internal:5432/outpost";
+    expect(load(["--db", url])).toMatchObject({ db: url, dbPoolMax: 10 });
+    expect(load(["--db", "postgresql://u@h/d", "--db-pool-max", "40"])).toMatchObject({ db: "postgresql://u@h/d", dbPoolMax: 40 });
+    expect(load([], { OUTPOST_DB_POOL_MAX: "3" }).dbPoolMax).toBe(3);
+    for (const bad of ["1", "0", "x", "1.5", "5000"]) expect(configError(() => load(["--db-pool-max", bad])).message).toContain("--db-pool-max");
+    const edge = ["--mode", "edge", "--platform-url", "http://p", "--system-key", SK, "--edge-name", "e", "--edge-token", "t"];
+    expect(configError(() => load([...edge, "--db", url])).message).toContain("--db: an edge keeps its data in libSQL");
+    expect(configError(() => load([...edge], { OUTPOST_DB: "POSTGRESQL://u@h/d" })).message).toContain("--db: an edge keeps its data in libSQL");
+    expect(load([...edge, "--db", "file:/var/lib/outpost/edge.db"]).db).toBe("file:/var/lib/outpost/edge.db");
+  });
+
   test("loadConfig reads process.env when no environment is passed", () => {
     const old = process.env.OUTPOST_MQTT_WS_PORT;
     process.env.OUTPOST_MQTT_WS_PORT = "18903";

@@ -32,7 +32,8 @@ export class ClusterBus {
   received = 0;
 
   constructor(url: string, readonly nodeId: string, private readonly log: Logger) {
-    const opts = { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, retryStrategy: () => 500 };
+    // no ready check: its INFO may follow the SUBSCRIBE, which Redis then refuses (see redisEmitter)
+    const opts = { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, retryStrategy: () => 500, enableReadyCheck: false };
     this.cmd = new Redis(url, opts);
     this.sub = new Redis(url, opts);
     for (const c of [this.cmd, this.sub]) c.on("error", (err: Error) => this.log.debug("cluster: Redis error", { err: err.message }));

@@ -11,6 +11,7 @@
 //  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
 //    every node; an edge's connection is held by one node (its record names the node), and control
 //    commands and retries for it go to that node.
+import Redis from "ioredis";
 import MQEmitterRedis from "mqemitter-redis";
 import type { Permissions } from "../auth/permissions.ts";
 import type { Tokens } from "../auth/tokens.ts";
@@ -28,9 +29,13 @@ import type { SyncHub } from "../sync/platform.ts";
 import type { ClusterBus } from "./bus.ts";
 import type { NodeRegistry } from "./nodes.ts";
 
-/** The brokers' shared emitter. */
+/** The brokers' shared emitter, on connections made here without ioredis' ready check: in Bun the
+ *  check's INFO can go out after the emitter's first SUBSCRIBE, Redis refuses it in subscriber
+ *  mode, and the connection never becomes ready (the broker was deaf to other nodes' topics). */
 export function redisEmitter(url: string, log: Logger) {
-  const mq = new (MQEmitterRedis as unknown as new (o: object) => ReturnType<typeof MQEmitterRedis>)({ connectionString: url, concurrency: 100 });
+  const pubConn = new Redis(url, { enableAutoPipelining: true, enableReadyCheck: false });
+  const subConn = new Redis(url, { enableReadyCheck: false });
+  const mq = new (MQEmitterRedis as unknown as new (o: object) => ReturnType<typeof MQEmitterRedis>)({ pubConn, subConn, concurrency: 100 });
   // without a listener an emitter error would end the process
   (mq as unknown as { state: import("node:events").EventEmitter }).state.on("error", (err: Error) => log.warn("cluster: MQTT emitter's Redis link failed", { err: err.message }));
   return mq;

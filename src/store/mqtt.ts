@@ -223,19 +223,20 @@ export const mqttRepo = {
     sql: `DELETE FROM mqtt_outgoing WHERE seq IN (SELECT seq FROM mqtt_outgoing WHERE client_id = ? ORDER BY seq LIMIT ?)`,
     args: [clientId, n],
   }),
-  /** aedes' outgoingUpdate in one statement. The first queued packet (in queue order) that is
-   *  either the same publication (same brokerId and brokerCounter) or, from another broker, has
-   *  the same messageId: the former gets the new messageId, the latter is replaced by `p`.
-   *  Returns whether a packet matched. */
+  /** aedes' outgoingUpdate. The queued packet of the same publication (same brokerId and
+   *  brokerCounter) gets the new messageId; only when there is none, the first from another
+   *  broker with the same messageId is replaced by `p` (a PUBREL). The publication's own row comes
+   *  first: a row whose messageId an earlier session handed out (its broker died before the
+   *  acknowledgement) may hold the same messageId ahead of it, and replacing that row would lose
+   *  its message. Returns whether a packet matched. */
   async updateOutgoing(ex: Executor, clientId: string, p: MqttPacket, row: PacketRow): Promise<boolean> {
     // the new packet is made here rather than in SQL: PostgreSQL's JSON functions refuse the
     // NUL-prefixed marker keys a stored packet may hold
     const same = `broker_id IS NOT DISTINCT FROM ?1 AND broker_counter IS NOT DISTINCT FROM ?2`;
     const hit = await ex.get<{ seq: number; packet: string; same: number }>(`SELECT seq, packet, CASE WHEN ${same} THEN 1 ELSE 0 END AS same FROM mqtt_outgoing
-      WHERE seq = (SELECT min(seq) FROM (
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND ${same} ORDER BY seq LIMIT 1) AS a
-        UNION ALL
-        SELECT * FROM (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND message_id IS NOT DISTINCT FROM ?3 AND broker_id IS DISTINCT FROM ?1 ORDER BY seq LIMIT 1) AS b) AS first)`,
+      WHERE seq = coalesce(
+        (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND ${same} ORDER BY seq LIMIT 1),
+        (SELECT seq FROM mqtt_outgoing WHERE client_id = ?4 AND message_id IS NOT DISTINCT FROM ?3 AND broker_id IS DISTINCT FROM ?1 ORDER BY seq LIMIT 1))`,
     [p.brokerId ?? null, p.brokerCounter ?? null, p.messageId ?? null, clientId]);
     if (!hit) return false;
     const r = hit.same

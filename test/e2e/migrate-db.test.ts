@@ -2,15 +2,16 @@
 // into PostgreSQL, and the platform started on PostgreSQL reads everything back: developers (they
 // sign in), the system, collections with their rows, columns and unique index, users, devices,
 // the sync change log (and new changes continue after it), MQTT retained messages. Failure paths:
-// a running platform, a destination already holding a platform, bad arguments.
+// a running platform, a destination already holding a platform, bad arguments. And a platform
+// whose PostgreSQL is out of reach at start (retried, logged) or refuses its password (exit 2).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import pg from "pg";
 import t from "tap";
-import { createPgDatabase, dropPgDatabase, pgReachable } from "../pgdb.ts";
-import { Client, collectionWith, devWithSystem, needs, newUser, ok200, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
+import { createPgDatabase, dropPgDatabase, PG_TEST_URL, pgReachable } from "../pgdb.ts";
+import { Client, collectionWith, devWithSystem, freePort, needs, newUser, ok200, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const reachable = await pgReachable();
 const skip = await needs("PostgreSQL (migrate-db)", reachable);
@@ -117,4 +118,22 @@ t.test("an edge refuses a PostgreSQL --db (exit 2)", async (t) => {
   const r = await runBin(["--mode", "edge", "--platform-url", "http://127.0.0.1:1", "--system-key", "k", "--edge-name", "e", "--edge-token", "t", "--db", "postgres://u:p@127.0.0.1/x"]);
   t.equal(r.code, 2);
   t.match(r.stderr, /--db: an edge keeps its data in libSQL/);
+});
+
+t.test("a platform on PostgreSQL: a server out of reach at start is retried and logged; a wrong password exits 2", skip, async (t) => {
+  const port = await freePort(); // nothing listens there
+  const o = await startOutpost({ args: ["--db", `postgres://outpost:pw@127.0.0.1:${port}/outpost`, "--log-level", "warn"], waitForHealth: false });
+  t.teardown(() => o.kill());
+  t.ok(await waitFor(() => /the database cannot be reached yet; trying again/.test(o.logs()), 10_000), "it says it is retrying");
+  t.notMatch(o.logs(), /:pw@/, "without the password");
+  t.equal(o.proc.exitCode, null, "and keeps trying");
+  const url = new URL(PG_TEST_URL);
+  url.password = "not-the-password";
+  const dir = mkdtempSync(join(tmpdir(), "outpost-pgpw-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const r = await runBin(["--http-port", String(await freePort()), "--mqtt-port", String(await freePort()), "--mqtt-ws-port", String(await freePort()),
+    "--mqtt-tls-port", String(await freePort()), "--mqtt-wss-port", String(await freePort()), "--data-dir", dir, "--db", url.toString()], { timeoutMs: 20_000 });
+  t.equal(r.code, 2, "a refused password is exit 2");
+  t.match(r.stderr, /refused the connection/);
+  t.notMatch(r.stderr, /not-the-password/, "the password is not printed");
 });

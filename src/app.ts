@@ -34,7 +34,7 @@ import { Users } from "./domain/users.ts";
 import { type HttpServer, listenApi } from "./http/server.ts";
 import { Health } from "./domain/health.ts";
 import type { Services } from "./http/services.ts";
-import { type Db, openDb, redactedUrl } from "./store/db.ts";
+import { type Db, databaseBytes, openDb, redactedUrl } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
 import { VERSION } from "./version.ts";
 import { relayed } from "./sync/assets.ts";
@@ -203,6 +203,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     metrics.gauge("outpost_process_resident_bytes", "resident memory of the process", () => [[{}, process.memoryUsage.rss()]]);
     if (dbFile) metrics.gauge("outpost_db_bytes", "size of the database file with its write-ahead log", () =>
       [[{}, [dbFile, `${dbFile}-wal`].reduce((n, f) => n + (existsSync(f) ? statSync(f).size : 0), 0)]]);
+    else metrics.gauge("outpost_db_bytes", "size of the database (as its server reports it)", async () => [[{}, await databaseBytes(db)]]);
     const hub = services.sync;
     if (hub) {
       metrics.gauge("outpost_sync_edge_lag", "changes each connected edge has not acknowledged", async () =>

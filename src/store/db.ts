@@ -512,6 +512,11 @@ class PgDb implements Db {
   async close(): Promise<void> { await this.gate.drained(); await this.pool.end(); }
 }
 
+/** The database's size in bytes (a file's pages, a PostgreSQL database's disk). */
+export async function databaseBytes(ex: Executor): Promise<number> {
+  return Number((await ex.get<{ n: number }>(ex.dialect.sizeSql))?.n ?? 0);
+}
+
 /** A connection URL without its password, for messages and logs. */
 export function redactedUrl(url: string): string {
   return url.replace(/^([a-z]+:\/\/[^:/@]*):[^@]*@/i, "$1:***@");

@@ -64,6 +64,8 @@ export interface Dialect {
   ddl(sql: string): string;
   /** User tables of the database (schema introspection), sorted by name. */
   readonly tablesSql: string;
+  /** The database's size in bytes, as `n`. */
+  readonly sizeSql: string;
 }
 
 export const sqlite: Dialect = {
@@ -98,6 +100,7 @@ export const sqlite: Dialect = {
   schemaLock: null,
   ddl: (sql) => sql,
   tablesSql: `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name`,
+  sizeSql: `SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()`,
 };
 
 const C = `COLLATE "C"`;
@@ -169,4 +172,5 @@ export const postgres: Dialect = {
     return sql;
   },
   tablesSql: `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY name`,
+  sizeSql: `SELECT pg_database_size(current_database()) AS n`,
 };

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
 import { Refusal } from "../../../src/core/errors.ts";
-import { openDb, redactedUrl, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
+import { databaseBytes, openDb, redactedUrl, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
 import { available } from "../services.ts";
@@ -397,6 +397,11 @@ for (const d of DRIVERS) {
       await expect(db.get(re, ["abc", pg ? "(" : "(?=a)"])).rejects.toThrow();
       try { out = (await db.get<{ r: unknown }>(re, ["abc", "^a"]))?.r; } catch (e) { out = `error: ${e}`; }
       expect(out).toBe(1);
+    }));
+
+    test("databaseBytes: the database's size", () => withDb(async (db) => {
+      await db.run(`INSERT INTO t (name, n) VALUES ('a', 1)`);
+      expect(await databaseBytes(db)).toBeGreaterThan(0);
     }));
 
     test("foreign keys are enforced", () => withDb(async (db) => {

@@ -485,9 +485,20 @@ class PgDb implements Db {
     return done;
   }
 
+  /** A transaction that another node's deadlocked with (the server aborted it to break the cycle)
+   *  runs again, a few times: it wrote nothing, and its work is the same. */
   async tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
     const outer = this.gate.current();
     if (outer) return fn(outer);
+    for (let attempt = 1; ; attempt++) {
+      try { return await this.txOnce(fn); } catch (e) {
+        const code = (e as { code?: unknown })?.code;
+        if (attempt >= 3 || (code !== "40P01" && code !== "40001")) throw e;
+      }
+    }
+  }
+
+  private txOnce<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
     let client: PoolClient | undefined;
     let broken = false;
     return this.gate.run(

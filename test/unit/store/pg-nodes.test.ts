@@ -47,6 +47,21 @@ describe.skipIf(!PG)("nodes on one PostgreSQL database", () => {
     }
   });
 
+  test("two nodes' transactions that deadlock both complete (the one the server aborts runs again)", async () => {
+    await a.run(`CREATE TABLE dl (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)`);
+    await a.run(`INSERT INTO dl VALUES (1, 0), (2, 0)`);
+    let runs = 0;
+    const crossing = (db: Db, first: number, second: number) => db.tx(async (tx) => {
+      runs++;
+      await tx.run(`UPDATE dl SET n = n + 1 WHERE id = ?`, [first]);
+      await sleep(200);
+      await tx.run(`UPDATE dl SET n = n + 1 WHERE id = ?`, [second]);
+    });
+    await Promise.all([crossing(a, 1, 2), crossing(b, 2, 1)]);
+    expect(runs).toBe(3); // one of them ran twice
+    expect(await a.all(`SELECT id, n FROM dl ORDER BY id`)).toEqual([{ id: 1, n: 2 }, { id: 2, n: 2 }]);
+  });
+
   test("change-log seqs become visible in order across nodes", async () => {
     const entry = (hlc: string) => ({ system_key: "sk", asset_type: "service", asset_name: "x", item_id: null, op: "upsert" as const, version: 0, hlc, origin: "", body: null });
     // node a draws a seq and holds its transaction open; node b appends meanwhile

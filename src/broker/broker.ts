@@ -90,6 +90,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   private readonly restOrigins = new WeakMap<Buffer, Principal>();
   /** live clients by system (for connection listings and counts) */
   private readonly bySystem = new Map<string, Set<Client>>();
+  /** QoS 1 publishes of clients published before aedes acknowledges them */
+  private readonly publishedEarly = new WeakSet<object>();
   /** client publishes authorized but not yet handed to `published` */
   private inFlight = 0;
   /** PUBLISH packets received from clients and sent to clients, by QoS (for /metrics: an
@@ -115,7 +117,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       },
       authorizePublish: (client, packet, cb) => {
         if (!client) return cb(null); // the broker itself (wills, REST publishes checked already)
-        const then = (ok: boolean) => (ok ? this.throttlePublish(client, packet, cb) : cb(new Error("not allowed to publish to this topic")));
+        const allowed = packet.qos === 1 ? this.publishBeforePuback(client, packet, cb) : cb;
+        const then = (ok: boolean) => (ok ? this.throttlePublish(client, packet, allowed) : cb(new Error("not allowed to publish to this topic")));
         const known = this.decided(client, packet.topic, LEVEL.CREATE);
         if (known !== undefined) return then(known);
         this.allowed(client, packet.topic, LEVEL.CREATE).then(then, cb);
@@ -131,6 +134,14 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       },
     });
     const a = this.aedes;
+    // a QoS 1 publish already published before its PUBACK (see publishBeforePuback) is not again
+    // (aedes' types give publish two arguments; handlers call it with the publishing client too)
+    type Publish3 = (packet: unknown, client: unknown, done?: (err?: Error | null) => void) => void;
+    const publish = (a.publish as unknown as Publish3).bind(a);
+    (a as unknown as { publish: Publish3 }).publish = (packet, client, done) => {
+      if (this.publishedEarly.has(packet as object)) { this.publishedEarly.delete(packet as object); return (done ?? (client as typeof done))?.(null); }
+      return publish(packet, client, done);
+    };
     a.on("clientReady", (client) => this.connected(client));
     a.on("clientDisconnect", (client) => this.disconnected(client));
     a.on("subscribe", (subs, client) => this.subscribed(client, subs.map((s) => s.topic), "Messaging::Subscribe"));
@@ -272,6 +283,21 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const d = await t.evaluate("MQTT Connections", { systemKey: s.systemKey, resource: "", ip: s.ip, email: () => (p ? principalEmail(p) : "") });
     if (!d.ok) throw Object.assign(new Error(`connection rate exceeded (case '${d.caseName}')`), { returnCode: SERVER_UNAVAILABLE });
     return d.release;
+  }
+
+  /** aedes writes a QoS 1 PUBACK before it publishes the message (stores it for persistent
+   *  sessions, hands it to the other nodes), so a broker that dies in between has acknowledged a
+   *  message nobody will get. Here an authorized QoS 1 publish is published first, and aedes then
+   *  acknowledges it and skips publishing it again. */
+  private publishBeforePuback(client: Client, packet: any, cb: (err: Error | null) => void) {
+    return (err: Error | null) => {
+      if (err) return cb(err);
+      (this.aedes.publish as unknown as (p: unknown, c: Client, done: (e?: Error | null) => void) => void).call(this.aedes, packet, client, (e) => {
+        if (e) return cb(e);
+        this.publishedEarly.add(packet);
+        cb(null);
+      });
+    };
   }
 
   /** The MQTT Publishes throttler: a refused publish is acknowledged as usual but goes nowhere

@@ -304,3 +304,20 @@ describe("errors", () => {
     configError(() => load(["--config", file("json", "null")]));
   });
 });
+
+describe("cluster flags", () => {
+  test("--redis-url takes redis:// and rediss:// URLs; --node-id a name without spaces", () => {
+    expect(load(["--redis-url", "redis://10.0.0.5:6379", "--node-id", "node-a"])).toMatchObject({ redisUrl: "redis://10.0.0.5:6379", nodeId: "node-a" });
+    expect(load(["--redis-url", "rediss://user:pw@redis.internal:6380/0"]).redisUrl).toBe("rediss://user:pw@redis.internal:6380/0");
+    expect(load([]).nodeId).toBeUndefined(); // hostname:http-port, decided at start
+    expect(load([], { OUTPOST_NODE_ID: "from-env", OUTPOST_REDIS_URL: "redis://r:6379" })).toMatchObject({ nodeId: "from-env", redisUrl: "redis://r:6379" });
+  });
+
+  test("a Redis URL without its scheme and a node id with spaces or slashes are refused", () => {
+    expect(() => load(["--redis-url", "localhost:6379"])).toThrow(/--redis-url: must be a redis:\/\/ or rediss:\/\/ URL/);
+    expect(() => load(["--redis-url", "http://localhost:6379"])).toThrow(ConfigError);
+    expect(() => load(["--node-id", "node a"])).toThrow(/--node-id/);
+    expect(() => load(["--node-id", "a/b"])).toThrow(/--node-id/);
+    expect(() => load(["--node-id", "x".repeat(129)])).toThrow(/--node-id/);
+  });
+});

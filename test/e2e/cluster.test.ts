@@ -444,6 +444,21 @@ async function main() {
     await e.kill();
   });
 
+  t.test("the edges of a node killed outright are shown disconnected by the others once its heartbeat stops", async (t) => {
+    const name = uniq("orphan"), token = `${name}-token`;
+    await must(sys.dev.post(`/admin/edges/${sys.systemKey}/${name}`, { token }), "edge");
+    const e = new Proc(name, await freePort(), () => ["--mode", "edge", "--platform-url", C.url, "--system-key", sys.systemKey, "--edge-name", name, "--edge-token", token, "--sync-ping-ms", "1000"]);
+    procs.push(e);
+    await e.start();
+    t.ok(await waitFor(async () => (await record(A, name)).isConnected === true, 20_000), "connected to C (as A sees it)");
+    // the node and its edge die together: nobody closes the connection
+    await Promise.all([C.kill(), e.kill()]);
+    const t0 = Date.now();
+    t.ok(await waitFor(async () => (await record(A, name)).isConnected === false, 30_000, 250), "A shows it disconnected");
+    t.comment(`shown disconnected ${Date.now() - t0} ms after its node died (a node is dead after 8 s without a heartbeat)`);
+    await C.start();
+  });
+
   t.test("no node lost its Redis link meanwhile (news between nodes is small and never echoes)", async (t) => {
     for (const n of nodes) t.notMatch(n.logs(), /Redis link lost/, `${n.name} kept its link`);
   });

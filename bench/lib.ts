@@ -12,7 +12,9 @@ export const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b
 export const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]!; };
 export const fmt = (n: number, d = 0) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
 
-let nextPort = 30000 + Math.floor(Math.random() * 10000);
+// below the kernel's ephemeral range (32768 and up): an outgoing connection holding a server's port
+// made a run fail now and then ("port ... did not open", a server exiting 2)
+let nextPort = 10000 + Math.floor(Math.random() * 20000);
 export const port = () => nextPort++;
 
 export async function waitHttp(url: string, timeoutMs = 20_000, everyMs = 5): Promise<void> {

@@ -1,12 +1,16 @@
 // The edge's platform link on a gateway, black-box: the outbox held to --outbox-max-mb and
 // --outbox-max-age while the platform is out of reach (oldest dropped, logged, counted on /metrics);
 // the protocol versions the two sides exchange at hello (an edge speaking one the platform does not
-// is refused, and the platform's status says why); HTTPS_PROXY / HTTP_PROXY / NO_PROXY for the link
-// (through a CONNECT proxy written here); each edge's lag and outbox on the platform's /metrics.
+// is refused, and the platform's status says why); HTTPS_PROXY / HTTP_PROXY / NO_PROXY for the link, to an http://
+// and an https:// platform (through a proxy written here); each edge's lag and outbox on /metrics.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import t from "tap";
 import WebSocket from "ws";
-import { Client, type DevSystem, devWithSystem, type Outpost, qs, request, startOutpost, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, startOutpost, uniq, waitFor } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -208,6 +212,31 @@ t.test("the platform link goes through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY 
   t.notOk(await waitFor(() => connected(sys, c.edge), 3_000), "a proxy out of reach: no link (it is not bypassed)");
   t.equal((await request(broken.url, "GET", "/health")).status, 200, "the edge runs meanwhile");
   await broken.stop();
+});
+
+t.test("an https:// platform through HTTPS_PROXY (a CONNECT tunnel, the platform's certificate checked end to end)", await needs("openssl", hasCommand("openssl")), async (t) => {
+  // a CA and a certificate it signed for 127.0.0.1
+  const dir = mkdtempSync(join(tmpdir(), "outpost-proxy-tls-"));
+  closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const run = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  run("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Outpost proxy test CA");
+  run("req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost");
+  writeFileSync(join(dir, "ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf");
+  const [httpsPort, wss, mqtts] = await Promise.all([freePort(), freePort(), freePort()]);
+  const secure = await startOutpost({ args: ["--tls-cert", join(dir, "server.pem"), "--tls-key", join(dir, "server.key"), "--https-port", String(httpsPort), "--mqtt-wss-port", String(wss), "--mqtt-tls-port", String(mqtts)] });
+  started.push(secure);
+  const sys = await devWithSystem(secure, "proxy-tls");
+  const e = await upEdge(sys);
+  const proxy = await connectProxy();
+  closers.push(proxy.close);
+  const edge = await startEdge(sys, e, `https://127.0.0.1:${httpsPort}`, ["--platform-ca", join(dir, "ca.pem")], { HTTPS_PROXY: proxy.url, HTTP_PROXY: "http://127.0.0.1:1" });
+  t.ok(await waitFor(() => connected(sys, e.edge), 20_000), "connected over wss:// through the proxy");
+  t.same([...new Set(proxy.asked)], [`127.0.0.1:${httpsPort}`], "the proxy tunnelled to the platform's HTTPS port (HTTP_PROXY, out of reach, is not used for https)");
+  await edgeDev(edge, sys);
+  t.pass("a developer signs in on the edge, the edge asking the platform through the tunnel");
+  await edge.stop();
 });
 
 t.test("the platform's /metrics shows each connected edge's lag and outbox", async (t) => {

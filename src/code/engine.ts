@@ -351,6 +351,9 @@ export class CodeEngine {
   /** Resolves once the code workers can take runs (they load and warm up in the background). */
   ready(): Promise<void> { return this.pool.ready(); }
 
+  /** Starts the code workers if none runs yet, and resolves once they can take runs. */
+  warm(): Promise<void> { return this.pool.warm(); }
+
   /** Starts the code workers, then every stream service with auto_restart (at start-up). */
   async start() {
     this.stopped = false;

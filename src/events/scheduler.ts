@@ -34,7 +34,11 @@ export class TimerScheduler {
     this.ticking = true;
     try {
       // a tick may come a little before the second it is meant for: count timers due within it
-      for (const t of await this.triggers.dueTimers(now + TICK_SLACK_MS)) {
+      const due = await this.triggers.dueTimers(now + TICK_SLACK_MS);
+      // code workers start with the first run: a timer's run that waited for them would come
+      // late and the next one early, so they are started first and the slots counted from then
+      if (due.length) { await this.engine.warm(); now = Math.max(now, Date.now()); }
+      for (const t of due) {
         const runs = t.runs + 1;
         // the next slot counts from this slot, so ticks' jitter does not add up; after a pause
         // (a restart: due before ticking began) it counts from now instead: one run, then the

@@ -133,7 +133,7 @@ export async function benchCluster() {
     await httpRps([a], user); // warm both
     await httpRps([a, b], user);
 
-    const [mqtt2, mqtt1, mqttRatio] = await alternate(() => throughput([[a, b], [b, a]], auth), () => throughput([[a, a], [a, a]], auth));
+    const [mqtt2, mqtt1, mqttRatio] = await alternate(() => throughput([[a, b], [b, a]], auth), () => throughput([[a, a], [a, a]], auth), 5);
     const [http2, http1, httpRatio] = await alternate(() => httpRps([a, b], user), () => httpRps([a], user));
     const same = await latency(a, a, auth);
     const cross = await latency(a, b, auth);

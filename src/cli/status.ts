@@ -232,7 +232,8 @@ async function local(f: Record<string, string | true>, rest: string[], io: Statu
   const assets = (st.assets as Asset[]).filter((a) => !f.failed || a.status === "failed");
   if (f.json) io.stdout.write(JSON.stringify({ ...st, assets }, null, 2) + "\n");
   else {
-    io.stdout.write(`edge ${st.edge} (system ${st.system_key})\nplatform ${st.platform_url}: ${st.connected ? "connected" : "UNREACHABLE"}, last contact ${ago(st.last_contact, now)}\n` +
+    const link = st.connected ? "connected" : st.refused ? `REFUSED (${st.refused})` : "UNREACHABLE";
+    io.stdout.write(`edge ${st.edge} (system ${st.system_key})\nplatform ${st.platform_url}: ${link}, last contact ${ago(st.last_contact, now)}\n` +
       `outbox ${st.outbox} waiting; ${st.synced} synced, ${st.failed} failed\n`);
     if (assets.length) io.stdout.write("\n" + table(["TYPE", "NAME", "STATUS", "LAST ERROR"], assets.map((a) => [a.asset_type, a.asset_name, a.status, a.last_error || "-"])));
   }

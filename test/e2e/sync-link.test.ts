@@ -9,8 +9,8 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import WebSocket from "ws";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, startOutpost, uniq, waitFor } from "./harness.ts";
+import WebSocket, { WebSocketServer } from "ws";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -151,6 +151,78 @@ t.test("an edge speaking a sync protocol the platform does not is refused, and t
   t.equal(w.t, "welcome", "an older edge is welcomed");
   t.equal(w.protocol, 2, "the welcome says which protocol the platform speaks");
   old.close();
+});
+
+/** A platform written here: answers each hello with `answer(hello)`'s messages (closing the link
+ *  with `close` when given), and notes the hellos and the codes the edge closed the link with. */
+async function fakePlatform(answer: (hello: any) => { messages: unknown[]; close?: number }) {
+  const hellos: any[] = [], closes: number[] = [];
+  const srv = new WebSocketServer({ host: "127.0.0.1", port: 0, path: "/api/v/4/sync" });
+  await new Promise((r) => srv.once("listening", r));
+  srv.on("connection", (ws) => {
+    ws.on("close", (code) => closes.push(code));
+    ws.on("message", (d) => {
+      const m = JSON.parse(String(d));
+      if (m.t !== "hello") return;
+      hellos.push(m);
+      const a = answer(m);
+      for (const x of a.messages) ws.send(JSON.stringify(x));
+      if (a.close) ws.close(a.close);
+    });
+  });
+  return { url: `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`, hellos, closes, close: () => new Promise<void>((r) => { for (const c of srv.clients) c.terminate(); srv.close(() => r()); }) };
+}
+
+const edgeStatus = async (o: Outpost, token: string) => must(request(o.url, "GET", "/api/v/4/edge/status", { headers: { "ClearBlade-DevToken": token } }), "edge status");
+const edgeStatusCli = (o: Outpost, sys: DevSystem, e: { edge: string; token: string }, platformUrl: string, more: string[] = []) =>
+  runBin(["status", ...more, "--mode", "edge", "--platform-url", platformUrl, "--system-key", sys.systemKey, "--edge-name", e.edge, "--edge-token", e.token, "--http-port", String(o.httpPort)], { timeoutMs: 30_000 });
+
+t.test("an edge its platform refuses for its sync protocol shows the refusal and why (local status, outpost status)", async (t) => {
+  const sys = await devWithSystem(platform, "refused");
+  const e = { edge: uniq("gw"), token: uniq("tok") };
+  // a platform from a later release that no longer serves this edge's protocol answers as ours does
+  const fake = await fakePlatform((h) => ({ messages: [{ t: "error", message: `the edge speaks sync protocol ${h.protocol}; this platform speaks 98 to 99` }], close: 4000 }));
+  closers.push(fake.close);
+  const edge = await startEdge(sys, e, fake.url);
+  t.ok(await waitFor(async () => (await edgeStatus(edge, e.token)).refused !== "", 20_000), "the edge's status shows a refusal");
+  const st = await edgeStatus(edge, e.token);
+  t.equal(st.connected, false, "not connected");
+  t.match(st.refused, /the edge speaks sync protocol \d+; this platform speaks 98 to 99/, `saying why: ${st.refused}`);
+  t.equal(fake.hellos[0]?.protocol, 2, "the hello said which protocol the edge speaks");
+  const r = await edgeStatusCli(edge, sys, e, fake.url);
+  t.equal(r.code, 3, `outpost status on the edge: exit 3 (${r.stderr})`);
+  t.match(r.stdout, /: REFUSED \(the edge speaks sync protocol \d+; this platform speaks 98 to 99\), last contact/, `the refusal shown: ${r.stdout}`);
+  const json = await edgeStatusCli(edge, sys, e, fake.url, ["--json"]);
+  t.equal(JSON.parse(json.stdout).refused, st.refused, "--json has it too");
+  t.equal(fake.hellos.length, 1, "the edge does not knock again at once");
+  await edge.stop();
+});
+
+t.test("an edge welcomed by a platform speaking a newer incompatible protocol refuses it and shows why", async (t) => {
+  const sys = await devWithSystem(platform, "newer");
+  const e = { edge: uniq("gw"), token: uniq("tok") };
+  const fake = await fakePlatform(() => ({ messages: [{ t: "welcome", system: {}, owner: {}, template: [], snapshot: true, seq: 0, incarnation: "x", hlc: "", protocol: 99 }] }));
+  closers.push(fake.close);
+  const edge = await startEdge(sys, e, fake.url);
+  t.ok(await waitFor(() => fake.closes.length > 0, 20_000), "the edge closes the link");
+  t.equal(fake.closes[0], 4004, "saying protocol version");
+  t.ok(await waitFor(async () => (await edgeStatus(edge, e.token)).refused !== "", 10_000), "the edge's status shows the refusal");
+  const st = await edgeStatus(edge, e.token);
+  t.equal(st.connected, false, "not connected");
+  t.match(st.refused, /the platform speaks sync protocol 99; this edge speaks/, `saying why: ${st.refused}`);
+  t.equal(st.snapshot_done, false, "nothing of the welcome was taken");
+  t.match(edge.logs(), /the platform's sync protocol is not one this edge speaks/, "logged");
+  const r = await edgeStatusCli(edge, sys, e, fake.url);
+  t.equal(r.code, 3, "outpost status on the edge: exit 3");
+  t.match(r.stdout, /: REFUSED \(the platform speaks sync protocol 99; this edge speaks [^)]+\)/, `the refusal shown: ${r.stdout}`);
+  await edge.stop();
+
+  // against a platform it can talk to the refusal goes
+  const ok = await upEdge(sys);
+  const real = await startEdge(sys, ok, platform.url);
+  t.ok(await waitFor(async () => (await edgeStatus(real, ok.token)).connected === true, 20_000), "a compatible platform: connected");
+  t.equal((await edgeStatus(real, ok.token)).refused, "", "no refusal");
+  await real.stop();
 });
 
 /** An HTTP proxy: tunnels to the host and port a CONNECT asks for, passes a request in absolute

@@ -88,6 +88,8 @@ export const edgeRoutes = (s: Services) => {
       return {
         edge: c.edgeName, system_key: c.systemKey, platform_url: c.platformUrl, connected: st.connected,
         last_connected: seconds(st.lastConnectedAt), last_contact: seconds(st.lastContactAt), cursor: st.cursor, snapshot_done: st.snapshotDone,
+        // why the link is refused for its sync protocol version (by the platform, or by this edge), "" when it is not
+        refused: st.refused ?? "",
         outbox: st.outbox, synced: st.assets.filter((a) => a.status === "synced").length, failed: st.assets.filter((a) => a.status === "failed").length, assets: st.assets,
       };
     }) as unknown as Elysia;

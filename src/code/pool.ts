@@ -16,6 +16,7 @@
 // Time: the worker interrupts user code at its slice or its run's deadline. A worker still in
 // the same stretch of user code a grace period later (code the interrupt does not reach) is
 // terminated and replaced; its run answers as timed out.
+import { LruMap } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
@@ -92,7 +93,7 @@ interface Slot {
   /** runs started on it and not over */
   runs: Map<number, Run>;
   /** sources it holds: key -> version, least recently used first */
-  sources: Map<string, string>;
+  sources: LruMap<string, string>;
   heap: number;
   freshHeap: number;
   warm: number;
@@ -246,7 +247,7 @@ export class WorkerPool {
   private spawn() {
     const watch = new SharedArrayBuffer(16);
     const slot: Slot = {
-      worker: new Worker(WORKER_URL), ready: false, batch: null, retiring: false, ended: false, runs: new Map(), sources: new Map(),
+      worker: new Worker(WORKER_URL), ready: false, batch: null, retiring: false, ended: false, runs: new Map(), sources: new LruMap(SOURCES_MAX),
       heap: 0, freshHeap: 0, warm: 0, idleSince: Date.now(), deadline: new Float64Array(watch, 0, 1), current: new Int32Array(watch),
     };
     this.slots.push(slot);
@@ -384,7 +385,7 @@ export class WorkerPool {
       if (!slot.ready || slot.batch || slot.ended) continue;
       if (sys.answers.get(slot)?.length) return slot;
       if (!head || slot.retiring || warm) continue;
-      warm = slot.sources.get(head.spec.key) === head.spec.version;
+      warm = slot.sources.peek(head.spec.key) === head.spec.version;
       pick = slot;
     }
     return pick;
@@ -404,17 +405,10 @@ export class WorkerPool {
       const run = sys.queue.shift()!;
       if (run.deadline && run.deadline <= now) { this.finish(run, this.timedOut(run)); continue; }
       const sp = run.spec;
-      const had = slot.sources.get(sp.key);
-      slot.sources.delete(sp.key);
-      slot.sources.set(sp.key, sp.version);
-      if (had !== sp.version) {
-        (src ??= {})[sp.key] = [sp.version, sp.source];
-        if (slot.sources.size > SOURCES_MAX) {
-          const oldest = slot.sources.keys().next().value as string;
-          slot.sources.delete(oldest);
-          (drop ??= []).push(oldest);
-        }
-      }
+      const had = slot.sources.peek(sp.key);
+      const dropped = slot.sources.set(sp.key, sp.version);
+      if (dropped) (drop ??= []).push(dropped.key);
+      if (had !== sp.version) (src ??= {})[sp.key] = [sp.version, sp.source];
       let cx = contexts.indexOf(sp.context);
       if (cx < 0) cx = contexts.push(sp.context) - 1;
       steps.push({ k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0 });

@@ -3,7 +3,7 @@
 // permissions and typed domain events.
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
-import { TtlCache } from "../core/cache.ts";
+import { LruMap, TtlCache } from "../core/cache.ts";
 import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../core/columns.ts";
 import { ApiError, ErrorKinds, fail, notFound } from "../core/errors.ts";
 import { newKey, newTimeUuid, nowIso } from "../core/ids.ts";
@@ -27,7 +27,7 @@ export interface Collection {
   map: ColumnMap;
   types: Map<string, ColumnType>;
   /** Compiled fetch queries by query text; lives as long as this schema snapshot. */
-  compiled: Map<string, CompiledFetch>;
+  compiled: LruMap<string, CompiledFetch>;
 }
 
 interface CompiledFetch {
@@ -81,7 +81,7 @@ function build(row: CollectionRow, columns: ColumnDef[], indexes: IndexRow[]): C
   const map: ColumnMap = { item_id: { sql: `"item_id"`, type: "string" } };
   const types = new Map<string, ColumnType>([["item_id", "uuid"]]);
   for (const c of columns) { map[c.name] = { sql: `"${c.name}"`, type: c.type }; types.set(c.name, c.type); }
-  return { row, columns, indexes, map, types, compiled: new Map() };
+  return { row, columns, indexes, map, types, compiled: new LruMap(COMPILED_MAX) };
 }
 
 export interface FetchPage {
@@ -399,7 +399,7 @@ export class Collections {
         ? offset + rows.length
         : await this.total(id, where, version);
       data = rows.map((r) => this.rowToWire(c, withoutPosition(r, q.sort.length)));
-      if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.get(queryParam as string) === compiled)
+      if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.peek(queryParam as string) === compiled)
         compiled.result = { version, data, total, more, after, at: Date.now() };
     }
     return this.page(data, total, q, pageBase, more, after);
@@ -467,7 +467,6 @@ export class Collections {
       }
     }
     if (key !== undefined) {
-      if (c.compiled.size >= COMPILED_MAX) c.compiled.delete(c.compiled.keys().next().value!);
       c.compiled.set(key, out);
     }
     return out;

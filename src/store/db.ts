@@ -17,6 +17,7 @@ import { dirname } from "node:path";
 import type Database from "libsql";
 import type { Client, InValue, Transaction } from "@libsql/client";
 import type { Pool, PoolClient, QueryResult } from "pg";
+import { LruMap } from "../core/cache.ts";
 import { fail, refuse } from "../core/errors.ts";
 import { type Dialect, postgres, sqlite } from "./dialect.ts";
 
@@ -161,7 +162,8 @@ class NativeDb implements Db {
   readonly driver = "native" as const;
   readonly dialect = sqlite;
   private readonly conn: Connection;
-  private readonly stmts = new Map<string, NativeStatement>();
+  /** prepared statements by SQL, the least recently used dropped past 1,000 */
+  private readonly stmts = new LruMap<string, NativeStatement>(1_000);
   /** A single connection is shared: while a transaction is open, everyone else waits. */
   private readonly gate = new TxGate<NativeDb>();
 
@@ -183,7 +185,6 @@ class NativeDb implements Db {
     let s = this.stmts.get(sql);
     if (!s) {
       s = this.conn.prepare(sql);
-      if (this.stmts.size >= 1000) this.stmts.delete(this.stmts.keys().next().value!);
       this.stmts.set(sql, s);
     }
     try { return use(s); } catch (e) { this.stmts.delete(sql); throw e; }

@@ -2,16 +2,17 @@
 // cluster-wide fixed window on Redis that reports itself unavailable so the caller can fall back
 // to the local bucket while Redis is down.
 import { RedisClient } from "bun";
+import { LruMap } from "../core/cache.ts";
 import type { Logger } from "../core/log.ts";
 
 const TAKEN = Object.freeze({ ok: true, retryAfterS: 0 });
 
 /** Per-node token buckets: up to `capacity` tokens, one more every duration/capacity seconds.
- *  Bounded: when full, the oldest keys go first (a bucket that goes starts full again: the cap
- *  errs on the lenient side instead of growing without end). */
+ *  Bounded: when full, the keys used least recently go first (a bucket that goes starts full
+ *  again: the cap errs on the lenient side instead of growing without end). */
 export class TokenBuckets {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-  constructor(private readonly maxKeys = 100_000) {}
+  private readonly buckets: LruMap<string, { tokens: number; at: number }>;
+  constructor(maxKeys = 100_000) { this.buckets = new LruMap(maxKeys); }
 
   /** Takes a token; when there is none, how many seconds until one comes back. `now` in ms on
    *  any steady clock (the throttle passes performance.now, which does not jump with the date). */
@@ -22,7 +23,6 @@ export class TokenBuckets {
       b.tokens = Math.min(capacity, b.tokens + (now - b.at) * perMs);
       b.at = now;
     } else {
-      if (this.buckets.size >= this.maxKeys) this.buckets.delete(this.buckets.keys().next().value as string);
       b = { tokens: capacity, at: now };
       this.buckets.set(key, b);
     }
@@ -32,7 +32,7 @@ export class TokenBuckets {
 
   /** Gives a token back (never above capacity); a bucket that went meanwhile is full already. */
   give(key: string, capacity: number) {
-    const b = this.buckets.get(key);
+    const b = this.buckets.peek(key);
     if (b) b.tokens = Math.min(capacity, b.tokens + 1);
   }
 

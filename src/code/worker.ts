@@ -3,6 +3,7 @@
 // it ran; everything a run does outside its sandbox (the runtime API, answers) goes to the pool,
 // which checks the caller's rights on the main thread.
 import type { QuickJSWASMModule } from "quickjs-emscripten";
+import { LruMap } from "../core/cache.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
 import { heapBytes, publishDeadlines, quickjs, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
@@ -19,12 +20,11 @@ const BATCH_BUDGET_MS = 20;
 
 let qjs: QuickJSWASMModule;
 let limits: SandboxLimits;
-let warmMax = 0;
 let watchRun: Int32Array;
 const sources = new Map<string, { st: string; src: SandboxSource }>();
 const pools = new Map<string, Pool>();
-/** idle sandboxes, least recently used first, with their service */
-const lru = new Map<Sandbox, string>();
+/** idle sandboxes with their service, the least recently used dropped first (sized at init) */
+let lru = new LruMap<Sandbox, string>(0);
 /** runs under way: the sandbox they hold */
 const runs = new Map<number, Sandbox>();
 /** host calls waiting for their answer */
@@ -61,14 +61,12 @@ function checkin(key: string, st: string, sb: Sandbox) {
   if (!pool) pools.set(key, (pool = { st, idle: [] }));
   if (sb.broken || pool.idle.length >= POOL_MAX || !sources.has(key)) { sb.dispose(); return; }
   pool.idle.push(sb);
-  lru.set(sb, key);
   // the warm sandboxes of all services together are bounded: the least recently used go first
-  for (const [old, oldKey] of lru) {
-    if (lru.size <= warmMax) break;
-    lru.delete(old);
-    const p = pools.get(oldKey);
-    if (p) p.idle.splice(p.idle.indexOf(old), 1);
-    old.dispose();
+  const old = lru.set(sb, key);
+  if (old) {
+    const p = pools.get(old.value);
+    if (p) p.idle.splice(p.idle.indexOf(old.key), 1);
+    old.key.dispose();
   }
 }
 
@@ -172,7 +170,7 @@ self.onmessage = async (e: MessageEvent) => {
   if (typeof e.data !== "string") {
     const init = e.data as InitMessage;
     limits = init.limits;
-    warmMax = init.warmMax;
+    lru = new LruMap(init.warmMax);
     publishDeadlines(new Float64Array(init.watch, 0, 1));
     watchRun = new Int32Array(init.watch);
     qjs = await quickjs(init.heapMaxBytes, init.module);

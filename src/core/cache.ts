@@ -4,10 +4,11 @@
 interface LruEntry<K, V> { key: K; value: V; older: LruEntry<K, V> | null; newer: LruEntry<K, V> | null }
 
 /** A map of at most `max` entries: setting a new key when full drops the least recently used
- *  (a `get` or `set` makes an entry the most recently used; `peek` does not).
+ *  (a `get` or `set` makes an entry the most recently used; `peek` does not). With `max` 0 it
+ *  keeps nothing: set returns the entry it was given as the one dropped.
  *  The order is a list of its own rather than the Map's insertion order: in Bun, finding a Map's
  *  first key steps over every entry deleted before it, so a cache that drops its oldest key that
- *  way gets slower the more it has turned over (20,000 entries: 30 to 130 µs an eviction). */
+ *  way gets slower the more it has turned over (full at 20,000 entries: 40 µs an eviction). */
 export class LruMap<K, V> {
   private readonly map = new Map<K, LruEntry<K, V>>();
   private oldest: LruEntry<K, V> | null = null;
@@ -36,6 +37,7 @@ export class LruMap<K, V> {
       if (e !== this.newest) { this.unlink(e); this.link(e); }
       return undefined;
     }
+    if (this.max <= 0) return { key: k, value: v };
     let dropped: { key: K; value: V } | undefined;
     if (this.map.size >= this.max && this.oldest) {
       const o = this.oldest;

@@ -43,6 +43,13 @@ describe("LruMap", () => {
     expect(m.get("missing")).toBeUndefined();
   });
 
+  test("with max 0 it keeps nothing and returns what it was given", () => {
+    const m = new LruMap<string, number>(0);
+    expect(m.set("a", 1)).toEqual({ key: "a", value: 1 });
+    expect(m.size).toBe(0);
+    expect(m.get("a")).toBeUndefined();
+  });
+
   test("a loop over its entries may delete the entry it is at", () => {
     const m = new LruMap<number, number>(10);
     for (let i = 0; i < 10; i++) m.set(i, i);

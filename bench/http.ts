@@ -64,11 +64,12 @@ export async function benchHttp() {
   await Bun.sleep(3000);
   const edgeKb = edge.rssKb();
   await edge.stop();
-  const sizeMb = statSync(BIN).size / (1024 * 1024);
+  // the size target is in decimal megabytes (125,000,000 bytes); MiB shown beside it
+  const sizeBytes = statSync(BIN).size, sizeMb = sizeBytes / 1e6;
   report("Binary cold start, size and idle memory", [
     ["cold start to first 200, median of 15", `${fmt(med, 1)} ms  ${verdict(med, 200, false)}`],
     ["cold start min / max", `${fmt(Math.min(...times), 1)} / ${fmt(Math.max(...times), 1)} ms`],
-    ["binary size", `${fmt(sizeMb, 1)} MB  ${verdict(sizeMb, 125, false)}`],
+    ["binary size", `${fmt(sizeMb, 1)} MB (${fmt(sizeBytes / (1024 * 1024), 1)} MiB)  ${verdict(sizeMb, 125, false)}`],
     ["idle RSS of a platform after start", `${fmt(idleKb / 1024, 1)} MB`],
     ["idle RSS of an edge after start", `${fmt(edgeKb / 1024, 1)} MB  ${verdict(edgeKb / 1024, 70, false)}`],
   ]);

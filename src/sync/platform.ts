@@ -768,7 +768,7 @@ export class SyncHub {
         await this.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, step));
         if (through < upTo) await new Promise((r) => setImmediate(r));
       }
-      this.d.log.debug("change log compacted", { systemKey: s.system_key, upTo });
+      this.d.log.debug("change log compacted", { systemKey: s.system_key, upTo, head: max });
     }
   }
 }

@@ -58,7 +58,9 @@ describe.skipIf(!PG)("nodes on one PostgreSQL database", () => {
       await tx.run(`UPDATE dl SET n = n + 1 WHERE id = ?`, [second]);
     });
     await Promise.all([crossing(a, 1, 2), crossing(b, 2, 1)]);
-    expect(runs).toBe(3); // one of them ran twice
+    // one of them ran again at least once (on a loaded machine the run again may meet the other's
+    // locks in another order and be chosen a second time); both end applied exactly once
+    expect(runs).toBeGreaterThanOrEqual(3);
     expect(await a.all(`SELECT id, n FROM dl ORDER BY id`)).toEqual([{ id: 1, n: 2 }, { id: 2, n: 2 }]);
   });
 

@@ -6,6 +6,7 @@
 // A snapshot is one unit: the edge's cursor moves past it, and what it carries shows synced, only
 // once the edge acknowledged its end. An interrupted one starts over at the next hello.
 import type { Principal } from "../auth/principal.ts";
+import { LruMap } from "../core/cache.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import { newUuid, nowIso, nowSeconds } from "../core/ids.ts";
@@ -66,9 +67,8 @@ const LOG_READ = 250;
 const LOG_SCAN = 20 * BATCH_CHANGES;
 /** How soon an edge's position passes log entries that do not go to it. */
 const CATCH_UP_MS = 1_000;
-/** Log entries kept as wire text, shared by the sessions of a system's edges (two generations of
- *  up to this many each). */
-const WIRE_CACHE = 10_000;
+/** Log entries kept as wire text, shared by the sessions of a system's edges. */
+const WIRE_CACHE = 20_000;
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
  *  a template change added (`diff`), deploy-mode assets at the edge's start (`deploy`), or
@@ -258,12 +258,9 @@ export class SyncHub {
   private compactor: ReturnType<typeof setInterval> | null = null;
   private sweeper: ReturnType<typeof setInterval> | null = null;
   private offCommitted: (() => void) | null = null;
-  /** log entries as wire text, by sequence number: the newer generation, and the one before it.
-   *  A full generation is dropped whole: deleting a Map's oldest entry one at a time costs time in
-   *  proportion to the entries deleted before it (50 µs an entry at 20,000), which made the cache
-   *  the platform's largest cost of sending the log. */
-  private wire = new Map<number, string>();
-  private wireBefore = new Map<number, string>();
+  /** log entries as wire text, by sequence number (an LruMap: dropping a plain Map's first key
+   *  was the platform's largest cost of sending the log) */
+  private readonly wire = new LruMap<number, string>(WIRE_CACHE);
   /** how far ahead of the platform's clock an edge's clock was (ms), at its last hello */
   private readonly skews = new Map<string, number>();
   /** edges refused at their last hello for the protocol they speak: why, and when */
@@ -315,10 +312,9 @@ export class SyncHub {
 
   /** A log entry as the text a batch carries (its body is stored as JSON already). */
   wireText(r: ChangeRow): string {
-    let t = this.wire.get(r.seq) ?? this.wireBefore.get(r.seq);
+    let t = this.wire.get(r.seq);
     if (t === undefined) {
       t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},"body":${r.body ?? "null"}}`;
-      if (this.wire.size >= WIRE_CACHE) { this.wireBefore = this.wire; this.wire = new Map(); }
       this.wire.set(r.seq, t);
     }
     return t;

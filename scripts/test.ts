@@ -13,7 +13,8 @@ import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "..");
 // OUTPOST_BIN runs the suites against another binary (a copy, so a rebuild cannot swap it mid-run).
-const BIN = process.env.OUTPOST_BIN ?? join(ROOT, "dist/outpost-linux-x64");
+// (a relative path is taken from the directory the runner started in: the tests spawn it from others)
+const BIN = process.env.OUTPOST_BIN ? resolve(process.env.OUTPOST_BIN) : join(ROOT, "dist/outpost-linux-x64");
 const filters = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const only = new Set(process.argv.slice(2).filter((a) => a === "--unit" || a === "--e2e"));
 const match = (f: string) => filters.length === 0 || filters.some((x) => f.includes(x));

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 export const ROOT = resolve(import.meta.dir, "..");
-export const BIN = process.env.OUTPOST_BIN ?? join(ROOT, "dist/outpost-linux-x64");
+// a relative OUTPOST_BIN is taken from where the bench started (processes start in their data directory)
+export const BIN = process.env.OUTPOST_BIN ? resolve(process.env.OUTPOST_BIN) : join(ROOT, "dist/outpost-linux-x64");
 export const BUN = process.execPath;
 
 export const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]!; };

@@ -104,7 +104,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const changes = new ChangeRecorder(config.mode, config.mode === "edge" ? `edge:${config.edgeName}` : "platform", config.mode === "platform" ? config.maxClockSkew * 1000 : Infinity);
     await changes.startClock(db);
     started.push({ name: "clock", stop: () => changes.stopClock(db) });
-    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config, changes };
+    // a node of a cluster never caches rows as exact (another node may write them at any time)
+    const writerAloneSince = () => (clustered ? null : nodes.aloneSince);
+    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config, changes, writerAloneSince };
     const systems = new Systems(deps);
     const roles = new Roles(deps, systems);
     const developers = new Developers(deps);

@@ -18,6 +18,10 @@ export class NodeRegistry {
   private warned = new Set<string>();
   /** live nodes at the last heartbeat, this one included */
   alive: string[] = [];
+  /** Since when no other node has been seen live on the database (null while one is): until then
+   *  this node may not take what it caches of rows as exact. A node that never beats (an edge)
+   *  is alone from its start. */
+  aloneSince: number | null = this.startedAt;
 
   constructor(private readonly d: { db: Db; log: Logger; nodeId: string; clustered: boolean }) {}
 
@@ -33,6 +37,8 @@ export class NodeRegistry {
     await clusterRepo.beat(db, nodeId, this.startedAt, now, clustered);
     const alive = await clusterRepo.alive(db, now - DEAD_MS);
     this.alive = alive.map((n) => n.node_id);
+    if (this.alive.some((n) => n !== nodeId)) this.aloneSince = null;
+    else this.aloneSince ??= now;
     for (const n of alive) {
       if (n.node_id === nodeId || this.warned.has(n.node_id)) continue;
       if (!clustered || !n.clustered) {

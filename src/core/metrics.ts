@@ -2,20 +2,27 @@
 // memory by the process. Small on purpose: only what the server itself reports.
 
 type Labels = Record<string, string>;
+const escapeValue = (v: string) => (/[\\"\n]/.test(v) ? v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n") : v);
 const labelText = (l: Labels) => {
-  const parts = Object.entries(l).map(([k, v]) => `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`);
-  return parts.length ? `{${parts.join(",")}}` : "";
+  let out = "";
+  for (const k in l) out += `${out ? "," : "{"}${k}="${escapeValue(l[k]!)}"`;
+  return out ? `${out}}` : "";
 };
 
+/** One labelled series of a counter: a hot path keeps it and counts on it without building the
+ *  series' key each time. */
+export interface CounterSeries { n: number }
+
 export class Counter {
-  private readonly values = new Map<string, { labels: Labels; n: number }>();
+  private readonly values = new Map<string, CounterSeries>();
   constructor(readonly name: string, readonly help: string) {}
-  inc(labels: Labels = {}, by = 1) {
+  series(labels: Labels = {}): CounterSeries {
     const k = labelText(labels);
-    const v = this.values.get(k);
-    if (v) v.n += by;
-    else this.values.set(k, { labels, n: by });
+    let v = this.values.get(k);
+    if (!v) this.values.set(k, (v = { n: 0 }));
+    return v;
   }
+  inc(labels: Labels = {}, by = 1) { this.series(labels).n += by; }
   get(labels: Labels = {}) { return this.values.get(labelText(labels))?.n ?? 0; }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
@@ -24,48 +31,52 @@ export class Counter {
   }
 }
 
-export class Histogram {
-  private readonly counts: number[];
-  private sum = 0;
-  private total = 0;
-  /** bounds in the unit of the metric (seconds for durations) */
-  constructor(readonly name: string, readonly help: string, private readonly bounds: number[]) {
-    this.counts = bounds.map(() => 0);
-  }
+/** The buckets of one histogram series; `labels`: its label text without braces. */
+export class HistogramSeries {
+  readonly counts: number[];
+  sum = 0;
+  total = 0;
+  constructor(readonly labels: string, private readonly bounds: number[]) { this.counts = bounds.map(() => 0); }
   observe(v: number) {
     this.sum += v;
     this.total++;
     for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) { this.counts[i]!++; break; }
   }
+  render(name: string, lines: string[]) {
+    const l = this.labels ? `${this.labels},` : "";
+    const own = this.labels ? `{${this.labels}}` : "";
+    let cumulative = 0;
+    this.bounds.forEach((b, i) => { cumulative += this.counts[i]!; lines.push(`${name}_bucket{${l}le="${b}"} ${cumulative}`); });
+    lines.push(`${name}_bucket{${l}le="+Inf"} ${this.total}`, `${name}_sum${own} ${this.sum}`, `${name}_count${own} ${this.total}`);
+  }
+}
+
+export class Histogram {
+  private readonly only: HistogramSeries;
+  /** bounds in the unit of the metric (seconds for durations) */
+  constructor(readonly name: string, readonly help: string, bounds: number[]) { this.only = new HistogramSeries("", bounds); }
+  observe(v: number) { this.only.observe(v); }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
-    let cumulative = 0;
-    this.bounds.forEach((b, i) => { cumulative += this.counts[i]!; lines.push(`${this.name}_bucket{le="${b}"} ${cumulative}`); });
-    lines.push(`${this.name}_bucket{le="+Inf"} ${this.total}`, `${this.name}_sum ${this.sum}`, `${this.name}_count ${this.total}`);
+    this.only.render(this.name, lines);
     return lines.join("\n");
   }
 }
 
 /** A histogram per label set (one series family). */
 export class LabeledHistogram {
-  private readonly series = new Map<string, { labels: string; counts: number[]; sum: number; total: number }>();
+  private readonly all = new Map<string, HistogramSeries>();
   constructor(readonly name: string, readonly help: string, private readonly bounds: number[]) {}
-  observe(labels: Labels, v: number) {
+  series(labels: Labels): HistogramSeries {
     const k = labelText(labels);
-    let s = this.series.get(k);
-    if (!s) this.series.set(k, (s = { labels: k.slice(1, -1), counts: this.bounds.map(() => 0), sum: 0, total: 0 }));
-    s.sum += v;
-    s.total++;
-    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) { s.counts[i]!++; break; }
+    let s = this.all.get(k);
+    if (!s) this.all.set(k, (s = new HistogramSeries(k.slice(1, -1), this.bounds)));
+    return s;
   }
+  observe(labels: Labels, v: number) { this.series(labels).observe(v); }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
-    for (const s of this.series.values()) {
-      const l = s.labels ? `${s.labels},` : "";
-      let cumulative = 0;
-      this.bounds.forEach((b, i) => { cumulative += s.counts[i]!; lines.push(`${this.name}_bucket{${l}le="${b}"} ${cumulative}`); });
-      lines.push(`${this.name}_bucket{${l}le="+Inf"} ${s.total}`, `${this.name}_sum${s.labels ? `{${s.labels}}` : ""} ${s.sum}`, `${this.name}_count${s.labels ? `{${s.labels}}` : ""} ${s.total}`);
-    }
+    for (const s of this.all.values()) s.render(this.name, lines);
     return lines.join("\n");
   }
 }

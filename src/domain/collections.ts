@@ -1,7 +1,7 @@
 // Collections and their items: schema management, fetch with the
 // query language, insert, update, delete, count, upsert and indexes, with per-collection role
 // permissions and typed domain events.
-import { LEVEL } from "../auth/permissions.ts";
+import { LEVEL, type Resource } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { LruMap, TtlCache } from "../core/cache.ts";
 import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../core/columns.ts";
@@ -50,6 +50,7 @@ const META_CACHE_MS = 5_000;
 /** Rows per insert request; a bigger array is a 400, not an out-of-memory. */
 export const MAX_INSERT_ROWS = 100_000;
 
+const resourceOf = (c: Collection): Resource => ({ kind: "collection", id: c.row.collection_id, name: c.row.name });
 const dataError = (detail: string) => new ApiError({ ...ErrorKinds.INVALID_ARGUMENT, category: "Data" }, detail);
 
 function collectionName(v: unknown): string {
@@ -96,12 +97,12 @@ export class Collections {
   private readonly byId = new TtlCache<string, Collection>(META_CACHE_MS, 5_000);
   private readonly idByName = new TtlCache<string, string>(META_CACHE_MS, 5_000);
   /** Write version per collection. Query results are reused while it is unchanged, which is exact
-   *  only when this process is the database's one writer: a local file (native driver). */
+   *  only while this process is the database's one writer (DomainDeps.writerAloneSince): results
+   *  and totals from before it became so are not reused. */
   private readonly versions = new Map<string, number>();
-  private readonly reuseResults: boolean;
   /** TOTAL of a filter on a collection at a write version: a client paging through a large
    *  collection counts it once, not once per page. */
-  private readonly totals = new Map<string, { version: number; n: number }>();
+  private readonly totals = new Map<string, { version: number; n: number; at: number }>();
 
   /** Items of collections that are database connections go through these (the external databases). */
   connected: ConnectedTables | null = null;
@@ -111,8 +112,12 @@ export class Collections {
     return this.connected;
   }
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
-    this.reuseResults = d.db.driver === "native";
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+
+  /** Whether a result taken at `at` may be reused. */
+  private reusable(at: number): boolean {
+    const since = this.d.writerAloneSince();
+    return since !== null && at >= since;
   }
 
   private version(id: string) { return this.versions.get(id) ?? 0; }
@@ -184,6 +189,19 @@ export class Collections {
     return c;
   }
 
+  /** byIdFor() without waiting: the collection when it and its system are cached. */
+  byIdNow(p: Principal, id: string): Collection | undefined {
+    const c = this.byId.get(id);
+    return c && this.systems.accessNow(p, c.row.system_key) ? c : undefined;
+  }
+
+  /** byNameFor() without waiting: the collection when it and its system are cached. */
+  byNameNow(p: Principal, systemKey: string, name: string): Collection | undefined {
+    if (!this.systems.accessNow(p, systemKey)) return undefined;
+    const id = this.idByName.get(`${systemKey}/${name}`);
+    return id === undefined ? undefined : this.byId.get(id);
+  }
+
   /** A collection by system key and name, if the caller may act in that system. */
   async byNameFor(p: Principal, systemKey: string, name: string): Promise<Collection> {
     await this.systems.access(p, systemKey);
@@ -195,7 +213,7 @@ export class Collections {
   }
 
   private async require(p: Principal, c: Collection, level: number) {
-    await this.d.perms.require(p, { kind: "collection", id: c.row.collection_id, name: c.row.name }, level);
+    await this.d.perms.require(p, resourceOf(c), level);
   }
 
   private async requireSchema(p: Principal, level: number) {
@@ -371,6 +389,22 @@ export class Collections {
     return out;
   }
 
+  /** fetch() without waiting: the page when the caller's rights, the compiled query and a result
+   *  still valid are all cached (a client polling the same query); undefined: ask fetch(). */
+  fetchNow(p: Principal, c: Collection, queryParam: string | null, pageBase: string): FetchPage | undefined {
+    if (c.row.connection !== null || queryParam === null) return undefined;
+    if (!this.d.perms.checkedNow(p, resourceOf(c), LEVEL.READ)) return undefined;
+    const compiled = c.compiled.get(queryParam);
+    const hit = compiled ? this.reused(c, compiled, Date.now()) : undefined;
+    return hit ? this.page(hit.data, hit.total, compiled!.q, pageBase, hit.more, hit.after) : undefined;
+  }
+
+  /** The last result of a compiled query, if it may be answered again. */
+  private reused(c: Collection, f: CompiledFetch, now: number): CompiledFetch["result"] {
+    const hit = f.result;
+    return hit && hit.version === this.version(c.row.collection_id) && now - hit.at < RESULT_MAX_MS && this.reusable(hit.at) ? hit : undefined;
+  }
+
   /** GET items: one page of rows matching the query, with the total and page links. */
   async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
@@ -384,8 +418,9 @@ export class Collections {
     const id = c.row.collection_id;
     const version = this.version(id);
     let data: Record<string, unknown>[], total: number, more: boolean, after: Continuation | null;
-    const hit = compiled.result;
-    if (this.reuseResults && hit && hit.version === version && Date.now() - hit.at < RESULT_MAX_MS) {
+    const now = Date.now();
+    const hit = this.reused(c, compiled, now);
+    if (hit) {
       ({ data, total, more, after } = hit);
     } else {
       let rows: Record<string, unknown>[];
@@ -399,8 +434,8 @@ export class Collections {
         ? offset + rows.length
         : await this.total(id, where, version);
       data = rows.map((r) => this.rowToWire(c, withoutPosition(r, q.sort.length)));
-      if (this.reuseResults && data.length <= RESULT_MAX_ROWS && c.compiled.peek(queryParam as string) === compiled)
-        compiled.result = { version, data, total, more, after, at: Date.now() };
+      if (data.length <= RESULT_MAX_ROWS && c.compiled.peek(queryParam as string) === compiled && this.reusable(now))
+        compiled.result = { version, data, total, more, after, at: now };
     }
     return this.page(data, total, q, pageBase, more, after);
   }
@@ -425,13 +460,14 @@ export class Collections {
   /** The number of rows matching `where`, counted once per write version where results may be
    *  reused (this process is the database's one writer). */
   private async total(id: string, where: CompiledWhere, version: number): Promise<number> {
-    if (!this.reuseResults) return collectionsRepo.count(this.d.db, id, where);
     const key = totalKey(id, where);
     const hit = this.totals.get(key);
-    if (hit && hit.version === version) return hit.n;
+    if (hit && hit.version === version && this.reusable(hit.at)) return hit.n;
+    const at = Date.now();
     const n = await collectionsRepo.count(this.d.db, id, where);
+    if (!this.reusable(at)) return n;
     if (this.totals.size >= TOTALS_MAX) this.totals.clear();
-    this.totals.set(key, { version, n });
+    this.totals.set(key, { version, n, at });
     return n;
   }
 

@@ -16,4 +16,8 @@ export interface DomainDeps {
   config: Config;
   /** records changes of syncable assets for edge sync (in the change's transaction) */
   changes: ChangeRecorder;
+  /** Since when (ms) this process has been its database's only writer, or null while it is not
+   *  (a node of a cluster; another node seen on the database): what it caches of rows that only
+   *  its own writes change is exact from then on. */
+  writerAloneSince(): number | null;
 }

@@ -1,7 +1,7 @@
 // HTTP requests on /metrics: a count by route and status and a latency histogram by route. The
 // route is the path's first four elements with ids and keys as ":id", so the series stay few
 // whatever callers send (a path no route answered is "unmatched", and beyond a bound "other").
-import type { Counter, LabeledHistogram, Metrics } from "../core/metrics.ts";
+import type { Counter, CounterSeries, HistogramSeries, LabeledHistogram, Metrics } from "../core/metrics.ts";
 
 // (short numbers stay: they are API versions, /api/v/1)
 const ID = /^(?:[0-9a-fA-F]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{3,})$/;
@@ -17,9 +17,9 @@ export function routeLabel(path: string): string {
 export class RequestMetrics {
   private readonly requests: Counter;
   private readonly seconds: LabeledHistogram;
-  /** path -> route label, made once per path */
-  private readonly labels = new Map<string, string>();
-  private readonly routes = new Set<string>();
+  /** path -> its route's series, found once per path */
+  private readonly labels = new Map<string, RouteSeries>();
+  private readonly routes = new Map<string, RouteSeries>();
 
   constructor(metrics: Metrics) {
     this.requests = metrics.counter("outpost_http_requests_total", "HTTP requests answered, by route and status");
@@ -38,26 +38,34 @@ export class RequestMetrics {
 
   private record<T>(request: Request, t0: number, answer: T): T {
     const status = answer instanceof Response ? answer.status : 200;
-    const route = this.unmatched.has(request) ? "unmatched" : this.route(request.url);
-    this.requests.inc({ route, status: String(status) });
-    this.seconds.observe({ route }, (performance.now() - t0) / 1000);
+    const route = this.unmatched.has(request) ? this.ofRoute("unmatched") : this.route(request.url);
+    let count = route.byStatus.get(status);
+    if (!count) route.byStatus.set(status, (count = this.requests.series({ route: route.label, status: String(status) })));
+    count.n++;
+    route.seconds.observe((performance.now() - t0) / 1000);
     return answer;
   }
 
-  private route(url: string): string {
+  private route(url: string): RouteSeries {
     const start = url.indexOf("/", url.indexOf("//") + 2);
     const q = url.indexOf("?", start);
     const path = start < 0 ? "/" : q < 0 ? url.slice(start) : url.slice(start, q);
-    let label = this.labels.get(path);
-    if (label === undefined) {
-      label = routeLabel(path);
-      if (!this.routes.has(label)) {
-        if (this.routes.size >= MAX_ROUTES) label = "other";
-        else this.routes.add(label);
-      }
+    let route = this.labels.get(path);
+    if (route === undefined) {
+      const label = routeLabel(path);
+      route = this.ofRoute(this.routes.has(label) || this.routes.size < MAX_ROUTES ? label : "other");
       if (this.labels.size >= MAX_PATHS) this.labels.clear(); // paths are many, routes few
-      this.labels.set(path, label);
+      this.labels.set(path, route);
     }
-    return label;
+    return route;
+  }
+
+  private ofRoute(label: string): RouteSeries {
+    let r = this.routes.get(label);
+    if (!r) this.routes.set(label, (r = { label, seconds: this.seconds.series({ route: label }), byStatus: new Map() }));
+    return r;
   }
 }
+
+/** The series of one route, kept so that counting a request builds no label text. */
+interface RouteSeries { label: string; seconds: HistogramSeries; byStatus: Map<number, CounterSeries> }

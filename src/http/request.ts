@@ -33,11 +33,16 @@ export async function principalOf(tokens: Tokens, req: Request): Promise<Princip
   return p;
 }
 
+/** The caller from the token cache without waiting; undefined when that needs the database. */
+export function knownCaller(tokens: Tokens, req: Request): Principal | undefined {
+  const token = tokenOf(req);
+  return token ? tokens.resolveNow(token) : undefined;
+}
+
 /** The caller from the token cache without waiting, or the principalOf promise on a miss (hot
  *  routes answer without an async step when they can). */
 export function callerOf(tokens: Tokens, req: Request): Principal | Promise<Principal> {
-  const token = tokenOf(req);
-  return (token && tokens.resolveNow(token)) || principalOf(tokens, req);
+  return knownCaller(tokens, req) ?? principalOf(tokens, req);
 }
 
 /** Route handlers that need their caller: `const caller = withCaller(s.tokens)`, then

@@ -3,14 +3,20 @@
 import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
 import type { Collection } from "../../domain/collections.ts";
-import { jsonBody, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
+import { jsonBody, knownCaller, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type Params = Record<string, string>;
-type Resolve = (s: Services, p: Principal, params: Params) => Promise<Collection>;
+/** How a route's path names its collection: found with waiting, or `now` from the caches alone. */
+interface Resolve {
+  (s: Services, p: Principal, params: Params): Promise<Collection>;
+  now(s: Services, p: Principal, params: Params): Collection | undefined;
+}
 
-const byName: Resolve = (s, p, params) => s.collections.byNameFor(p, params.key!, params.name!);
-const byId: Resolve = (s, p, params) => s.collections.byIdFor(p, params.key!);
+const byName: Resolve = Object.assign((s: Services, p: Principal, params: Params) => s.collections.byNameFor(p, params.key!, params.name!),
+  { now: (s: Services, p: Principal, params: Params) => s.collections.byNameNow(p, params.key!, params.name!) });
+const byId: Resolve = Object.assign((s: Services, p: Principal, params: Params) => s.collections.byIdFor(p, params.key!),
+  { now: (s: Services, p: Principal, params: Params) => s.collections.byIdNow(p, params.key!) });
 
 /** The four item operations plus count and columns, under one addressing. */
 function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pageBase: (params: Params) => string, countBase: string) {
@@ -19,9 +25,14 @@ function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pa
     return { p, c: await resolve(s, p, params as Params) };
   };
   return app
-    .get(base, async ({ request, params }) => {
-      const { p, c } = await ctx(request, params);
-      return s.collections.fetch(p, c, queryOf(request).get("query") ?? undefined, pageBase(params as Params));
+    .get(base, ({ request, params }) => {
+      const query = queryOf(request).get("query");
+      // a client polling the same query is answered without an async step when its token, the
+      // collection, its rights and the result are cached
+      const known = knownCaller(s.tokens, request);
+      const cached = known && resolve.now(s, known, params as Params);
+      const page = cached ? s.collections.fetchNow(known, cached, query, pageBase(params as Params)) : undefined;
+      return page ?? ctx(request, params).then(({ p, c }) => s.collections.fetch(p, c, query ?? undefined, pageBase(params as Params)));
     })
     .post(base, async ({ request, params }) => {
       const { p, c } = await ctx(request, params);

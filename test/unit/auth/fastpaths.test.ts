@@ -61,7 +61,7 @@ beforeAll(async () => {
   const log = createLogger("silent");
   tokens = new Tokens(db);
   perms = new Permissions(db);
-  const deps: DomainDeps = { db, tokens, perms, events: new EventBus(log), log, config, changes: new ChangeRecorder("platform", "platform") };
+  const deps: DomainDeps = { db, tokens, perms, events: new EventBus(log), log, config, changes: new ChangeRecorder("platform", "platform"), writerAloneSince: () => 0 };
   systems = new Systems(deps);
   roles = new Roles(deps, systems);
   developers = new Developers(deps);

@@ -11,7 +11,7 @@ import { Collections } from "./domain/collections.ts";
 import { Developers } from "./domain/developers.ts";
 import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
-import { Services as CodeServices } from "./domain/services.ts";
+import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
@@ -24,8 +24,8 @@ import { SecretBox } from "./auth/secrets.ts";
 import { Throttle } from "./throttle/throttle.ts";
 import { Metrics } from "./core/metrics.ts";
 import { newUuid } from "./core/ids.ts";
-import { TriggerDispatcher } from "./events/dispatcher.ts";
-import { TimerScheduler } from "./events/scheduler.ts";
+import { TriggerDispatcher } from "./triggers/dispatcher.ts";
+import { TimerScheduler } from "./triggers/scheduler.ts";
 import { MqttBroker } from "./broker/broker.ts";
 import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
@@ -37,9 +37,10 @@ import type { Services } from "./http/services.ts";
 import { type Db, databaseBytes, openDb, redactedUrl } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
 import { VERSION } from "./version.ts";
-import { relayed } from "./sync/assets.ts";
+import { staleCaches } from "./sync/kinds.ts";
+import { EdgeRelay } from "./sync/relay.ts";
 import { Edges } from "./domain/edges.ts";
-import { ChangeRecorder } from "./sync/changes.ts";
+import { ChangeRecorder } from "./domain/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
 import { SyncHub } from "./sync/platform.ts";
 import type { ClusterBus } from "./cluster/bus.ts";
@@ -143,23 +144,16 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered });
-    // relayed messages still being written to the outbox: a stop waits for them (after the broker
-    // has stopped taking publishes, before the database closes), so an acknowledged one is kept
-    const relaying = new Set<Promise<unknown>>();
-    started.push({ name: "relay", stop: () => Promise.all(relaying).then(() => {}) });
+    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
+    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
+    if (relay) started.push({ name: "relay", stop: () => relay.stop() });
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
-      // on an edge, messages on relayed topics wait in the outbox for the platform
-      relay: config.mode === "edge" ? (sk, topic, payload, qos) => {
-        if (sk !== config.systemKey || !relayed(changes.relayTopics, topic)) return;
-        const write = db.tx((tx) => changes.relay(tx, sk, topic, payload, qos)).catch((err) => log.error("relay failed", { err }));
-        relaying.add(write);
-        void write.finally(() => relaying.delete(write));
-      } : undefined });
+      relay: relay?.relay });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
-    devices.setConnectionView(broker);
-    messages.setBroker(broker);
+    devices.connections = broker;
+    messages.broker = broker;
     await code.start();
     started.push({ name: "code", stop: () => code.stop() });
     const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log);
@@ -183,9 +177,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
-          if (types.has("service") || types.has("library")) code.forgetSystem(sk);
-          if (types.has("trigger")) triggers.onChange(sk);
-          if (types.has("user") || types.has("device") || types.has("role")) tokens.forgetSystem(sk);
+          const stale = staleCaches(types);
+          if (stale.has("code")) code.forgetSystem(sk);
+          if (stale.has("triggers")) triggers.onChange(sk);
+          if (stale.has("tokens")) tokens.forgetSystem(sk);
           for (const id of ids) collections.forgetId(id);
         },
       });

@@ -18,13 +18,13 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { Logger } from "../core/log.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Edges } from "../domain/edges.ts";
-import type { Services } from "../domain/services.ts";
+import type { CodeServices } from "../domain/services.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
 import type { Db } from "../store/db.ts";
 import { clusterRepo } from "../store/cluster.ts";
-import type { ChangeRecorder } from "../sync/changes.ts";
-import type { ControlResult } from "../sync/adapters.ts";
+import type { ChangeRecorder } from "../domain/changes.ts";
+import type { ControlResult } from "../adapters/runner.ts";
 import type { SyncHub } from "../sync/platform.ts";
 import type { ClusterBus } from "./bus.ts";
 import type { NodeRegistry } from "./nodes.ts";
@@ -43,7 +43,7 @@ export function redisEmitter(url: string, log: Logger) {
 
 export interface ClusterParts {
   db: Db; log: Logger; nodeId: string; bus: ClusterBus; nodes: NodeRegistry;
-  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: Services;
+  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: CodeServices;
   triggers: Triggers; edges: Edges; changes: ChangeRecorder; hub: SyncHub;
 }
 

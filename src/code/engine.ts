@@ -13,7 +13,7 @@ import type { Collections } from "../domain/collections.ts";
 import type { DomainDeps } from "../domain/deps.ts";
 import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
-import { parseDependencies, type ServiceChange, type Services } from "../domain/services.ts";
+import { type CodeServices, parseDependencies, type ServiceChange } from "../domain/services.ts";
 import type { Systems } from "../domain/systems.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { Users } from "../domain/users.ts";
@@ -25,7 +25,7 @@ import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 export interface EngineDeps {
   d: DomainDeps;
   systems: Systems;
-  services: Services;
+  services: CodeServices;
   collections: Collections;
   users: Users;
   devices: Devices;

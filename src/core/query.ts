@@ -3,7 +3,7 @@
 // Collections, users, devices, edges, roles and topics all go through here.
 import { ApiError, ErrorKinds } from "./errors.ts";
 import { type ColumnType, ident, toSql } from "./columns.ts";
-import { type Dialect, sqlite } from "../store/dialect.ts";
+import { type Dialect, sqlite } from "./dialect.ts";
 
 export const OPERATORS = { EQ: "=", NEQ: "!=", GT: ">", GTE: ">=", LT: "<", LTE: "<=", RE: "REGEXP" } as const;
 export type Operator = keyof typeof OPERATORS;

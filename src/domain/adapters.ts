@@ -9,7 +9,7 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type AdapterFileRow, type AdapterRow, adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
 import { edgesRepo } from "../store/edges.ts";
-import { CONTROL_COMMANDS, type ControlAdapter, type ControlCommand, type ControlFile, type ControlResult, permissionBits, safeRelativePath } from "../sync/adapters.ts";
+import { CONTROL_COMMANDS, type ControlAdapter, type ControlCommand, type ControlFile, type ControlResult, permissionBits, safeRelativePath } from "../adapters/runner.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Edges } from "./edges.ts";
 import type { Systems } from "./systems.ts";

@@ -15,7 +15,7 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
 import { type Executor, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
-import type { RowChange } from "../sync/changes.ts";
+import type { RowChange } from "./changes.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 

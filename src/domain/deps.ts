@@ -5,7 +5,7 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import type { Db } from "../store/db.ts";
-import type { ChangeRecorder } from "../sync/changes.ts";
+import type { ChangeRecorder } from "../domain/changes.ts";
 
 export interface DomainDeps {
   db: Db;

@@ -68,7 +68,8 @@ const activeKeyOf = (v: unknown): string => {
 
 export class Devices {
   readonly columnsOf: CustomColumns;
-  private connections?: ConnectionView;
+  /** the broker's live connections, set by app.ts once it runs (a late dependency) */
+  connections: ConnectionView | null = null;
 
   /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null)) {
@@ -91,8 +92,6 @@ export class Devices {
   }
 
   /** The broker registers itself once it is up. */
-  setConnectionView(v: ConnectionView) { this.connections = v; }
-
   private toWire(row: DeviceRow, schema: CustomSchema): Record<string, unknown> {
     const keys = JSON.parse(row.key_hashes) as string[];
     return this.columnsOf.wire(schema, row.data, {

@@ -12,6 +12,7 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import type { TokenRow } from "../store/tokens.ts";
+import { DEFINITION_TYPES } from "./changes.ts";
 import { CustomColumns } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -21,7 +22,8 @@ const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
 const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]);
 const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
-export const SYNC_MODULES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "topic"] as const;
+/** What a template entry can name: a kind of definition, or MQTT topics to relay. */
+export const SYNC_MODULES = [...DEFINITION_TYPES, "topic"] as const;
 export type SyncModule = (typeof SYNC_MODULES)[number];
 export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
 export type SyncMode = (typeof SYNC_MODES)[number];

@@ -95,12 +95,11 @@ export class Messages {
   private settings = new Map<string, StorageRow>();
   /** rows per topic since the last trim, to trim without counting every time */
   private sinceTrim = new Map<string, number>();
-  private broker: Broker | null = null;
+  /** the MQTT broker, set by app.ts once it runs (a late dependency: it is built after the domain) */
+  broker: Broker | null = null;
   dropped = 0;
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
-
-  setBroker(b: Broker) { this.broker = b; }
 
   async start() {
     for (const s of await messagesRepo.allStorage(this.d.db)) this.settings.set(`${s.system_key}\u0000${s.topic}`, s);

@@ -64,7 +64,7 @@ export function checkRunAs(p: Principal, runAs: string, what: string): void {
 
 export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
 
-export class Services {
+export class CodeServices {
   /** Called after any service or library change (the engine drops its warm sandboxes). */
   onChange: (c: ServiceChange) => void = () => {};
 

@@ -1,5 +1,5 @@
 // Trigger handlers and timers:
-// definitions stored per system. Firing them is src/events' job.
+// definitions stored per system. Firing them is src/triggers' job.
 import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalId } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
@@ -8,7 +8,7 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import { type TimerRow, type TriggerRow, timersRepo, triggersRepo } from "../store/triggers.ts";
 import { TRIGGER_DEFINITIONS, findDefinition } from "./triggerDefinitions.ts";
 import type { DomainDeps } from "./deps.ts";
-import type { Services } from "./services.ts";
+import type { CodeServices } from "./services.ts";
 import type { Systems } from "./systems.ts";
 
 /** The fields a trigger or timer body may carry (clients send back what they read). */
@@ -36,7 +36,7 @@ export class Triggers {
   /** Called after any trigger or timer change (the dispatcher and scheduler reload). */
   onChange: (systemKey: string) => void = () => {};
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: Services) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: CodeServices) {}
 
   definitions() { return TRIGGER_DEFINITIONS; }
 

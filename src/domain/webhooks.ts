@@ -9,7 +9,7 @@ import { newUuid, nowIso } from "../core/ids.ts";
 import { checkJsonText, knownFields, objectBody } from "../core/validate.ts";
 import { type WebhookRow, webhooksRepo } from "../store/webhooks.ts";
 import type { DomainDeps } from "./deps.ts";
-import type { Services } from "./services.ts";
+import type { CodeServices } from "./services.ts";
 import type { Systems } from "./systems.ts";
 import type { Users } from "./users.ts";
 
@@ -100,7 +100,7 @@ export class Webhooks {
   private readonly cache = new TtlCache<string, WebhookRow | null>(CACHE_MS, 10_000);
 
   constructor(
-    private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: Services,
+    private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: CodeServices,
     private readonly users: Users, private readonly tokens: Tokens, private readonly engine: ServiceRunner,
   ) {}
 

@@ -5,7 +5,7 @@ import type { Collections } from "../domain/collections.ts";
 import type { Developers } from "../domain/developers.ts";
 import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
-import type { Services as CodeServices } from "../domain/services.ts";
+import type { CodeServices } from "../domain/services.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Triggers } from "../domain/triggers.ts";
 import type { Webhooks } from "../domain/webhooks.ts";

@@ -4,7 +4,7 @@
 import { type ColumnType, ident } from "../core/columns.ts";
 import type { CompiledWhere } from "../core/query.ts";
 import type { Executor, SqlValue } from "./db.ts";
-import type { Dialect } from "./dialect.ts";
+import type { Dialect } from "../core/dialect.ts";
 
 export interface CollectionRow { collection_id: string; system_key: string; name: string; connection: string | null; created_at: string }
 export interface ColumnDef { name: string; type: ColumnType }

@@ -2,7 +2,7 @@
 // Values live in each row's `data` JSON document; this table is their schema.
 import type { ColumnType } from "../core/columns.ts";
 import type { Executor } from "./db.ts";
-import type { Dialect } from "./dialect.ts";
+import type { Dialect } from "../core/dialect.ts";
 
 export type CustomTable = "users" | "devices" | "edges";
 export interface CustomColumnRow { name: string; type: ColumnType }

@@ -19,7 +19,7 @@ import type { Client, InValue, Transaction } from "@libsql/client";
 import type { Pool, PoolClient, QueryResult } from "pg";
 import { LruMap } from "../core/cache.ts";
 import { fail, refuse } from "../core/errors.ts";
-import { type Dialect, postgres, sqlite } from "./dialect.ts";
+import { type Dialect, postgres, sqlite } from "../core/dialect.ts";
 
 export type SqlValue = null | string | number | bigint | Uint8Array;
 export type Row = Record<string, unknown>;

@@ -8,7 +8,7 @@
 // may return null: nothing to do on that engine.
 import { refuse } from "../core/errors.ts";
 import type { Db, Executor } from "./db.ts";
-import type { Dialect } from "./dialect.ts";
+import type { Dialect } from "../core/dialect.ts";
 import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
 
 export type Statement = string | ((d: Dialect) => string | null);

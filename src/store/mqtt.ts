@@ -4,7 +4,7 @@
 // payload as a BLOB, or TEXT when aedes handed over a string; columns next to it repeat the
 // fields that lookups filter on.
 import type { Executor, Stmt } from "./db.ts";
-import type { Dialect } from "./dialect.ts";
+import type { Dialect } from "../core/dialect.ts";
 
 // The two MQTT migrations are plain objects: migrations.ts lists (and type-checks) them, so this
 // file does not import it back.

@@ -75,13 +75,20 @@ export const changesRepo = {
 };
 
 /** Names of every syncable asset of a system, by type (for sync status). */
-export const assetNames = (ex: Executor, systemKey: string) =>
-  ex.all<{ t: string; name: string }>(
-    `SELECT 'service' AS t, name FROM services WHERE system_key = ?1 UNION ALL SELECT 'library', name FROM libraries WHERE system_key = ?1
-     UNION ALL SELECT 'trigger', name FROM triggers WHERE system_key = ?1 UNION ALL SELECT 'timer', name FROM timers WHERE system_key = ?1
-     UNION ALL SELECT 'collection', name FROM collections WHERE system_key = ?1 UNION ALL SELECT 'role', name FROM roles WHERE system_key = ?1
-     UNION ALL SELECT 'user', email FROM users WHERE system_key = ?1 UNION ALL SELECT 'device', name FROM devices WHERE system_key = ?1
-     UNION ALL SELECT 'adapter', name FROM adapters WHERE system_key = ?1`, [systemKey]);
+/** Where each kind of definition edge sync moves keeps its assets' names (the sync kinds'
+ *  table, sync/kinds.ts, is checked to match it kind for kind). */
+export const ASSET_NAME_COLUMNS: Readonly<Record<string, { table: string; column: string }>> = {
+  service: { table: "services", column: "name" }, library: { table: "libraries", column: "name" },
+  trigger: { table: "triggers", column: "name" }, timer: { table: "timers", column: "name" },
+  collection: { table: "collections", column: "name" }, role: { table: "roles", column: "name" },
+  user: { table: "users", column: "email" }, device: { table: "devices", column: "name" },
+  adapter: { table: "adapters", column: "name" },
+};
+const ASSET_NAMES_SQL = Object.entries(ASSET_NAME_COLUMNS)
+  .map(([t, s]) => `SELECT '${t}' AS t, ${s.column} AS name FROM ${s.table} WHERE system_key = ?1`).join(" UNION ALL ");
+
+/** The names of a system's assets of every kind: one query, names only (sync status, what a template covers). */
+export const assetNames = (ex: Executor, systemKey: string) => ex.all<{ t: string; name: string }>(ASSET_NAMES_SQL, [systemKey]);
 
 /** Per system with edges heard from since `since` (epoch s), the lowest cursor among those that
  *  can resume from the log (null: none can; the others need a snapshot whatever the log holds). */

@@ -5,25 +5,17 @@
 import { topicMatches } from "../auth/permissions.ts";
 import { later } from "../core/hlc.ts";
 import { type ColumnType, toSql } from "../core/columns.ts";
-import { collectionsRepo, type ColumnDef, type IndexRow } from "../store/collections.ts";
+import { collectionsRepo, type ColumnDef } from "../store/collections.ts";
 import type { Executor, SqlValue } from "../store/db.ts";
-import { devicesRepo, type DeviceRow } from "../store/devices.ts";
-import { rolesRepo, type RoleRow } from "../store/roles.ts";
-import { librariesRepo, servicesRepo, type LibraryRow, type ServiceRow } from "../store/services.ts";
 import { assetNames, tombstonesRepo } from "../store/sync.ts";
-import { timersRepo, triggersRepo, type TimerRow, type TriggerRow } from "../store/triggers.ts";
-import { usersRepo, type UserRow } from "../store/users.ts";
-import { adapterFilesRepo, adaptersRepo, blobsRepo } from "../store/adapters.ts";
-import { adapterBody, type AdapterBody, decodeBase64 } from "../domain/adapters.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
-import { userForEdge } from "../domain/users.ts";
-import type { AssetType, RowChange } from "./changes.ts";
-import { BATCH_BYTES, BATCH_CHANGES } from "./protocol.ts";
+import type { AssetType, RowChange } from "../domain/changes.ts";
+import { type CollectionBody, isDefinitionType, KINDS, SNAPSHOT_ORDER } from "./kinds.ts";
+import { BATCH_BYTES, BATCH_CHANGES, type WireChange } from "./protocol.ts";
 
-/** A change as it travels: from the log, or made up from current state for a snapshot. */
-export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any }
+export type { CollectionBody } from "./kinds.ts";
 
-export interface CollectionBody { collection_id: string; name: string; connection: string | null; columns: ColumnDef[]; indexes: IndexRow[] }
+
 
 /** The template entries that bring an asset down to the edge (and how), or none. */
 export function entryFor(template: TemplateEntry[], type: AssetType, name: string): TemplateEntry | undefined {
@@ -102,55 +94,56 @@ export async function* snapshot(ex: Executor, systemKey: string, scope: Snapshot
   const page = new Page();
   const mk = (type: AssetType, name: string, body: unknown): WireChange => ({ seq, type, name, op: "upsert", hlc, body });
   const add = (c: WireChange) => page.add(c, jsonSize(c.body));
-  const roles = (await rolesRepo.all(ex, systemKey)).filter((r) => wanted("role", r.name));
-  for (const r of roles) if (add(mk("role", r.name, r))) yield page.take();
-  for (const r of (await librariesRepo.list(ex, systemKey)).filter((r) => wanted("library", r.name))) if (add(mk("library", r.name, r))) yield page.take();
-  for (const r of (await servicesRepo.list(ex, systemKey)).filter((r) => wanted("service", r.name))) if (add(mk("service", r.name, r))) yield page.take();
-  for (const c of await collectionsRepo.list(ex, systemKey)) {
-    const rowsIn = wanted("row", c.name) && c.connection === null;
-    // a collection whose rows come needs its schema first (rows that go up need it too: a
-    // collection's schema goes down whichever way its rows flow)
-    const schemaIn = wanted("collection", c.name) || rowsIn;
-    if (!schemaIn) continue;
-    const columns = await collectionsRepo.columns(ex, c.collection_id);
-    if (add(mk("collection", c.name, { collection_id: c.collection_id, name: c.name, connection: c.connection, columns, indexes: await collectionsRepo.indexes(ex, c.collection_id) } satisfies CollectionBody))) yield page.take();
-    if (!rowsIn) continue;
-    const names = ["item_id", ...columns.map((x) => x.name)];
-    let after = 0;
-    for (;;) {
-      const rows = await collectionsRepo.rowsPage(ex, c.collection_id, names, after, ROW_CHUNK);
-      if (!rows.length) break;
-      after = rows[rows.length - 1]!._rowid as number;
-      for (const r of rows) {
-        const { _rowid, _hlc, ...stored } = r;
-        const values = wireValues(columns, stored);
-        const stamp = (_hlc as string | null) ?? hlc;
-        const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values, hlc: stamp };
-        if (page.add({ seq, type: "row", name: c.name, item: body.item_id, op: "upsert", hlc: stamp, body }, jsonSize(values))) yield page.take();
-      }
+  for (const type of SNAPSHOT_ORDER) {
+    if (type === "collection") { yield* collections(); continue; }
+    const kind = KINDS[type];
+    for (const r of await kind.list(ex, systemKey)) {
+      const name = kind.nameOf(r);
+      if (wanted(type, name) && add(mk(type, name, await kind.body(ex, systemKey, r)))) yield page.take();
     }
-    // deletes too: an edge that holds rows from an earlier, interrupted snapshot (or a cursor the
-    // log no longer covers) must lose the rows deleted since, and keep them from coming back
-    let afterId = "";
-    for (;;) {
-      const tombs = await tombstonesRepo.page(ex, c.collection_id, afterId, ROW_CHUNK);
-      if (!tombs.length) break;
-      afterId = tombs[tombs.length - 1]!.item_id;
-      for (const x of tombs) {
-        const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc };
-        if (page.add({ seq, type: "row", name: c.name, item: x.item_id, op: "delete", hlc: x.hlc, body }, 0)) yield page.take();
+  }
+  if (page.items.length) yield page.take();
+
+  /** Collections: the schema of each one the scope takes, then its rows and deletes if they come too. */
+  async function* collections(): AsyncGenerator<WireChange[]> {
+    for (const c of await collectionsRepo.list(ex, systemKey)) {
+      const rowsIn = wanted("row", c.name) && c.connection === null;
+      // a collection whose rows come needs its schema first (rows that go up need it too: a
+      // collection's schema goes down whichever way its rows flow)
+      const schemaIn = wanted("collection", c.name) || rowsIn;
+      if (!schemaIn) continue;
+      const schema = await KINDS.collection.body(ex, systemKey, c) as CollectionBody;
+      const columns = schema.columns;
+      if (add(mk("collection", c.name, schema))) yield page.take();
+      if (!rowsIn) continue;
+      const names = ["item_id", ...columns.map((x) => x.name)];
+      let after = 0;
+      for (;;) {
+        const rows = await collectionsRepo.rowsPage(ex, c.collection_id, names, after, ROW_CHUNK);
+        if (!rows.length) break;
+        after = rows[rows.length - 1]!._rowid as number;
+        for (const r of rows) {
+          const { _rowid, _hlc, ...stored } = r;
+          const values = wireValues(columns, stored);
+          const stamp = (_hlc as string | null) ?? hlc;
+          const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values, hlc: stamp };
+          if (page.add({ seq, type: "row", name: c.name, item: body.item_id, op: "upsert", hlc: stamp, body }, jsonSize(values))) yield page.take();
+        }
+      }
+      // deletes too: an edge that holds rows from an earlier, interrupted snapshot (or a cursor the
+      // log no longer covers) must lose the rows deleted since, and keep them from coming back
+      let afterId = "";
+      for (;;) {
+        const tombs = await tombstonesRepo.page(ex, c.collection_id, afterId, ROW_CHUNK);
+        if (!tombs.length) break;
+        afterId = tombs[tombs.length - 1]!.item_id;
+        for (const x of tombs) {
+          const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc };
+          if (page.add({ seq, type: "row", name: c.name, item: x.item_id, op: "delete", hlc: x.hlc, body }, 0)) yield page.take();
+        }
       }
     }
   }
-  for (const r of (await triggersRepo.list(ex, systemKey)).filter((r) => wanted("trigger", r.name))) if (add(mk("trigger", r.name, r))) yield page.take();
-  for (const r of (await timersRepo.list(ex, systemKey)).filter((r) => wanted("timer", r.name))) if (add(mk("timer", r.name, r))) yield page.take();
-  for (const u of (await usersRepo.all(ex, systemKey)).filter((u) => wanted("user", u.email)))
-    if (add(mk("user", u.email, { user: userForEdge(u), roles: await rolesRepo.rolesOf(ex, systemKey, "user", u.user_id) }))) yield page.take();
-  for (const a of (await adaptersRepo.list(ex, systemKey)).filter((a) => wanted("adapter", a.name)))
-    if (add(mk("adapter", a.name, await adapterBody(ex, a)))) yield page.take();
-  for (const d of (await devicesRepo.all(ex, systemKey)).filter((d) => wanted("device", d.name)))
-    if (add(mk("device", d.name, { device: d, roles: await rolesRepo.rolesOf(ex, systemKey, "device", d.name) }))) yield page.take();
-  if (page.items.length) yield page.take();
 }
 
 /** The names of the assets a template covers, by kind (what an edge keeps after a snapshot). */
@@ -178,104 +171,10 @@ const safeJson = (v: string) => { try { return JSON.parse(v); } catch { return v
 
 /** Applies one definition change (not rows). */
 export async function applyDefinition(ex: Executor, sk: string, ch: WireChange): Promise<void> {
-  const b = ch.body;
-  const del = ch.op === "delete";
-  switch (ch.type) {
-    case "service":
-      if (del) await servicesRepo.delete(ex, sk, ch.name); else await servicesRepo.put(ex, { ...(b as ServiceRow), system_key: sk });
-      return;
-    case "library":
-      if (del) await librariesRepo.delete(ex, sk, ch.name); else await librariesRepo.put(ex, { ...(b as LibraryRow), system_key: sk });
-      return;
-    case "trigger":
-      if (del) await triggersRepo.delete(ex, sk, ch.name); else {
-        const t = b as TriggerRow; // a platform from before run identities sends neither field
-        await triggersRepo.upsert(ex, { ...t, user_id: t.user_id ?? "", user_type: t.user_type ?? 1, system_key: sk });
-      }
-      return;
-    case "timer":
-      if (del) await timersRepo.delete(ex, sk, ch.name);
-      else {
-        // the edge runs the timer itself: keep its own progress when the definition did not change
-        const cur = await timersRepo.get(ex, sk, ch.name);
-        const t = { ...(b as TimerRow), system_key: sk };
-        const same = cur && cur.frequency === t.frequency && cur.repeats === t.repeats && cur.start_time === t.start_time;
-        await timersRepo.upsert(ex, same ? { ...t, runs: cur.runs, next_run: cur.next_run } : t);
-      }
-      return;
-    case "role":
-      if (del) await rolesRepo.delete(ex, sk, (b as { role_id: string }).role_id);
-      else await rolesRepo.put(ex, { ...(b as RoleRow), system_key: sk });
-      return;
-    case "user": {
-      if (del) { await rolesRepo.removeSubject(ex, sk, "user", (b as { user_id: string }).user_id); await usersRepo.delete(ex, sk, (b as { user_id: string }).user_id); return; }
-      const { user, roles } = b as { user: UserRow; roles: string[] };
-      await usersRepo.put(ex, { ...user, system_key: sk });
-      await rolesRepo.setMembers(ex, sk, "user", user.user_id, roles);
-      return;
-    }
-    case "device": {
-      if (del) { await rolesRepo.removeSubject(ex, sk, "device", ch.name); await devicesRepo.delete(ex, sk, ch.name); return; }
-      const { device, roles } = b as { device: DeviceRow; roles: string[] };
-      await devicesRepo.put(ex, { ...device, system_key: sk });
-      await rolesRepo.setMembers(ex, sk, "device", device.name, roles);
-      return;
-    }
-    case "collection": await applyCollection(ex, sk, ch); return;
-    case "adapter": {
-      if (del) { await adaptersRepo.delete(ex, sk, ch.name); await blobsRepo.collect(ex); return; }
-      const { adapter, files } = b as AdapterBody;
-      await adaptersRepo.put(ex, { ...adapter, system_key: sk });
-      for (const f of files) {
-        const content = decodeBase64(f.content);
-        if (!content) throw new Error(`adapter file '${f.name}' is not valid base64`);
-        await blobsRepo.put(ex, f.hash, content);
-      }
-      // an edge keeps the current version of each file
-      await adapterFilesRepo.replaceAll(ex, sk, adapter.name, files.map(({ content: _c, ...f }) => ({ ...f, system_key: sk })));
-      await blobsRepo.collect(ex);
-      return;
-    }
-    default: throw new Error(`cannot apply assets of type '${ch.type}'`);
-  }
-}
-
-/** Makes the local collection match: created with the same id, columns added, dropped, renamed
- *  (the platform says which) and retyped in place (values kept: SQLite stores what a row holds
- *  whatever the declared type, and reads convert by the column's type), indexes kept in step;
- *  renamed when its name changed. */
-async function applyCollection(ex: Executor, sk: string, ch: WireChange) {
-  const b = ch.body as CollectionBody & { collection_id: string; renamed?: { from: string; to: string } };
-  const cur = await collectionsRepo.byId(ex, b.collection_id);
-  if (ch.op === "delete") {
-    if (cur) await collectionsRepo.drop(ex, cur.collection_id, cur.connection === null);
-    await tombstonesRepo.forget(ex, b.collection_id);
-    return;
-  }
-  if (!cur) {
-    const byName = await collectionsRepo.byName(ex, sk, b.name);
-    if (byName) throw new Error(`a local collection named '${b.name}' exists with another id`);
-    await collectionsRepo.create(ex, { collection_id: b.collection_id, system_key: sk, name: b.name, connection: b.connection, created_at: new Date().toISOString() }, b.columns);
-  } else {
-    if (cur.name !== b.name) await collectionsRepo.rename(ex, cur.collection_id, b.name);
-    if (b.connection !== null) { await collectionsRepo.setConnection(ex, cur.collection_id, b.connection); return; }
-    let have = await collectionsRepo.columns(ex, cur.collection_id);
-    const r = b.renamed;
-    if (r && have.some((x) => x.name === r.from) && !have.some((x) => x.name === r.to) && b.columns.some((x) => x.name === r.to)) {
-      await collectionsRepo.renameColumn(ex, cur.collection_id, r.from, r.to);
-      have = await collectionsRepo.columns(ex, cur.collection_id);
-    }
-    for (const c of have) if (!b.columns.some((x) => x.name === c.name)) await collectionsRepo.dropColumn(ex, cur.collection_id, c.name);
-    for (const c of b.columns) {
-      const h = have.find((x) => x.name === c.name);
-      if (!h) await collectionsRepo.addColumn(ex, cur.collection_id, c);
-      else if (h.type !== c.type) await collectionsRepo.setColumnType(ex, cur.collection_id, c.name, c.type);
-    }
-  }
-  if (b.connection !== null) return;
-  const idx = await collectionsRepo.indexes(ex, b.collection_id);
-  for (const i of idx) if (!b.indexes.some((x) => x.column_name === i.column_name && x.is_unique === i.is_unique)) await collectionsRepo.dropIndex(ex, b.collection_id, i.column_name, i.is_unique === 1);
-  for (const i of b.indexes) if (!idx.some((x) => x.column_name === i.column_name && x.is_unique === i.is_unique)) await collectionsRepo.createIndex(ex, b.collection_id, i.column_name, i.is_unique === 1);
+  if (!isDefinitionType(ch.type)) throw new Error(`cannot apply assets of type '${ch.type}'`);
+  const kind = KINDS[ch.type];
+  if (ch.op === "delete") await kind.remove(ex, sk, ch.name, ch.body);
+  else await kind.apply(ex, sk, ch.name, ch.body);
 }
 
 /** What applying row changes did: the changes that took effect, and those that lost to what the

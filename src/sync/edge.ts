@@ -10,20 +10,16 @@ import type { Logger } from "../core/log.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
-import { devicesRepo } from "../store/devices.ts";
 import { developersRepo } from "../store/developers.ts";
-import { rolesRepo } from "../store/roles.ts";
-import { librariesRepo, servicesRepo } from "../store/services.ts";
 import { outboxRepo, snapshotSeenRepo, syncedAssetsRepo, syncStateRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
-import { timersRepo, triggersRepo } from "../store/triggers.ts";
-import { usersRepo } from "../store/users.ts";
 import { adaptersRepo } from "../store/adapters.ts";
 import { adapterBody, controlFiles } from "../domain/adapters.ts";
 import { VERSION } from "../version.ts";
-import { AdapterRunner } from "./adapters.ts";
-import { applyDefinition, applyRows, relayFilters, upCollections, type WireChange } from "./assets.ts";
-import type { ChangeRecorder, RowChange } from "./changes.ts";
+import { AdapterRunner } from "../adapters/runner.ts";
+import { applyDefinition, applyRows, relayFilters, upCollections } from "./assets.ts";
+import { isDefinitionType, KINDS } from "./kinds.ts";
+import type { ChangeRecorder, RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, SYNC_PATH } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
 
@@ -589,29 +585,16 @@ function readPem(path: string): string {
 
 /** The names of a kind an edge holds (to purge what a snapshot no longer includes). */
 async function localNames(ex: Executor, sk: string, type: string): Promise<string[]> {
-  switch (type) {
-    case "service": return (await servicesRepo.list(ex, sk)).map((r) => r.name);
-    case "library": return (await librariesRepo.list(ex, sk)).map((r) => r.name);
-    case "trigger": return (await triggersRepo.list(ex, sk)).map((r) => r.name);
-    case "timer": return (await timersRepo.list(ex, sk)).map((r) => r.name);
-    case "collection": return (await collectionsRepo.list(ex, sk)).map((r) => r.name);
-    case "role": return (await rolesRepo.all(ex, sk)).map((r) => r.name).filter((n) => !["Administrator", "Authenticated", "Anonymous"].includes(n));
-    case "user": return (await usersRepo.all(ex, sk)).map((r) => r.email);
-    case "device": return (await devicesRepo.all(ex, sk)).map((r) => r.name);
-    case "adapter": return (await adaptersRepo.list(ex, sk)).map((r) => r.name);
-    default: return [];
-  }
+  if (!isDefinitionType(type)) return [];
+  const kind = KINDS[type];
+  return (await kind.list(ex, sk)).map((r) => kind.nameOf(r));
 }
 
 /** Removes a local asset by name (a snapshot no longer includes it). */
 async function removeLocal(ex: Executor, sk: string, type: string, name: string): Promise<void> {
-  const del = (body: unknown) => applyDefinition(ex, sk, { seq: 0, type: type as WireChange["type"], name, op: "delete", hlc: "", body });
-  switch (type) {
-    case "role": { const r = await rolesRepo.byName(ex, sk, name); if (r) await del({ role_id: r.role_id }); return; }
-    case "user": { const u = await usersRepo.byEmail(ex, sk, name); if (u) await del({ user_id: u.user_id }); return; }
-    case "collection": { const c = await collectionsRepo.byName(ex, sk, name); if (c) await del({ collection_id: c.collection_id }); return; }
-    default: await del({ name });
-  }
+  if (!isDefinitionType(type)) return;
+  const body = await KINDS[type].deleteBody(ex, sk, name);
+  if (body !== undefined) await KINDS[type].remove(ex, sk, name, body);
 }
 
 /** Rows by collection. */

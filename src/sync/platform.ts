@@ -22,10 +22,10 @@ import { type EdgeRow, edgesRepo } from "../store/edges.ts";
 import { clusterRepo } from "../store/cluster.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
-import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "./adapters.ts";
-import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, type WireChange, wireValues } from "./assets.ts";
-import type { AssetType, ChangeRecorder, RowChange } from "./changes.ts";
-import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal } from "./protocol.ts";
+import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../adapters/runner.ts";
+import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
+import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
+import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, type WireChange } from "./protocol.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void }
 
@@ -53,7 +53,6 @@ export interface AssetStatus { asset_type: string; asset_name: string; status: "
 /** How often sessions are checked for a silent link. */
 const SWEEP_MS = 250;
 /** The kinds of definitions an edge receives (rows are not definitions; topics are relays). */
-const SYNCED_KINDS = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"] as const;
 /** How much longer than a control command's own limit the platform waits for the edge's answer. */
 const CONTROL_MARGIN_MS = 5_000;
 /** Change log entries kept per system beyond what every edge acknowledged (an edge further
@@ -208,7 +207,7 @@ class EdgeSession {
     const keep: Record<string, string[]> = {};
     if (r.template) {
       Object.assign(keep, await covered(this.hub.d.db, this.edge.system_key, r.template));
-      for (const k of SYNCED_KINDS) keep[k] ??= [];
+      for (const k of DEFINITION_TYPES) keep[k] ??= [];
     }
     // a full snapshot brought every row of its collections: the edge drops the others it holds
     // (deleted here while it was away or before it was made again: their tombstones may be gone)

@@ -4,8 +4,11 @@
 import { z } from "zod";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { DeveloperProfile } from "../store/developers.ts";
-import type { ControlAdapter, ControlCommand, ControlFile } from "./adapters.ts";
-import type { WireChange } from "./assets.ts";
+import type { ControlAdapter, ControlCommand, ControlFile } from "../adapters/runner.ts";
+import type { AssetType } from "../domain/changes.ts";
+
+/** A change as it travels: from the log, or made up from current state for a snapshot. */
+export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any }
 
 export const SYNC_PATH = "/api/v/4/sync";
 /** Most changes and most bytes per batch. */

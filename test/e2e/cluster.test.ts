@@ -9,7 +9,7 @@
 // OUTPOST_CLUSTER_DB: the database URL the nodes share; by default a PostgreSQL database made for
 // the run with OUTPOST_TEST_DB=postgres, else a libSQL file in a temporary directory (processes on
 // one machine share it through its write-ahead log).
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -17,7 +17,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
 import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { BIN, Client, devWithSystem, freePort, hasCommand, needs, newUser, request, runBin, sleep, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { Client, devWithSystem, freePort, hasCommand, NodeProcess, needs, newUser, request, runBin, sleep, TEST_DB, uniq, waitFor } from "./harness.ts";
 
 const dirs: string[] = [];
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-cluster-")); dirs.push(d); return d; };
@@ -50,42 +50,9 @@ function canReach(port: number) {
 }
 
 /** A process of the binary on fixed ports and a data directory, started again as often as a test wants. */
-class Proc {
-  proc: ChildProcess | null = null;
-  private out = "";
-  readonly dir = newDir();
-  mqttPort = 0;
-  constructor(readonly name: string, readonly port: number, readonly args: () => string[]) {}
-  get url() { return `http://127.0.0.1:${this.port}`; }
-  logs() { return this.out; }
-  get running() { return this.proc !== null; }
-  async start() {
-    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-    this.mqttPort ||= ports[0]!;
-    const argv = ["--http-port", String(this.port), "--http-host", "127.0.0.1", "--mqtt-port", String(this.mqttPort), "--mqtt-ws-port", String(ports[1]),
-      "--mqtt-tls-port", String(ports[2]), "--mqtt-wss-port", String(ports[3]), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args()];
-    const p = spawn(BIN, argv, { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp" } });
-    this.proc = p;
-    p.stdout!.on("data", (d) => (this.out += d));
-    p.stderr!.on("data", (d) => (this.out += d));
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      if (p.exitCode !== null) throw new Error(`${this.name} exited with ${p.exitCode}:\n${this.out.slice(-3000)}`);
-      try { if ((await request(this.url, "GET", "/health")).status === 200) return; } catch { /* not up yet */ }
-      if (Date.now() > deadline) { await this.kill(); throw new Error(`${this.name} did not come up:\n${this.out.slice(-3000)}`); }
-      await sleep(20);
-    }
-  }
-  private async signal(sig: NodeJS.Signals) {
-    const p = this.proc;
-    this.proc = null;
-    if (!p || p.exitCode !== null || p.signalCode !== null) return;
-    const exited = new Promise((r) => p.once("exit", r));
-    p.kill(sig);
-    await exited;
-  }
-  kill() { return this.signal("SIGKILL"); }
-  stop() { return this.signal("SIGTERM"); }
+/** A process of this test, in a data directory it removes when done. */
+class Proc extends NodeProcess {
+  constructor(name: string, port: number, args: () => string[], env: Record<string, string> = {}) { super(name, port, newDir(), args, env); }
 }
 const procs: Proc[] = [];
 

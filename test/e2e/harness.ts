@@ -110,6 +110,48 @@ export async function testDbArgs(dataDir: string, args: readonly string[], env?:
   return ["--db", await createPgDatabase(pgDatabaseOf(dataDir))];
 }
 
+/** An Outpost process a test starts, stops, kills and starts again on the same data directory,
+ *  HTTP port and MQTT port, its output kept for failure messages. A platform's database comes
+ *  from the run's engine (testDbArgs) unless `args` name one. */
+export class NodeProcess {
+  proc: ChildProcess | null = null;
+  private out = "";
+  mqttPort = 0;
+  constructor(readonly name: string, readonly port: number, readonly dir: string, readonly args: () => string[], readonly env: Record<string, string> = {}) {}
+  get url() { return `http://127.0.0.1:${this.port}`; }
+  logs() { return this.out; }
+  get running() { return this.proc !== null; }
+  async start(timeoutMs = 30_000) {
+    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    this.mqttPort ||= ports[0]!;
+    const argv = ["--http-port", String(this.port), "--http-host", "127.0.0.1", "--mqtt-port", String(this.mqttPort), "--mqtt-ws-port", String(ports[1]),
+      "--mqtt-tls-port", String(ports[2]), "--mqtt-wss-port", String(ports[3]), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args()];
+    argv.push(...(await testDbArgs(this.dir, argv, this.env)));
+    const p = spawn(BIN, argv, { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...this.env } });
+    this.proc = p;
+    p.stdout!.on("data", (d) => (this.out += d));
+    p.stderr!.on("data", (d) => (this.out += d));
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (p.exitCode !== null) throw new Error(`${this.name} exited with ${p.exitCode}:\n${this.out.slice(-3000)}`);
+      try { if ((await request(this.url, "GET", "/health")).status === 200) return; } catch { /* not up yet */ }
+      if (Date.now() > deadline) { await this.kill(); throw new Error(`${this.name} did not come up:\n${this.out.slice(-3000)}`); }
+      await sleep(20);
+    }
+  }
+  private async signal(sig: NodeJS.Signals) {
+    const p = this.proc;
+    this.proc = null;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((r) => p.once("exit", r));
+    p.kill(sig);
+    await exited;
+  }
+  kill() { return this.signal("SIGKILL"); }
+  stop() { return this.signal("SIGTERM"); }
+}
+
 /** What a platform the harness started has stored, as bytes to search: its database files on
  *  libSQL, a dump of its database on PostgreSQL. */
 export function storedData(o: { dataDir: string }): { name: string; bytes: Buffer }[] {

@@ -11,12 +11,11 @@
 //      (faketime)
 //   6. an up-to-date edge reconnecting after the log was compacted, and after a platform restart
 // OUTPOST_SYNC_ROWS sets the size of the big collections (6,000 by default).
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t, { type Test } from "tap";
-import { BIN, Client, type DevSystem, devWithSystem, dropTestDb, freePort, needs, qs, request, sleep, testDbArgs, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, dropTestDb, freePort, NodeProcess, needs, qs, request, sleep, uniq, waitFor } from "./harness.ts";
 import { type TcpProxy, tcpProxy } from "./tcp-proxy.ts";
 
 const ROWS = Number(process.env.OUTPOST_SYNC_ROWS ?? 6_000);
@@ -32,43 +31,10 @@ const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-scenario-")
 
 /** A process of the binary on a fixed HTTP port and data directory, started again as often as a
  *  test wants; `env` may shift its clock (libfaketime). */
-class Proc {
-  proc: ChildProcess | null = null;
-  private out = "";
-  readonly dir = newDir();
-  constructor(readonly name: string, readonly port: number, readonly args: () => string[], readonly env: Record<string, string> = {}) {}
-  get url() { return `http://127.0.0.1:${this.port}`; }
-  logs() { return this.out; }
-  async start() {
-    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-    const argv = [BIN, "--http-port", String(this.port), "--http-host", "127.0.0.1", "--mqtt-port", String(ports[0]), "--mqtt-ws-port", String(ports[1]),
-      "--mqtt-tls-port", String(ports[2]), "--mqtt-wss-port", String(ports[3]), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args()];
-    argv.push(...(await testDbArgs(this.dir, argv, this.env)));
-    const p = spawn(argv[0]!, argv.slice(1), { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"],
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...this.env } });
-    this.proc = p;
-    p.stdout!.on("data", (d) => (this.out += d));
-    p.stderr!.on("data", (d) => (this.out += d));
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      if (p.exitCode !== null) throw new Error(`${this.name} exited with ${p.exitCode}:\n${this.out.slice(-3000)}`);
-      try { if ((await request(this.url, "GET", "/health")).status === 200) return; } catch { /* not up yet */ }
-      if (Date.now() > deadline) { await this.kill(); throw new Error(`${this.name} did not come up:\n${this.out.slice(-3000)}`); }
-      await sleep(20);
-    }
-  }
-  private async signal(sig: NodeJS.Signals) {
-    const p = this.proc;
-    this.proc = null;
-    if (!p || p.exitCode !== null || p.signalCode !== null) return;
-    const exited = new Promise((r) => p.once("exit", r));
-    p.kill(sig);
-    await exited;
-  }
-  kill() { return this.signal("SIGKILL"); }
-  stop() { return this.signal("SIGTERM"); }
+/** A process of this test, in a data directory it removes when done. */
+class Proc extends NodeProcess {
+  constructor(name: string, port: number, args: () => string[], env: Record<string, string> = {}) { super(name, port, newDir(), args, env); }
 }
-
 const procs: Proc[] = [];
 const proxies: TcpProxy[] = [];
 t.teardown(async () => {

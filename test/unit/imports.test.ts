@@ -1,25 +1,11 @@
 // The import graph of src/: no cycle between files, and none between folders (the layering is
-// http | broker | code | events | sync | cli -> domain -> store -> core, auth beside them). Type-only
+// http | broker | code | triggers | sync | cli -> domain -> store | adapters -> core, auth beside them). Type-only
 // imports count: they are dependencies of the design even though the build erases them.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const SRC = resolve(import.meta.dir, "../../src");
-
-/** Imports known to close a cycle, each to be removed by a change that moves what it needs (the
- *  test fails when one of them no longer exists, so the list only shrinks). */
-const KNOWN: Record<string, string> = {
-  // core's query compiler takes the SQL dialect from the store (the dialect belongs below both)
-  "core/query.ts -> store/dialect.ts": "core <-> store",
-  // the change recorder lives in sync/ but the domain records changes: it belongs beside the store
-  "domain/deps.ts -> sync/changes.ts": "domain <-> sync",
-  "domain/collections.ts -> sync/changes.ts": "domain <-> sync",
-  // the adapter process runner lives in sync/ though it runs processes, not sync
-  "domain/adapters.ts -> sync/adapters.ts": "domain <-> sync",
-  // the wire change type is declared with the snapshots instead of with the protocol
-  "sync/protocol.ts -> sync/assets.ts": "file cycle",
-};
 
 const IMPORT = /(?:^|\n)[ \t]*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']|(?:^|\n)[ \t]*import\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/g;
 
@@ -71,10 +57,6 @@ function cycles(g: Map<string, string[]>): string[][] {
 
 const folderOf = (f: string) => (f.includes("/") ? f.slice(0, f.indexOf("/")) : null);
 
-function withoutKnown(g: Map<string, string[]>) {
-  return new Map([...g].map(([f, to]) => [f, to.filter((t) => !(`${f} -> ${t}` in KNOWN))]));
-}
-
 function folderGraph(g: Map<string, string[]>) {
   const fg = new Map<string, Set<string>>();
   for (const [f, to] of g) {
@@ -98,16 +80,11 @@ describe("imports of src/", () => {
   });
 
   test("no cycle between files", () => {
-    expect(cycles(withoutKnown(graph))).toEqual([]);
+    expect(cycles(graph)).toEqual([]);
   });
 
   test("no cycle between folders", () => {
-    expect(cycles(folderGraph(withoutKnown(graph)))).toEqual([]);
-  });
-
-  test("each known exception still exists (fixing one means removing it from the list)", () => {
-    const edges = new Set([...graph].flatMap(([f, to]) => to.map((t) => `${f} -> ${t}`)));
-    expect(Object.keys(KNOWN).filter((e) => !edges.has(e))).toEqual([]);
+    expect(cycles(folderGraph(graph))).toEqual([]);
   });
 
   test("the detector finds a cycle when there is one", () => {

@@ -28,7 +28,7 @@ import { type Db, openDb } from "../../../src/store/db.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import { rolesRepo } from "../../../src/store/roles.ts";
 import { tokensRepo } from "../../../src/store/tokens.ts";
-import { ChangeRecorder } from "../../../src/sync/changes.ts";
+import { ChangeRecorder } from "../../../src/domain/changes.ts";
 
 const { READ, CREATE, UPDATE, DELETE, ALL } = LEVEL;
 

@@ -8,7 +8,7 @@ import { migrate } from "../../../src/store/migrations.ts";
 import { collectionsRepo } from "../../../src/store/collections.ts";
 import { tombstonesRepo } from "../../../src/store/sync.ts";
 import { applyRows } from "../../../src/sync/assets.ts";
-import type { RowChange } from "../../../src/sync/changes.ts";
+import type { RowChange } from "../../../src/domain/changes.ts";
 import { compileWhere } from "../../../src/core/query.ts";
 
 const ID = "0123456789abcdef0123456789abcd";

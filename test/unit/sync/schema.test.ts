@@ -5,7 +5,8 @@ import { beforeEach, describe, expect, test } from "bun:test";
 import { type Db, openDb } from "../../../src/store/db.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import { collectionsRepo } from "../../../src/store/collections.ts";
-import { applyDefinition, applyRows, type WireChange } from "../../../src/sync/assets.ts";
+import { applyDefinition, applyRows } from "../../../src/sync/assets.ts";
+import type { WireChange } from "../../../src/sync/protocol.ts";
 
 const ID = "abcdefabcdefabcdefabcdefabcdef";
 let db: Db;

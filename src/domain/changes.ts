@@ -6,7 +6,11 @@ import { Hlc, parse } from "../core/hlc.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { changesRepo, outboxRepo, syncStateRepo } from "../store/sync.ts";
 
-export type AssetType = "service" | "library" | "trigger" | "timer" | "collection" | "row" | "role" | "user" | "device" | "adapter";
+/** The kinds of definitions edge sync moves (what each involves: sync/kinds.ts). */
+export const DEFINITION_TYPES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"] as const;
+export type DefinitionType = (typeof DEFINITION_TYPES)[number];
+/** What a change log entry is about: a definition, or a row of a collection. */
+export type AssetType = DefinitionType | "row";
 
 /** A row write as it travels. `replaces`: the platform refused the writer's stamp (too far
  *  ahead) and stamped the write again; the writer's copy carrying that stamp takes the new one. */

@@ -1,4 +1,4 @@
-// Adapters (spec §4.10, adapter parts of §4.11, wire reference §10) with a real platform and a
+// Adapters with a real platform and a
 // real edge: definitions, files with versions, command mapping, control of an edge over the sync
 // channel (deploy a shell script, start, status, logs, stop, undeploy), the edge's files on disk
 // (inside --adapters-dir, with their permissions), sync of adapters to an edge that was offline,

@@ -4,7 +4,7 @@
 // permissions and run_user, every runtime API family from inside a service (ClearBlade,
 // ClearBladeAsync, Code, Messaging over real MQTT, Device, User, log, newUUID, cbmeta), libraries
 // with versions, sandbox attacks and limits, failed runs with retry and delete, and the
-// concurrency setting (spec §4.5; wire reference §6).
+// concurrency setting.
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
 import { Client, type DevSystem, type HttpResponse, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200, collectionWith } from "./harness.ts";

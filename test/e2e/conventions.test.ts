@@ -1,6 +1,5 @@
-// Cross-cutting HTTP conventions existing ClearBlade clients rely on (wire reference §0, §3.3, §15;
-// spec §4 conventions, §7): header spellings in any case, JSON bodies whatever the Content-Type,
-// bodies on GET and DELETE, 200 + JSON on success, the error envelope (404 code 103 for unknown
+// Cross-cutting HTTP conventions existing ClearBlade clients rely on: header spellings in any
+// case, JSON bodies whatever the Content-Type, bodies on GET and DELETE, 200 + JSON on success, the error envelope (404 code 103 for unknown
 // routes, 400 code 106 for malformed JSON, never a stack trace), repeated slashes, the first of
 // repeated `query` parameters, and '+' / %20 decoding.
 import t, { type Test } from "tap";
@@ -38,7 +37,7 @@ t.test("token headers are accepted in Platform-* and ClearBlade-* spellings, any
     ok200(t, r, h);
     t.type(r.body.count, "number");
   }
-  // the token alone identifies its system; any token header carries any token kind (wire §15.1)
+  // the token alone identifies its system; any token header carries any token kind
   const viaDevHeader = await raw("GET", "/api/v/1/user/info", { "ClearBlade-DevToken": u.token });
   ok200(t, viaDevHeader, "a user token in the DevToken header");
   t.equal(viaDevHeader.body.user_id, u.userId);

@@ -1,4 +1,4 @@
-// Collections and items (spec §4.3) through the binary: management, both addressings, every
+// Collections and items through the binary: management, both addressings, every
 // operator and column type, paging, upsert and index rules, permissions and bad input.
 import t from "tap";
 import { type DevSystem, type Outpost, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq } from "./harness.ts";
@@ -297,7 +297,7 @@ t.test("bad input never changes another table and never crashes", async (t) => {
   t.equal((await s.dev.get("/health")).status, 200, "still serving");
 });
 
-t.test("upsert and index rules of spec §4.3", async (t) => {
+t.test("upsert and index rules", async (t) => {
   const { id, name } = await collection([["serial", "string"], ["reading", "int"]]);
   const base = `/api/v/4/data/${s.systemKey}/${name}`;
   const first = await s.dev.put(`${base}/upsert?conflictColumn=serial`, { serial: "A1", reading: 1 });

@@ -1,4 +1,4 @@
-// Developer accounts and platform-admin operations (spec §4.11, §5, §7; wire reference §0, §1.1, §15):
+// Developer accounts and platform-admin operations:
 // /admin/reg, /admin/auth (password and refresh grants), /admin/logout, /admin/checkauth,
 // /admin/userinfo, /admin/putpass, /admin/resetpassword, /admin/pkey.
 import { rmSync } from "node:fs";
@@ -327,7 +327,7 @@ t.test("developer token header spellings: Platform-DevToken and ClearBlade-DevTo
     t.equal(me.body?.email, d.email, `${h}: resolves the right developer`);
     isError(t, await new Client(o.url, { [h]: d.token + "x" }).post("/admin/checkauth"), 400, E.INVALID_TOKEN, undefined, `${h}: wrong token`);
   }
-  // wire reference §15.1: any token type in any token header; the token itself identifies the caller
+  // any token type in any token header; the token itself identifies the caller
   for (const h of ["ClearBlade-UserToken", "Platform-UserToken", "ClearBlade-DeviceToken"]) {
     const me = await new Client(o.url, { [h]: d.token }).get("/admin/userinfo");
     t.equal(me.status, 200, `developer token in ${h}`);

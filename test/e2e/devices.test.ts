@@ -1,7 +1,7 @@
 // Devices, black-box: the user routes /api/v/2/devices (plus /api/v/3 count and columns, /api/v/4
 // connections), the developer routes /admin/devices, device key authentication and refresh,
 // rotating keys, device roles, custom columns, bulk operations by query, live MQTT connections and
-// permissions (spec §4.2, the /admin/devices rows of §4.11, §5; wire reference §1.3, §5).
+// permissions.
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
 import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, sleep, isErr, ok200, qs } from "./harness.ts";

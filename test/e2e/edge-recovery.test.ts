@@ -6,9 +6,8 @@
 // columns, failure paths), templates (per edge and named), the initial sync of every asset kind,
 // platform changes reaching the edge, rows and relayed messages going up, code running on the
 // edge, per-asset sync status (synced, pending, failed, retry) and a platform outage the edge works
-// through and catches up after, also across an edge restart during the outage (spec §4.8, edge
-// rows of §4.11; wire reference §9; DESIGN "Edge sync"). Also: a lost acknowledgement must not leave
-// an applied change pending, an edge with a wrong token is refused, and a named template with
+// through and catches up after, also across an edge restart during the outage (docs/sync.md).
+// Also: a lost acknowledgement must not leave an applied change pending, an edge with a wrong token is refused, and a named template with
 // deploy-mode code copies it at start-up (the first one included) but not live.
 //
 // The edge reaches the platform through a TCP pass-through in this process (`gate`): it changes

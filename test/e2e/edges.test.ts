@@ -1,5 +1,4 @@
-// Edges and edge sync, black-box: edge records on both path families (spec §4.8, §4.11; wire
-// reference §9.1), templates, and a real platform and a real edge (two processes of the binary on
+// Edges and edge sync, black-box: edge records on both path families, templates, and a real platform and a real edge (two processes of the binary on
 // loopback): initial sync of every asset kind, platform changes reaching the edge, edge rows
 // reaching the platform, synced services, triggers and timers running on the edge, per-asset sync
 // status (synced, pending, failed, retry), the edge working through a platform outage and both
@@ -128,7 +127,7 @@ function checkRecord(t: Test, b: any, name: string, what: string) {
   for (const k of STANDARD_FIELDS) t.ok(k in (b ?? {}), `${what}: standard field ${k}`);
 }
 
-t.test("edge records: create, read, update, delete on /admin/edges and /api/v/3/edges with the §9.1 fields", async (t) => {
+t.test("edge records: create, read, update, delete on /admin/edges and /api/v/3/edges with the fields clients read", async (t) => {
   const name = uniq("gw");
   const c = await s.dev.post(adminEdge(name), { system_key: SK, system_secret: s.systemSecret, token: "a-secret-token-1", description: "north hall", location: "hall 3" });
   ok200(t, c, "create on /admin/edges");

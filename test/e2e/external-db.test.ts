@@ -1,4 +1,4 @@
-// External databases over HTTP (spec §4.4, §2, wire reference §12) against the binary, with real
+// External databases over HTTP against the binary, with real
 // PostgreSQL and MariaDB (scripts/test-databases.sh): management, who may read credentials,
 // data operations, credential changes closing the pool, sealed storage, and failure paths.
 import t from "tap";

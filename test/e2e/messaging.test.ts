@@ -1,8 +1,8 @@
 // Messaging over REST, black-box, against real MQTT clients: publishing through
 // POST /api/v/1/message/{sk}/publish, message history (GET and DELETE /api/v/1/message/{sk} with
 // topic, count, last, start and stop), per-topic history storage settings and the server-wide
-// --history-max-rows flag, the topic listings of /api/v/4 with the §4.12 query object, and
-// currentTopics (spec §4.7, §4.12, §5, §7, §8; wire reference §8.2, §8.3).
+// --history-max-rows flag, the topic listings of /api/v/4 with the query object, and
+// currentTopics.
 import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";

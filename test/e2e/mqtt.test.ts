@@ -2,8 +2,7 @@
 // WebSocket, and the Debian mosquitto clients): CONNECT authentication (username = token,
 // password = system key), per-system topic isolation, role permissions on subscribe, publish and
 // wills, QoS 0/1/2, retained messages, last will, persistent sessions, delivery and retained
-// messages across a broker restart on the same data, and the bound on a client's offline queue
-// (spec §4.7, §5, §6.3; wire reference §8.1).
+// messages across a broker restart on the same data, and the bound on a client's offline queue.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";

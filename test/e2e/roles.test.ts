@@ -1,7 +1,7 @@
 // Roles, black-box: the developer routes /admin/user/{systemKey}/roles and the user-token routes
 // /api/v/3/user/roles/{systemKey}; built-in roles; the role object's wire shape; permission
-// changes and levels; the query structure of spec §4.12; counting; deletion; and that role
-// permissions actually govern what users may do (spec §4.11, §4.12, §8; wire reference §4.3).
+// changes and levels; the query structure (FILTERS, SORT, PAGING); counting; deletion; and that role
+// permissions actually govern what users may do.
 import t, { type Test } from "tap";
 import { type DevSystem, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
@@ -42,7 +42,7 @@ async function setUserRoles(sys: DevSystem, userId: string, roles: { add?: strin
   if (r.status !== 200) throw new Error(`user roles: ${r.status} ${r.text}`);
 }
 
-/** The role object of wire reference §4.3. */
+/** The role object as clients read it. */
 function checkRoleShape(t: Test, r: any, what: string) {
   t.type(r.ID, "string", `${what}: ID`);
   t.type(r.Name, "string", `${what}: Name`);
@@ -200,7 +200,7 @@ t.test("PUT failures leave the role unchanged", async (t) => {
 
 // ---- listing with the query structure ---------------------------------------------------------
 
-t.test("GET with ?query= (spec §4.12): FILTERS, paging, SORT", async (t) => {
+t.test("GET with ?query=: FILTERS, paging, SORT", async (t) => {
   const sq = await devWithSystem(o, "roles-query");
   const names = ["Delta", "alpha", "Charlie", "Bravo", "Echo"].map((n) => `${n}${uniq("")}`);
   for (const n of names) await createRole(sq, { name: n });
@@ -316,7 +316,7 @@ t.test("DELETE ?role=<id> and by name", async (t) => {
   isErr(t, await s2.dev.del(`${rolesPath(s)}?role=${keep}`), 401, 201, "another developer");
   t.ok(await roleByName(s, keep), "still there");
   await setUserRoles(s, u.userId, { add: [keep] });
-  ok200(t, await s.dev.del(`${rolesPath(s)}?query=${encodeURIComponent(keep)}`), "?query=<role> (spec §4.11 names the parameter query)");
+  ok200(t, await s.dev.del(`${rolesPath(s)}?query=${encodeURIComponent(keep)}`), "?query=<role>");
   t.notOk(await roleByName(s, keep), "gone");
   const ur2 = await s.dev.get(`${rolesPath(s)}?user=${u.userId}`);
   t.same((ur2.body as any[]).map((x) => x.Name), ["Authenticated"], "membership removed with the role");

@@ -1,4 +1,4 @@
-// System management (spec §4.11, §5, §7; wire reference §0, §2, §15): /admin/systemmanagement and
+// System management: /admin/systemmanagement and
 // /admin/v/4/systemmanagement (GET/POST/PUT/DELETE), /admin/allapps, /admin/allsystems,
 // /admin/regensystemsecret, token lifetime, ownership and header spellings.
 import t, { type Test } from "tap";
@@ -31,7 +31,7 @@ function isError(t: T, r: HttpResponse, status: number, code: number, detail?: R
   if (detail) t.match(r.body?.error?.detail, detail, `${p}detail names the problem`);
 }
 
-/** The fields Go's DevClient type-asserts on a system (wire reference §2). */
+/** The fields Go's DevClient type-asserts on a system. */
 function isSystem(t: T, b: any, what: string) {
   t.type(b?.appID, "string", `${what}: appID is a string`);
   t.match(b?.appID, /^[0-9a-f]{28,30}$/, `${what}: appID is lowercase hex`);

@@ -1,4 +1,4 @@
-// Throttling (document 001 §1, §2.3–§2.8, §4.2, §5.5–§5.6, §7, §8) against the real binary:
+// Throttling against the real binary:
 // administration, case validation, matching, limiters, built-in cases, developer bypass, MQTT
 // CONNECT and PUBLISH with real MQTT clients, /metrics, and global mode on a real Redis shared
 // by two nodes (Redis is started here from the redis-server that .ci/run installs).

@@ -2,8 +2,7 @@
 // paths (/admin/triggers/handlers) and the user-token paths (/api/v/3/code/{sk}/trigger[s]) with
 // flat and nested bodies, each module firing from a real action (HTTP insert, user registration,
 // device update, MQTT publish) with its key_value_pairs filter, loop protection, and timers: CRUD,
-// start times, repeat counts, disabling, bad bodies and a schedule that survives a restart
-// (spec §4.9, trigger and timer rows of §4.11, §6; wire reference §7).
+// start times, repeat counts, disabling, bad bodies and a schedule that survives a restart.
 import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";

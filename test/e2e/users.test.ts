@@ -1,7 +1,7 @@
 // Users of a system, black-box: registration, sign-in (password, refresh, anonymous), sessions,
 // the user's own record, password changes, managing other users, user listing with the query
 // object, token expiry, cross-system tokens, and the developer's /admin/user/{systemKey} routes
-// with custom user columns (spec §4.1, §4.11, §4.12, §5, §7; wire reference §1.2, §3.3, §4).
+// with custom user columns.
 import t from "tap";
 import { Client, type DevSystem, type HttpResponse, devWithSystem, isEnvelope, newUser, request, startOutpost, uniq, isErr, ok200, qs } from "./harness.ts";
 
@@ -836,7 +836,7 @@ t.test("the /admin/user routes refuse user tokens, other developers and missing 
 });
 
 t.test("a developer token with the system key is accepted on the /api/v user routes", async (t) => {
-  // wire reference §0.1: dev tokens are used against /api/v/* user endpoints too
+  // dev tokens are used against /api/v/* user endpoints too
   const u = await newUser(s);
   const d = s.dev.with({ "ClearBlade-SystemKey": s.systemKey });
   const l = await d.get(`/api/v/1/user?query=${qs({ FILTERS: [[{ EQ: [{ email: u.email }] }]] })}`);

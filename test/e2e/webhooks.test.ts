@@ -1,4 +1,4 @@
-// Webhooks (spec §4.6; document 001 §2.1, §2.2, §4.1, §5; wire reference §11): management on
+// Webhooks: management on
 // /admin/v/4/webhook and invocation at /api/v/4/webhook/execute with real HTTP requests, checking
 // both what the service saw (it answers with its own request object) and what the caller got.
 import t from "tap";
@@ -58,7 +58,7 @@ await allow(s, "Authenticated", ECHO);
 
 // ---- management ------------------------------------------------------------------------------
 
-t.test("create, read, list, update and delete; the list and record shapes of wire §11", async (t) => {
+t.test("create, read, list, update and delete; the list and record shapes clients read", async (t) => {
   const name = uniq("m");
   const c = await s.dev.post(hookPath(s, name), { name, service_name: ECHO, auth_method: "platform_auth", description: "first", path: "states/{stateCode}/devices/{deviceType}/" });
   t.equal(c.status, 200, c.text);
@@ -151,7 +151,7 @@ t.test("management failure paths answer with the envelope", async (t) => {
   t.equal((await s.dev.get(`/admin/v/4/webhook/${"f".repeat(30)}`)).status, 404, "unknown system");
 });
 
-// ---- the request object (document 001 §2.2) ----------------------------------------------------
+// ---- the request object ----------------------------------------------------
 
 t.test("every method runs the service; the request object carries method, uri, body, query, headers, urlParams", async (t) => {
   const name = await hook(s, { service_name: ECHO, auth_method: "no_auth", path: "/states/{stateCode}/devices/{deviceType}" });
@@ -227,7 +227,7 @@ t.test("paths: multilevel wildcards, trailing slash, and paths that do not match
   t.equal((await request(o.url, "GET", `/api/v/4/webhook/execute/${"0".repeat(30)}/x`)).status, 404, "unknown system");
 });
 
-// ---- authentication (document 001 §5) ---------------------------------------------------------
+// ---- authentication ---------------------------------------------------------
 
 t.test("no_auth needs the Anonymous role to be allowed to run the service", async (t) => {
   const svc = uniq("anonsvc");

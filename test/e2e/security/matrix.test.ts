@@ -433,7 +433,7 @@ function bodyCases(route: Route): Case[] {
 const DEEP_QUERY = '{"FILTERS":'.concat("[".repeat(1000), "]".repeat(1000), "}");
 /** The query cases; `ignorable` names the route kinds that may ignore the key (answer 2xx), as
  *  long as the answer is clean: a count neither pages, sorts nor selects; roles, topics and failed
- *  runs have no SELECTCOLUMNS in their query structure (spec §4.12). */
+ *  runs have no SELECTCOLUMNS in their query structure. */
 const PAGING = ["count"], SORTING = ["count"], SELECTING = ["count", "meta"];
 const QUERIES: [string, string, string[]?][] = [
   ["malformed JSON", '{"FILTERS":'],

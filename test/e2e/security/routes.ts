@@ -9,8 +9,8 @@
  *  - self: a user's own account (the system is the token's);
  *  - devself: a developer's own account or platform-wide developer operations (no system);
  *  - admin: the platform admin only;
- *  - dev: the developer of the system in the path (spec: DT);
- *  - user: any token of the system in the path, with role permissions (spec: UT);
+ *  - dev: the developer of the system in the path;
+ *  - user: any token of the system in the path, with role permissions;
  *  - hook: a webhook invocation (platform_auth: a user token of the system). */
 export type Auth = "public" | "any" | "self" | "devself" | "admin" | "dev" | "user" | "hook";
 
@@ -70,8 +70,8 @@ export interface Route {
   /** the owner making the valid calls (default devA) */
   as?: Owner;
   /** takes a `query` URL parameter (fuzzed by the query matrix): a list, a count (which neither
-   *  pages, sorts nor selects, so those keys may be ignored), or a list whose query structure (spec
-   *  §4.12: roles, topics; failed runs) has no SELECTCOLUMNS */
+   *  pages, sorts nor selects, so those keys may be ignored), or a list whose query structure (roles,
+   *  topics; failed runs) has no SELECTCOLUMNS */
   query?: "list" | "count" | "meta";
   /** the sample is not sent as the owner (destructive, or answers an error by design) */
   noBaseline?: string;
@@ -116,7 +116,7 @@ export function routes(opts: { pg: boolean }): Route[] {
   // ---- users.ts ------------------------------------------------------------------------------
   const us = "users.ts";
   add({ file: us, method: "POST", path: "/api/v/1/user/reg", auth: "public", as: "anon", sysHeader: true, columns: "", body: (_i, f) => ({ email: `${f()}@example.com`, password: "pw-123456" }) });
-  add({ file: us, method: "POST", path: "/api/v/1/user/auth", auth: "public", as: "anon", sysHeader: true, extraFields: "Go passes its extra options through (wire reference §1.2)", body: (i) => ({ email: i.userAEmail, password: i.userAPassword }) });
+  add({ file: us, method: "POST", path: "/api/v/1/user/auth", auth: "public", as: "anon", sysHeader: true, extraFields: "Go passes its extra options through", body: (i) => ({ email: i.userAEmail, password: i.userAPassword }) });
   add({ file: us, method: "POST", path: "/api/v/1/user/anon", auth: "public", as: "anon", sysHeader: true });
   add({ file: us, method: "POST", path: "/api/v/1/user/checkauth", auth: "self", as: "selfUser", sysHeader: true, crossAlso: [400] });
   add({ file: us, method: "POST", path: "/api/v/1/user/logout", auth: "self", noBaseline: "logs the caller out" });

@@ -1,4 +1,4 @@
-// src/core/errors.ts: the coded error envelope (wire reference §0.3).
+// src/core/errors.ts: the coded error envelope.
 import { describe, expect, test } from "bun:test";
 import { ApiError, envelope, ErrorKinds, fail, notFound } from "../../../src/core/errors.ts";
 
@@ -60,7 +60,7 @@ describe("ApiError", () => {
     expect(notFound("system", "k").kind.category).toBe("Admin");
   });
 
-  test("the catalogue uses the wire reference's codes and HTTP error statuses", () => {
+  test("the catalogue uses ClearBlade's codes and HTTP error statuses", () => {
     expect(ErrorKinds.INVALID_METHOD.code).toBe(101);
     expect(ErrorKinds.INTERNAL.code).toBe(102);
     expect(ErrorKinds.ROUTE_NOT_FOUND.code).toBe(103);

@@ -1,4 +1,4 @@
-// src/core/query.ts: the query object (wire reference §3.3) and its compilation to parameterised SQL.
+// src/core/query.ts: the query object and its compilation to parameterised SQL.
 // The second half runs the compiled SQL against a real libSQL database.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";

@@ -1,5 +1,5 @@
-// Collections in-process: the typed domain events every change emits (wire reference §7.2
-// payload keys), and that reused query results never outlive a write.
+// Collections in-process: the typed domain events every change emits (with the
+// payload keys triggers receive), and that reused query results never outlive a write.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";

@@ -1,4 +1,4 @@
-// Case validation and matching (document 001 §2.4–§2.6, §8.1) without a server.
+// Case validation and matching without a server.
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
 import { ANY, BUILT_IN_CASES, compileCase, EACH, emailKey, EXACT, matchCase, parseCase, parseConsumer, type Subject } from "../../../src/throttle/cases.ts";

@@ -1,4 +1,4 @@
-// Limiters (document 001 §8.2): the local token bucket and in-flight counter, and the shared
+// Limiters: the local token bucket and in-flight counter, and the shared
 // fixed window on a real redis-server (started here on a free port), including its fallback.
 import { afterAll, describe, expect, test } from "bun:test";
 import { createServer } from "node:net";

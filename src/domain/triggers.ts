@@ -33,8 +33,9 @@ function runAsOf(p: Principal): RunAs {
 }
 
 export class Triggers {
-  /** Called after any trigger or timer change (the dispatcher and scheduler reload). */
-  onChange: (systemKey: string) => void = () => {};
+  /** Called after any trigger or timer change (the dispatcher reloads its index); a trigger change
+   *  answers once it resolves, so a trigger is live, changed or gone when its request returns. */
+  onChange: (systemKey: string) => void | Promise<void> = () => {};
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: CodeServices) {}
 
@@ -108,7 +109,7 @@ export class Triggers {
       await triggersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
     });
-    this.onChange(systemKey);
+    await this.onChange(systemKey);
     return this.triggerToWire(row, s.system_secret);
   }
 
@@ -121,7 +122,7 @@ export class Triggers {
       await triggersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
     });
-    this.onChange(systemKey);
+    await this.onChange(systemKey);
     return this.triggerToWire(row, s.system_secret);
   }
 
@@ -131,7 +132,7 @@ export class Triggers {
       if (!(await triggersRepo.delete(tx, systemKey, name)).changes) throw notFound("trigger", name, "Triggers");
       await this.d.changes.record(tx, systemKey, "trigger", name, "delete", null);
     });
-    this.onChange(systemKey);
+    await this.onChange(systemKey);
     return {};
   }
 

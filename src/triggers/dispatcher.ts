@@ -37,6 +37,9 @@ export function matches(t: TriggerRow, e: DomainEvent): boolean {
 export class TriggerDispatcher {
   /** systemKey -> event type -> triggers */
   private index = new Map<string, Map<string, TriggerRow[]>>();
+  /** the reload waiting to start, and the last one started */
+  private queued: Promise<void> | null = null;
+  private running: Promise<void> = Promise.resolve();
   private off: (() => void) | null = null;
   fired = 0;
   loopsStopped = 0;
@@ -46,7 +49,7 @@ export class TriggerDispatcher {
 
   async start() {
     await this.reload();
-    this.triggers.onChange = () => { void this.reload(); };
+    this.triggers.onChange = () => this.reload().catch((err) => this.log.error("trigger index reload failed", { err }));
     this.subscribe();
   }
 
@@ -58,7 +61,17 @@ export class TriggerDispatcher {
     this.off = types.size ? this.events.on((e) => this.handle(e), [...types] as EventType[]) : null;
   }
 
-  async reload() {
+  /** Reloads the index; resolves once an index read after this call is in place. Reloads run one
+   *  at a time (a slower, older one can never replace a newer index), and callers arriving while
+   *  one waits to start share it (it reads every change made before it starts). */
+  reload(): Promise<void> {
+    if (this.queued) return this.queued;
+    const next = this.running.catch(() => {}).then(() => { this.queued = null; return this.load(); });
+    this.queued = next;
+    this.running = next;
+    return next;
+  }
+  private async load() {
     const index = new Map<string, Map<string, TriggerRow[]>>();
     for (const t of await this.triggers.allTriggers()) {
       if (t.disabled) continue;

@@ -57,6 +57,29 @@ const up = (sys: DevSystem, name?: string) => name === undefined ? `/api/v/3/cod
 const tp = (sys: DevSystem, name?: string) => `/admin/triggers/timers/${sys.systemKey}${name === undefined ? "" : `/${name}`}`;
 const utp = (sys: DevSystem, name?: string) => name === undefined ? `/api/v/3/code/${sys.systemKey}/timers` : `/api/v/3/code/${sys.systemKey}/timer/${name}`;
 
+/** Waits until the events of `sys` emitted so far are dispatched: events are dispatched in
+ *  order, so once a probe trigger's run for an insert made now is recorded, every event before it
+ *  has been matched, and the runs it started were queued before the probe's. What should not have
+ *  fired is checked after this, not after a wall-clock pause. */
+const probes = new Map<string, Promise<{ col: { id: string; name: string }; tag: string }>>();
+async function dispatched(sys: DevSystem) {
+  let probe = probes.get(sys.systemKey);
+  if (!probe) {
+    probe = (async () => {
+      const col = await collectionWith(sys, [["v", "int"]], uniq("probe"));
+      const rec = await recorder(sys);
+      await trigger(sys, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: col.name }, service_name: rec.name });
+      return { col, tag: rec.tag };
+    })();
+    probes.set(sys.systemKey, probe);
+  }
+  const { col, tag } = await probe;
+  const before = (await recorded(sys, tag)).length;
+  const r = await sys.dev.post(`/api/v/1/data/${col.id}`, { v: 1 });
+  if (r.status !== 200) throw new Error(`probe insert: ${r.status} ${r.text}`);
+  if (!(await waitFor(async () => (await recorded(sys, tag)).length > before))) throw new Error("the probe trigger did not run");
+}
+
 async function trigger(sys: DevSystem, body: Record<string, unknown>, name = uniq("trg")) {
   const r = await sys.dev.post(hp(sys, name), body);
   if (r.status !== 200) throw new Error(`create trigger: ${r.status} ${r.text}`);
@@ -277,7 +300,7 @@ t.test("Data::ItemCreated fires from an HTTP insert, filtered by collectionName"
   const itemId = ins.body[0]?.item_id;
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 1), "the trigger's service ran");
   t.ok(await waitFor(async () => (await recorded(s, recId.tag)).length >= 1), "the collectionId filter matches too");
-  await sleep(500);
+  await dispatched(s);
   const got = await recorded(s, rec.tag);
   t.equal(got.length, 1, "exactly once: the other collection's insert did not match");
   const p = got[0]?.params;
@@ -315,7 +338,7 @@ t.test("User::UserCreated fires from a registration", async (t) => {
   // another system's registrations do not fire this system's trigger
   const before = (await recorded(s, rec.tag)).length;
   await newUser(s2);
-  await sleep(600);
+  await dispatched(s); // one event bus: the other system's event was dispatched before the probe's
   t.equal((await recorded(s, rec.tag)).length, before, "another system's users do not fire it");
 });
 
@@ -327,7 +350,7 @@ t.test("Device::DeviceUpdated fires from a device update, filtered by deviceName
   ok200(t, await s.dev.put(`/admin/devices/${SK}/${d2}`, { state: "ignored" }), "update the other device");
   ok200(t, await s.dev.put(`/admin/devices/${SK}/${d1}`, { state: "on" }), "update the watched device");
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 1), "the service ran");
-  await sleep(500);
+  await dispatched(s);
   const got = await recorded(s, rec.tag);
   t.equal(got.length, 1, "only the watched device fired it");
   t.equal(got[0]?.params.trigger, "Device::DeviceUpdated");
@@ -355,7 +378,7 @@ t.test("Messaging::Publish fires from an MQTT publish matching a/# (not b/x)", a
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 1), "the service ran");
   await pub("a", "parent level");
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 2), "a/# matches a itself");
-  await sleep(500);
+  await dispatched(s);
   const got = await recorded(s, rec.tag);
   t.same(got.map((e) => e.params.topic).sort(), ["a", "a/x/y"], "only the matching topics fired");
   const deep = got.find((e) => e.params.topic === "a/x/y");
@@ -373,14 +396,14 @@ t.test("a disabled trigger does not fire; enabling it again does", async (t) => 
   const rec = await recorder(s);
   const name = await trigger(s, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: col.name }, service_name: rec.name, disabled: true });
   ok200(t, await s.dev.post(`/api/v/1/data/${col.id}`, { v: 1 }));
-  await sleep(800);
+  await dispatched(s);
   t.equal((await recorded(s, rec.tag)).length, 0, "disabled: no run");
   ok200(t, await s.dev.put(hp(s, name), { disabled: false }));
   ok200(t, await s.dev.post(`/api/v/1/data/${col.id}`, { v: 2 }));
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length === 1), "enabled: it runs");
   ok200(t, await s.dev.del(hp(s, name)));
   ok200(t, await s.dev.post(`/api/v/1/data/${col.id}`, { v: 3 }));
-  await sleep(800);
+  await dispatched(s);
   t.equal((await recorded(s, rec.tag)).length, 1, "deleted: no more runs");
 });
 

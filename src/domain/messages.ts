@@ -84,6 +84,11 @@ interface Pending extends Message { systemKey: string; topic: string }
 
 const STORAGE_FIELDS = new Set(["topic", "max_rows", "max_time", "edge", "platform", "system_key"]);
 
+/** Which stored messages a history read or delete takes, as the caller gave them (checked after
+ *  the caller's rights): `topic` (exact), `count` (0 = all), `last` (before this epoch second),
+ *  `start`/`stop` (a window in epoch seconds, -1 = open). */
+export interface HistoryParams { topic?: string | null; count?: string | null; last?: string | null; start?: string | null; stop?: string | null }
+
 export class Messages {
   private buffer: Pending[] = [];
   private flushing: Promise<void> | null = null;
@@ -268,13 +273,13 @@ export class Messages {
   }
 
   /** `topic` (exact, no wildcards), `count` (0 = all), `last` (before this epoch second), `start`/`stop`. */
-  private params(q: { get(n: string): string | null }) {
-    const topic = q.get("topic");
+  private params(q: HistoryParams) {
+    const topic = q.topic;
     if (!topic) throw fail("INVALID_ARGUMENT", "topic is required");
     if (/[+#]/.test(topic)) throw fail("INVALID_ARGUMENT", "topic must be one topic: wildcards are not honoured here");
-    const num = (name: string, required = false): number | null => {
-      const v = q.get(name);
-      if (v === null || v === "") { if (required) throw fail("INVALID_ARGUMENT", `${name} is required`); return null; }
+    const num = (name: Exclude<keyof HistoryParams, "topic">, required = false): number | null => {
+      const v = q[name];
+      if (v === null || v === undefined || v === "") { if (required) throw fail("INVALID_ARGUMENT", `${name} is required`); return null; }
       const n = Number(v);
       if (!Number.isFinite(n)) throw fail("INVALID_ARGUMENT", `${name} must be a number`);
       return n;
@@ -291,14 +296,14 @@ export class Messages {
     return { topic, count, after: ms(start), before };
   }
 
-  async history(p: Principal, systemKey: string, q: { get(n: string): string | null }) {
+  async history(p: Principal, systemKey: string, q: HistoryParams) {
     await this.needHistory(p, systemKey, LEVEL.READ);
     const { topic, count, after, before } = this.params(q);
     await this.flush();
     return (await this.select(this.d.db, systemKey, topic, after, before, count)).map(Messages.toWire(topic));
   }
 
-  async deleteHistory(p: Principal, systemKey: string, q: { get(n: string): string | null }) {
+  async deleteHistory(p: Principal, systemKey: string, q: HistoryParams) {
     await this.needHistory(p, systemKey, LEVEL.DELETE);
     const { topic, count, after, before } = this.params(q);
     await this.flush();

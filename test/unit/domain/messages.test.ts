@@ -19,7 +19,7 @@ beforeAll(async () => {
 });
 afterAll(() => app.stop());
 
-const params = (p: Record<string, string | number>) => new URLSearchParams(Object.entries(p).map(([k, v]): [string, string] => [k, String(v)]));
+const params = (p: Record<string, string | number>) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, String(v)]));
 const history = (p: Record<string, string | number>) => app.services.messages.history(dev, systemKey, params(p));
 
 /** Bytes of message data the database hands back while `fn` runs. */

@@ -140,6 +140,14 @@ function isKnownFlag(word: string): boolean {
   return !!m && isKnownFlagName(m[1]!.toLowerCase());
 }
 
+/** Whether parseArgs takes `next` as the value of the flag `name` written without "=" (a value
+ *  may start with "-": a token, a negative number). Subcommands that pass flags on use it. */
+export function takesValue(name: string, next: string | undefined): boolean {
+  if (next === undefined) return false;
+  if (BOOLEAN_KEYS.has(flagKey(name.toLowerCase()))) return /^(true|false|1|0|yes|no)$/.test(next);
+  return !isKnownFlag(next);
+}
+
 export function parseArgs(argv: string[]): ParsedArgs {
   const values: Record<string, unknown> = {};
   let help = false, version = false, platformHost: string | undefined, platformPort: string | undefined;

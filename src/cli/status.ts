@@ -6,7 +6,7 @@
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import tls from "node:tls";
-import { ConfigError, loadConfig } from "../config.ts";
+import { ConfigError, loadConfig, takesValue } from "../config.ts";
 
 export const STATUS_HELP = `outpost status — sync status of a fleet, of one edge, or of this edge
 
@@ -43,6 +43,8 @@ export interface StatusIo { stdout: Out; stderr: Out; env: Record<string, string
 
 /** Our flags, and the others: on an edge those are the edge's own (its configuration, checked
  *  as the edge checks it); against a platform they are an error. */
+const isStatusFlag = (word: string) => { const m = /^--?([A-Za-z][A-Za-z0-9-]*)(?:=|$)/.exec(word); return !!m && (FLAGS.has(m[1]!) || m[1] === "h"); };
+
 function parse(argv: string[]): { f: Record<string, string | true>; rest: string[] } {
   const out: Record<string, string | true> = {}, rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -51,8 +53,10 @@ function parse(argv: string[]): { f: Record<string, string | true>; rest: string
     const name = m[1]!;
     if (name === "h") { out.help = true; continue; }
     if (!FLAGS.has(name)) {
+      // an edge's own flag, passed on with its value (which may start with "-": a token)
       rest.push(argv[i]!);
-      if (m[2] === undefined && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith("-")) rest.push(argv[++i]!);
+      const next = argv[i + 1];
+      if (m[2] === undefined && takesValue(name, next) && !isStatusFlag(next!)) rest.push(argv[++i]!);
       continue;
     }
     if (BOOLEAN.has(name)) { out[name] = m[2] === undefined ? true : m[2]; continue; }

@@ -253,11 +253,13 @@ t.test("2b. an edge made again drops the rows deleted on the platform while it w
   await edge.node.kill();
   await must(sys.dev.del(`/admin/edges/${sys.systemKey}/${edge.name}`), "delete the edge");
   t.same(await must(sys.dev.del(`/api/v/1/data/${a.id}?query=${qs({ FILTERS: [[{ LT: [{ n: 20 }] }]] })}`), "delete rows"), { count: 20 }, "20 rows deleted while it is away");
+  // compaction runs every second: the log is watched from here, so a compaction that follows the
+  // witness's acknowledgement at once is seen too (every line after this has a head past the deletes)
+  const mark = platform.logs().length;
   await must(sys.dev.post(`/admin/edges/${sys.systemKey}/${edge.name}`, { token: edge.token }), "created again");
   await must(sys.dev.put(`/admin/edges/template/${sys.systemKey}/${edge.name}`, { add: template }), "the same template");
   await converge(t, sys, witness, lacks(sys, witness, { collections: [a] }));
   const cursor = (await edgeRecord(sys, witness.name)).cursor as number;
-  const mark = platform.logs().length;
   // the witness's cursor may be past the system's newest entry (empty batches move it over other
   // systems' changes): compacted through the newest entry is past the deletes too
   t.ok(await waitFor(() => [...platform.logs().slice(mark).matchAll(/"msg":"change log compacted"[^\n]*"systemKey":"([0-9a-f]+)","upTo":(\d+),"head":(\d+)/g)].some((m) => m[1] === sys.systemKey && Number(m[2]) >= Math.min(cursor, Number(m[3]))), 20_000),

@@ -13,8 +13,6 @@ import type { AssetType, RowChange } from "../domain/changes.ts";
 import { type CollectionBody, isDefinitionType, KINDS, SNAPSHOT_ORDER } from "./kinds.ts";
 import { BATCH_BYTES, BATCH_CHANGES, type WireChange } from "./protocol.ts";
 
-export type { CollectionBody } from "./kinds.ts";
-
 
 
 /** The template entries that bring an asset down to the edge (and how), or none. */

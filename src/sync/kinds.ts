@@ -41,19 +41,19 @@ export interface DefinitionKind<R = any> {
 const byName = async (name: string) => ({ name });
 const BUILT_IN_ROLES = ["Administrator", "Authenticated", "Anonymous"];
 
-const service: DefinitionKind<ServiceRow> = {
-  list: (ex, sk) => servicesRepo.list(ex, sk), nameOf: (r) => r.name, body: (_ex, _sk, r) => r,
-  apply: (ex, sk, _n, b: ServiceRow) => servicesRepo.put(ex, { ...b, system_key: sk }),
-  remove: async (ex, sk, name) => { await servicesRepo.delete(ex, sk, name); },
-  deleteBody: (_ex, _sk, name) => byName(name), stale: ["code"],
-};
-
-const library: DefinitionKind<LibraryRow> = {
-  list: (ex, sk) => librariesRepo.list(ex, sk), nameOf: (r) => r.name, body: (_ex, _sk, r) => r,
-  apply: (ex, sk, _n, b: LibraryRow) => librariesRepo.put(ex, { ...b, system_key: sk }),
-  remove: async (ex, sk, name) => { await librariesRepo.delete(ex, sk, name); },
-  deleteBody: (_ex, _sk, name) => byName(name), stale: ["code"],
-};
+/** Code kept as one row per name, its body the row (services, libraries). */
+function codeRows<R extends { name: string; system_key: string }>(repo: {
+  list(ex: Executor, sk: string): Promise<R[]>; put(ex: Executor, r: R): Promise<unknown>; delete(ex: Executor, sk: string, name: string): Promise<unknown>;
+}): DefinitionKind<R> {
+  return {
+    list: (ex, sk) => repo.list(ex, sk), nameOf: (r) => r.name, body: (_ex, _sk, r) => r,
+    apply: (ex, sk, _n, b: R) => repo.put(ex, { ...b, system_key: sk }),
+    remove: (ex, sk, name) => repo.delete(ex, sk, name),
+    deleteBody: (_ex, _sk, name) => byName(name), stale: ["code"],
+  };
+}
+const service = codeRows<ServiceRow>(servicesRepo);
+const library = codeRows<LibraryRow>(librariesRepo);
 
 const trigger: DefinitionKind<TriggerRow> = {
   list: (ex, sk) => triggersRepo.list(ex, sk), nameOf: (r) => r.name, body: (_ex, _sk, r) => r,

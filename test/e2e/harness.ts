@@ -1,7 +1,7 @@
 // Black-box harness: starts the built binary on free ports with its own data directory and
 // talks to it over real HTTP. Runs on Node (tap); no Bun APIs here.
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -73,6 +73,12 @@ export interface StartOptions {
   /** the default libSQL file under the data directory whatever OUTPOST_TEST_DB says (a test of
    *  that default) */
   defaultDb?: boolean;
+  /** fixed ports (a process started again where clients expect it); free ones otherwise */
+  httpPort?: number;
+  mqttPort?: number;
+  /** --log-level: "warn" unless a test reads the log */
+  logLevel?: string;
+  healthTimeoutMs?: number;
 }
 
 /** Starts the binary; when a parallel test took one of its ports first, again on new ports. */
@@ -114,42 +120,29 @@ export async function testDbArgs(dataDir: string, args: readonly string[], env?:
  *  HTTP port and MQTT port, its output kept for failure messages. A platform's database comes
  *  from the run's engine (testDbArgs) unless `args` name one. */
 export class NodeProcess {
-  proc: ChildProcess | null = null;
-  private out = "";
+  private run: Outpost | null = null;
+  /** the output of its earlier runs */
+  private earlier = "";
   mqttPort = 0;
   constructor(readonly name: string, readonly port: number, readonly dir: string, readonly args: () => string[], readonly env: Record<string, string> = {}) {}
   get url() { return `http://127.0.0.1:${this.port}`; }
-  logs() { return this.out; }
-  get running() { return this.proc !== null; }
+  logs() { return this.earlier + (this.run?.logs() ?? ""); }
+  get running() { return this.run !== null; }
   async start(timeoutMs = 30_000) {
-    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-    this.mqttPort ||= ports[0]!;
-    const argv = ["--http-port", String(this.port), "--http-host", "127.0.0.1", "--mqtt-port", String(this.mqttPort), "--mqtt-ws-port", String(ports[1]),
-      "--mqtt-tls-port", String(ports[2]), "--mqtt-wss-port", String(ports[3]), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args()];
-    argv.push(...(await testDbArgs(this.dir, argv, this.env)));
-    const p = spawn(BIN, argv, { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"],
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", ...this.env } });
-    this.proc = p;
-    p.stdout!.on("data", (d) => (this.out += d));
-    p.stderr!.on("data", (d) => (this.out += d));
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (p.exitCode !== null) throw new Error(`${this.name} exited with ${p.exitCode}:\n${this.out.slice(-3000)}`);
-      try { if ((await request(this.url, "GET", "/health")).status === 200) return; } catch { /* not up yet */ }
-      if (Date.now() > deadline) { await this.kill(); throw new Error(`${this.name} did not come up:\n${this.out.slice(-3000)}`); }
-      await sleep(20);
-    }
+    this.mqttPort ||= await freePort();
+    try {
+      this.run = await startOutpostOnce({ dataDir: this.dir, httpPort: this.port, mqttPort: this.mqttPort, args: this.args(), env: this.env, logLevel: "info", healthTimeoutMs: timeoutMs });
+    } catch (e) { throw new Error(`${this.name}: ${(e as Error).message}`); }
   }
-  private async signal(sig: NodeJS.Signals) {
-    const p = this.proc;
-    this.proc = null;
-    if (!p || p.exitCode !== null || p.signalCode !== null) return;
-    const exited = new Promise((r) => p.once("exit", r));
-    p.kill(sig);
-    await exited;
+  private async end(how: "stop" | "kill") {
+    const r = this.run;
+    this.run = null;
+    if (!r) return;
+    await r[how]();
+    this.earlier += r.logs();
   }
-  kill() { return this.signal("SIGKILL"); }
-  stop() { return this.signal("SIGTERM"); }
+  kill() { return this.end("kill"); }
+  stop() { return this.end("stop"); }
 }
 
 /** What a platform the harness started has stored, as bytes to search: its database files on
@@ -170,11 +163,11 @@ export async function dropTestDb(dataDir: string): Promise<void> {
 
 async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "outpost-e2e-"));
-  const [httpPort, mqttPort, mqttWsPort, tls, wss] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [httpPort, mqttPort, mqttWsPort, tls, wss] = await Promise.all([opts.httpPort ?? freePort(), opts.mqttPort ?? freePort(), freePort(), freePort(), freePort()]);
   const args = [
     "--http-port", String(httpPort), "--http-host", "127.0.0.1", "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(mqttWsPort),
     "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
-    "--data-dir", dataDir, "--log-level", "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
+    "--data-dir", dataDir, "--log-level", opts.logLevel ?? "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
   ];
   if (!opts.defaultDb) args.push(...(await testDbArgs(dataDir, args, opts.env)));
   const proc = spawn(BIN, args, {
@@ -202,7 +195,7 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     },
   };
   if (opts.waitForHealth !== false) {
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + (opts.healthTimeoutMs ?? 15_000);
     for (;;) {
       if (proc.exitCode !== null) {
         if (!opts.dataDir) { rmSync(dataDir, { recursive: true, force: true }); await dropTestDb(dataDir); }
@@ -217,6 +210,19 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
     }
   }
   return o;
+}
+
+/** Certificates made with openssl in `dir` (which needs openssl): a throwaway CA and a certificate
+ *  it signed for 127.0.0.1 and localhost; `anotherCa` makes a CA that signed nothing. */
+export function testCertificates(dir: string, caName = "Outpost test CA") {
+  const openssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  const selfSigned = (name: string, cn: string) => { openssl("req", "-x509", ...ec, "-keyout", `${name}.key`, "-out", `${name}.pem`, "-days", "2", "-subj", `/CN=${cn}`); return join(dir, `${name}.pem`); };
+  const ca = selfSigned("ca", caName);
+  openssl("req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost");
+  writeFileSync(join(dir, "ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf");
+  return { ca, cert: join(dir, "server.pem"), key: join(dir, "server.key"), anotherCa: (cn: string) => selfSigned("other", cn) };
 }
 
 export interface HttpResponse<T = any> { status: number; headers: http.IncomingHttpHeaders; text: string; body: T }

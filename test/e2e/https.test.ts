@@ -3,30 +3,23 @@
 // --platform-ca (sync and developer sign-in through the platform), and the failure paths: an
 // untrusted certificate, an edge without the CA, a missing CA or key file, a bad --cors-origins.
 // Certificates are made here with openssl (a test CA and a server certificate for 127.0.0.1).
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
-import { devWithSystem, freePort, hasCommand, needs, ok200, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
+import { devWithSystem, freePort, hasCommand, needs, ok200, request, runBin, startOutpost, testCertificates, uniq, waitFor } from "./harness.ts";
 
 const skip = await needs("openssl", hasCommand("openssl"));
 const dir = mkdtempSync(join(tmpdir(), "outpost-tls-"));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-/** A CA, and a certificate it signed for 127.0.0.1 and localhost. */
+/** A CA, a certificate it signed for 127.0.0.1 and localhost, and another CA that signed nothing
+ *  here (trusting it is trusting the wrong one). */
 function makeCerts() {
-  const run = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  run("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Outpost test CA");
-  run("req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost");
-  writeFileSync(join(dir, "ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-  run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf");
-  // another CA that signed nothing here: trusting it is trusting the wrong one
-  run("req", "-x509", ...ec, "-keyout", "other.key", "-out", "other.pem", "-days", "2", "-subj", "/CN=Some other CA");
-  return { ca: join(dir, "ca.pem"), cert: join(dir, "server.pem"), key: join(dir, "server.key"), other: join(dir, "other.pem") };
+  const c = testCertificates(dir);
+  return { ca: c.ca, cert: c.cert, key: c.key, other: c.anotherCa("Some other CA") };
 }
 const certs = skip.skip ? { ca: "", cert: "", key: "", other: "" } : makeCerts();
 const caPem = () => readFileSync(certs.ca, "utf8");

@@ -3,14 +3,13 @@
 // the protocol versions the two sides exchange at hello (an edge speaking one the platform does not
 // is refused, and the platform's status says why); HTTPS_PROXY / HTTP_PROXY / NO_PROXY for the link, to an http://
 // and an https:// platform (through a proxy written here); each edge's lag and outbox on /metrics.
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -290,20 +289,15 @@ t.test("an https:// platform through HTTPS_PROXY (a CONNECT tunnel, the platform
   // a CA and a certificate it signed for 127.0.0.1
   const dir = mkdtempSync(join(tmpdir(), "outpost-proxy-tls-"));
   closers.push(async () => rmSync(dir, { recursive: true, force: true }));
-  const run = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  run("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Outpost proxy test CA");
-  run("req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost");
-  writeFileSync(join(dir, "ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-  run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf");
+  const certs = testCertificates(dir, "Outpost proxy test CA");
   const [httpsPort, wss, mqtts] = await Promise.all([freePort(), freePort(), freePort()]);
-  const secure = await startOutpost({ args: ["--tls-cert", join(dir, "server.pem"), "--tls-key", join(dir, "server.key"), "--https-port", String(httpsPort), "--mqtt-wss-port", String(wss), "--mqtt-tls-port", String(mqtts)] });
+  const secure = await startOutpost({ args: ["--tls-cert", certs.cert, "--tls-key", certs.key, "--https-port", String(httpsPort), "--mqtt-wss-port", String(wss), "--mqtt-tls-port", String(mqtts)] });
   started.push(secure);
   const sys = await devWithSystem(secure, "proxy-tls");
   const e = await upEdge(sys);
   const proxy = await connectProxy();
   closers.push(proxy.close);
-  const edge = await startEdge(sys, e, `https://127.0.0.1:${httpsPort}`, ["--platform-ca", join(dir, "ca.pem")], { HTTPS_PROXY: proxy.url, HTTP_PROXY: "http://127.0.0.1:1" });
+  const edge = await startEdge(sys, e, `https://127.0.0.1:${httpsPort}`, ["--platform-ca", certs.ca], { HTTPS_PROXY: proxy.url, HTTP_PROXY: "http://127.0.0.1:1" });
   t.ok(await waitFor(() => connected(sys, e.edge), 20_000), "connected over wss:// through the proxy");
   t.same([...new Set(proxy.asked)], [`127.0.0.1:${httpsPort}`], "the proxy tunnelled to the platform's HTTPS port (HTTP_PROXY, out of reach, is not used for https)");
   t.ok((await edgeDev(edge, sys)).headers["ClearBlade-DevToken"], "a developer signs in on the edge, the edge asking the platform through the tunnel");

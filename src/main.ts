@@ -56,6 +56,10 @@ async function main() {
     process.exit(refused ? 2 : 1);
   }
   const running = app;
+  // The binary starts with the JIT made reluctant (scripts/build.ts, jitPolicy): code that only
+  // runs during a start is not compiled, which an idle gateway would hold for nothing. From here
+  // on what runs is the work, compiled as usual. (From source the policy is already 1.)
+  Bun.unsafe.setJITPolicy(1);
   const shutdown = (signal: string) => {
     running.log.info("shutting down", { signal });
     // a part that cannot stop must not keep the process (and its ports) forever

@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs, sleep, waitFor } from "./harness.ts";
+import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs, waitFor } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -71,10 +71,37 @@ async function refusal(url: string, opts: IClientOptions): Promise<number | stri
 interface Got { topic: string; payload: Buffer; qos: number; retain: boolean; text: string }
 
 /** Records every message the client receives. */
+/** Every PUBLISH c receives, as it arrives (a QoS 2 'message' event waits for the PUBREL, which
+ *  is later than a flush's answer). */
 function collect(c: MqttClient): Got[] {
   const got: Got[] = [];
-  c.on("message", (topic, payload, packet: IPublishPacket) => got.push({ topic, payload, qos: packet.qos, retain: packet.retain, text: payload.toString("utf8") }));
+  c.on("packetreceive", (packet) => {
+    if (packet.cmd !== "publish") return;
+    const { topic, qos, retain } = packet as IPublishPacket, payload = Buffer.from((packet as IPublishPacket).payload);
+    got.push({ topic, payload, qos, retain, text: payload.toString("utf8") });
+  });
   return got;
+}
+
+/** Resolves once everything the broker had written to these clients has reached them: an
+ *  UNSUBSCRIBE round trip on each one's own connection, answered after what the broker wrote
+ *  before. The broker routes a publish to every subscriber in one pass, and handles a client's
+ *  next packet after its last publish was routed: what a later positive control or marker shows
+ *  routed, a leak included, is then in `got`. */
+function flushed(...cs: MqttClient[]): Promise<unknown> {
+  return Promise.all(cs.map((c) => within(c.unsubscribeAsync(`flush/${uniq("f")}`), "UNSUBSCRIBE (flush)")));
+}
+
+/** SUBSCRIBE `filter` and, last in the same packet, `flushTopic`, whose retained marker the caller
+ *  published at QoS 2 (stored before its PUBCOMP): the broker reads retained messages filter by
+ *  filter in the packet's order, so once the marker (taken out of `got`) and a flush arrived,
+ *  every retained message of `filter` is in `got`. */
+async function subscribeFlushed(c: MqttClient, got: Got[], filter: string, qos: 0 | 1 | 2, flushTopic: string): Promise<number> {
+  const [code] = await suback(c, [filter, flushTopic], qos);
+  if (!(await waitFor(() => got.some((g) => g.topic === flushTopic), 5_000))) throw new Error(`the retained marker on ${flushTopic} did not arrive`);
+  await flushed(c);
+  for (let i = got.length - 1; i >= 0; i--) if (got[i]!.topic === flushTopic) got.splice(i, 1);
+  return code!;
 }
 
 /** Rejects if the broker does not answer in time (a stalled connection must not hang the file). */
@@ -278,10 +305,10 @@ t.test("cross-system isolation: '#' in system B sees nothing of system A", async
   await publish(pubA, `${sB.systemKey}/iso/x`, "a-with-b-prefix", { qos: 2 });
   const pubB = await as(tcp(o), sB.devToken, sB.systemKey);
   await marker(t, pubB, gotB, "iso/marker");
-  await sleep(300);
+  t.ok(await waitFor(() => gotA.filter((g) => g.text.startsWith("a-")).length === 4), "A's own '#' subscriber got all four");
+  await flushed(subB);
   t.same(gotB.filter((g) => g.text.startsWith("a-")), [], "B received nothing published in A");
   t.ok(gotB.every((g) => g.topic === "iso/marker"), `B saw only its own marker (${gotB.map((g) => g.topic).join(", ")})`);
-  t.ok(await waitFor(() => gotA.filter((g) => g.text.startsWith("a-")).length === 4), "A's own '#' subscriber got all four");
   t.ok(gotA.some((g) => g.topic === `${sB.systemKey}/iso/x`), "a topic naming B's key stays a topic of A");
   t.ok(gotA.every((g) => !g.topic.startsWith(`${sA.systemKey}/`)), "topics arrive without any system prefix");
   t.notOk(gotA.some((g) => g.topic === "iso/marker"), "A did not get B's marker");
@@ -300,13 +327,14 @@ t.test("cross-system isolation: equal retained topics in two systems do not coll
   const pB = await as(tcp(o), sB.devToken, sB.systemKey);
   await publish(pA, topic, "retained-in-A", { qos: 1, retain: true });
   await publish(pB, topic, "retained-in-B", { qos: 1, retain: true });
+  const flushTopic = `flush/${uniq("r")}`;
+  for (const p of [pA, pB]) await publish(p, flushTopic, "flush", { qos: 2, retain: true });
 
   for (const [sys, want] of [[sA, "retained-in-A"], [sB, "retained-in-B"]] as const) {
     const c = await as(tcp(o), sys.devToken, sys.systemKey);
     const got = collect(c);
-    await suback(c, topic, 1);
-    t.ok(await waitFor(() => got.length >= 1), `a new subscriber in ${want.slice(-1)} gets a retained message`);
-    await sleep(300);
+    await subscribeFlushed(c, got, topic, 1, flushTopic);
+    t.ok(got.length >= 1, `a new subscriber in ${want.slice(-1)} gets a retained message`);
     t.equal(got.length, 1, "exactly one retained message");
     t.equal(got[0]?.text, want, `system ${want.slice(-1)} gets its own retained payload`);
     t.equal(got[0]?.retain, true, "with the retain flag");
@@ -322,6 +350,7 @@ t.test("cross-system isolation: equal retained topics in two systems do not coll
   t.ok(await waitFor(() => gB.some((g) => g.text === "retained-in-B")), "B's retained message survives A clearing its own");
   await marker(t, pA, gA, "shared/marker");
   t.notOk(gA.some((g) => g.topic === topic), "A's retained message is gone");
+  for (const p of [pA, pB]) await publish(p, flushTopic, "", { qos: 1, retain: true });
   for (const c of [pA, pB, cA, cB]) await end(c);
 });
 
@@ -404,7 +433,7 @@ t.test("QoS 0, 1 and 2 delivery, downgrade to the subscription's QoS, payload in
   await publish(pub, "qos/bin", bin, { qos: 2 });
 
   t.ok(await waitFor(() => got2.length >= 4 && got1.length >= 4 && got0.length >= 4), "all subscribers got all four");
-  await sleep(200);
+  await flushed(sub2, sub1, sub0);
   for (const [got, max] of [[got2, 2], [got1, 1], [got0, 0]] as const) {
     t.equal(got.length, 4, `QoS ${max} subscriber: no duplicates`);
     for (const qos of [0, 1, 2]) {
@@ -450,9 +479,11 @@ t.test("retained messages: delivered on subscribe, replaced, cleared by an empty
 
   await publish(pub, topic, "v2", { qos: 1, retain: true });
   await publish(pub, `${topic}/child`, "child", { qos: 0, retain: true });
-  const s2 = await fresh(topic);
-  t.ok(await waitFor(() => s2.got.length >= 1));
-  await sleep(300);
+  const flushTopic = `flush/${uniq("r")}`;
+  await publish(pub, flushTopic, "flush", { qos: 2, retain: true });
+  const s2 = { c: await as(tcp(o), sA.devToken, sA.systemKey), got: [] as Got[] };
+  s2.got = collect(s2.c);
+  await subscribeFlushed(s2.c, s2.got, topic, 1, flushTopic);
   t.same(s2.got.map((g) => g.text), ["v2"], "the newer retained message replaced the older one");
   const s3 = await fresh(`${topic}/#`);
   t.ok(await waitFor(() => s3.got.length >= 2), "a wildcard subscriber gets every retained message below");
@@ -469,6 +500,7 @@ t.test("retained messages: delivered on subscribe, replaced, cleared by an empty
   await marker(t, pub, s5.got, topic);
   t.same(s5.got.filter((g) => g.retain), [], "after an empty retained publish nothing is retained");
   t.notOk(s5.got.some((g) => g.text === "v2"), "the old retained message is gone");
+  await publish(pub, flushTopic, "", { qos: 1, retain: true });
   for (const c of [pub, live, s1.c, s2.c, s3.c, s4.c, s5.c]) await end(c);
 });
 
@@ -498,11 +530,13 @@ t.test("last will: published when the socket dies, not on a clean DISCONNECT, on
   const u = await userWithRole(sA, { topics: [{ itemInfo: { name: "a/#" }, permissions: 3 }] });
   const okWill = await as(tcp(o), u.token, sA.systemKey, { will: { topic: "a/will", payload: Buffer.from("user will ok"), qos: 1, retain: false } });
   const badWill = await as(tcp(o), u.token, sA.systemKey, { will: { topic: "c/will", payload: Buffer.from("user will denied"), qos: 1, retain: false } });
-  okWill.stream.destroy();
+  // the refused will's client goes first: a will it published would be on its way before the
+  // granted one's, which the watcher then waits for
   badWill.stream.destroy();
+  okWill.stream.destroy();
   t.ok(await waitFor(() => seen.some((g) => g.text === "user will ok")), "a user's will on a granted topic is published");
   await marker(t, watch, seen, "will/marker");
-  await sleep(300);
+  await flushed(watch);
   t.notOk(seen.some((g) => g.text === "w2 is gone"), "no will after a clean DISCONNECT");
   t.notOk(seen.some((g) => g.text === "user will denied"), "no will on a topic the user may not publish to");
   await publish(watch, "will/w3", "", { qos: 1, retain: true });
@@ -530,7 +564,7 @@ t.test("persistent session: QoS 1 messages published while offline arrive on rec
   const connack = await new Promise<IConnackPacket>((r) => c.once("connect", r));
   t.equal(connack.sessionPresent, true, "the session was kept");
   t.ok(await waitFor(() => got.length >= 3, 5_000), "queued messages delivered");
-  await sleep(300);
+  await flushed(c);
   t.same(got.filter((g) => g.qos === 1).map((g) => g.text), ["m1", "m2", "m3"], "all three QoS 1 messages, in order, once");
   t.equal(got[0]?.topic, "ps/t", "with the client's own topic");
   t.ok(got.every((g) => g.qos <= 1), "at most the subscription's QoS");
@@ -641,7 +675,7 @@ t.test("QoS 1 delivery and retained messages survive a broker restart", async (t
   const connack = await new Promise<IConnackPacket>((r) => c.once("connect", r));
   t.equal(connack.sessionPresent, true, "the persistent session survived the restart");
   t.ok(await waitFor(() => got.length >= 3, 5_000), "queued messages delivered after the restart");
-  await sleep(300);
+  await flushed(c);
   t.same(got.map((g) => g.text), ["r1", "r2", "r3"], "all three, in order, once");
   t.ok(got.every((g) => g.topic === "rs/t" && g.qos === 1), "own topic, QoS 1");
   const pub2 = await as(tcp(o2), s.devToken, s.systemKey);
@@ -674,7 +708,7 @@ t.test(`offline queue bound (--mqtt-offline-queue-limit ${QUEUE_LIMIT}): the new
   const got = collect(c);
   await new Promise((r) => c.once("connect", r));
   t.ok(await waitFor(() => got.length >= QUEUE_LIMIT, 5_000), `the queued messages are delivered on reconnect`);
-  await sleep(1000);
+  await flushed(c);
   t.ok(got.length <= QUEUE_LIMIT, `at most ${QUEUE_LIMIT} delivered (got ${got.length})`);
   t.same(got.map((g) => g.text), Array.from({ length: QUEUE_LIMIT }, (_, i) => `n${30 - QUEUE_LIMIT + i}`), "exactly the newest, in order");
   await publish(pub, "q/t", "live", { qos: 1 });

@@ -13,7 +13,7 @@
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor } from "../harness.ts";
+import { type DevSystem, devWithSystem, newUser, request, startOutpost, uniq, waitFor } from "../harness.ts";
 
 // ---- server and the two systems ---------------------------------------------------------------
 
@@ -70,6 +70,8 @@ const other = (s: Side) => (s === A ? B : A);
 interface Got { topic: string; text: string; qos: number; retain: boolean }
 interface Conn {
   side: SideName; label: string; client: MqttClient; connack: IConnackPacket; got: Got[];
+  /** the client's own system's flush markers received (see subscribeFlushed), kept out of got */
+  flushes: () => number;
   /** set when the connection closed (for "was A's client kicked off?") */
   closed: () => boolean;
 }
@@ -89,14 +91,21 @@ function connect(side: Side, kind: Kind, transport: Transport, opts: IClientOpti
     });
     open_.add(c);
     const got: Got[] = [];
-    let closed = false, settled = false;
-    c.on("message", (topic, payload, packet: IPublishPacket) => got.push({ topic, text: payload.toString("utf8"), qos: packet.qos, retain: packet.retain }));
+    let closed = false, settled = false, flushes = 0;
+    // recorded as each PUBLISH arrives (a QoS 2 'message' event waits for the PUBREL: later than
+    // a flush round trip's answer)
+    c.on("packetreceive", (packet) => {
+      if (packet.cmd !== "publish") return;
+      const p = packet as IPublishPacket, text = p.payload.toString("utf8");
+      if (p.topic.startsWith("flush/") && text.startsWith(`${side.name}|`)) flushes++;
+      else got.push({ topic: p.topic, text, qos: p.qos, retain: p.retain });
+    });
     c.on("close", () => { closed = true; if (!settled) { settled = true; rej(new Error(`${label}: closed before CONNACK`)); } });
     c.on("error", (e) => { if (!settled) { settled = true; c.end(true); rej(e); } });
     c.once("connect", (connack) => {
       if (settled) return;
       settled = true;
-      const conn: Conn = { side: side.name, label, client: c, connack, got, closed: () => closed };
+      const conn: Conn = { side: side.name, label, client: c, connack, got, flushes: () => flushes, closed: () => closed };
       ledger.push(conn);
       res(conn);
     });
@@ -156,9 +165,32 @@ function nothing(t: Test, observers: Conn[], what: string) {
   t.same(leaked.map((c) => `${c.label}: ${show(c.got)}`), [], `${what}: ${observers.length} clients received 0 messages`);
 }
 
-/** A settling pause after the positive control saw everything: the broker routes one publish to
- *  all its subscribers in one pass, so a leak would have arrived by now. */
-const SETTLE_MS = 400;
+/** Resolves once everything the broker had written to these clients has reached them: an
+ *  UNSUBSCRIBE round trip on each client's own connection, answered after what the broker wrote
+ *  before. The broker routes a publish to all its subscribers in one pass and writes each delivery
+ *  on the turn after, so once a positive control got a message, a leak of it to another client is
+ *  on that client's connection ahead of the answer. A client the broker dropped has closed() set. */
+function flushed(conns: Conn[]): Promise<unknown> {
+  return Promise.all(conns.filter((c) => !c.closed()).map((c) =>
+    within(c.client.unsubscribeAsync(`flush/none/${uniq("f")}`), `${c.label} UNSUBSCRIBE (flush)`).catch(() => {
+      if (!c.closed()) throw new Error(`${c.label}: no answer to a flush and not closed`);
+    })));
+}
+
+/** The retained flush marker of a side: a subscription that also names it gets it after the
+ *  filters before it (the broker reads retained messages filter by filter, in the SUBSCRIBE's order). */
+const publishFlushMarker = (c: Conn) => publish(c, "flush/retained", `${c.side}|flush`, { qos: 2, retain: true });
+
+/** SUBSCRIBE to `filter` and, last, the side's retained flush marker; resolves with the codes of
+ *  `filter` once the marker and everything the broker sent before it arrived: the retained
+ *  messages of `filter` a leak would add are then in `got`. */
+async function subscribeFlushed(c: Conn, filter: string | string[], qos: 0 | 1 | 2 = 1): Promise<number[]> {
+  const filters = [filter].flat();
+  const codes = await subscribe(c, [...filters, "flush/retained"], qos);
+  if (!(await waitFor(() => c.flushes() > 0, 5_000))) throw new Error(`${c.label}: its system's retained flush marker did not arrive`);
+  await flushed([c]);
+  return codes.slice(0, filters.length);
+}
 
 // ---- positive controls ------------------------------------------------------------------------
 
@@ -169,7 +201,7 @@ t.test("positive control: each system's own clients exchange messages (every ide
     for (const [i, p] of subs.entries()) await publish(p, `alerts/pc/${i}`, `${side.name}|pc-${i}`, { qos: ([0, 1, 2] as const)[i % 3]! });
     const want = subs.length;
     t.ok(await waitFor(() => subs.every((s) => s.got.length >= want), 5_000), `${side.name}: every subscriber got all ${want} messages of its own system`);
-    await sleep(SETTLE_MS);
+    await flushed(subs);
     for (const s of subs) {
       t.equal(s.got.length, want, `${s.label}: exactly ${want} (got ${s.got.length})`);
       t.ok(s.got.every((g) => g.topic.startsWith("alerts/pc/")), `${s.label}: topics in the client's own form, no system prefix (${show(s.got)})`);
@@ -212,9 +244,10 @@ for (const [pubSide, obsSide] of [[A, B], [B, A]] as const) {
         await publish(p, "$SYS/x", `${P.name}|$SYS|q${qos}|${p.label}`, { qos }); sys++;
       }
     }
-    t.ok(await waitFor(() => control.got.length >= n, 10_000), `positive control: ${P.name}'s '#' got all ${n} (got ${control.got.length})`);
+    const plainCount = () => control.got.filter((g) => !g.topic.startsWith("$")).length;
+    t.ok(await waitFor(() => plainCount() >= n, 10_000), `positive control: ${P.name}'s '#' got all ${n} (got ${plainCount()})`);
     t.ok(await waitFor(() => sysControl.got.length >= sys, 10_000), `positive control: ${P.name}'s '$SYS/#' got all ${sys} (got ${sysControl.got.length})`);
-    await sleep(SETTLE_MS);
+    await flushed([...observers, control, sysControl, sharedControl]);
     // aedes has no shared subscriptions: '$share/g/…' is an ordinary filter that matches nothing
     // published, so it is no positive control; noted, not asserted
     t.comment(`${P.name}'s own '$share/g/alerts/#' subscriber got ${sharedControl.got.length} of the ${publishers.length * 3 * 2} messages on alerts/#`);
@@ -233,6 +266,8 @@ for (const [pubSide, obsSide] of [[A, B], [B, A]] as const) {
 
 t.test("retained: A's retained cfg/x reaches no B subscriber, and B retaining cfg/x does not overwrite it", async (t) => {
   const pA = await connect(A, "developer", "tcp");
+  const pB = await connect(B, "device", "ws");
+  for (const p of [pA, pB]) await publishFlushMarker(p);
   await publish(pA, "cfg/x", "A|retained", { qos: 1, retain: true });
   await publish(pA, "cfg/y/z", "A|retained-deep", { qos: 2, retain: true });
   await publish(pA, "$SYS/r", "A|retained-sys", { qos: 0, retain: true });
@@ -247,23 +282,20 @@ t.test("retained: A's retained cfg/x reaches no B subscriber, and B retaining cf
     const c = await connect(B, k, tr);
     c.label += ` [${f}]`;
     observers.push(c);
-    await subscribe(c, f, 2);
+    await subscribeFlushed(c, f, 2);
   })));
-  await sleep(SETTLE_MS);
   nothing(t, observers, "B's new subscribers get none of A's retained messages");
 
   // B retains on the same topic
-  const pB = await connect(B, "device", "ws");
-  await publish(pB, "cfg/x", "B|retained", { qos: 1, retain: true });
+  await publish(pB, "cfg/x", "B|retained", { qos: 2, retain: true });
   const freshA = await connect(A, "device", "tcp");
-  await subscribe(freshA, "cfg/x", 1);
-  t.ok(await waitFor(() => freshA.got.length >= 1), "a fresh A subscriber gets a retained cfg/x");
-  await sleep(SETTLE_MS);
+  await subscribeFlushed(freshA, "cfg/x", 1);
+  t.ok(freshA.got.length >= 1, "a fresh A subscriber gets a retained cfg/x");
   t.same(freshA.got.map((g) => [g.topic, g.text, g.retain]), [["cfg/x", "A|retained", true]], "A's retained cfg/x is still A's (B's retain did not overwrite it)");
   const freshB = await connect(B, "user", "tcp");
-  await subscribe(freshB, "cfg/x", 1);
-  t.ok(await waitFor(() => freshB.got.length >= 1), "a fresh B subscriber gets a retained cfg/x");
-  await sleep(SETTLE_MS);
+  await subscribeFlushed(freshB, "cfg/x", 1);
+  t.ok(freshB.got.length >= 1, "a fresh B subscriber gets a retained cfg/x");
+  await flushed(observers);
   t.same(freshB.got.map((g) => [g.topic, g.text, g.retain]), [["cfg/x", "B|retained", true]], "B gets its own retained cfg/x only");
   const bObservers = observers.filter((c) => c.label.includes("[#]") || c.label.includes("[cfg/x]"));
   t.ok(bObservers.every((c) => foreign(c).length === 0), `B's live observers saw B's retain only (${bObservers.map((c) => show(foreign(c))).join(" ")})`);
@@ -273,14 +305,14 @@ t.test("retained: A's retained cfg/x reaches no B subscriber, and B retaining cf
   await publish(pA, "cfg/x", "", { qos: 1, retain: true });
   await publish(pA, "cfg/y/z", "", { qos: 1, retain: true });
   await publish(pA, "$SYS/r", "", { qos: 1, retain: true });
-  await publish(pB, "cfg/x", "", { qos: 1, retain: true });
-  for (const c of [pA, pB]) await end(c);
+  await publish(pB, "cfg/x", "", { qos: 2, retain: true });
   // the ledger must not count the clearing as foreign: nobody was subscribed
   const after = await connect(A, "developer", "tcp");
-  await subscribe(after, ["#", "$SYS/#"], 1);
-  await sleep(SETTLE_MS);
+  await subscribeFlushed(after, ["#", "$SYS/#"], 1);
   t.same(after.got, [], "retained messages cleared");
   await end(after);
+  for (const p of [pA, pB]) await publish(p, "flush/retained", "", { qos: 2, retain: true });
+  for (const c of [pA, pB]) await end(c);
 });
 
 // ---- wills ------------------------------------------------------------------------------------
@@ -305,7 +337,9 @@ t.test("wills: A's will reaches no B client; B's same-id client neither kicks A'
     const last = i === contenders.length - 1;
     const c = await connect(B, k, tr, { clientId: X, will: { topic: "status/x", payload: Buffer.from(`B|will-of-X-${k}-${tr}`), qos: 1, retain: false } });
     t.equal(c.connack.sessionPresent, false, `${c.label}: no session present (got ${c.connack.sessionPresent})`);
-    await sleep(200);
+    // a takeover closes the holder while the newcomer connects: by its CONNACK, and a round trip
+    // on the holder's connection, it would be closed
+    await flushed([holder]);
     t.notOk(holder.closed(), `A's ${holder.label} is still connected after ${c.label} connected`);
     if (last) kill(c); // B's own will fires for B
     else await end(c);
@@ -319,7 +353,7 @@ t.test("wills: A's will reaches no B client; B's same-id client neither kicks A'
   const before = watchA.got.filter((g) => g.text === "A|will-of-X").length;
   kill(holder);
   t.ok(await waitFor(() => watchA.got.filter((g) => g.text === "A|will-of-X").length > before, 3_000), "A's will of X is published when A's client dies");
-  await sleep(SETTLE_MS);
+  await flushed([watchA, ...watchB]);
   t.same(watchA.got.filter((g) => g.topic === "status/x" && g.text.includes("will-of-X")).map((g) => g.text), ["A|will-of-X"], "A's watcher got A's will of X exactly once (not B's)");
   for (const w of watchB) t.same(foreign(w).map((g) => `${g.topic} ${g.text}`), [], `${w.label}: nothing of A (wills included)`);
   for (const c of [watchA, ...watchB]) await end(c);
@@ -343,11 +377,11 @@ t.test("client id reuse: B connecting with a connected A client's id does not di
     const mark = `A|live-${X}`;
     await publish(pA, topic, mark, { qos: 1 });
     t.ok(await waitFor(() => holder.got.some((g) => g.text === mark), 1_500), `${what}: A's client still receives A's messages`);
-    await sleep(100);
+    await flushed([holder, c]);
     t.notOk(holder.closed(), `${what}: A's client was not disconnected`);
     t.same(c.got.map((g) => `${g.topic} ${g.text}`), [], `${what}: B's client received 0 messages`);
     await end(c);
-    await sleep(100);
+    await flushed([holder]);
     t.notOk(holder.closed(), `${what}: A's client is still connected after B's went`);
     if (!holder.closed()) await end(holder);
   }));
@@ -356,7 +390,7 @@ t.test("client id reuse: B connecting with a connected A client's id does not di
   const Y = uniq("live-y");
   const bHolder = await connect(B, "user", "ws", { clientId: Y });
   const aSame = await connect(A, "device", "tcp", { clientId: Y });
-  await sleep(200);
+  await flushed([bHolder]);
   t.notOk(bHolder.closed(), "B's client is not disconnected by A's client with the same id");
   for (const c of [bHolder, aSame]) if (!c.closed()) await end(c);
 });
@@ -388,7 +422,7 @@ t.test("persistent sessions: B with a disconnected A client's id gets no session
     // a live A publish while B holds the id
     await publish(pA, topic, `A|${X}|m4`, { qos: 1 });
     t.ok(await routed(A, topic, 4), `${what}: A's 4th message routed`);
-    await sleep(SETTLE_MS);
+    await flushed([b]);
     t.same(b.got.map((g) => `${g.topic} ${g.text}`), [], `${what}: B received 0 messages`);
     await end(b);
 
@@ -396,7 +430,7 @@ t.test("persistent sessions: B with a disconnected A client's id gets no session
     const a2 = await connect(A, aKind, aTr, { clientId: X, clean: false });
     t.equal(a2.connack.sessionPresent, true, `${what}: A's session is still there (sessionPresent ${a2.connack.sessionPresent})`);
     await waitFor(() => a2.got.length >= 4, 2_000);
-    await sleep(200);
+    await flushed([a2]);
     t.same(a2.got.map((g) => g.text), [1, 2, 3, 4].map((m) => `A|${X}|m${m}`), `${what}: A gets m1..m4, in order, once`);
     t.ok(a2.got.every((g) => g.topic === topic), `${what}: on A's own topic (${show(a2.got)})`);
     await end(a2);

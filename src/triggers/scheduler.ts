@@ -41,10 +41,12 @@ export class TimerScheduler {
       for (const t of due) {
         const runs = t.runs + 1;
         // the next slot counts from this slot, so ticks' jitter does not add up; after a pause
-        // (a restart: due before ticking began) it counts from now instead: one run, then the
-        // usual pace, never a burst
-        let next: number | null = t.next_run! + t.frequency * 1000;
-        if (next <= now || t.next_run! < this.since) next = now + t.frequency * 1000;
+        // (a restart: due before ticking began) or a run later than a tick's slack (a tick that
+        // came while the last one was still busy) it counts from now instead: one run, then the
+        // usual pace, never a burst, and never two runs closer than the frequency
+        const every = t.frequency * 1000;
+        let next: number | null = t.next_run! + every;
+        if (next < now + every - TICK_SLACK_MS || t.next_run! < this.since) next = now + every;
         if (t.repeats > 0 && runs >= t.repeats) next = null;
         if (!(await this.triggers.claimFiring(t, next))) continue; // another node fired it
         const system = await this.systems.find(t.system_key);

@@ -80,6 +80,22 @@ async function dispatched(sys: DevSystem) {
   if (!(await waitFor(async () => (await recorded(sys, tag)).length > before))) throw new Error("the probe trigger did not run");
 }
 
+/** Waits until the timer scheduler has fired a one-second metronome timer, made now, `ticks`
+ *  times: one tick fires every timer then due, so a timer that should not run any more would have
+ *  run in those ticks, and a run fired before them was recorded about when the metronome's first
+ *  was. What should not have run is checked after this, not after a wall-clock pause. */
+async function ticked(sys: DevSystem, ticks: number) {
+  const rec = await recorder(sys);
+  const name = uniq("metronome");
+  const r = await sys.dev.post(tp(sys, name), { frequency: 1, repeats: -1, start_time: "now", service_name: rec.name });
+  if (r.status !== 200) throw new Error(`metronome timer: ${r.status} ${r.text}`);
+  try {
+    if (!(await waitFor(async () => (await recorded(sys, rec.tag)).length >= ticks, 20_000))) throw new Error("the metronome timer did not run");
+  } finally {
+    await sys.dev.del(tp(sys, name));
+  }
+}
+
 async function trigger(sys: DevSystem, body: Record<string, unknown>, name = uniq("trg")) {
   const r = await sys.dev.post(hp(sys, name), body);
   if (r.status !== 200) throw new Error(`create trigger: ${r.status} ${r.text}`);
@@ -429,7 +445,7 @@ t.test("a trigger whose service causes its own event does not loop forever", asy
   }
   t.ok(Date.now() < deadline, `the row count settled (at ${last})`);
   t.ok(last > 1 && last <= 10, `bounded and small (${last} rows)`);
-  await sleep(1000);
+  await dispatched(s2);
   t.equal(await count(), last, "and stays there");
   ok200(t, await request(o.url, "GET", "/health"), "the server is fine");
 });
@@ -528,7 +544,7 @@ t.test("timer bodies that are refused", async (t) => {
   t.equal((await s.dev.get(tp(s, existing))).body.frequency, 3600, "a refused update changed nothing");
   const names = (await s.dev.get(tp(s))).body.map((x: any) => x.name);
   t.notOk(names.includes("bad name!"), "nothing refused got created");
-  await sleep(1500);
+  await ticked(s, 2);
   t.equal((await recorded(s, rec.tag)).length, 0, "no refused timer ever ran");
   ok200(t, await s.dev.del(tp(s, existing)));
 });
@@ -542,7 +558,7 @@ t.test("timer: start_time now, frequency 1, repeats 3 -> exactly 3 runs", async 
   t.ok(Math.abs(Date.parse(c.body.start_time) - t0) < 5000, `"now" is stored as the current time (${c.body.start_time})`);
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 1, 4000), "the first run comes promptly");
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 3, 8000), "three runs");
-  await sleep(2500);
+  await ticked(s, 2);
   const got = await recorded(s, rec.tag);
   t.equal(got.length, 3, "exactly three, no more");
   for (let i = 1; i < got.length; i++) t.ok(got[i]!.at - got[i - 1]!.at >= 800, `run ${i + 1} came ~1 s after run ${i} (${got[i]!.at - got[i - 1]!.at} ms)`);
@@ -560,16 +576,16 @@ t.test("timer: repeats -1 keeps firing; disabled stops it", async (t) => {
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length >= 5, 10_000), "five runs and counting");
   const u = await s.dev.put(tp(s, name), { disabled: true });
   ok200(t, u, "disable");
-  await sleep(1200); // a run already started may still land
+  await ticked(s, 2); // a run already fired may still land
   const n = (await recorded(s, rec.tag)).length;
-  await sleep(2500);
+  await ticked(s, 2);
   t.equal((await recorded(s, rec.tag)).length, n, "disabled: no more runs");
   ok200(t, await s.dev.put(tp(s, name), { disabled: false }), "enable again");
   t.ok(await waitFor(async () => (await recorded(s, rec.tag)).length > n, 4000), "enabled: it runs again");
   ok200(t, await s.dev.del(tp(s, name)), "delete");
-  await sleep(1200);
+  await ticked(s, 2);
   const m = (await recorded(s, rec.tag)).length;
-  await sleep(2000);
+  await ticked(s, 2);
   t.equal((await recorded(s, rec.tag)).length, m, "deleted: no more runs");
 });
 
@@ -596,7 +612,7 @@ t.test("timer: an RFC 3339 start_time in the future is waited for", async (t) =>
   const got = await recorded(s, rec.tag);
   t.ok(got[0]!.at >= startMs - 50, `not before its start time (${got[0]!.at - startMs} ms after ${start})`);
   t.ok(got[0]!.at < startMs + 3000, "and soon after it");
-  await sleep(2000);
+  await ticked(s, 2);
   t.equal((await recorded(s, rec.tag)).length, 1, "repeats 1: once");
   // an offset start time is understood too
   const off = uniq("offset");

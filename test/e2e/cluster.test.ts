@@ -134,6 +134,36 @@ async function main() {
   const on = (n: { url: string }, headers = sys.dev.headers) => new Client(n.url, headers);
   const mqttAs = (port: number, extra: mqtt.IClientOptions = {}) => connect(port, { username: sys.devToken, password: sys.systemKey, clientId: uniq("c"), ...extra });
 
+  /** Publishes markers on `topic` through `pub` until `sub` receives one: a node takes a filter on
+   *  the shared emitter a little after its SUBACK, and messages before that pass it by. */
+  async function flowing(pub: mqtt.MqttClient, sub: mqtt.MqttClient, topic: string): Promise<boolean> {
+    const mark = uniq("flow");
+    let seen = false;
+    const saw = (tp: string, p: Buffer) => { if (tp === topic && String(p) === mark) seen = true; };
+    sub.on("message", saw);
+    try {
+      return await waitFor(async () => { if (!seen) await publish(pub, topic, mark, 0); return seen; }, 10_000, 50);
+    } finally {
+      sub.off("message", saw);
+    }
+  }
+
+  /** Resolves once each of `nodes` has read the shared emitter past what `from`'s node emitted
+   *  before now, a subscription's news to the other nodes included: `from`'s marker, emitted
+   *  after it, reaches a watcher on each node (a node reads the emitter in order). */
+  async function heardOn(nodes: Proc[], from: mqtt.MqttClient) {
+    const topic = `heard/${uniq("h")}`;
+    for (const n of nodes) {
+      const w = await mqttAs(n.mqttPort);
+      try {
+        await subscribe(w, topic, 0);
+        if (!(await flowing(from, w, topic))) throw new Error(`${n.name} did not hear the marker`);
+      } finally {
+        w.end(true);
+      }
+    }
+  }
+
   t.test("flags: --redis-url and --node-id are checked; a Redis out of reach stops the start", async (t) => {
     const bad = await runBin(["--redis-url", "localhost:6379", "--data-dir", newDir()]);
     t.equal(bad.code, 2, "a Redis URL without its scheme is refused");
@@ -161,9 +191,9 @@ async function main() {
     const pub = await mqttAs(B.mqttPort);
     t.teardown(() => { sub.end(true); pub.end(true); });
     const got: string[] = [];
-    sub.on("message", (topic, payload, packet) => got.push(`${topic}:${payload}:${packet.qos}`));
+    sub.on("message", (topic, payload, packet) => { if (topic !== "fan/ready") got.push(`${topic}:${payload}:${packet.qos}`); });
     await subscribe(sub, "fan/#", 2);
-    await sleep(200); // the subscription's news reaches the other brokers
+    t.ok(await flowing(pub, sub, "fan/ready"), "the subscription took effect on the publisher's node");
     for (const q of [0, 1, 2] as const) await publish(pub, `fan/q${q}`, `m${q}`, q);
     t.ok(await waitFor(() => got.length >= 3, 5_000), "all three arrive");
     t.same(got.sort(), ["fan/q0:m0:0", "fan/q1:m1:1", "fan/q2:m2:2"]);
@@ -176,8 +206,9 @@ async function main() {
     const clientId = uniq("persist");
     const first = await mqttAs(B.mqttPort, { clientId, clean: false });
     await subscribe(first, "queue/#", 1);
+    // A, publishing while the session is away, queues for it once it has heard of its subscription
+    await heardOn([A], first);
     first.end(true);
-    await sleep(300);
     const pub = await mqttAs(A.mqttPort);
     for (let i = 0; i < 5; i++) await publish(pub, "queue/x", `q${i}`, 1);
     pub.end(true);
@@ -272,14 +303,21 @@ async function main() {
     await must(on(B).post(`/admin/code/v/1/${sys.systemKey}/${svc}`, { parameters: [],
       code: `function ${svc}(req, resp) { ClearBlade.Collection({ collectionID: "${colId}" }).create({ topic: String(req.params.topic) }, function (err, d) { if (err) resp.error(d); else resp.success("ok"); }); }` }), "service");
     await must(on(B).post(`/admin/triggers/handlers/${sys.systemKey}/${uniq("trg")}`, { def_module: "Messaging", def_name: "Publish", key_value_pairs: { topic: "fire/#" }, service_name: svc }), "trigger");
-    await sleep(300);
-    const pub = await mqttAs(A.mqttPort);
-    t.teardown(() => pub.end(true));
+    const pubOn = await Promise.all([A, B, C].map((n) => mqttAs(n.mqttPort)));
+    const [pub] = pubOn as [mqtt.MqttClient];
+    t.teardown(() => { for (const c of pubOn) c.end(true); });
+    const rows = async (topic: string) => (await must(sys.dev.get(`/api/v/1/data/${colId}?query=${encodeURIComponent(JSON.stringify({ FILTERS: [[{ EQ: [{ topic }] }]], PAGESIZE: 0, PAGENUM: 0 }))}`), "rows")).DATA.length as number;
+    // the trigger is live on A once a probe published there fires it (A hears of it from B)
+    t.ok(await waitFor(async () => { await publish(pub, "fire/probe", "probe", 1); return (await rows("fire/probe")) >= 1; }, 10_000, 200), "the trigger is live on A");
     await publish(pub, "fire/x", "go", 1);
-    const count = async () => (await must(sys.dev.get(`/api/v/1/data/${colId}/count`), "count")).count as number;
-    t.ok(await waitFor(async () => (await count()) >= 1, 10_000), "the trigger fired");
-    await sleep(1_000);
-    t.equal(await count(), 1, "once, not once per node");
+    t.ok(await waitFor(async () => (await rows("fire/x")) >= 1, 10_000), "the trigger fired");
+    // B and C had fire/x from the shared emitter before these later publishes of their own fired
+    // the trigger there: a run of theirs for fire/x would have been recorded by then
+    for (const [i, n] of ([[1, B], [2, C]] as const)) {
+      await publish(pubOn[i]!, `fire/after-${n.name}`, "after", 1);
+      t.ok(await waitFor(async () => (await rows(`fire/after-${n.name}`)) >= 1, 10_000), `the trigger fired on ${n.name} for its own publish`);
+    }
+    t.equal(await rows("fire/x"), 1, "once, not once per node");
   });
 
   t.test("a timer fires once per period across the three nodes", async (t) => {
@@ -292,17 +330,24 @@ async function main() {
     await must(on(C).post(`/admin/triggers/timers/${sys.systemKey}/${svc}`, { frequency: 1, repeats: 5, start_time: "now", service_name: svc }), "timer");
     const runs = async () => ((await must(sys.dev.get(`/api/v/1/data/${colId}?query=${encodeURIComponent(JSON.stringify({ PAGESIZE: 0, PAGENUM: 0 }))}`), "ticks")).DATA as { n: number }[]).map((x) => x.n).sort((a, b) => a - b);
     t.ok(await waitFor(async () => (await runs()).length >= 5, 20_000), "five runs");
-    await sleep(2_000);
-    t.same(await runs(), [1, 2, 3, 4, 5], "each run once, by one node");
+    // a sixth run would be due in the next tick: a metronome timer's second run (every node ticks
+    // each second, and one tick fires every timer then due) bounds it
+    const metronome = uniq("metronome");
+    const beats = async () => ((await must(sys.dev.get(`/api/v/1/data/${colId}?query=${encodeURIComponent(JSON.stringify({ FILTERS: [[{ LT: [{ n: 0 }] }]], PAGESIZE: 0, PAGENUM: 0 }))}`), "beats")).DATA as unknown[]).length;
+    await must(on(A).post(`/admin/code/v/1/${sys.systemKey}/${metronome}`, { parameters: [],
+      code: `function ${metronome}(req, resp) { ClearBlade.Collection({ collectionID: "${colId}" }).create({ n: -req.params.runs }, function () { resp.success(1); }); }` }), "metronome service");
+    await must(on(A).post(`/admin/triggers/timers/${sys.systemKey}/${metronome}`, { frequency: 1, repeats: 2, start_time: "now", service_name: metronome }), "metronome timer");
+    t.ok(await waitFor(async () => (await beats()) >= 2, 20_000), "the metronome ran twice");
+    t.same((await runs()).filter((n) => n > 0), [1, 2, 3, 4, 5], "each run once, by one node");
   });
 
   t.test("restarting B leaves the edge on A connected; a retry through B reaches it through A", async (t) => {
     await B.stop();
     await B.start();
-    await sleep(500);
-    for (const n of [A, B]) t.equal((await record(n)).isConnected, true, `${n.name} still shows the edge connected`);
     const r = await must(on(B).post(`/admin/${sys.systemKey}/sync/retry`, { edge: edgeName }), "retry");
     t.same(r.map((x: any) => [x.edge, x.connected]), [[edgeName, true]], "B hands the retry to A, which holds the edge");
+    // checked after B has handed an edge call on: its start has dealt with the edges by then
+    for (const n of [A, B]) t.equal((await record(n)).isConnected, true, `${n.name} still shows the edge connected`);
     // the edge still gets changes after B's restart
     const svc = await newService(B);
     t.ok(await waitFor(() => serviceOnEdge(svc), 20_000), "a service created on the restarted B reaches it");
@@ -339,7 +384,13 @@ async function main() {
     sub.on("message", (_t, p) => received.add(String(p)));
     await new Promise<void>((r) => sub.once("connect", () => r()));
     await subscribe(sub, `${topic}/#`, 1);
-    await sleep(300);
+    // every node routes to it and knows of its subscription (to queue for it while it moves)
+    await heardOn(live(), sub);
+    for (const n of live()) {
+      const p = await mqttAs(n.mqttPort);
+      t.ok(await flowing(p, sub, `${topic}/ready`), `${n.name} routes to the subscriber`);
+      p.end(true);
+    }
     const acked = new Set<string>();
     let stop = false;
     const devices = await Promise.all([0, 1, 2].map(async (d) => {

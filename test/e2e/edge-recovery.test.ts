@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
-import { Client, type HttpResponse, type Outpost, devWithSystem, newUser, request, startOutpost, uniq, sleep, waitFor, qs, isErr, ok200 } from "./harness.ts";
+import { Client, type HttpResponse, type Outpost, devWithSystem, newUser, request, startOutpost, uniq, waitFor, qs, isErr, ok200 } from "./harness.ts";
 
 // ---- helpers ----------------------------------------------------------------------------------
 
@@ -835,7 +835,9 @@ t.test("an edge with a wrong token is refused", async (t) => {
   must(await s.dev.post(edgePath(name), { token: "the-right-token" }), "edge record");
   const bad = await startOutpost({ args: ["--mode", "edge", "--platform-url", PURL, "--system-key", SK, "--edge-name", name, "--edge-token", "a-wrong-token"] });
   running.add(bad);
-  await sleep(1500);
+  // the platform refuses the hello before it touches the edge record: once the edge is told, the
+  // record is as the refusal left it
+  t.ok(await waitFor(() => /"msg":"the platform refused the edge"[^\n]*"message":"unknown edge or wrong token"/.test(bad.logs()), 15_000), "the edge is told it is refused");
   const rec = must(await s.dev.get(edgePath(name)), "record").body;
   t.equal(rec.isConnected, false, "not connected");
   t.equal(rec.first_talked, null, "never talked");
@@ -868,7 +870,10 @@ t.test("a named template drives an edge: deploy-mode code at start-up, not live"
   // a change of deployed code does not go live; the sync_to_edge edge gets it at once
   must(await s.dev.put(`/admin/code/v/1/${SK}/hello`, { code: helloCode(5) }), "service update");
   t.ok(await waitFor(async () => (await exec(ed(), "hello")).body?.results?.v === 5), "the edge with service * sync_to_edge runs the new code");
-  await sleep(1000);
+  // the log goes to an edge in order: once a row written after the update reached the deploy-mode
+  // edge, the update would have come before it
+  const w = must(await s.dev.post(`/api/v/1/data/${ids.things}`, { v: "after-deploy-update", n: 40 }), "a later row").body[0].item_id;
+  t.ok(await waitFor(async () => (await rows(c2, ids.things)).some((r) => r.item_id === w), 15_000), "a later change reaches the deploy-mode edge");
   t.not((await c2.get(`/admin/code/v/1/${SK}/hello`)).body?.code, helloCode(5), "the deploy-mode edge does not get it live");
   await e2.stop();
   running.delete(e2);

@@ -82,8 +82,19 @@ t.test("offline conflicts: the later write of each row wins on both nodes", asyn
     t.equal(await byLabel(s.dev, col.id, id[k]!), want[k], `${k} on the platform: ${want[k]}`);
     t.equal(await byLabel(edge, col.id, id[k]!), want[k], `${k} on the edge: ${want[k]}`);
   }
-  // and it stays so: nothing sent later undoes it
-  await sleep(2_000);
+  // and it stays so: nothing sent later undoes it. Each side sends in order (the edge its outbox,
+  // the platform its log), so a witness row written on the edge and seen on the platform comes
+  // after whatever the edge still had to send; one written on the platform after that and seen
+  // on the edge comes after whatever the platform sent, its answers to the edge's writes included
+  const witness = async (from: Client, to: Client, label: string) => {
+    const r = await from.post(`/api/v/1/data/${col.id}`, { label, n: -1 });
+    if (r.status !== 200) throw new Error(`witness ${label}: ${r.text}`);
+    const item = r.body[0].item_id as string;
+    return waitFor(async () => (await rowsOf(to, col.id)).has(item), 20_000, 100);
+  };
+  t.ok(await witness(edge, s.dev, "edge witness"), "a row written on the edge afterwards reaches the platform");
+  t.ok(await witness(s.dev, edge, "platform witness"), "then a row written on the platform reaches the edge");
   const [p, e] = await Promise.all([rowsOf(s.dev, col.id), rowsOf(edge, col.id)]);
   t.same([...e.entries()].sort(), [...p.entries()].sort(), "row for row the same on both nodes");
+  t.same(names.map((k) => p.get(id[k]!)?.label ?? "(deleted)"), names.map((k) => want[k]), "still the later write of each row");
 });

@@ -180,9 +180,16 @@ t.test("1. a template changed while the edge is offline is applied when it comes
   await must(sys.dev.post(`/admin/code/v/1/${sys.systemKey}/${recorder}`, { code: `function ${recorder}(req, resp) { ClearBlade.Collection({ collectionName: "${log.name}" }).create({ label: "fired" }, function (err, d) { if (err) resp.error(d); else resp.success("ok"); }); }`, parameters: [] }), "recorder");
   const trigger = uniq("trig");
   await must(sys.dev.post(`/admin/triggers/handlers/${sys.systemKey}/${trigger}`, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: a.name }, service_name: recorder }), "trigger");
+  // a probe trigger that stays: every insert into probe writes a "probe" row into log
+  const probe = await collection(sys, "probe", 0);
+  const prober = uniq("prober");
+  await must(sys.dev.post(`/admin/code/v/1/${sys.systemKey}/${prober}`, { code: `function ${prober}(req, resp) { ClearBlade.Collection({ collectionName: "${log.name}" }).create({ label: "probe" }, function (err, d) { if (err) resp.error(d); else resp.success("ok"); }); }`, parameters: [] }), "prober");
+  const probeTrigger = uniq("ptrig");
+  await must(sys.dev.post(`/admin/triggers/handlers/${sys.systemKey}/${probeTrigger}`, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: probe.name }, service_name: prober }), "probe trigger");
   const edge = await newEdge(sys, [
     { def_module: "collection", def_name: a.name, mode: "sync_to_edge" }, { def_module: "collection", def_name: log.name, mode: "sync_to_edge", rows: false },
     { def_module: "service", def_name: s1 }, { def_module: "service", def_name: recorder }, { def_module: "trigger", def_name: trigger },
+    { def_module: "collection", def_name: probe.name, mode: "sync_to_edge", rows: false }, { def_module: "service", def_name: prober }, { def_module: "trigger", def_name: probeTrigger },
   ]);
   await edge.node.start();
   await converge(t, sys, edge, lacks(sys, edge, { collections: [a], services: [[s1, 1]] }));
@@ -204,10 +211,14 @@ t.test("1. a template changed while the edge is offline is applied when it comes
 
   await edge.node.start();
   await converge(t, sys, edge, lacks(sys, edge, { collections: [a, b, c], services: [[s1, 2], [s2, 1]], absent: { triggers: [trigger] } }));
-  // the removed trigger does not run: an insert into a on the edge records nothing
+  // the removed trigger does not run: an insert into a on the edge records nothing. Events are
+  // dispatched in order, so once the probe trigger's run for a later insert is recorded, the
+  // insert into a was matched, and a run it started was started before the probe's
   await must(ed.post(`/api/v/1/data/${a.id}`, { label: "after", n: -1 }), "insert on the edge");
-  await sleep(1_000);
-  t.equal(await count(ed, log.id), 0, "the removed trigger does not fire on the edge");
+  await must(ed.post(`/api/v/1/data/${probe.id}`, { label: "probe", n: 0 }), "probe insert on the edge");
+  const labels = async () => ((await rows(ed, log.id)) ?? []).map((r) => r.label);
+  t.ok(await waitFor(async () => (await labels()).includes("probe"), 20_000), "the probe trigger fires on the edge for the later insert");
+  t.same(await labels(), ["probe"], "the removed trigger does not fire on the edge");
   t.same((await edgeRecord(sys, edge.name)).sync_lag, 0, "no lag");
   await edge.node.kill();
 });
@@ -443,12 +454,18 @@ t.test(`6. an up-to-date edge reconnecting after compaction, and after a platfor
   const compacted = () => [...platform.logs().matchAll(/"msg":"change log compacted"[^\n]*"systemKey":"([0-9a-f]+)","upTo":(\d+)/g)].some((m) => m[1] === sys.systemKey && Number(m[2]) >= cursor);
   t.ok(await waitFor(compacted, 20_000), "the change log was compacted past the edge's position");
 
+  // a witness: row n 0's label, changed on the platform after the edge reconnected
+  const labelOf = async (c: Client) => ((await must(c.get(`/api/v/1/data/${big.id}?query=${qs({ FILTERS: [[{ EQ: [{ n: 0 }] }]] })}`), "row 0")).DATA as Row[])[0]?.label;
   const reconnect = async (what: string, restart: () => Promise<void>) => {
     const mark = platform.logs().length;
     edge.proxy.resetCounts();
     await restart();
     t.ok(await waitFor(() => /"msg":"edge connected"/.test(platform.logs().slice(mark)), 20_000), `${what}: the edge is connected`);
-    await sleep(1_500); // anything the platform would send comes now
+    // the platform sends one message after another, a snapshot queued at the hello before any log
+    // batch: once a change made after the hello reached the edge, all the hello made it send has come
+    const witness = uniq("witness");
+    await must(sys.dev.put(`/api/v/1/data/${big.id}`, { query: [[{ EQ: [{ n: 0 }] }]], $set: { label: witness } }), "witness change");
+    t.ok(await waitFor(async () => (await labelOf(await edge.dev())) === witness, 20_000), `${what}: a later change reaches the edge`);
     const line = platform.logs().slice(mark).match(/"msg":"edge connected"[^\n]*/)![0];
     t.match(line, /"snapshot":false/, `${what}: no snapshot`);
     const bytes = edge.proxy.bytesDown();

@@ -19,6 +19,14 @@ async function pool(o: Partial<PoolOptions> = {}): Promise<WorkerPool> {
   return p;
 }
 
+/** Resolves once `n` runs are with a worker (not queued): a run is started, not waited for. */
+async function handedOut(p: WorkerPool, n: number) {
+  for (const end = Date.now() + 5_000; p.stats().running < n;) {
+    if (Date.now() > end) throw new Error(`${p.stats().running} of ${n} runs with a worker`);
+    await Bun.sleep(2);
+  }
+}
+
 const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@example.com", userid: "u", userToken: "t", isLogging: false, caller: {} });
 const nothing = async () => JSON.stringify({ ok: true, data: null });
 
@@ -66,7 +74,7 @@ describe("WorkerPool", () => {
     expect(p.maxHold).toBe(1);
     const ended: string[] = [];
     const loops = [1, 2, 3].map((i) => p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }")).done.then((o) => { ended.push(`loop${i}`); return o; }));
-    await Bun.sleep(50);
+    await handedOut(p, 1);
     const t0 = performance.now();
     const b = await run(p, spec("b", "quick", "function quick(req, resp){ resp.success('b') }"));
     const bMs = performance.now() - t0;
@@ -85,7 +93,7 @@ describe("WorkerPool", () => {
     const ended: string[] = [];
     const busy = (i: number) => p.submit(spec("a", "busy", "function busy(req, resp){ var t = Date.now(); while (Date.now() - t < 100) {} resp.success(1) }")).done.then(() => ended.push(`a${i}`));
     const burst = [busy(1)];
-    await Bun.sleep(20);
+    await handedOut(p, 1);
     burst.push(...[2, 3, 4, 5].map(busy)); // queued behind a1: they go out as one batch
     while (!ended.includes("a1")) await Bun.sleep(5);
     await Bun.sleep(30);
@@ -112,7 +120,7 @@ describe("WorkerPool", () => {
   test("a run whose deadline passes while it waits for a worker answers at its deadline, without running", async () => {
     const p = await pool({ sliceMs: 1_000 });
     const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
-    await Bun.sleep(20);
+    await handedOut(p, 1);
     let ran = false;
     const t0 = performance.now();
     const late = await p.submit(spec("a", "late", "function late(req, resp){ log('ran'); resp.success(1) }", { timeoutMs: 200, logs: true, host: async () => { ran = true; return "{}"; } })).done;
@@ -180,8 +188,10 @@ describe("WorkerPool", () => {
   test("abort ends a waiting run (a stream service stopped), queued or started", async () => {
     const p = await pool();
     const never = () => new Promise<string>(() => {});
-    const stream = p.submit(spec("a", "stream", "async function stream(req, resp){ await ClearBladeAsync.Users().count(); }", { timeoutMs: 0, host: never }));
-    await Bun.sleep(100);
+    let called!: () => void;
+    const inHost = new Promise<void>((r) => (called = r));
+    const stream = p.submit(spec("a", "stream", "async function stream(req, resp){ await ClearBladeAsync.Users().count(); }", { timeoutMs: 0, host: () => { called(); return never(); } }));
+    await inHost; // started: it waits on its host call
     p.abort(stream.id, "the stream service was stopped");
     expect(await stream.done).toEqual({ kind: "failed", error: "the stream service was stopped" });
     const p1 = await pool({ workers: 1, sliceMs: 300 });
@@ -210,7 +220,7 @@ describe("WorkerPool", () => {
     const p = await pool({ workers: 1, sliceMs: 2_000 });
     const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
     const queued = p.submit(spec("a", "q", "function q(req, resp){ resp.success(1) }"));
-    await Bun.sleep(50);
+    await handedOut(p, 1);
     await p.stop();
     expect(await loop.done).toEqual({ kind: "failed", error: "the server is stopping" });
     expect(await queued.done).toEqual({ kind: "failed", error: "the server is stopping" });

@@ -784,11 +784,13 @@ t.test("libraries: CRUD, versions, use by services, update, delete while used", 
 
 t.test("sandbox: an infinite loop is interrupted and the server keeps serving", async (t) => {
   const loop = uniq("loop"), fine = uniq("fine");
-  await service(loop, `function ${loop}(req, resp) { while (true) {} }`);
+  // the loop starts once a row it writes is there: the row shows the loop has started
+  const marks = await collection([["v", "int"]]);
+  await service(loop, `async function ${loop}(req, resp) { await ClearBladeAsync.Collection({ collectionName: "${marks.name}" }).create({ v: 1 }); while (true) {} }`);
   await service(fine, `function ${fine}(req, resp) { resp.success("fine"); }`);
   const t0 = Date.now();
   const pending = within(exec(s.dev, loop), 15_000, "while(true)");
-  await sleep(100);
+  t.ok(await waitFor(async () => (await within(rows(marks.id), 5000, "marker row")).length > 0, 10_000), "the loop has started");
   const h0 = Date.now();
   const health = await within(request(o.url, "GET", "/health"), 5000, "health during the loop");
   const healthMs = Date.now() - h0;
@@ -1044,10 +1046,11 @@ t.test("concurrency 1: simultaneous calls both succeed and do not overlap", asyn
 t.test("sandbox: a service looping over awaited host calls does not starve the server", async (t) => {
   const col = await collection([["v", "int"]]);
   const spin = uniq("spin");
-  await service(spin, `async function ${spin}(req, resp) { var c = ClearBladeAsync.Collection({ collectionName: "${col.name}" }); for (;;) { await c.count(); } }`, { execution_timeout: 2 });
+  // a row written first shows the loop has started
+  await service(spin, `async function ${spin}(req, resp) { var c = ClearBladeAsync.Collection({ collectionName: "${col.name}" }); await c.create({ v: 1 }); for (;;) { await c.count(); } }`, { execution_timeout: 2 });
   const t0 = Date.now();
   const run = within(exec(s.dev, spin), 10_000, "endless host-call loop").catch((e: Error) => e);
-  await sleep(200);
+  t.ok(await waitFor(async () => (await within(rows(col.id), 5000, "marker row")).length > 0, 10_000), "the loop has started");
   const h0 = Date.now();
   const health = await within(request(o.url, "GET", "/health"), 5000, "health during the host-call loop").catch((e: Error) => e);
   const healthMs = Date.now() - h0;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq, sleep } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
 const enc = encodeURIComponent;
 const HTTP = "HTTP Requests", CONN = "MQTT Connections", PUB = "MQTT Publishes";
@@ -400,15 +400,19 @@ t.test("concurrency: in-flight requests per key, refused at once above max_num, 
   const [u, v] = [await newUser(s), await newUser(s)];
   const path = `/api/v/1/code/${s.systemKey}/${svc}`;
   await create(s.dev, HTTP, kase({ resource: path, consumer: "?", limiter_type: "concurrency", max_num: 1, duration: undefined }));
+  // the first holds its slot once its headers are evaluated: /metrics counts evaluations (a
+  // developer's requests, such as these reads, are not evaluated)
+  const evals = async () => Number(/^outpost_throttle_evaluation_seconds_count (\d+)$/m.exec((await s.dev.get("/metrics")).text)?.[1] ?? NaN);
+  const evaluated = await evals();
   const first = slowRequest(o.url, path, { "ClearBlade-UserToken": u.token });
-  await sleep(200); // the first is in flight, waiting for its body
+  t.ok(await waitFor(async () => (await evals()) > evaluated, 15_000), "the first is in flight, waiting for its body");
   const t0 = Date.now();
   t.equal((await run(s, u.client, svc)).status, 429, "a second concurrent request is refused");
   t.ok(Date.now() - t0 < 1000, "at once, no queueing");
   t.equal((await run(s, v.client, svc)).status, 200, "another consumer has its own counter");
   first.finish();
   t.equal(await first.answered, 200, "the first completes");
-  await sleep(50);
+  // its slot was given back before its answer left
   t.same(await statuses(3, () => run(s, u.client, svc)), [200, 200, 200], "the slot was given back");
 });
 
@@ -477,8 +481,11 @@ t.test("MQTT Connections: concurrency limits simultaneous connections and frees 
   await create(s2.dev, CONN, kase({ system_key: s2.systemKey, consumer: `email=${u.email}`, limiter_type: "concurrency", max_num: 1, duration: undefined }));
   const first = await open(tcp(o), { username: u.token, password: s2.systemKey });
   t.equal(await refusal(tcp(o), { username: u.token, password: s2.systemKey }), 3, "a second simultaneous connection is refused");
+  // the broker gives the slot back as it counts the connection gone (/metrics)
+  const connections = async () => Number(/^outpost_mqtt_connections (\d+)$/m.exec((await request(o.url, "GET", "/metrics")).text)?.[1] ?? NaN);
+  const connected = await connections();
   await new Promise<void>((r) => first.end(false, {}, () => r()));
-  await sleep(200);
+  t.ok(await waitFor(async () => (await connections()) < connected, 15_000), "the broker saw the first go");
   t.equal(await refusal(tcp(o), { username: u.token, password: s2.systemKey }), "connected", "after the first goes, a new one is admitted");
   await s2.dev.del(`/admin/throttlers/${enc(CONN)}`);
 });
@@ -500,8 +507,12 @@ t.test("MQTT Publishes: a throttled publish is acknowledged but dropped and coun
   await send("other/topic", "free-1");
   for (let i = 1; i <= 4; i++) await send("limited", `lim-${i}`);
   await send("devices/d1/temp", "blocked-qos0", 0);
+  // the broker reads the publisher's next packet once those before are routed (an UNSUBSCRIBE
+  // round trip), and writes to the subscriber in routing order: a dropped publish delivered after
+  // all would arrive before free-2
+  await pub.unsubscribeAsync(`flush/${uniq("f")}`);
   await send("other/topic", "free-2");
-  await sleep(300);
+  await waitFor(() => got.includes("other/topic:free-2"), 15_000);
   t.ok(pub.connected, "the publisher stays connected (QoS 1 publishes were acknowledged)");
   t.same(got.filter((m) => m.startsWith("other/")), ["other/topic:free-1", "other/topic:free-2"], "unmatched topics are delivered");
   t.notOk(got.some((m) => m.includes("blocked")), "publishes matching the blocking pattern are dropped");
@@ -566,8 +577,9 @@ t.test("global mode: two nodes share one fixed window through Redis, fall back t
   t.teardown(() => rd.stop());
   const shared = mkdtempSync(join(tmpdir(), "outpost-cluster-"));
   const args = ["--db", `file:${join(shared, "outpost.db")}`, "--redis-url", `redis://127.0.0.1:${rd.port}`, "--enable-global-throttlers", "true"];
-  const a = await server({ args });
-  const b = await server({ args });
+  // at info, the log says when a node's link to Redis goes and comes back
+  const a = await server({ args, logLevel: "info" });
+  const b = await server({ args, logLevel: "info" });
   const sys = await devWithSystem(a, "cluster");
   const svc = await openService(sys);
   const u = await newUser(sys);
@@ -591,14 +603,17 @@ t.test("global mode: two nodes share one fixed window through Redis, fall back t
   t.same([await call(a), await call(b)], [200, 200], "a new window after the old one ended");
 
   // Redis goes away: each node falls back to its own token bucket (up to 4 each)
+  const logs = (n: Outpost, from: number) => n.logs().slice(from);
+  let from = [a.logs().length, b.logs().length];
   await rd.stop();
-  await sleep(300);
+  t.ok(await waitFor(() => [a, b].every((n, i) => logs(n, from[i]!).includes("shared store unavailable")), 15_000), "both nodes saw Redis go");
   const alone = [await call(a), await call(a), await call(a), await call(a), await call(a)];
   t.same(alone, [200, 200, 200, 200, 429], "node a limits on its own");
   t.equal(await call(b), 200, "node b has its own bucket while Redis is down");
   // Redis comes back: the shared window is used again
+  from = [a.logs().length, b.logs().length];
   await rd.start();
-  await sleep(2500); // the nodes reconnect within about a second
+  t.ok(await waitFor(() => [a, b].every((n, i) => logs(n, from[i]!).includes("shared store connected")), 15_000), "both nodes are back on Redis");
   const back = [await call(a), await call(b), await call(a), await call(b), await call(a)];
   t.same(back, [200, 200, 200, 200, 429], "the shared window again (fresh after the restart)");
 

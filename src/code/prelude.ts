@@ -19,11 +19,16 @@ export const PRELUDE = String.raw`
       throw e;
     });
   }
+  // A callback's error (an interrupt of a loop in it included) ends the run as failed: thrown in
+  // a promise reaction it would only reject a promise nobody holds, and the run would end as a
+  // success with nothing.
   function withCallback(promise, cb) {
-    promise.then(function (d) { if (typeof cb === "function") cb(false, d); },
-                 function (e) { if (typeof cb === "function") cb(true, e.error || e.message); });
+    if (typeof cb === "function") {
+      promise.then(function (d) { cb(false, d); }, function (e) { cb(true, e.error || e.message); }).then(null, failRun);
+    }
     return promise;
   }
+  function failRun(e) { if (e !== DONE) finish("failed", JSON.stringify(e && e.message ? (e.name || "Error") + ": " + e.message : String(e))); }
   function text(args) {
     var out = [];
     for (var i = 0; i < args.length; i++) {
@@ -255,7 +260,7 @@ export const PRELUDE = String.raw`
     if (returned && typeof returned.then === "function" && !resp._finished) {
       finish("waiting", "true");
       returned.then(function (v) { if (!resp._finished) { try { end(resp, "success", v === undefined ? null : v); } catch (e) {} } },
-                    function (e) { if (!resp._finished && e !== DONE) { resp._finished = true; finish("failed", JSON.stringify(e && e.message ? (e.name || "Error") + ": " + e.message : String(e))); } });
+                    function (e) { if (!resp._finished && e !== DONE) { resp._finished = true; failRun(e); } });
     }
   };
   // errors thrown from callbacks after the entry function returned are reported, not lost

@@ -115,6 +115,15 @@ describe("Sandbox runs", () => {
     expect(await run(deadline, req("u"), hooks, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
   });
 
+  test("an error thrown in a host call's callback, or a loop in it interrupted, fails the run (it was a success with nothing)", async () => {
+    const thrown = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { null.x; }) }');
+    expect(await run(thrown, req("u"))).toEqual({ kind: "failed", error: "TypeError: cannot read property 'x' of null" });
+    const looping = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { while (true) {} }) }');
+    expect(await run(looping, req("u"))).toEqual({ kind: "failed", error: "interrupted: ran longer than 500 ms without yielding" });
+    const answered = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { resp.success([err, d]) }) }');
+    expect(await run(answered, req("u"))).toEqual({ kind: "success", value: [false, null] });
+  });
+
   test("a sandbox handed on and disposed as its run ends, as a worker does with a failed one, ends cleanly", async () => {
     for (const code of ["function svc(req, resp){ throw new Error('x') }", "function svc(req, resp){ while (true) {} }", "async function svc(req, resp){ await null; throw new Error('y') }"]) {
       const sb = await sandbox(code);

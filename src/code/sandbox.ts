@@ -103,6 +103,8 @@ export class Sandbox {
   /** the request context the context holds, as sent */
   private lastContext = "";
   private disposed = false;
+  /** calls into the context under way (a run may end, and be disposed, from inside one) */
+  private inside = 0;
   /** set when a run left state behind (a failure, pending work): not reused */
   broken = false;
 
@@ -149,12 +151,14 @@ export class Sandbox {
 
   /** User code may run from now until the slice ends or the run's deadline, whichever is first. */
   private enter() {
+    this.inside++;
     const d = Math.min(Date.now() + this.limits.sliceMs, this.runDeadline);
     this.sliceDeadline = d;
     if (watch) watch[0] = d;
   }
 
   private leave() {
+    this.inside--;
     this.sliceDeadline = Infinity;
     if (watch) watch[0] = 0;
   }
@@ -255,6 +259,7 @@ export class Sandbox {
   private pump() {
     if (this.disposed || !this.resolveRun) return;
     for (;;) {
+      if (this.disposed) return;
       this.enter();
       const r = this.rt.executePendingJobs();
       this.leave();
@@ -317,6 +322,14 @@ export class Sandbox {
     if (this.disposed) return;
     this.disposed = true;
     if (this.timer) clearTimeout(this.timer);
+    // ended from inside a call into the context (a callback's failure): freeing the runtime under
+    // its own stack fails (QuickJS asserts its objects are gone) and leaks the runtime's memory
+    // in the worker's module, so it is freed once the call has returned
+    if (this.inside > 0) queueMicrotask(() => this.free());
+    else this.free();
+  }
+
+  private free() {
     try {
       for (const d of this.pending) d.dispose();
       this.pending.clear();

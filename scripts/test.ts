@@ -1,8 +1,8 @@
 // The whole test suite: `npm test`.
 //  1. builds the x64 binary if it is missing or older than the sources (black-box tests run it);
 //  2. unit and in-process tests with `bun test` (test/unit);
-//  3. black-box tests with tap on Node against the binary (test/e2e, bundled to .e2e-build first,
-//     because tap cannot run inside Bun and Node 20 cannot run TypeScript by itself);
+//  3. black-box tests with tap on Node against the binary (test/e2e, bundled to .e2e-build first:
+//     scripts/bundle-e2e.ts);
 //  4. prints one closing line: `N passed, N failed, N skipped`; fails on failures only (and on skips
 //     where OUTPOST_REQUIRE_SERVICES is set: there every optional server must be present).
 // Arguments filter both suites by file path substring: `npm test -- users`.
@@ -10,6 +10,7 @@
 // the local test server), each in a database of its own; what the run leaves is dropped at its end.
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { bundleE2E } from "./bundle-e2e.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 // OUTPOST_BIN runs the suites against another binary (a copy, so a rebuild cannot swap it mid-run).
@@ -83,12 +84,10 @@ if (e2e.length && !only.has("--unit")) {
   // one directory per run, so two runs at once do not delete each other's bundles
   const outdir = join(ROOT, ".e2e-build", String(process.pid));
   rmSync(outdir, { recursive: true, force: true });
-  const built = await Bun.build({
-    entrypoints: e2e, outdir, target: "node", format: "esm", splitting: true, naming: "[dir]/[name].mjs", root: join(ROOT, "test/e2e"),
-    packages: "external",
-  });
-  if (!built.success) {
+  const built = await bundleE2E(e2e, outdir, join(ROOT, "test/e2e"));
+  if (!built.ok) {
     for (const l of built.logs) console.error(l);
+    failures.push("the black-box tests do not compile (above)");
     failed += 1;
   } else {
     const tests = e2e.map((f) => join(outdir, f.slice(join(ROOT, "test/e2e").length + 1).replace(/\.ts$/, ".mjs")));

@@ -257,9 +257,9 @@ export class Sandbox {
 
   /** Runs queued promise jobs; finishes the run when nothing is left to wait for. */
   private pump() {
-    if (this.disposed || !this.resolveRun) return;
+    if (!this.resolveRun) return;
     for (;;) {
-      if (this.disposed) return;
+      if (this.disposed) return; // ended, and disposed, by the jobs run last time round
       this.enter();
       const r = this.rt.executePendingJobs();
       this.leave();

@@ -336,6 +336,21 @@ export function hasCommand(cmd: string): boolean {
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Resolves once everything the broker had written to an MQTT client has reached it: an
+ *  UNSUBSCRIBE round trip on the client's own connection, answered after what the broker wrote
+ *  before. The broker routes a publish to every subscriber in one pass (writing each delivery on
+ *  the turn after), and handles a client's next packet after its last publish was routed: once a
+ *  positive control or a later marker shows a publish routed, a delivery of it to another client,
+ *  a leak included, has reached that client by the time its flush answers. Record what a client
+ *  gets as each PUBLISH arrives ('packetreceive'): a QoS 2 'message' event waits for the PUBREL,
+ *  later than the flush. Rejects when the broker does not answer in `ms`. */
+export function mqttFlush(client: { unsubscribeAsync(topic: string): Promise<unknown> }, ms = 5_000): Promise<void> {
+  return new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`no answer to a flush within ${ms} ms`)), ms);
+    client.unsubscribeAsync(`flush/none/${uniq("f")}`).then(() => { clearTimeout(timer); res(); }, (e) => { clearTimeout(timer); rej(e); });
+  });
+}
+
 /** Polls `pred` until it holds or `ms` pass; returns whether it held. A `pred` that throws (a
  *  server restarting, say) counts as not yet. */
 export async function waitFor(pred: () => boolean | Promise<boolean>, ms = 15_000, every = 50): Promise<boolean> {

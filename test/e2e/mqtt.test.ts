@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs, waitFor } from "./harness.ts";
+import { type DevSystem, type Outpost, devWithSystem, newUser, startOutpost, uniq, hasCommand, needs, mqttFlush, waitFor } from "./harness.ts";
 
 // ---- servers ----------------------------------------------------------------------------------
 
@@ -71,8 +71,7 @@ async function refusal(url: string, opts: IClientOptions): Promise<number | stri
 interface Got { topic: string; payload: Buffer; qos: number; retain: boolean; text: string }
 
 /** Records every message the client receives. */
-/** Every PUBLISH c receives, as it arrives (a QoS 2 'message' event waits for the PUBREL, which
- *  is later than a flush's answer). */
+/** Every PUBLISH c receives, as it arrives (see mqttFlush). */
 function collect(c: MqttClient): Got[] {
   const got: Got[] = [];
   c.on("packetreceive", (packet) => {
@@ -83,14 +82,8 @@ function collect(c: MqttClient): Got[] {
   return got;
 }
 
-/** Resolves once everything the broker had written to these clients has reached them: an
- *  UNSUBSCRIBE round trip on each one's own connection, answered after what the broker wrote
- *  before. The broker routes a publish to every subscriber in one pass, and handles a client's
- *  next packet after its last publish was routed: what a later positive control or marker shows
- *  routed, a leak included, is then in `got`. */
-function flushed(...cs: MqttClient[]): Promise<unknown> {
-  return Promise.all(cs.map((c) => within(c.unsubscribeAsync(`flush/${uniq("f")}`), "UNSUBSCRIBE (flush)")));
-}
+/** Flushes each client (mqttFlush). */
+const flushed = (...cs: MqttClient[]): Promise<unknown> => Promise.all(cs.map((c) => mqttFlush(c)));
 
 /** SUBSCRIBE `filter` and, last in the same packet, `flushTopic`, whose retained marker the caller
  *  published at QoS 2 (stored before its PUBCOMP): the broker reads retained messages filter by

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, mqttFlush, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
 
 const enc = encodeURIComponent;
 const HTTP = "HTTP Requests", CONN = "MQTT Connections", PUB = "MQTT Publishes";
@@ -507,10 +507,9 @@ t.test("MQTT Publishes: a throttled publish is acknowledged but dropped and coun
   await send("other/topic", "free-1");
   for (let i = 1; i <= 4; i++) await send("limited", `lim-${i}`);
   await send("devices/d1/temp", "blocked-qos0", 0);
-  // the broker reads the publisher's next packet once those before are routed (an UNSUBSCRIBE
-  // round trip), and writes to the subscriber in routing order: a dropped publish delivered after
-  // all would arrive before free-2
-  await pub.unsubscribeAsync(`flush/${uniq("f")}`);
+  // a flush of the publisher: its later free-2 is routed after those before, and the subscriber
+  // gets deliveries in routing order, so a dropped publish delivered after all comes before free-2
+  await mqttFlush(pub);
   await send("other/topic", "free-2");
   await waitFor(() => got.includes("other/topic:free-2"), 15_000);
   t.ok(pub.connected, "the publisher stays connected (QoS 1 publishes were acknowledged)");

@@ -13,7 +13,7 @@
 import mqtt from "mqtt";
 import type { IClientOptions, IConnackPacket, IPublishPacket, MqttClient } from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, devWithSystem, newUser, request, startOutpost, uniq, waitFor } from "../harness.ts";
+import { type DevSystem, devWithSystem, mqttFlush, newUser, request, startOutpost, uniq, waitFor } from "../harness.ts";
 
 // ---- server and the two systems ---------------------------------------------------------------
 
@@ -92,8 +92,7 @@ function connect(side: Side, kind: Kind, transport: Transport, opts: IClientOpti
     open_.add(c);
     const got: Got[] = [];
     let closed = false, settled = false, flushes = 0;
-    // recorded as each PUBLISH arrives (a QoS 2 'message' event waits for the PUBREL: later than
-    // a flush round trip's answer)
+    // recorded as each PUBLISH arrives (see mqttFlush)
     c.on("packetreceive", (packet) => {
       if (packet.cmd !== "publish") return;
       const p = packet as IPublishPacket, text = p.payload.toString("utf8");
@@ -165,16 +164,11 @@ function nothing(t: Test, observers: Conn[], what: string) {
   t.same(leaked.map((c) => `${c.label}: ${show(c.got)}`), [], `${what}: ${observers.length} clients received 0 messages`);
 }
 
-/** Resolves once everything the broker had written to these clients has reached them: an
- *  UNSUBSCRIBE round trip on each client's own connection, answered after what the broker wrote
- *  before. The broker routes a publish to all its subscribers in one pass and writes each delivery
- *  on the turn after, so once a positive control got a message, a leak of it to another client is
- *  on that client's connection ahead of the answer. A client the broker dropped has closed() set. */
+/** Flushes each client still connected (mqttFlush); a client the broker dropped has closed() set. */
 function flushed(conns: Conn[]): Promise<unknown> {
-  return Promise.all(conns.filter((c) => !c.closed()).map((c) =>
-    within(c.client.unsubscribeAsync(`flush/none/${uniq("f")}`), `${c.label} UNSUBSCRIBE (flush)`).catch(() => {
-      if (!c.closed()) throw new Error(`${c.label}: no answer to a flush and not closed`);
-    })));
+  return Promise.all(conns.filter((c) => !c.closed()).map((c) => mqttFlush(c.client).catch(() => {
+    if (!c.closed()) throw new Error(`${c.label}: no answer to a flush and not closed`);
+  })));
 }
 
 /** The retained flush marker of a side: a subscription that also names it gets it after the

@@ -10,6 +10,7 @@
 // the local test server), each in a database of its own; what the run leaves is dropped at its end.
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { bundleE2E } from "./bundle-e2e.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -92,7 +93,9 @@ if (e2e.length && !only.has("--unit")) {
   } else {
     const tests = e2e.map((f) => join(outdir, f.slice(join(ROOT, "test/e2e").length + 1).replace(/\.ts$/, ".mjs")));
     if (process.env.OUTPOST_TEST_DB === "postgres") console.log("black-box platforms store their data in PostgreSQL (OUTPOST_TEST_DB=postgres)");
-    const r = await run(["node", join(ROOT, "node_modules/tap/dist/esm/run.mjs"), ...tests], { OUTPOST_BIN: BIN, OUTPOST_TEST_RUN: String(process.pid) });
+    // every Node process of the run (tap's runner, each file) ends at its 'exit' event: test/node-exit.mjs
+    const endAtExit = `--import=${pathToFileURL(join(ROOT, "test/node-exit.mjs"))}`;
+    const r = await run(["node", endAtExit, join(ROOT, "node_modules/tap/dist/esm/run.mjs"), `--node-arg=${endAtExit}`, ...tests], { OUTPOST_BIN: BIN, OUTPOST_TEST_RUN: String(process.pid) });
     if (process.env.OUTPOST_TEST_DB === "postgres") await dropRunDatabases();
     // tap's closing summary: `# { total: N, pass: N, fail: N, skip: N, todo: N }` (zeros left out)
     const sum = /^# \{ (total: \d+[^}]*)\}/m.exec(r.out)?.[1];

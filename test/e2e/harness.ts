@@ -12,19 +12,6 @@ import { createPgDatabase, dropPgDatabase, pgUrlFor } from "../pgdb.ts";
 
 export const BIN = process.env.OUTPOST_BIN ?? resolve(process.cwd(), "dist/outpost-linux-x64");
 
-/** Ends a test file's process at its 'exit' event, with its exit code. Node 20 sometimes never
- *  gets past that event: once in about forty runs of a suite its main thread spun at 100% CPU in
- *  the cleanup that follows it (Environment::CleanupHandles calling uv_run while libuv had nothing
- *  left to run), so a file whose tests had all passed, results written, hit tap's timeout.
- *  process.exit there skips that cleanup and still runs signal-exit's handlers (tap's process
- *  info). It is registered again at each 'beforeExit' so that it comes after every 'exit'
- *  listener the tests added (a browser's, a library's): those still run. */
-export function endAtExit(proc: NodeJS.Process = process): void {
-  const end = (code: number) => proc.exit(code);
-  proc.on("beforeExit", () => { proc.removeListener("exit", end); proc.on("exit", end); });
-}
-endAtExit();
-
 /** Ports handed out by this process, never handed out twice. */
 const handedOut = new Set<number>();
 

@@ -25,6 +25,15 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
+/** Resets a connection (RST), or closes it when its side has ended: Node cannot reset a socket
+ *  whose shutdown is under way (an answer of EINVAL), and then never closes its handle, so the
+ *  process spins at 100% CPU after its 'exit' event instead of ending. A link the proxy cuts can
+ *  be in that state: ended on the far end's FIN a moment before. */
+export function reset(s: net.Socket): void {
+  if (s.writableEnded) s.destroy();
+  else s.resetAndDestroy();
+}
+
 export async function tcpProxy(targetPort: number, listenPort = 0): Promise<TcpProxy> {
   let mode: "pass" | "cut" | "hole" = "pass";
   let delay = 0, down = 0, upBytes = 0, opened = 0;
@@ -43,7 +52,7 @@ export async function tcpProxy(targetPort: number, listenPort = 0): Promise<TcpP
     return flush;
   };
   const srv = net.createServer((client) => {
-    if (mode === "cut") { client.resetAndDestroy(); return; }
+    if (mode === "cut") { reset(client); return; }
     opened++;
     const upstream = net.connect(targetPort, "127.0.0.1");
     live.add(client); live.add(upstream);
@@ -59,7 +68,7 @@ export async function tcpProxy(targetPort: number, listenPort = 0): Promise<TcpP
   const port = (srv.address() as net.AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}`, port,
-    cut() { mode = "cut"; for (const s of live) s.resetAndDestroy(); live.clear(); },
+    cut() { mode = "cut"; for (const s of live) reset(s); live.clear(); },
     blackHole() { mode = "hole"; },
     latency(ms) { delay = ms; },
     heal() {

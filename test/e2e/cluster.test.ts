@@ -17,7 +17,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
 import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { Client, devWithSystem, freePort, hasCommand, NodeProcess, needs, newUser, request, runBin, sleep, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { Client, devWithSystem, freePort, hasCommand, NodeProcess, needs, newUser, request, runBin, sleep, TEST_DB, uniq, waitFor, must } from "./harness.ts";
 
 const dirs: string[] = [];
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-cluster-")); dirs.push(d); return d; };
@@ -86,12 +86,6 @@ async function balancer(backends: () => number[]) {
   const port = (server.address() as net.AddressInfo).port;
   cleanups.push(() => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }));
   return { port, url: `http://127.0.0.1:${port}` };
-}
-
-async function must(r: Promise<{ status: number; text: string; body: any }>, what: string) {
-  const x = await r;
-  if (x.status !== 200) throw new Error(`${what}: ${x.status} ${x.text.slice(0, 300)}`);
-  return x.body;
 }
 
 function connect(port: number, opts: mqtt.IClientOptions): Promise<mqtt.MqttClient> {

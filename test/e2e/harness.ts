@@ -306,6 +306,14 @@ export async function newUser(s: DevSystem, extra: Record<string, unknown> = {})
 }
 
 /** Checks the ClearBlade error envelope and returns it. */
+/** The body of a request that must answer 200; anything else throws with `what`, the status and
+ *  the start of the answer (a test's setup step, not its assertion). */
+export async function must(r: Promise<{ status: number; text: string; body: any }>, what: string) {
+  const x = await r;
+  if (x.status !== 200) throw new Error(`${what}: ${x.status} ${x.text.slice(0, 300)}`);
+  return x.body;
+}
+
 export function isEnvelope(body: any, status: number): boolean {
   return !!body && typeof body === "object" && !!body.error && typeof body.error.id === "string" &&
     /^[0-9a-f-]{36}$/.test(body.error.id) && typeof body.error.code === "number" && typeof body.error.message === "string" &&

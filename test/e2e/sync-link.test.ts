@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor, must } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -22,12 +22,6 @@ t.teardown(async () => {
 
 const platform = await startOutpost({ args: ["--log-level", "info", "--sync-compact-ms", "1000"] });
 started.push(platform);
-
-async function must(r: Promise<{ status: number; text: string; body: any }>, what: string) {
-  const x = await r;
-  if (x.status !== 200) throw new Error(`${what}: ${x.status} ${x.text.slice(0, 300)}`);
-  return x.body;
-}
 
 /** A collection whose rows flow up (sync_to_platform) and an edge record holding it. */
 async function upEdge(sys: DevSystem) {

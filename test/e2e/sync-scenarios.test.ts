@@ -15,7 +15,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t, { type Test } from "tap";
-import { Client, type DevSystem, devWithSystem, dropTestDb, freePort, NodeProcess, needs, qs, request, sleep, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, dropTestDb, freePort, NodeProcess, needs, qs, request, sleep, uniq, waitFor, must } from "./harness.ts";
 import { type TcpProxy, tcpProxy } from "./tcp-proxy.ts";
 
 const ROWS = Number(process.env.OUTPOST_SYNC_ROWS ?? 6_000);
@@ -59,12 +59,6 @@ await platform.start();
 
 interface Entry { def_module: string; def_name: string; mode?: string; rows?: boolean }
 type Row = Record<string, unknown> & { item_id: string };
-
-async function must(r: Promise<{ status: number; text: string; body: any }>, what: string) {
-  const x = await r;
-  if (x.status !== 200) throw new Error(`${what}: ${x.status} ${x.text.slice(0, 300)}`);
-  return x.body;
-}
 
 /** A collection with a label and a number column, and `n` rows on the platform. */
 async function collection(sys: DevSystem, prefix: string, n: number) {

@@ -8,31 +8,25 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import t from "tap";
-import { devWithSystem, newUser, request, startOutpost, uniq } from "../harness.ts";
+import { devWithSystem, must, newUser, request, startOutpost, uniq } from "../harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
 const s = await devWithSystem(o, "docs-auth");
 const sk = s.systemKey;
 
-async function must(what: string, r: Promise<{ status: number; text: string; body: any }>) {
-  const x = await r;
-  if (x.status !== 200) throw new Error(`${what}: ${x.status} ${x.text.slice(0, 200)}`);
-  return x.body;
-}
-
 // one name for a resource of every kind the paths name
 const name = uniq("res");
-const collectionId = (await must("collection", s.dev.post("/admin/collectionmanagement", { name, appID: sk }))).collectionID as string;
-await must("device", s.dev.post(`/admin/devices/${sk}/${name}`, { type: "t", state: "s", enabled: true, allow_key_auth: true, active_key: "device-key-1" }));
-await must("service", s.dev.post(`/admin/code/v/1/${sk}/${name}`, { code: `function ${name}(req, resp) { resp.success("ok"); }`, parameters: [] }));
-await must("library", s.dev.post(`/codeadmin/v/2/library/${sk}/${name}`, { code: "var x = 1;", description: "d" }));
-await must("trigger", s.dev.post(`/admin/triggers/handlers/${sk}/${name}`, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: name }, service_name: name }));
-await must("timer", s.dev.post(`/admin/triggers/timers/${sk}/${name}`, { frequency: 3600, repeats: -1, start_time: "now", service_name: name }));
+const collectionId = (await must(s.dev.post("/admin/collectionmanagement", { name, appID: sk }), "collection")).collectionID as string;
+await must(s.dev.post(`/admin/devices/${sk}/${name}`, { type: "t", state: "s", enabled: true, allow_key_auth: true, active_key: "device-key-1" }), "device");
+await must(s.dev.post(`/admin/code/v/1/${sk}/${name}`, { code: `function ${name}(req, resp) { resp.success("ok"); }`, parameters: [] }), "service");
+await must(s.dev.post(`/codeadmin/v/2/library/${sk}/${name}`, { code: "var x = 1;", description: "d" }), "library");
+await must(s.dev.post(`/admin/triggers/handlers/${sk}/${name}`, { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: name }, service_name: name }), "trigger");
+await must(s.dev.post(`/admin/triggers/timers/${sk}/${name}`, { frequency: 3600, repeats: -1, start_time: "now", service_name: name }), "timer");
 
 const admin = await newUser(s);
-await must("Administrator role", s.dev.put(`/admin/user/${sk}`, { user: admin.userId, changes: { roles: { add: ["Administrator"] } } }));
-const adminToken = (await must("sign-in", s.app.post("/api/v/1/user/auth", { email: admin.email, password: admin.password }))).user_token as string;
+await must(s.dev.put(`/admin/user/${sk}`, { user: admin.userId, changes: { roles: { add: ["Administrator"] } } }), "Administrator role");
+const adminToken = (await must(s.app.post("/api/v/1/user/auth", { email: admin.email, password: admin.password }), "sign-in")).user_token as string;
 
 interface Row { method: string; path: string; auth: string }
 const rows: Row[] = readFileSync(resolve(process.cwd(), "docs/api.md"), "utf8").split("\n")

@@ -1,15 +1,13 @@
 // How a Node process of the test run ends (test/node-exit.mjs, preloaded by scripts/test.ts into
 // tap's runner and each black-box file): at its 'exit' event, with its exit code, after every
 // 'exit' listener the process added.
-import { afterAll, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { onNode, ROOT, scratchDir } from "./on-node.ts";
 
-const ROOT = resolve(import.meta.dir, "../../..");
-// inside the project (git ignores .e2e-build), so that Node finds tap in its node_modules
-mkdirSync(join(ROOT, ".e2e-build"), { recursive: true });
-const dir = mkdtempSync(join(ROOT, ".e2e-build", "exit-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("exit-");
+const preload = `--import=${join(ROOT, "test/node-exit.mjs")}`;
 
 /** A tap file whose one test passes or fails and adds an 'exit' listener, run as scripts/test.ts
  *  runs one. */
@@ -21,9 +19,7 @@ t.test("one", async (t) => {
   t.ok(${pass}, "the assertion");
 });
 `);
-  const p = Bun.spawn(["node", `--import=${join(ROOT, "test/node-exit.mjs")}`, file], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
-  return { out, code };
+  return onNode([preload, file]);
 }
 
 test("a file whose tests pass ends with 0, its tests' 'exit' listeners run", async () => {
@@ -53,10 +49,8 @@ t.test("one", async (t) => {
   t.pass("the connection closed");
 });
 `);
-  const p = Bun.spawn(["node", `--import=${join(ROOT, "test/node-exit.mjs")}`, file], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const ended = await Promise.race([p.exited.then(() => true), Bun.sleep(20_000).then(() => false)]);
-  if (!ended) p.kill("SIGKILL");
-  expect(await new Response(p.stdout).text()).toContain("ok 1 - one");
-  expect(ended).toBe(true);
-  expect(p.exitCode).toBe(0);
+  const r = await onNode([preload, file]);
+  expect(r.out).toContain("ok 1 - one");
+  expect(r.ended).toBe(true);
+  expect(r.code).toBe(0);
 }, 30_000);

@@ -1,32 +1,25 @@
 // The black-box suites' TCP proxy (test/e2e/tcp-proxy.ts), run on Node as those suites run it:
 // a cut resets the edge's connection, and leaves the process free to end.
-import { afterAll, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { bundleE2E } from "../../../scripts/bundle-e2e.ts";
+import { onNode, ROOT, scratchDir } from "./on-node.ts";
 
-const ROOT = resolve(import.meta.dir, "../../..");
-// inside the project (git ignores .e2e-build), so that Node finds the packages in its node_modules
-mkdirSync(join(ROOT, ".e2e-build"), { recursive: true });
-const dir = mkdtempSync(join(ROOT, ".e2e-build", "proxy-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("proxy-");
 
-/** Runs a script importing the proxy on Node (no preload: a process that cannot end shows); its
- *  output, and whether it ended within 20 s. */
-async function onNode(name: string, body: string) {
+/** Runs a script importing the proxy on Node (no preload: a process that cannot end shows). */
+async function withProxy(name: string, body: string) {
   writeFileSync(join(dir, `${name}.ts`), `import net from "node:net";\nimport { reset, tcpProxy } from ${JSON.stringify(join(ROOT, "test/e2e/tcp-proxy.ts"))};\nvoid reset; void tcpProxy;\n${body}`);
   const built = await bundleE2E([join(dir, `${name}.ts`)], join(dir, "out"), dir);
   expect(built.ok).toBe(true);
-  const p = Bun.spawn(["node", join(dir, "out", `${name}.mjs`)], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const ended = await Promise.race([p.exited.then(() => true), Bun.sleep(20_000).then(() => false)]);
-  if (!ended) p.kill("SIGKILL");
-  return { out: await new Response(p.stdout).text(), ended, code: p.exitCode };
+  return onNode([join(dir, "out", `${name}.mjs`)]);
 }
 
 test("a socket whose shutdown is under way is closed, and the process ends", async () => {
   // resetAndDestroy() there answers EINVAL and Node never closes the handle: the process spun
   // at 100% CPU after its 'exit' event (a black-box file that passed, then hit tap's timeout)
-  const r = await onNode("ended", `
+  const r = await withProxy("ended", `
 const server = net.createServer((s) => { s.on("error", (e) => process.stdout.write("error " + e.code + "\\n")); s.end(); reset(s); server.close(); });
 await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
 const c = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
@@ -41,7 +34,7 @@ process.on("exit", () => process.stdout.write("exit event\\n"));
 }, 30_000);
 
 test("a cut resets the connections through the proxy and refuses new ones until healed", async () => {
-  const r = await onNode("cut", `
+  const r = await withProxy("cut", `
 const platform = net.createServer((s) => { s.on("error", () => {}); s.on("data", (d) => s.write(d)); });
 await new Promise<void>((r) => platform.listen(0, "127.0.0.1", () => r()));
 const proxy = await tcpProxy((platform.address() as net.AddressInfo).port);

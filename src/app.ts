@@ -9,6 +9,7 @@ import { createLogger, type Logger } from "./core/log.ts";
 import type { DomainDeps } from "./domain/deps.ts";
 import { Collections } from "./domain/collections.ts";
 import { Developers } from "./domain/developers.ts";
+import { DeveloperKeys } from "./domain/developerKeys.ts";
 import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
@@ -111,6 +112,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const systems = new Systems(deps);
     const roles = new Roles(deps, systems);
     const developers = new Developers(deps);
+    const developerKeys = new DeveloperKeys(deps);
     const secrets = SecretBox.load(config.dataDir, config.secretKey);
     const users = new Users(deps, systems, roles, secrets);
     const collections = new Collections(deps, systems);
@@ -131,7 +133,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "external-dbs", stop: () => connectors.stop() });
     const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
     collections.connected = externalDbs;
-    const services: Services = { config, log, tokens, developers, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, metrics, edges, db };
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");

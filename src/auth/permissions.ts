@@ -7,10 +7,13 @@
 import { ApiError } from "../core/errors.ts";
 import { rolesRepo } from "../store/roles.ts";
 import type { Db } from "../store/db.ts";
-import type { Principal } from "./principal.ts";
+import type { DeveloperPrincipal, Principal } from "./principal.ts";
 import { TtlCache } from "../core/cache.ts";
 
 export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as const;
+
+/** Developers hold everything in their systems; a read-only developer key only reading. */
+const developerLevel = (p: DeveloperPrincipal): number => (p.key?.readOnly ? LEVEL.READ : LEVEL.ALL);
 
 /** Kinds granted per item. */
 export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks"] as const;
@@ -106,7 +109,8 @@ export class Permissions {
 
   /** The level, when it can be known without waiting (the system's roles are cached). */
   levelNow(p: Principal, res: Resource): number | undefined {
-    if (p.kind === "developer" || p.kind === "edge") return LEVEL.ALL;
+    if (p.kind === "developer") return developerLevel(p);
+    if (p.kind === "edge") return LEVEL.ALL;
     if (p.roles.includes("Administrator")) return LEVEL.ALL;
     const all = this.cache.get(p.systemKey);
     if (!all) return undefined;
@@ -125,7 +129,7 @@ export class Permissions {
 
   /** The level a principal holds on a resource in its own system. Developers hold everything. */
   async level(p: Principal, res: Resource): Promise<number> {
-    if (p.kind === "developer") return LEVEL.ALL;
+    if (p.kind === "developer") return developerLevel(p);
     if (p.kind === "edge") return LEVEL.ALL; // an edge acts for its system's platform
     if (p.roles.includes("Administrator")) return LEVEL.ALL;
     const all = await this.roles(p.systemKey);
@@ -138,9 +142,9 @@ export class Permissions {
    *  built-in Administrator role's "everything" does not reach what hands out the system's secrets
    *  (an edge record's token receives the system secret and its users). Developers hold it. */
   async requireGranted(p: Principal, res: Resource, level: number, what?: string): Promise<void> {
-    if (p.kind === "developer") return;
     let granted = 0;
-    if (p.kind !== "edge") {
+    if (p.kind === "developer") granted = developerLevel(p);
+    else if (p.kind !== "edge") {
       const all = await this.roles(p.systemKey);
       const perms: RolePermissions[] = [];
       for (const id of p.roles) { const r = id === "Administrator" ? undefined : all.get(id); if (r) perms.push(r); }

@@ -2,8 +2,17 @@
 // all pass a Principal to the domain layer.
 import { fail } from "../core/errors.ts";
 
+/** What a developer key limits its holder to (a developer's own sign-in has no such limit). */
+export interface DeveloperKeyScope {
+  id: string;
+  /** the systems it reaches (null: every system of the developer) */
+  systems: readonly string[] | null;
+  /** reads only: GET requests, MQTT subscriptions */
+  readOnly: boolean;
+}
+
 export type Principal =
-  | { kind: "developer"; id: string; email: string; admin: boolean; tokenHash: string }
+  | { kind: "developer"; id: string; email: string; admin: boolean; tokenHash: string; key?: DeveloperKeyScope }
   | { kind: "user"; systemKey: string; id: string; email: string; roles: string[]; tokenHash: string }
   | { kind: "anonymous"; systemKey: string; id: "anon"; email: "anon"; roles: string[]; tokenHash: string }
   | { kind: "device"; systemKey: string; id: string; name: string; roles: string[]; tokenHash: string }
@@ -24,3 +33,11 @@ export function developerOnly(p: Principal, what = "this operation"): DeveloperP
   if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", `${what} needs a developer token`);
   return p;
 }
+
+/** Whether a developer may act in a system: its owner or a platform admin, within what its key reaches. */
+export const developerReaches = (p: DeveloperPrincipal, system: { owner_id: string; system_key: string }) =>
+  (system.owner_id === p.id || p.admin) && (!p.key?.systems || p.key.systems.includes(system.system_key));
+
+/** A read-only developer key asking for more than reading: the FORBIDDEN error, else null. */
+export const readOnlyRefusal = (p: Principal, method: string) =>
+  p.kind === "developer" && p.key?.readOnly && method !== "GET" && method !== "HEAD" ? fail("FORBIDDEN", "this developer key is read-only") : null;

@@ -17,7 +17,7 @@ import { Aedes, type AedesOptions, type Client } from "aedes";
 import MQEmitter from "mqemitter";
 import { Duplex } from "node:stream";
 import { LEVEL, type Permissions } from "../auth/permissions.ts";
-import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
+import { developerReaches, type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
@@ -266,7 +266,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       if (!p) throw authError("invalid token");
       const system = await this.d.systems.find(s.systemKey);
       if (!system) throw authError("unknown system");
-      if (p.kind === "developer" ? system.owner_id !== p.id && !p.admin : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
+      if (p.kind === "developer" ? !developerReaches(p, system) : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
     } catch (err) {
       release?.();
       throw err;

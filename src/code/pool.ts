@@ -17,7 +17,7 @@
 // the same stretch of user code a grace period later (code the interrupt does not reach) is
 // terminated and replaced; its run answers as timed out.
 import { LruMap } from "../core/cache.ts";
-import { ApiError, fail } from "../core/errors.ts";
+import { fail, failFor } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
@@ -175,7 +175,7 @@ export class WorkerPool {
     if (this.stopped) throw fail("INTERNAL", "the code engine is stopping");
     let sys = this.systems.get(spec.system);
     if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0 }));
-    if (sys.queue.length >= this.o.queueMax) throw Object.assign(fail("THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`), { retryAfterS: 1 });
+    if (sys.queue.length >= this.o.queueMax) throw failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`);
     const id = ++this.nextId;
     let resolve!: (o: PoolOutcome) => void;
     const done = new Promise<PoolOutcome>((r) => (resolve = r));
@@ -509,6 +509,3 @@ export class WorkerPool {
   }
 }
 
-/** The seconds a refused run's caller is told to wait (THROTTLED from submit). */
-export const retryAfterOf = (e: unknown): number | undefined =>
-  e instanceof ApiError && typeof (e as { retryAfterS?: unknown }).retryAfterS === "number" ? (e as unknown as { retryAfterS: number }).retryAfterS : undefined;

@@ -57,6 +57,8 @@ export class ApiError extends Error {
   readonly kind: ErrorKind;
   readonly detail: string;
   readonly lowLevel: unknown;
+  /** seconds after which a retry may succeed: answered as Retry-After (a refusal for now) */
+  retryAfterS?: number;
   constructor(kindName: ErrorKindName | ErrorKind, detail?: string, lowLevel?: unknown) {
     const k = typeof kindName === "string" ? ErrorKinds[kindName] : kindName;
     super(detail ?? k.message);
@@ -78,6 +80,9 @@ export const refuse = (message: string) => new Refusal(message);
 
 /** Shorthand: `throw fail("NOT_FOUND", "collection 'x' does not exist")`. */
 export const fail = (k: ErrorKindName, detail?: string, lowLevel?: unknown) => new ApiError(k, detail, lowLevel);
+
+/** A refusal for now, answered with Retry-After: `throw failFor(1, "THROTTLED", "queue full")`. */
+export const failFor = (retryAfterS: number, k: ErrorKindName, detail?: string) => Object.assign(new ApiError(k, detail), { retryAfterS: Math.max(1, Math.ceil(retryAfterS)) });
 
 /** A missing resource, with the category of the resource kind. */
 export const notFound = (what: string, name: string, category: ErrorCategory = "Admin") =>

@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import type { Principal } from "../auth/principal.ts";
-import { fail } from "../core/errors.ts";
+import { fail, failFor } from "../core/errors.ts";
 import { newKey, newToken, nowIso } from "../core/ids.ts";
 import { email, password, validate } from "../core/validate.ts";
 import { type DeveloperChanges, type DeveloperRow, developersRepo } from "../store/developers.ts";
@@ -50,9 +50,14 @@ export function developerToWire(d: DeveloperRow) {
   };
 }
 
-/** The platform's word on a developer's password (edge mode): the developer's id, null when it
- *  refuses, undefined when it cannot be reached. */
-export type UpstreamSignIn = (email: string, password: string) => Promise<string | null | undefined>;
+/** The platform's word on a developer's password (edge mode). */
+export type UpstreamVerdict =
+  | { verdict: "accepted"; id: string }
+  | { verdict: "refused" }
+  /** the platform locks this developer out for now (its failed sign-ins) */
+  | { verdict: "throttled"; retryAfterS: number }
+  | { verdict: "unreachable"; why: string };
+export type UpstreamSignIn = (email: string, password: string) => Promise<UpstreamVerdict>;
 
 export class Developers {
   /** Set on an edge, where the platform checks developers' passwords. */
@@ -105,11 +110,19 @@ export class Developers {
    *  password while it is reachable. The edge then keeps a hash of its own, made here from the
    *  password just accepted, for sign-ins while the platform is not reachable. */
   private async authenticateUpstream(dev: DeveloperRow, password: string) {
-    const verdict = await this.upstream!(dev.email, password);
-    if (verdict === undefined) {
-      if (!(await verifyPassword(password, dev.password_hash))) throw fail("BAD_CREDENTIALS", "invalid email or password (the platform is not reachable: only a password already used on this edge works)");
-    } else if (verdict !== dev.id) throw fail("BAD_CREDENTIALS", "invalid email or password");
-    else if (!(await verifyPassword(password, dev.password_hash))) await developersRepo.setPassword(this.d.db, dev.id, await hashPassword(password));
+    const v = await this.upstream!(dev.email, password);
+    switch (v.verdict) {
+      case "unreachable":
+        this.d.log.warn("developer sign-in checked on the edge alone: the platform is not reachable", { why: v.why });
+        if (!(await verifyPassword(password, dev.password_hash))) throw fail("BAD_CREDENTIALS", "invalid email or password (the platform is not reachable: only a password already used on this edge works)");
+        break;
+      // not the edge's own hash: the platform's lockout holds here too
+      case "throttled": throw failFor(v.retryAfterS, "THROTTLED", `the platform refuses sign-ins of this developer for now (too many failed attempts); retry in ${v.retryAfterS} s`);
+      case "refused": throw fail("BAD_CREDENTIALS", "invalid email or password");
+      case "accepted":
+        if (v.id !== dev.id) throw fail("BAD_CREDENTIALS", "invalid email or password");
+        if (!(await verifyPassword(password, dev.password_hash))) await developersRepo.setPassword(this.d.db, dev.id, await hashPassword(password));
+    }
     return this.session(dev);
   }
 

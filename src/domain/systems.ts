@@ -1,6 +1,6 @@
 // Systems: created and owned by a developer; every other resource lives inside one.
 import { z } from "zod";
-import type { Principal } from "../auth/principal.ts";
+import { developerReaches, type Principal } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { newSystemKey, newSystemSecret, nowIso } from "../core/ids.ts";
@@ -70,7 +70,7 @@ export class Systems {
   accessNow(p: Principal, key: string): SystemRow | undefined {
     const row = this.cache.get(key);
     if (!row) return undefined;
-    if (p.kind === "developer" ? row.owner_id !== p.id && !p.admin : p.systemKey !== key) return undefined; // let access() say why
+    if (p.kind === "developer" ? !developerReaches(p, row) : p.systemKey !== key) return undefined; // let access() say why
     return row;
   }
 
@@ -81,6 +81,7 @@ export class Systems {
     if (p.kind === "developer") {
       if (!row) throw fail("SYSTEM_NOT_FOUND", `system '${key}' does not exist`);
       if (row.owner_id !== p.id && !p.admin) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", `system '${key}' belongs to another developer`);
+      if (!developerReaches(p, row)) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", `this developer key does not reach system '${key}'`);
       return row;
     }
     if (p.systemKey !== key) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", "the token does not belong to this system");
@@ -104,6 +105,7 @@ export class Systems {
 
   async create(p: Principal, body: unknown): Promise<SystemRow> {
     if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", "only developers create systems");
+    if (p.key?.systems) throw fail("FORBIDDEN", "a developer key limited to some systems cannot create one");
     const b = validate(CreateBody, body);
     const row: SystemRow = {
       system_key: newSystemKey(), system_secret: newSystemSecret(), name: b.name, description: b.description,
@@ -148,7 +150,9 @@ export class Systems {
 
   async list(p: Principal): Promise<SystemRow[]> {
     if (p.kind !== "developer") throw fail("DEVELOPER_ONLY", "this operation needs a developer token");
-    return systemsRepo.byOwner(this.d.db, p.id);
+    const own = await systemsRepo.byOwner(this.d.db, p.id);
+    const reach = p.key?.systems;
+    return reach ? own.filter((s) => reach.includes(s.system_key)) : own;
   }
 
   /** New secret; the old one stops working at once. Issued tokens stay valid. */

@@ -186,6 +186,7 @@ export class Webhooks {
     const p = await this.tokens.resolve(token);
     if (!p || p.kind === "edge") throw fail("WEBHOOK_UNAUTHORIZED", "the token is invalid, expired or logged out");
     if (p.kind !== "developer" && p.systemKey !== systemKey) throw fail("WEBHOOK_UNAUTHORIZED", "the token belongs to another system");
+    if (p.kind === "developer" && p.key && (p.key.readOnly || (p.key.systems && !p.key.systems.includes(systemKey)))) throw fail("WEBHOOK_FORBIDDEN", "this developer key may not run this system's webhooks");
     return { p, token };
   }
 

@@ -1,7 +1,7 @@
 // Reading requests the way existing clients send them: header spellings
 // in any case, a token that identifies its system by itself, JSON bodies whatever the
 // Content-Type, the first of repeated query parameters.
-import type { Principal } from "../auth/principal.ts";
+import { type Principal, readOnlyRefusal } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { checkJsonText } from "../core/validate.ts";
@@ -30,13 +30,17 @@ export async function principalOf(tokens: Tokens, req: Request): Promise<Princip
   if (!token) throw fail("AUTH_REQUIRED", "a token header is required (ClearBlade-UserToken, ClearBlade-DevToken or ClearBlade-DeviceToken)");
   const p = await tokens.resolve(token);
   if (!p) throw fail("INVALID_TOKEN", "the token is invalid, expired or logged out");
+  const refused = readOnlyRefusal(p, req.method);
+  if (refused) throw refused;
   return p;
 }
 
 /** The caller from the token cache without waiting; undefined when that needs the database. */
 export function knownCaller(tokens: Tokens, req: Request): Principal | undefined {
   const token = tokenOf(req);
-  return token ? tokens.resolveNow(token) : undefined;
+  const p = token ? tokens.resolveNow(token) : undefined;
+  // a scoped developer key takes the slow path, which refuses what it may not do
+  return p?.kind === "developer" && p.key ? undefined : p;
 }
 
 /** The caller from the token cache without waiting, or the principalOf promise on a miss (hot

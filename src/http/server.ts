@@ -33,7 +33,8 @@ export function errorResponse(e: unknown): Response {
   // a unique key no check before the write caught (another node wrote the same name meanwhile)
   if (!(e instanceof ApiError) && uniqueViolation(e)) e = new ApiError("ALREADY_EXISTS", "it already exists (written at the same time by another request)");
   const env = envelope(e);
-  const headers = env.error.code === ErrorKinds.DB_UNAVAILABLE.code ? { ...JSON_HEADERS, "retry-after": "1" } : JSON_HEADERS;
+  const after = e instanceof ApiError ? e.retryAfterS ?? (e.kind === ErrorKinds.DB_UNAVAILABLE ? 1 : undefined) : undefined;
+  const headers = after !== undefined ? { ...JSON_HEADERS, "retry-after": String(after) } : JSON_HEADERS;
   return new Response(JSON.stringify(env), { status: env.statusCode, headers });
 }
 

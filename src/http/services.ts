@@ -3,6 +3,7 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Developers } from "../domain/developers.ts";
+import type { DeveloperKeys } from "../domain/developerKeys.ts";
 import type { Devices } from "../domain/devices.ts";
 import type { Messages } from "../domain/messages.ts";
 import type { CodeServices } from "../domain/services.ts";
@@ -30,6 +31,7 @@ export interface Services {
   log: Logger;
   tokens: Tokens;
   developers: Developers;
+  developerKeys: DeveloperKeys;
   systems: Systems;
   users: Users;
   roles: Roles;

@@ -105,7 +105,7 @@ class RequestSubject implements Subject {
 }
 
 export class HttpThrottle {
-  /** passes to settle when the handler has answered: a concurrency slot, a sign-in's refund */
+  /** passes to settle when the handler has answered: a concurrency slot, a sign-in's outcome */
   private readonly pending = new WeakMap<Request, Decision>();
   /** requests the server makes to itself (re-routing "//" paths): counted once, as the original */
   readonly internal = new WeakSet<Request>();
@@ -136,13 +136,17 @@ export class HttpThrottle {
   holds(request: Request) { return this.pending.has(request); }
 
   /** Settles the request once its handler answered (later calls do nothing): gives back its
-   *  concurrency slot, and a sign-in's token unless it was refused as unauthorized. */
+   *  concurrency slot, and tells a sign-in's lockout whether the credentials were refused (401)
+   *  or accepted (2xx). */
   release(request: Request, answer?: unknown) {
     const d = this.pending.get(request);
     if (!d) return;
     this.pending.delete(request);
     d.release?.();
-    if (d.refund && answer instanceof Response && answer.status !== 401) d.refund();
+    if (d.settle) {
+      const status = answer instanceof Response ? answer.status : 500;
+      d.settle(status === 401 ? "failed" : status < 300 ? "succeeded" : "other");
+    }
   }
 
   private byToken(request: Request, resource: string): Response | undefined | Promise<Response | undefined> {
@@ -188,7 +192,7 @@ export class HttpThrottle {
   private outcome(request: Request, d: Decision | Promise<Decision>): Response | undefined | Promise<Response | undefined> {
     if (d instanceof Promise) return d.then((x) => this.outcome(request, x) as Response | undefined);
     if (!d.ok) return this.refuse(d);
-    if (d.release || d.refund) this.pending.set(request, d);
+    if (d.release || d.settle) this.pending.set(request, d);
     return undefined;
   }
 }

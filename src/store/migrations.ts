@@ -523,6 +523,25 @@ export const MIGRATIONS: Migration[] = [
       `ALTER TABLE edges ADD COLUMN node_id TEXT NOT NULL DEFAULT ''`,
     ],
   },
+  {
+    version: 18,
+    name: "developer keys",
+    up: [
+      // long-lived developer access for tools and monitors; the token itself is a tokens row
+      // (kind devkey, subject the key's id), stored hashed like every token
+      `CREATE TABLE developer_keys (
+        id TEXT PRIMARY KEY,
+        developer_id TEXT NOT NULL REFERENCES developers(id),
+        name TEXT NOT NULL,
+        token_hash TEXT NOT NULL,
+        systems TEXT,
+        read_only INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        expires_at BIGINT NOT NULL DEFAULT 0
+      )`,
+      `CREATE INDEX developer_keys_developer ON developer_keys(developer_id)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

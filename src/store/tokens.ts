@@ -1,7 +1,7 @@
 // Bearer tokens, stored by hash only.
 import type { Executor } from "./db.ts";
 
-export type TokenKind = "dev" | "user" | "anon" | "device" | "edge";
+export type TokenKind = "dev" | "devkey" | "user" | "anon" | "device" | "edge";
 export interface TokenRow {
   token_hash: string; kind: TokenKind; subject_id: string; system_key: string | null;
   expires_at: number; refresh_hash: string | null; refresh_expires_at: number | null; created_at: number;

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
+import type { UpstreamVerdict } from "../domain/developers.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
@@ -118,20 +119,20 @@ export class EdgeSync {
     this.ws?.close(1000, "edge stopping");
   }
 
-  /** Asks the platform whether a developer's password is right (see Developers.authenticate):
-   *  the developer's id, null if refused, undefined if the platform did not answer. */
-  async verifyDeveloper(email: string, password: string): Promise<string | null | undefined> {
+  /** Asks the platform whether a developer's password is right (see Developers.authenticate). */
+  async verifyDeveloper(email: string, password: string): Promise<UpstreamVerdict> {
     const base = this.d.config.platformUrl!.replace(/\/$/, "");
     try {
       const r = await fetch(`${base}/admin/auth`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }), signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy });
-      if (r.status >= 500 || r.status === 429) return undefined;
-      if (r.status !== 200) return null;
+      if (r.status === 429) return { verdict: "throttled", retryAfterS: Number(r.headers.get("retry-after")) || 60 };
+      if (r.status >= 500) return { verdict: "unreachable", why: `the platform answered ${r.status}` };
+      if (r.status !== 200) return { verdict: "refused" };
       const b = (await r.json()) as { user_id?: unknown; dev_token?: unknown };
       // the platform session it opened is not needed here
       if (typeof b.dev_token === "string") void fetch(`${base}/admin/logout`, { method: "POST", headers: { "ClearBlade-DevToken": b.dev_token }, signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS), tls: this.tls, proxy: this.proxy }).catch(() => {});
-      return typeof b.user_id === "string" ? b.user_id : null;
-    } catch {
-      return undefined;
+      return typeof b.user_id === "string" ? { verdict: "accepted", id: b.user_id } : { verdict: "refused" };
+    } catch (err) {
+      return { verdict: "unreachable", why: String((err as Error)?.message ?? err) };
     }
   }
 

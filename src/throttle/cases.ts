@@ -20,12 +20,11 @@ export function throttlerName(v: unknown): ThrottlerName {
 export type Counts =
   /** every request it matches, like any case */
   | "requests"
-  /** only requests that sign in with credentials they carry (subject.signIn); other calls on the
-   *  same path, such as those of a device named "auth", pass */
-  | "sign-ins"
-  /** sign-ins, each giving its token back unless answered 401: the credential comes with every
-   *  call there, so only wrong ones may use up the budget */
-  | "failed sign-ins";
+  /** failed sign-ins only, as identity servers lock out: max_num failures within `duration` lock
+   *  the account out for a time that doubles with each lockout up to `duration`, and a good
+   *  sign-in clears the count. Only requests that sign in with credentials they carry match
+   *  (subject.signIn): other calls on the same path, such as those of a device named "auth", pass. */
+  | "failures";
 
 export type BuiltInCase = Omit<CaseRow, "created_at" | "updated_at"> & { counts: Counts };
 
@@ -33,16 +32,17 @@ const bruteForce = (case_name: string, resource: string, system_key: string, con
   ({ throttler_name: "HTTP Requests", case_name, system_key, consumer, resource, limiter_type: "frequency", max_num: 3, duration: 600, priority: 200, counts });
 
 /** The built-in cases: user sign-in and password change (priority 200, 3 per 600 s, a bucket per
- *  system and per consumer), and the same limit on every other way to try a password or key.
- *  Developers sign in to the platform, not to a system: their bucket is per email alone. */
+ *  system and per consumer, every attempt counted), and a lockout after 3 failures on every other
+ *  way to try a password or key (a gateway that signs in again and again with its right key is
+ *  never refused). Developers sign in to the platform, not to a system: their bucket is per email alone. */
 export const BUILT_IN_CASES: BuiltInCase[] = [
   bruteForce("Block brute force auth", "/api/v/1/user/auth", "?", "?", "requests"),
   bruteForce("Block brute force password reset core api", "/api/v/1/user/pass", "?", "?", "requests"),
   // a bucket per login name (email=?): a refresh-token grant names nobody and guesses nothing
-  bruteForce("Block brute force device auth", "/api/v/2/devices/{systemKey}/auth", "?", "email=?", "sign-ins"),
-  bruteForce("Block brute force developer auth", "/admin/auth", "*", "email=?", "sign-ins"),
+  bruteForce("Block brute force device auth", "/api/v/2/devices/{systemKey}/auth", "?", "email=?", "failures"),
+  bruteForce("Block brute force developer auth", "/admin/auth", "*", "email=?", "failures"),
   // only calls carrying an email and password (http_basic_auth) name a user
-  bruteForce("Block brute force webhook basic auth", "/api/v/4/webhook/execute/{systemKey}/*", "?", "email=?", "failed sign-ins"),
+  bruteForce("Block brute force webhook basic auth", "/api/v/4/webhook/execute/{systemKey}/*", "?", "email=?", "failures"),
 ];
 
 /** A user's or developer's email as a consumer: sign-in finds them by their lower-case email, so
@@ -174,10 +174,8 @@ export function resourceMatcher(v: string): Filter {
 export interface CompiledCase {
   row: CaseRow;
   builtIn: boolean;
-  /** matches only subjects that sign in with credentials they carry */
-  signInOnly: boolean;
-  /** a pass hands out a way to give its token back (see Counts) */
-  refunds: boolean;
+  /** counts failed sign-ins only (see Counts), and so matches only subjects that sign in */
+  lockout: boolean;
   system: Filter;
   resource: Filter;
   consumer: ConsumerMatcher;
@@ -196,7 +194,7 @@ export function compileCase(row: CaseRow, builtIn = false, counts: Counts = "req
   const fixedKey = [system, resource, consumer.legacy, consumer.email, consumer.ip].some((f) => f.kind === EACH) ? null
     : bucketKey(keyPrefix, fixed(system), fixed(resource), consumer.typed ? `${fixed(consumer.email)},${fixed(consumer.ip)}` : fixed(consumer.legacy));
   return {
-    row, builtIn, signInOnly: counts !== "requests", refunds: counts === "failed sign-ins", system, resource, consumer, keyPrefix, fixedKey,
+    row, builtIn, lockout: counts === "failures", system, resource, consumer, keyPrefix, fixedKey,
     allowed: Object.freeze({ ok: true, caseName: row.case_name }),
   };
 }
@@ -215,7 +213,7 @@ export function resourceMatches(c: CompiledCase, resource: string): boolean {
 
 /** The bucket key when system and consumer match too (the resource already did), or null. */
 export function matchRest(c: CompiledCase, s: Subject): string | null {
-  if (c.signInOnly && s.signIn !== true) return null;
+  if (c.lockout && s.signIn !== true) return null;
   const sys = slot(c.system, s.systemKey);
   if (sys === null) return null;
   const r = c.resource;

@@ -7,7 +7,7 @@ import type { Metrics } from "../core/metrics.ts";
 import type { Db } from "../store/db.ts";
 import { type CaseRow, casesRepo } from "../store/throttle.ts";
 import { BUILT_IN_CASES, type BuiltInCase, type CompiledCase, compileCase, type Counts, EXACT, matchRest, resourceMatches, type Subject, THROTTLERS, type ThrottlerName } from "./cases.ts";
-import { InFlight, SharedStore, TokenBuckets } from "./limiters.ts";
+import { InFlight, Lockouts, SharedStore, type SignInOutcome, TokenBuckets } from "./limiters.ts";
 
 export interface Decision {
   ok: boolean;
@@ -17,8 +17,8 @@ export interface Decision {
   retryAfterS?: number;
   /** for concurrency limiters: call when the request or connection ends */
   release?: () => void;
-  /** for cases counting failed sign-ins: call when the attempt did not fail (gives the token back) */
-  refund?: () => void;
+  /** for cases counting failed sign-ins: call with how the attempt was answered */
+  settle?: (outcome: SignInOutcome) => void;
 }
 
 const ALLOW: Decision = Object.freeze({ ok: true });
@@ -64,6 +64,7 @@ export class Throttle {
   private index: Record<ThrottlerName, CaseIndex> = { "HTTP Requests": indexCases([]), "MQTT Connections": indexCases([]), "MQTT Publishes": indexCases([]) };
   private readonly buckets = new TokenBuckets();
   private readonly inFlight = new InFlight();
+  private readonly lockouts = new Lockouts();
   private shared: SharedStore | null = null;
   private readonly throttled;
   private readonly latency;
@@ -150,10 +151,11 @@ export class Throttle {
       const release = this.inFlight.acquire(key, max);
       return release ? { ok: true, caseName, release } : { ok: false, caseName };
     }
-    if (this.d.config.enableGlobalThrottlers && this.shared?.available) {
-      const shared = this.shared;
+    const shared = this.d.config.enableGlobalThrottlers && this.shared?.available ? this.shared : null;
+    if (c.lockout) return shared ? this.sharedLockout(shared, c, key, now) : this.localLockout(c, key, now);
+    if (shared) {
       return shared.hit(key, max, duration ?? 1).then((ok) => (ok === null ? this.local(c, key, performance.now())
-        : !ok ? { ok, caseName, retryAfterS: duration ?? 1 } : c.refunds ? { ok, caseName, refund: () => void shared.refund(key) } : c.allowed));
+        : ok ? c.allowed : { ok, caseName, retryAfterS: duration ?? 1 }));
     }
     return this.local(c, key, now);
   }
@@ -161,8 +163,41 @@ export class Throttle {
   /** A frequency case on this node's token bucket. */
   private local(c: CompiledCase, key: string, now: number): Decision {
     const r = this.buckets.take(key, c.row.max_num, c.row.duration ?? 1, now);
-    if (!r.ok) return { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
-    return c.refunds ? { ok: true, caseName: c.row.case_name, refund: () => this.buckets.give(key, c.row.max_num) } : c.allowed;
+    return r.ok ? c.allowed : { ok: false, caseName: c.row.case_name, retryAfterS: r.retryAfterS };
+  }
+
+  /** A sign-in case on this node's lockouts. */
+  private localLockout(c: CompiledCase, key: string, now: number): Decision {
+    const { max_num: max, duration, case_name: caseName } = c.row;
+    const wait = this.lockouts.attempt(key, max, now);
+    if (wait > 0) return { ok: false, caseName, retryAfterS: wait };
+    return { ok: true, caseName, settle: (outcome) => this.lockedOut(c, key, this.lockouts.settle(key, outcome, max, (duration ?? 1) * 1000)) };
+  }
+
+  /** A sign-in case on the cluster's lockouts: attempts under way are bounded per node (the
+   *  shared record learns of a failure when it is answered). Redis gone: this node's lockouts. */
+  private async sharedLockout(shared: SharedStore, c: CompiledCase, key: string, now: number): Promise<Decision> {
+    const { max_num: max, duration, case_name: caseName } = c.row;
+    const ms = await shared.lockedFor(key);
+    if (ms === null) return this.localLockout(c, key, now);
+    if (ms > 0) return { ok: false, caseName, retryAfterS: Math.ceil(ms / 1000) };
+    const release = this.inFlight.acquire(`lockout\u0000${key}`, max);
+    if (!release) return { ok: false, caseName, retryAfterS: 1 };
+    return {
+      ok: true, caseName,
+      settle: (outcome) => {
+        release();
+        if (outcome === "succeeded") void shared.succeeded(key);
+        else if (outcome === "failed") void shared.failed(key, max, (duration ?? 1) * 1000).then((locked) => this.lockedOut(c, key, locked ?? 0));
+      },
+    };
+  }
+
+  /** Logs a lockout that a failure started (the key names the system, resource and account). */
+  private lockedOut(c: CompiledCase, key: string, ms: number) {
+    if (ms <= 0) return;
+    const [system, , who] = key.slice(c.keyPrefix.length).split("\u0000");
+    this.d.log.warn("sign-in locked out after repeated failures", { case: c.row.case_name, system, account: who?.split(",")[0], seconds: Math.ceil(ms / 1000) });
   }
 
   stop() { this.shared?.stop(); }

@@ -1,8 +1,6 @@
 // Code services and libraries: execution, definitions on the paths
 // existing clients use, code meta, failed runs and their retry, libraries with versions.
 import { Elysia } from "elysia";
-import { retryAfterOf } from "../../code/pool.ts";
-import { envelope } from "../../core/errors.ts";
 import { knownFields, objectBody } from "../../core/validate.ts";
 import { callerOf, jsonBody, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
@@ -14,15 +12,6 @@ const nm = (p: unknown) => (p as P).name!;
 const failedIds = async (r: Request) => knownFields(objectBody(await jsonBody(r)), ID_FIELD).id;
 const ID_FIELD = new Set(["id"]);
 
-/** The answer to a run refused for now (its system's code queue is full): the envelope, with
- *  Retry-After; null for any other error. */
-export function refusedForNow(e: unknown): Response | null {
-  const after = retryAfterOf(e);
-  if (after === undefined) return null;
-  const env = envelope(e);
-  return new Response(JSON.stringify(env), { status: env.statusCode, headers: { "content-type": "application/json; charset=utf-8", "retry-after": String(after) } });
-}
-
 export const codeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
   let app = new Elysia()
@@ -32,7 +21,7 @@ export const codeRoutes = (s: Services) => {
       const caller = known instanceof Promise ? await known : known;
       const r = await s.code.execute(caller, params.systemKey, params.name, await jsonBody(request), {
         userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",
-      }).catch((e: unknown) => refusedForNow(e) ?? Promise.reject(e));
+      });
       if (r instanceof Response) return r;
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
     })

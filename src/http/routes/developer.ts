@@ -14,5 +14,8 @@ export const developerRoutes = (s: Services) => {
     .put("/admin/userinfo", caller(async (p, { request }) => s.developers.updateInfo(p, await jsonBody(request))))
     .put("/admin/putpass", caller(async (p, { request }) => s.developers.changePassword(p, await jsonBody(request))))
     .post("/admin/resetpassword", caller(async (p, { request }) => s.developers.resetPassword(p, await jsonBody(request))))
-    .get("/admin/pkey", caller((p) => s.developers.licenseKey(p)));
+    .get("/admin/pkey", caller((p) => s.developers.licenseKey(p)))
+    .post("/admin/devkeys", caller(async (p, { request }) => s.developerKeys.create(p, await jsonBody(request))))
+    .get("/admin/devkeys", caller((p) => s.developerKeys.list(p)))
+    .delete("/admin/devkeys/:key", caller((p, { params }) => s.developerKeys.revoke(p, params.key)));
 };

@@ -5,7 +5,6 @@ import { fail } from "../../core/errors.ts";
 import type { WebhookCall } from "../../domain/webhooks.ts";
 import { jsonBody, queryOf, textBody, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
-import { refusedForNow } from "./code.ts";
 
 const EXECUTE = "/api/v/4/webhook/execute/";
 const NO_BODY = new Set([204, 205, 304]);
@@ -30,7 +29,7 @@ export const webhookRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
   const invoke = async ({ request }: { request: Request }) => {
     const { systemKey, name, call } = await readCall(request);
-    const r = await s.webhooks.invoke(systemKey, name, call).catch((e: unknown) => refusedForNow(e) ?? Promise.reject(e));
+    const r = await s.webhooks.invoke(systemKey, name, call);
     if (r instanceof Response) return r;
     return new Response(NO_BODY.has(r.status) ? null : r.body, { status: r.status, headers: r.headers });
   };

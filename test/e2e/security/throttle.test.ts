@@ -3,7 +3,7 @@
 // implies; every way to try a password or key is limited by a built-in case; only a platform admin
 // changes cases that reach beyond the developer's own systems.
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, isEnvelope, isErr, newUser, type Outpost, request, startOutpost, sleep, uniq } from "../harness.ts";
+import { Client, type DevSystem, devWithSystem, isEnvelope, isErr, newUser, type Outpost, request, startOutpost, sleep, uniq, waitFor } from "../harness.ts";
 
 const enc = encodeURIComponent;
 const HTTP = "HTTP Requests", CONN = "MQTT Connections";
@@ -115,7 +115,7 @@ t.test("built-in cases for device keys, developer passwords and webhook basic au
   }
 });
 
-t.test("device auth: 3 attempts per device per 10 minutes; other devices unaffected", async (t) => {
+t.test("device auth: good sign-ins never count; three wrong keys lock the device out; other devices unaffected", async (t) => {
   const sys = await devWithSystem(o, "devices");
   // (at the developer path: POST on the user path of a device named "auth" is the sign-in)
   const mk = async (name: string) => {
@@ -126,8 +126,14 @@ t.test("device auth: 3 attempts per device per 10 minutes; other devices unaffec
   await mk(victim); await mk(other);
   const auth = (name: string, key: string, path = `/api/v/2/devices/${sys.systemKey}/auth`, headers: Record<string, string> = {}) =>
     request(o.url, "POST", path, { headers, body: { deviceName: name, activeKey: key } });
-  t.same(await statuses(3, () => auth(victim, "wrong-key-1")), [401, 401, 401], "three wrong keys");
-  isErr(t, await auth(victim, "device-key-1"), 429, "the fourth attempt, right key or not");
+  // a gateway that reboots or loses its link signs in again and again with its right key
+  t.same(await statuses(20, () => auth(victim, "device-key-1")), Array(20).fill(200), "20 good sign-ins in a row");
+  t.same(await statuses(2, () => auth(victim, "wrong-key-1")), [401, 401], "two wrong keys");
+  t.equal((await auth(victim, "device-key-1")).status, 200, "a good sign-in clears them");
+  t.same(await statuses(3, () => auth(victim, "wrong-key-1")), [401, 401, 401], "three wrong keys in a row");
+  const locked = await auth(victim, "device-key-1");
+  isErr(t, locked, 429, "the fourth attempt, right key or not");
+  t.equal(locked.headers["retry-after"], "60", "the first lockout lasts a minute");
   isErr(t, await auth(victim, "device-key-1", `/api/v/2/devices/${sys.systemKey}/auth/`), 429, "another path spelling");
   isErr(t, await auth(victim, "device-key-1", undefined, { "ClearBlade-DevToken": sys.devToken }), 429, "with a developer token");
   const ok = await auth(other, "device-key-1");
@@ -140,10 +146,14 @@ t.test("device auth: 3 attempts per device per 10 minutes; other devices unaffec
   t.same(await statuses(5, () => device.get(`/api/v/2/devices/${sys.systemKey}/auth`)), [200, 200, 200, 200, 200], "reading the device named auth is not limited");
 });
 
-t.test("developer auth: 3 attempts per developer email per 10 minutes; other developers unaffected", async (t) => {
+t.test("developer auth: good sign-ins never count; three wrong passwords lock the developer out; other developers unaffected", async (t) => {
   const victim = await devWithSystem(o, "dev-victim");
   const other = await devWithSystem(o, "dev-other");
   const auth = (email: string, password: string, headers: Record<string, string> = {}) => request(o.url, "POST", "/admin/auth", { headers, body: { email, password } });
+  // a console, a script and a status command, each signing in
+  t.same(await statuses(10, () => auth(victim.email, victim.password)), Array(10).fill(200), "10 good sign-ins in a row");
+  t.equal((await auth(victim.email, "wrong-password")).status, 401, "a typo");
+  t.equal((await auth(victim.email, victim.password)).status, 200, "then the right password");
   t.same(await statuses(3, () => auth(victim.email, "wrong-password")), [401, 401, 401], "three wrong passwords");
   isErr(t, await auth(victim.email, victim.password), 429, "the fourth attempt");
   isErr(t, await auth(victim.email.toUpperCase(), victim.password), 429, "the email in capitals");
@@ -273,4 +283,29 @@ t.test("a system with exact cases still gets the built-in sign-in limit", async 
   t.same(got, [401, 401, 401, 429], "3 per 10 minutes still");
   const r = await userAuth(sys, { email: v.email, password: v.password });
   t.ok(isEnvelope(r.body, 429) && /Block brute force auth/.test(r.body.error.detail), "refused by the built-in case");
+});
+
+// ---- 6. sign-ins on an edge, checked by the platform ---------------------------------------------------
+
+t.test("a developer signing in on an edge: good sign-ins cost nothing on the platform; its lockout is reported as throttling", async (t) => {
+  const sys = await devWithSystem(o, "edge-signin");
+  const edgeName = uniq("gw");
+  const rec = await sys.dev.post(`/admin/edges/${sys.systemKey}/${edgeName}`, {});
+  t.equal(rec.status, 200, rec.text);
+  // the edge's own built-in cases on too: both sides count
+  const edge = await server({ defaultThrottlers: true, args: ["--mode", "edge", "--platform-url", o.url, "--system-key", sys.systemKey, "--edge-name", edgeName, "--edge-token", rec.body.token] });
+  const onEdge = (password: string) => request(edge.url, "POST", "/admin/auth", { body: { email: sys.email, password } });
+  const onPlatform = (password: string) => request(o.url, "POST", "/admin/auth", { body: { email: sys.email, password } });
+  // the edge knows its developer once the first sync is through
+  t.ok(await waitFor(async () => (await onEdge(sys.password)).status === 200, 20_000), "the developer signs in on the edge");
+  t.same(await statuses(8, () => onEdge(sys.password)), Array(8).fill(200), "again and again on the edge");
+  t.equal((await onEdge("wrong-password")).status, 401, "a typo on the edge");
+  t.same([(await onPlatform(sys.password)).status, (await onPlatform(sys.password)).status], [200, 200], "the console still signs in on the platform");
+  // three failures on the platform lock the developer out there; the edge says so, not "unreachable"
+  t.same(await statuses(3, () => onPlatform("wrong-password")), [401, 401, 401]);
+  const r = await onEdge(sys.password);
+  isErr(t, r, 429, "the edge passes the platform's lockout on");
+  t.match(r.body.error.detail, /too many failed attempts/);
+  t.notMatch(r.body.error.detail, /not reachable/);
+  t.ok(Number(r.headers["retry-after"]) > 0, "with Retry-After");
 });

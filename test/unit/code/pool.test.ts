@@ -3,7 +3,7 @@
 // stuck in code the interrupt does not reach, heap bounds and workers replaced to give memory back,
 // warm sandboxes bounded and evicted least recently used, aborts, forgetting a service.
 import { afterEach, describe, expect, test } from "bun:test";
-import { GRACE_MS, type PoolOptions, type PoolOutcome, retryAfterOf, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
+import { GRACE_MS, type PoolOptions, type PoolOutcome, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
 import { ApiError } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
 import { outcomeValue } from "../../../src/code/sandbox.ts";
@@ -112,7 +112,7 @@ describe("WorkerPool", () => {
     try { p.submit(loop()); } catch (e) { refused = e; }
     expect(refused).toBeInstanceOf(ApiError);
     expect((refused as ApiError).kind.status).toBe(429);
-    expect(retryAfterOf(refused)).toBe(1);
+    expect((refused as ApiError).retryAfterS).toBe(1);
     expect(await run(p, spec("b", "other", "function other(req, resp){ resp.success(1) }"))).toEqual({ kind: "success", value: 1 });
     await Promise.all(held.map((h) => h.done));
   });

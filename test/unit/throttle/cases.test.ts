@@ -105,8 +105,8 @@ describe("consumers as sign-in finds them", () => {
     const each = caseOf({ consumer: "?" });
     expect(matchCase(each, subject({ email: "Sensor" }))).not.toBe(matchCase(each, subject({ email: "sensor" })));
   });
-  test("a case counting sign-ins matches only subjects that sign in", () => {
-    const c = compileCase(parseCase("HTTP Requests", body({ resource: "/admin/auth" })), true, "sign-ins");
+  test("a case counting failed sign-ins matches only subjects that sign in", () => {
+    const c = compileCase(parseCase("HTTP Requests", body({ resource: "/admin/auth" })), true, "failures");
     expect(matchCase(c, { ...subject({ resource: "/admin/auth" }), signIn: true })).not.toBeNull();
     expect(matchCase(c, subject({ resource: "/admin/auth" }))).toBeNull();
     expect(matchCase(caseOf({ resource: "/admin/auth" }), subject({ resource: "/admin/auth" }))).not.toBeNull();

@@ -108,17 +108,25 @@ describe("built-in sign-in cases", () => {
     expect([ok(dev("")), ok(dev(SYS)), ok(dev(OTHER)), ok(dev(""))].map((d) => d.ok)).toEqual([true, true, true, false]);
   });
 
-  test("webhook basic auth: an attempt that did not fail gives its token back", () => {
-    const hook = (email: string) => subject({ resource: `/api/v/4/webhook/execute/${SYS}/hook`, email, signIn: true });
-    for (let i = 0; i < 10; i++) {
-      const d = ok(hook("good@b.co"));
-      expect(d.ok).toBe(true);
-      d.refund!();
+  test("device, developer and webhook cases count failures only; a good sign-in clears them", () => {
+    for (const resource of [`/api/v/2/devices/${SYS}/auth`, "/admin/auth", `/api/v/4/webhook/execute/${SYS}/hook`]) {
+      const attempt = (email: string) => subject({ resource, email, signIn: true });
+      for (let i = 0; i < 20; i++) {
+        const d = ok(attempt("good@b.co"));
+        expect(d.ok).toBe(true);
+        d.settle!("succeeded");
+      }
+      const fail = () => { const d = ok(attempt("bad@b.co")); if (d.ok) d.settle!("failed"); return d; };
+      expect([fail(), fail()].map((d) => d.ok)).toEqual([true, true]);
+      const good = ok(attempt("bad@b.co"));
+      good.settle!("succeeded"); // forgets the two failures
+      expect([fail(), fail(), fail(), fail()].map((d) => d.ok)).toEqual([true, true, true, false]);
+      const refused = ok(attempt("bad@b.co"));
+      expect(refused).toMatchObject({ ok: false, retryAfterS: 60 });
+      expect(ok(attempt("good@b.co")).ok).toBe(true);
     }
-    expect([1, 2, 3, 4].map(() => ok(hook("bad@b.co")).ok)).toEqual([true, true, true, false]);
-    expect(ok(hook("bad@b.co")).refund).toBeUndefined();
-    // the other built-in cases count every sign-in
-    expect(ok(subject()).refund).toBeUndefined();
+    // the user sign-in case of the spec counts every attempt
+    expect(ok(subject()).settle).toBeUndefined();
   });
 
   test("listed rows carry only case fields", () => {

@@ -3,8 +3,43 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createServer } from "node:net";
 import { createLogger } from "../../../src/core/log.ts";
-import { InFlight, SharedStore, TokenBuckets } from "../../../src/throttle/limiters.ts";
+import { InFlight, LOCKOUT_BASE_MS, Lockouts, SharedStore, TokenBuckets } from "../../../src/throttle/limiters.ts";
 import { available, hasCommand } from "../services.ts";
+
+describe("Lockouts", () => {
+  const W = 600_000; // the window, and the longest lockout
+  const fail = (l: Lockouts, key: string, now: number) => { expect(l.attempt(key, 3, now)).toBe(0); return l.settle(key, "failed", 3, W, now); };
+  test("only failures count: good sign-ins never lock out, and clear the failures before them", () => {
+    const l = new Lockouts();
+    for (let i = 0; i < 50; i++) { expect(l.attempt("k", 3, i)).toBe(0); l.settle("k", "succeeded", 3, W, i); }
+    expect([fail(l, "k", 100), fail(l, "k", 101)]).toEqual([0, 0]);
+    expect(l.attempt("k", 3, 102)).toBe(0);
+    l.settle("k", "succeeded", 3, W, 102); // clears the two failures
+    expect([fail(l, "k", 103), fail(l, "k", 104)]).toEqual([0, 0]);
+    expect(fail(l, "k", 105)).toBe(LOCKOUT_BASE_MS); // the third failure in a row locks out
+    expect(l.attempt("k", 3, 106)).toBe(60); // right key or not: seconds to wait
+    expect(l.attempt("other", 3, 106)).toBe(0);
+  });
+  test("each lockout doubles, up to the window; a quiet window forgets", () => {
+    const l = new Lockouts();
+    let t = 0;
+    const lockout = () => { fail(l, "k", t); fail(l, "k", t); const ms = fail(l, "k", t); t += ms; return ms; };
+    expect([lockout(), lockout(), lockout(), lockout(), lockout(), lockout()]).toEqual([60_000, 120_000, 240_000, 480_000, W, W]);
+    t += W + 1; // a quiet window after the lockout ended
+    expect(lockout()).toBe(60_000);
+    expect([fail(l, "k", t), fail(l, "k", t + W + 1)]).toEqual([0, 0]); // failures a window apart do not add up
+    expect(fail(l, "k", t + W + 2)).toBe(0);
+  });
+  test("attempts under way count until answered: parallel guesses cannot pass the limit", () => {
+    const l = new Lockouts();
+    expect([l.attempt("k", 3, 0), l.attempt("k", 3, 0), l.attempt("k", 3, 0)]).toEqual([0, 0, 0]);
+    expect(l.attempt("k", 3, 0)).toBe(1);
+    l.settle("k", "other", 3, W, 1); // a bad body: neither failure nor success
+    expect(l.attempt("k", 3, 1)).toBe(0);
+    for (let i = 0; i < 3; i++) l.settle("k", "failed", 3, W, 2);
+    expect(l.attempt("k", 3, 3)).toBe(60);
+  });
+});
 
 describe("TokenBuckets", () => {
   test("starts full, refills one token every duration/capacity", () => {
@@ -19,18 +54,6 @@ describe("TokenBuckets", () => {
     expect(b.take("k", 3, 30, t0 + 1_000_000).ok).toBe(true);
     expect(b.take("k", 3, 30, t0 + 1_000_000).ok).toBe(true);
     expect(b.take("k", 3, 30, t0 + 1_000_000).ok).toBe(false);
-  });
-  test("a token given back is there again, never above capacity", () => {
-    const b = new TokenBuckets();
-    const t0 = 1_000_000;
-    expect([1, 2].map(() => b.take("k", 2, 600, t0).ok)).toEqual([true, true]);
-    b.give("k", 2);
-    expect(b.take("k", 2, 600, t0).ok).toBe(true);
-    expect(b.take("k", 2, 600, t0).ok).toBe(false);
-    b.give("k", 2); b.give("k", 2); b.give("k", 2);
-    expect([1, 2, 3].map(() => b.take("k", 2, 600, t0).ok)).toEqual([true, true, false]);
-    b.give("unknown", 2);
-    expect(b.size).toBe(1);
   });
   test("bounded: the oldest key goes, and comes back full", () => {
     const b = new TokenBuckets(2);
@@ -81,12 +104,7 @@ async function freePort(): Promise<number> {
     await a.start(); await b.start();
     expect(a.available && b.available).toBe(true);
     const key = `k${Date.now()}`;
-    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1), await a.hit(key, 3, 1)]).toEqual([true, true, true]);
-    await b.refund(key);
-    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1)]).toEqual([true, false]); // one hit given back
-    await Bun.sleep(1100);
-    await b.refund(key); // the window ended: nothing to give back, no credit for the next one
-    expect([await a.hit(key, 3, 1), await a.hit(key, 3, 1), await a.hit(key, 3, 1), await a.hit(key, 3, 1)]).toEqual([true, true, true, false]);
+    expect([await a.hit(key, 3, 1), await b.hit(key, 3, 1), await a.hit(key, 3, 1), await b.hit(key, 3, 1)]).toEqual([true, true, true, false]);
     await Bun.sleep(1100);
     expect(await a.hit(key, 3, 1)).toBe(true); // a new window
 
@@ -102,6 +120,23 @@ async function freePort(): Promise<number> {
     for (let i = 0; i < 100 && !a.available; i++) await Bun.sleep(50);
     expect(a.available).toBe(true);
     expect(await a.hit(`${key}x`, 1, 10)).toBe(true);
+    a.stop(); b.stop();
+  }, 20_000);
+
+  test("lockouts shared by two stores: failures add up across nodes, a good sign-in clears them", async () => {
+    if (!proc) { port = await freePort(); await startRedis(); }
+    const a = new SharedStore(`redis://127.0.0.1:${port}`, log, () => {}, "node-a");
+    const b = new SharedStore(`redis://127.0.0.1:${port}`, log, () => {}, "node-b");
+    await a.start(); await b.start();
+    const key = `lock${Date.now()}`;
+    expect([await a.failed(key, 3, 1000), await b.failed(key, 3, 1000)]).toEqual([0, 0]);
+    await a.succeeded(key);
+    expect([await b.failed(key, 3, 1000), await a.failed(key, 3, 1000)]).toEqual([0, 0]); // counted afresh
+    expect(await b.failed(key, 3, 1000)).toBe(1000); // the lockout is capped by the window here
+    expect(await a.lockedFor(key)).toBeGreaterThan(0);
+    expect(await a.lockedFor(`${key}-other`)).toBe(0);
+    await Bun.sleep(1100);
+    expect(await b.lockedFor(key)).toBe(0);
     a.stop(); b.stop();
   }, 20_000);
 });

@@ -8,58 +8,16 @@ import { type Principal, principalEmail, principalId } from "../auth/principal.t
 import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
-import type { Counter, Histogram, Metrics } from "../core/metrics.ts";
-import type { Collections } from "../domain/collections.ts";
-import type { DomainDeps } from "../domain/deps.ts";
-import type { Devices } from "../domain/devices.ts";
-import type { Messages } from "../domain/messages.ts";
-import { type CodeServices, parseDependencies, type ServiceChange } from "../domain/services.ts";
-import type { Systems } from "../domain/systems.ts";
+import type { Counter, Histogram } from "../core/metrics.ts";
+import { parseDependencies, type ServiceChange } from "../domain/services.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
-import type { Users } from "../domain/users.ts";
 import type { ServiceRow } from "../store/services.ts";
-import { RunInbox } from "./inbox.ts";
+import { OPS } from "./library/index.ts";
+import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, RunState } from "./library/types.ts";
+
+export type { EngineDeps, ExecOptions, ExecResult };
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
 import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
-
-export interface EngineDeps {
-  d: DomainDeps;
-  systems: Systems;
-  services: CodeServices;
-  collections: Collections;
-  users: Users;
-  devices: Devices;
-  messages: Messages;
-  metrics?: Metrics;
-}
-
-export interface ExecOptions {
-  /** the caller's raw token, given to the service as req.userToken */
-  userToken?: string;
-  logging?: boolean;
-  /** set for trigger and timer runs: skips the caller's execute permission */
-  internal?: boolean;
-  trigger?: string;
-  /** trigger nesting depth of the run that caused this one */
-  depth?: number;
-  /** a retry of a recorded failure: a new failure does not add a second record */
-  retry?: boolean;
-}
-
-export interface ExecResult {
-  success: boolean;
-  results: unknown;
-  logs?: string;
-  status?: number;
-  headers?: Record<string, string>;
-  /** set when the run itself failed (exception, timeout, limits), not when it called resp.error */
-  failed?: boolean;
-  /** the run failed because it reached its execution timeout */
-  timedOut?: boolean;
-}
-
-/** What one run holds besides its sandbox. */
-interface RunState { inbox: RunInbox | null }
 
 const SERVICE_CACHE_MS = 5_000;
 const SOURCE_CACHE_MS = 600_000;
@@ -194,7 +152,7 @@ export class CodeEngine {
     const effective = svc.run_user ? await this.e.users.principalFor(systemKey, svc.run_user) : p;
     const timeoutMs = svc.execution_timeout < 0 ? 0 : svc.execution_timeout * 1000;
     if (svc.concurrency > 0) await this.acquire(key, svc.concurrency, timeoutMs);
-    const run: RunState = { inbox: null };
+    const run = new RunState();
     const stream = svc.execution_timeout < 0;
     let outcome: PoolOutcome;
     let id = -1;
@@ -223,8 +181,8 @@ export class CodeEngine {
     } finally {
       if (stream && this.streamRuns.get(key) === id) this.streamRuns.delete(key);
       this.release(key, svc.concurrency);
-      // the run's subscriptions end with it
-      if (run.inbox) void run.inbox.close().catch((err) => this.e.d.log.warn("could not end a service's subscriptions", { err }));
+      // what the run opened (subscriptions, clients, locks) ends with it
+      void run.close((what, err) => this.e.d.log.warn("could not close what a service run opened", { what, err }));
     }
     return this.result(svc, p, params, opts, outcome);
   }
@@ -273,77 +231,20 @@ export class CodeEngine {
 
   // ---- the runtime API ------------------------------------------------------------------------
 
-  private async collection(p: Principal, systemKey: string, ref: { id?: string; name?: string; ref?: string }) {
-    if (!ref || typeof ref !== "object") throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
-    const c = this.e.collections;
-    if (ref.id) return c.byIdFor(p, ref.id);
-    if (ref.name) return c.byNameFor(p, systemKey, ref.name);
-    if (ref.ref) return /^[0-9a-f]{30}$/.test(ref.ref) ? c.byIdFor(p, ref.ref) : c.byNameFor(p, systemKey, ref.ref);
-    throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
-  }
-
-  /** A run's runtime-API call from its worker, answered as JSON text: {ok, data} or {ok, error}. */
+  /** A run's runtime-API call from its worker, answered as JSON text: {ok, data} or {ok, error}.
+   *  The operation runs as the effective user, through the same domain calls as the HTTP API. */
   private answer(p: Principal, systemKey: string, op: string, argsJson: string, scope: { depth: number }, depth: number, run: RunState): Promise<string> {
     let args: unknown;
     try { args = JSON.parse(argsJson); } catch { args = null; }
-    return causeScope.run(scope, () => this.host(p, systemKey, op, args, depth, run)).then(
+    const fn = OPS.get(op);
+    const ctx: HostContext = { p, systemKey, depth, run, e: this.e, execute: (...a) => this.execute(...a) };
+    return causeScope.run(scope, async () => {
+      if (!fn) throw fail("INVALID_ARGUMENT", `unknown runtime operation '${op}'`);
+      return fn(ctx, (args ?? {}) as Record<string, any>);
+    }).then(
       (data) => JSON.stringify({ ok: true, data: data === undefined ? null : data }),
       (err) => JSON.stringify({ ok: false, error: errorInfo(err) }),
     );
-  }
-
-  /** One runtime-API call, as the effective user, through the same domain calls as the HTTP API. */
-  private async host(p: Principal, systemKey: string, op: string, a: any, depth: number, run: RunState): Promise<unknown> {
-    const args = (a ?? {}) as Record<string, any>;
-    const q = (v: unknown) => (v === null || v === undefined ? undefined : JSON.stringify(v));
-    switch (op) {
-      case "collection.fetch": return this.e.collections.fetch(p, await this.collection(p, systemKey, args.collection), q(args.query), "");
-      case "collection.create": return this.e.collections.insert(p, await this.collection(p, systemKey, args.collection), args.items);
-      case "collection.update": return this.e.collections.update(p, await this.collection(p, systemKey, args.collection), { query: args.query ?? [], $set: args.changes });
-      case "collection.remove": return this.e.collections.delete(p, await this.collection(p, systemKey, args.collection), q(args.query) ?? "[]");
-      case "collection.count": return this.e.collections.count(p, await this.collection(p, systemKey, args.collection), q(args.query));
-      case "collection.upsert": return this.e.collections.upsert(p, await this.collection(p, systemKey, args.collection), args.conflictColumn ?? null, args.item);
-      case "collection.columns": return this.e.collections.columns(p, await this.collection(p, systemKey, args.collection));
-      case "code.execute": {
-        if (typeof args.name !== "string") throw fail("INVALID_ARGUMENT", "a service name is required");
-        if (depth > 10) throw fail("INVALID_ARGUMENT", "services call each other too deeply");
-        const r = await this.execute(p, systemKey, args.name, args.params, { depth: depth + 1 });
-        if (!r.success) throw fail("INVALID_ARGUMENT", typeof r.results === "string" ? r.results : JSON.stringify(r.results));
-        return r.results;
-      }
-      case "messaging.publish": {
-        if (typeof args.topic !== "string") throw fail("INVALID_ARGUMENT", "a topic is required");
-        return this.e.messages.publish(p, systemKey, { topic: args.topic, body: args.payload ?? "", qos: args.qos ?? 0 });
-      }
-      case "messaging.subscribe": {
-        const inbox = (run.inbox ??= new RunInbox((filter, deliver) => this.e.messages.subscribe(p, systemKey, filter, deliver)));
-        await inbox.subscribe(args.topic);
-        return null;
-      }
-      case "messaging.unsubscribe": {
-        if (typeof args.topic !== "string") throw fail("INVALID_ARGUMENT", "a topic is required");
-        await run.inbox?.unsubscribe(args.topic);
-        return null;
-      }
-      case "messaging.next": {
-        if (!run.inbox?.subscribed) throw fail("INVALID_ARGUMENT", "waitForMessage needs a subscription first (Messaging().subscribe)");
-        const topics = args.topics === undefined || args.topics === null ? null : Array.isArray(args.topics) ? args.topics : [args.topics];
-        if (topics && !topics.every((x: unknown) => typeof x === "string")) throw fail("INVALID_ARGUMENT", "topics must be topic filters");
-        return run.inbox.next(topics);
-      }
-      case "device.get": return this.e.devices.get(p, systemKey, String(args.name));
-      case "device.list": return this.e.devices.list(p, systemKey, q(args.query) ?? null);
-      case "device.create": return this.e.devices.create(p, systemKey, String(args.name ?? args.data?.name), args.data ?? {});
-      case "device.update": return this.e.devices.update(p, systemKey, String(args.name), { ...(args.data ?? {}), causeTrigger: args.causeTrigger !== false });
-      case "device.delete": return this.e.devices.remove(p, systemKey, String(args.name));
-      case "device.updateByQuery": return this.e.devices.bulkUpdate(p, systemKey, { query: args.query ?? [], $set: { ...(args.changes ?? {}), ...(args.causeTrigger === false ? { causeTrigger: false } : {}) } });
-      case "device.deleteByQuery": return this.e.devices.bulkDelete(p, systemKey, q(args.query) ?? "[]");
-      case "user.get": return this.e.users.info(p);
-      case "user.set": return this.e.users.updateInfo(p, args.data ?? {});
-      case "user.list": return this.e.users.list(p, q(args.query) ?? null, systemKey);
-      case "user.count": return this.e.users.count(p, q(args.query) ?? null, systemKey);
-      default: throw fail("INVALID_ARGUMENT", `unknown runtime operation '${op}'`);
-    }
   }
 
   // ---- stream services (execution_timeout -1) -------------------------------------------------

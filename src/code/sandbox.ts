@@ -14,7 +14,7 @@ import {
 } from "quickjs-emscripten";
 import wasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
 import { DirectCall } from "./ffi.ts";
-import { PRELUDE } from "./prelude.ts";
+import { PRELUDE } from "./library/index.ts";
 
 let module: Promise<QuickJSWASMModule> | undefined;
 let memory: WebAssembly.Memory | undefined;

@@ -1,0 +1,143 @@
+// The core of the prelude: the host functions captured and hidden, the two ways to call the host
+// (a promise, and ClearBlade's classic callback call), log and console, and one run's machinery
+// (req, resp, __run). Every area of the library (library/*.ts) is evaluated after it, in the same
+// closure.
+//
+// The sandbox installs three host functions (sandbox.ts):
+//   __host(op, json) -> Promise<json>   a host operation as the service's effective user
+//   __done(kind, json)                  resp.success / resp.error / resp.send
+//   __log(text)                         log and console output
+// They are captured here and removed from the global object, so user code cannot call them.
+export const CORE_JS = String.raw`
+  var host = globalThis.__host, finish = globalThis.__done, hostLog = globalThis.__log;
+  delete globalThis.__host; delete globalThis.__done; delete globalThis.__log;
+
+  function replyOf(text) {
+    var r = JSON.parse(text);
+    if (r.ok) return r.data;
+    var e = new Error(r.error && r.error.detail ? r.error.detail : String(r.error));
+    e.error = r.error;
+    throw e;
+  }
+  // the promise flavour (ClearBladeAsync, fetch): resolves with the operation's answer
+  function call(op, args) {
+    return host(op, JSON.stringify(args === undefined ? null : args)).then(replyOf);
+  }
+  // A callback's error (an interrupt of a loop in it included) ends the run as failed: thrown in
+  // a promise reaction it would only reject a promise nobody holds, and the run would end as a
+  // success with nothing.
+  function withCallback(promise, cb) {
+    if (typeof cb === "function") {
+      promise.then(function (d) { cb(false, d); }, function (e) { cb(true, e.error || e.message); }).then(null, failRun);
+    }
+    return promise;
+  }
+  // ClearBlade's classic call: cb(err, data) with err false on success, or true and the error
+  function classic(op, args, cb) { return withCallback(call(op, args), cb); }
+  function failRun(e) { if (e !== DONE) finish("failed", JSON.stringify(e && e.message ? (e.name || "Error") + ": " + e.message : String(e))); }
+  function text(args) {
+    var out = [];
+    for (var i = 0; i < args.length; i++) {
+      var a = args[i];
+      out.push(typeof a === "string" ? a : (function () { try { return JSON.stringify(a); } catch (e) { return String(a); } })());
+    }
+    return out.join(" ");
+  }
+  var log = function () { hostLog(text(arguments)); };
+  globalThis.log = log;
+  globalThis.console = { log: log, info: log, debug: log, warn: log, error: log };
+
+  globalThis.newUUID = function () {
+    var h = "0123456789abcdef", s = "";
+    for (var i = 0; i < 36; i++) {
+      if (i === 8 || i === 13 || i === 18 || i === 23) s += "-";
+      else if (i === 14) s += "4";
+      else if (i === 19) s += h[(Math.random() * 4 | 0) + 8];
+      else s += h[Math.random() * 16 | 0];
+    }
+    return s;
+  };
+
+  // a query as the host takes it: a Query, its .query, or bare FILTERS
+  function plainQuery(q) {
+    if (!q) return { FILTERS: [] };
+    var src = q instanceof Query ? q.query : q;
+    if (Array.isArray(src)) return { FILTERS: src, PAGESIZE: 0, PAGENUM: 0 };
+    var out = {};
+    for (var k in src) out[k] = src[k];
+    if (out.FILTERS) out.FILTERS = out.FILTERS.filter(function (g) { return g.length > 0; });
+    return out;
+  }
+
+  var ClearBlade = globalThis.ClearBlade = {
+    init: function (opts) { if (opts && typeof opts.callback === "function") opts.callback(false, {}); },
+    isEdge: function () { return globalThis.cbmeta.is_edge; },
+    edgeId: function () { return globalThis.cbmeta.edge_id || ""; },
+  };
+  var ClearBladeAsync = globalThis.ClearBladeAsync = {};
+
+  // ---- one run --------------------------------------------------------------------------------
+  // Kept lean: this runs on every call, in an interpreter, where each object and property costs
+  // (about 0.2 µs a property in wasm). resp holds its run's state itself, and its methods live on
+  // a prototype, instead of a state object and five fresh closures per run.
+  var DONE = {};
+  var Resp = function () { this._finished = false; this._sync = true; this._early = null; };
+  function end(r, kind, value) {
+    if (r._finished) return;
+    r._finished = true;
+    // the common answer, a string ended synchronously, crosses as is: "s"/"e" then "t" and the text
+    if (r._sync && typeof value === "string") { r._early = kind.charAt(0) + "t" + value; throw DONE; }
+    var json;
+    try { json = value === undefined ? "null" : JSON.stringify(value); } catch (e) { json = JSON.stringify(String(value)); }
+    if (json === undefined) json = "null";
+    if (r._sync) r._early = kind.charAt(0) + "j" + json;
+    else finish(kind, json);
+    throw DONE; // success and error end the service
+  }
+  Resp.prototype.success = function (v) { end(this, "success", v); };
+  Resp.prototype.error = function (v) { end(this, "error", v); };
+  Resp.prototype.send = function (v) { end(this, "success", v); };
+  Resp.prototype.set = function (h) { finish("headers", JSON.stringify(h || {})); };
+  Resp.prototype.status = function (code) { finish("status", JSON.stringify(code)); return this; };
+  var entry = null;
+
+  // The caller's part of req (keys, user, token) is the same run after run for one caller: it
+  // crosses only when it changed, and every run gets its own copy of it.
+  var context = null;
+
+  // __run returns the outcome as text when the service ends before returning (the common case,
+  // saving a host call): "s" or "e" (success, error), then "t" and a string or "j" and JSON.
+  // Otherwise the outcome comes later through __done. paramsJson undefined means {}.
+  globalThis.__run = function (name, contextJson, instanceId, paramsJson) {
+    if (contextJson !== undefined) context = JSON.parse(contextJson);
+    var c = context, cc = c.caller || {};
+    var req = {
+      systemKey: c.systemKey, systemSecret: c.systemSecret, userEmail: c.userEmail, userid: c.userid, userToken: c.userToken,
+      params: paramsJson === undefined ? {} : JSON.parse(paramsJson), isLogging: c.isLogging, service_instance_id: instanceId,
+      caller: { userid: cc.userid, userEmail: cc.userEmail, userToken: cc.userToken },
+    };
+    if (entry === null) {
+      entry = globalThis[name];
+      if (typeof entry !== "function") { entry = null; finish("missing", JSON.stringify(name)); return; }
+    }
+    var resp = new Resp();
+    var returned;
+    try {
+      returned = entry(req, resp);
+    } catch (e) {
+      resp._sync = false;
+      if (e === DONE) return resp._early;
+      throw e;
+    }
+    resp._sync = false;
+    if (resp._early !== null) return resp._early;
+    // an async entry function: the run lasts until its promise settles (or its deadline)
+    if (returned && typeof returned.then === "function" && !resp._finished) {
+      finish("waiting", "true");
+      returned.then(function (v) { if (!resp._finished) { try { end(resp, "success", v === undefined ? null : v); } catch (e) {} } },
+                    function (e) { if (!resp._finished && e !== DONE) { resp._finished = true; failRun(e); } });
+    }
+  };
+  // errors thrown from callbacks after the entry function returned are reported, not lost
+  globalThis.__isDone = function (e) { return e === DONE; };
+`;

@@ -1,0 +1,98 @@
+// What one area of the service library (library/*.ts) is made of: the JavaScript it adds to the
+// prelude inside the sandbox, and the host operations that JavaScript calls, run here on the main
+// thread with the rights of the run's effective user.
+import type { Principal } from "../../auth/principal.ts";
+import type { DomainDeps } from "../../domain/deps.ts";
+import type { Collections } from "../../domain/collections.ts";
+import type { Devices } from "../../domain/devices.ts";
+import type { Messages } from "../../domain/messages.ts";
+import type { CodeServices } from "../../domain/services.ts";
+import type { Systems } from "../../domain/systems.ts";
+import type { Users } from "../../domain/users.ts";
+import type { Metrics } from "../../core/metrics.ts";
+
+export interface EngineDeps {
+  d: DomainDeps;
+  systems: Systems;
+  services: CodeServices;
+  collections: Collections;
+  users: Users;
+  devices: Devices;
+  messages: Messages;
+  metrics?: Metrics;
+}
+
+export interface ExecOptions {
+  /** the caller's raw token, given to the service as req.userToken */
+  userToken?: string;
+  logging?: boolean;
+  /** set for trigger and timer runs: skips the caller's execute permission */
+  internal?: boolean;
+  trigger?: string;
+  /** trigger nesting depth of the run that caused this one */
+  depth?: number;
+  /** a retry of a recorded failure: a new failure does not add a second record */
+  retry?: boolean;
+}
+
+export interface ExecResult {
+  success: boolean;
+  results: unknown;
+  logs?: string;
+  status?: number;
+  headers?: Record<string, string>;
+  /** set when the run itself failed (exception, timeout, limits), not when it called resp.error */
+  failed?: boolean;
+  /** the run failed because it reached its execution timeout */
+  timedOut?: boolean;
+}
+
+/** What a run holds outside its sandbox while it lasts: resources an area opened for it (a
+ *  subscription inbox, an MQTT client, a held lock), each closed when the run ends. */
+export class RunState {
+  private readonly held = new Map<string, { value: unknown; close(): Promise<void> | void }>();
+
+  /** The run's resource under `key`, made once by `open` (with what closes it). */
+  resource<T>(key: string, open: () => { value: T; close(): Promise<void> | void }): T {
+    let r = this.held.get(key);
+    if (!r) this.held.set(key, (r = open()));
+    return r.value as T;
+  }
+
+  /** The resource, if the run opened it. */
+  peek<T>(key: string): T | undefined { return this.held.get(key)?.value as T | undefined; }
+
+  /** Closes everything the run opened (when it ends, however it ends). */
+  async close(log: (what: string, err: unknown) => void) {
+    const all = [...this.held.entries()];
+    this.held.clear();
+    await Promise.all(all.map(async ([k, r]) => { try { await r.close(); } catch (err) { log(k, err); } }));
+  }
+}
+
+/** One host call's context. */
+export interface HostContext {
+  /** the run's effective user (the caller, or the service's run_user) */
+  p: Principal;
+  systemKey: string;
+  /** how deep in services calling services this run is */
+  depth: number;
+  run: RunState;
+  e: EngineDeps;
+  /** runs another service (Code().execute) */
+  execute(p: Principal, systemKey: string, name: string, params: unknown, opts: ExecOptions): Promise<ExecResult>;
+}
+
+/** A host operation: its arguments as the prelude sent them (JSON), its answer any JSON value. */
+export type HostOp = (ctx: HostContext, args: Record<string, any>) => unknown;
+
+/** One area of the library. */
+export interface LibraryArea {
+  /** JavaScript evaluated inside the prelude's closure (after the core): it sees `call`,
+   *  `classic`, `plainQuery`, `ClearBlade`, `ClearBladeAsync` and the other core helpers */
+  js: string;
+  ops: Record<string, HostOp>;
+}
+
+/** A query argument as the domain takes it (JSON text, undefined for none). */
+export const queryText = (v: unknown) => (v === null || v === undefined ? undefined : JSON.stringify(v));

@@ -12,6 +12,7 @@ import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { bundleE2E } from "./bundle-e2e.ts";
+import { RUNTIME_ENV } from "../src/runtimeOptions.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 // OUTPOST_BIN runs the suites against another binary (a copy, so a rebuild cannot swap it mid-run).
@@ -69,7 +70,9 @@ if (!process.env.OUTPOST_BIN && (!existsSync(BIN) || statSync(BIN).mtimeMs < Mat
 // 2. unit tests
 const unit = files(join(ROOT, "test/unit"), ".test.ts").filter(match);
 if (unit.length && !only.has("--e2e")) {
-  const r = await run([process.execPath, "test", ...unit.map((f) => "./" + f.slice(ROOT.length + 1))]);
+  // the JavaScriptCore options the binary runs with (src/runtimeOptions.ts): code services run as
+  // they do there
+  const r = await run([process.execPath, "test", ...unit.map((f) => "./" + f.slice(ROOT.length + 1))], RUNTIME_ENV);
   const count = (what: string) => Number(new RegExp(`^\\s*(\\d+) ${what}$`, "m").exec(r.out)?.[1] ?? 0);
   passed += count("pass");
   failed += count("fail");

@@ -1,5 +1,6 @@
 // CLI entry: flags -> Config -> start(mode), or a subcommand (`outpost status`, `backup`,
 // `restore`, `migrate-db`). Exit status 2 for a bad command line, or a start refused as configured.
+import "./runtimeOptions.ts"; // first: it may restart the process with the options it needs
 import { join } from "node:path";
 import { type App, start } from "./app.ts";
 import { backupCommand } from "./cli/backup.ts";

@@ -1,23 +1,34 @@
-// The one call a warm run makes into QuickJS, on the C API directly. quickjs-emscripten's
-// callFunction wraps every value and argument array in Lifetime objects and encodes strings with a
-// JavaScript loop: about 2 µs of a 12 µs run. This writes strings with TextEncoder into one
-// reused buffer (through one reused view) and the arguments into one reused array, and reads a
-// short result without TextDecoder. The internals it reads (ffi, module,
-// ctx, memory) are those of the pinned quickjs-emscripten version; the contract test in
-// test/unit/code/sandbox.test.ts runs through this path on every call.
+// The calls a run makes into QuickJS, on the C API directly. quickjs-emscripten's callFunction
+// wraps every value and argument array in Lifetime objects and encodes strings with a JavaScript
+// loop: about 2 µs of a 12 µs run. This writes strings with TextEncoder into one reused buffer
+// (through one reused view) and the arguments into one reused array, and reads a short result
+// without TextDecoder. The internals it reads (ffi, module, ctx, memory) are those of the pinned
+// quickjs-emscripten version; the contract test in test/unit/code/sandbox.test.ts runs through
+// this path on every call.
+//
+// The module is the asyncify build: a call may suspend (a blocking host call, a yield), and then
+// answers a promise that settles when the call has finally returned (see sandbox.ts).
 import type { QuickJSContext, QuickJSHandle } from "quickjs-emscripten";
+
+type MaybeAsync<T> = T | Promise<T>;
 
 interface Internals {
   ffi: {
-    QTS_Call(ctx: number, fn: number, self: number, argc: number, argv: number): number;
     QTS_NewString(ctx: number, chars: number): number;
     QTS_GetString(ctx: number, value: number): number;
     QTS_FreeCString(ctx: number, chars: number): void;
     QTS_FreeValuePointer(ctx: number, value: number): void;
     QTS_ResolveException(ctx: number, value: number): number;
+    QTS_GetFloat64(ctx: number, value: number): number;
+    QTS_Typeof(ctx: number, value: number): number;
+    QTS_FreeValuePointerRuntime(rt: number, value: number): void;
   };
-  module: { HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void };
+  module: {
+    HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void;
+    cwrap(name: string, ret: string, args: string[], opts?: object): (...args: number[]) => MaybeAsync<number>;
+  };
   ctx: { value: number };
+  rt: { value: number };
   memory: { heapValueHandle(ptr: number): QuickJSHandle };
 }
 
@@ -31,13 +42,22 @@ const SHORT_TEXT = 64;
 /** A string argument, or undefined (null). */
 export type Arg = string | null;
 export type CallResult = { text: string } | { error: QuickJSHandle };
+/** Jobs run, or the error one of them threw. */
+export type JobsResult = { ran: number } | { error: QuickJSHandle };
 
 export class DirectCall {
   private readonly q: Internals;
   private readonly ctx: number;
   private readonly undefinedPtr: number;
   private readonly argv: number;
+  /** where executePendingJobs writes the context of the job it ran last */
+  private readonly jobContext: number;
   private readonly ptrs = [0, 0, 0, 0];
+  /** QTS_Call and QTS_ExecutePendingJob through emscripten's ccall, which answers a promise when
+   *  the call suspended (the plain export, which quickjs-emscripten's _MaybeAsync names give for
+   *  number-only signatures, returns as if it had ended) */
+  private readonly callExport: (ctx: number, fn: number, self: number, argc: number, argv: number) => MaybeAsync<number>;
+  private readonly jobsExport: (rt: number, maxJobs: number, lastJobContext: number) => MaybeAsync<number>;
   private scratch: number;
   private scratchBytes = 4096;
   /** views of the wasm memory, made again when it grows (its buffer is then replaced) */
@@ -50,7 +70,11 @@ export class DirectCall {
     this.ctx = this.q.ctx.value;
     this.undefinedPtr = (vm.undefined as unknown as { value: number }).value;
     this.argv = this.q.module._malloc(MAX_ARGS * 4);
+    this.jobContext = this.q.module._malloc(4);
     this.scratch = this.q.module._malloc(this.scratchBytes);
+    const n = (k: number) => Array<string>(k).fill("number");
+    this.callExport = this.q.module.cwrap("QTS_Call", "number", n(5), {});
+    this.jobsExport = this.q.module.cwrap("QTS_ExecutePendingJob", "number", n(3), {});
     this.views();
   }
 
@@ -92,8 +116,9 @@ export class DirectCall {
     return decoder.decode(heap.subarray(ptr, end));
   }
 
-  /** Calls fn with string arguments; the result as text (String() of it), or the thrown error. */
-  call(fn: QuickJSHandle, args: Arg[]): CallResult {
+  /** Calls fn with string arguments; the result as text (String() of it), or the thrown error. A
+   *  call that suspends answers a promise of that, settled once it has returned. */
+  call(fn: QuickJSHandle, args: Arg[]): MaybeAsync<CallResult> {
     const { ffi } = this.q;
     const n = args.length;
     if (n > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
@@ -102,9 +127,17 @@ export class DirectCall {
     // creating strings may have grown the wasm memory
     if (this.heap8.buffer !== this.q.module.HEAPU8.buffer) this.views();
     for (let i = 0; i < n; i++) this.heap32[(this.argv >> 2) + i] = ptrs[i]!;
+    // the argument values belong to this call until it has returned (it may suspend)
+    const owned = ptrs.slice(0, n).filter((_, i) => args[i] !== null && args[i] !== undefined);
     const fnPtr = (fn as unknown as { value: number }).value;
-    const res = ffi.QTS_Call(this.ctx, fnPtr, this.undefinedPtr, n, this.argv);
-    for (let i = 0; i < n; i++) if (args[i] !== null && args[i] !== undefined) ffi.QTS_FreeValuePointer(this.ctx, ptrs[i]!);
+    const res = this.callExport(this.ctx, fnPtr, this.undefinedPtr, n, this.argv);
+    if (res instanceof Promise) return res.then((r) => this.result(r, owned));
+    return this.result(res, owned);
+  }
+
+  private result(res: number, owned: number[]): CallResult {
+    const { ffi } = this.q;
+    for (const p of owned) ffi.QTS_FreeValuePointer(this.ctx, p);
     const err = ffi.QTS_ResolveException(this.ctx, res);
     if (err) {
       ffi.QTS_FreeValuePointer(this.ctx, res);
@@ -117,8 +150,31 @@ export class DirectCall {
     return { text };
   }
 
+  /** Runs the promise jobs waiting in the runtime (they may suspend too). */
+  jobs(): MaybeAsync<JobsResult> {
+    const res = this.jobsExport(this.q.rt.value, -1, this.jobContext);
+    if (res instanceof Promise) return res.then((r) => this.jobsResult(r));
+    return this.jobsResult(res);
+  }
+
+  private jobsResult(res: number): JobsResult {
+    const { ffi } = this.q;
+    // no job ran: the value belongs to the runtime, not to a context
+    if (new Int32Array(this.q.module.HEAPU8.buffer)[this.jobContext >> 2] === 0) { ffi.QTS_FreeValuePointerRuntime(this.q.rt.value, res); return { ran: 0 }; }
+    const type = ffi.QTS_Typeof(this.ctx, res);
+    const isNumber = this.readString(type) === "number";
+    this.q.module._free(type);
+    if (isNumber) {
+      const ran = ffi.QTS_GetFloat64(this.ctx, res);
+      ffi.QTS_FreeValuePointer(this.ctx, res);
+      return { ran };
+    }
+    return { error: this.q.memory.heapValueHandle(res) };
+  }
+
   dispose() {
     this.q.module._free(this.argv);
+    this.q.module._free(this.jobContext);
     this.q.module._free(this.scratch);
   }
 }

@@ -8,13 +8,15 @@
 // the engine (rights checked on this thread), and go back in a later batch to the worker holding
 // the run.
 //
-// Budgets: every worker's heap is bounded by its share of --code-memory-mb. A worker whose heap
-// grew past half its share is replaced once its runs are over, and one that sits idle with a
-// grown heap too, so memory a burst took returns to the system (a wasm heap never shrinks; ending
-// the thread frees it). Warm sandboxes are bounded over all workers, least recently used first.
+// Budgets: the sandboxes of a worker (each a lane with a heap of its own, see sandbox.ts) are
+// bounded by its share of --code-memory-mb; a sandbox whose heap grew goes when its run ends, so
+// memory a burst took returns to the system. Warm sandboxes are bounded over all workers, least
+// recently used first.
 //
-// Time: the worker interrupts user code at its slice or its run's deadline. A worker still in
-// the same stretch of user code a grace period later (code the interrupt does not reach) is
+// Time: a run may take until its deadline (its execution_timeout, wall clock); each of its calls
+// hands the worker back to the pool. A stretch of user code without calls is stopped at the end of
+// its slice only while code of other systems waits for its worker (contended). A worker still in
+// the same stretch a grace period past its deadline (code the interrupt does not reach) is
 // terminated and replaced; its run answers as timed out.
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
@@ -88,19 +90,19 @@ interface Slot {
   worker: Worker;
   ready: boolean;
   batch: Batch | null;
-  retiring: boolean;
   ended: boolean;
   /** runs started on it and not over */
   runs: Map<number, Run>;
   /** sources it holds: key -> version, least recently used first */
   sources: LruMap<string, string>;
   heap: number;
-  freshHeap: number;
   warm: number;
-  idleSince: number;
   /** see InitMessage.watch */
   deadline: Float64Array;
   current: Int32Array;
+  /** set while code of other systems waits for this worker (see sandbox.ts: past its slice, the
+   *  stretch running now is then stopped) */
+  contended: Int32Array;
 }
 
 /** The worker's code: next to this file when run from source; in the binary, an entry of its own
@@ -115,9 +117,6 @@ const SOURCES_MAX = 256;
 /** how long past its deadline a stretch of user code may run before its worker is terminated */
 export const GRACE_MS = 1_000;
 const WATCH_EVERY_MS = 100;
-/** an idle worker whose heap grew this much is replaced after IDLE_RECYCLE_MS */
-const RECYCLE_SLACK_BYTES = 16 << 20;
-const IDLE_RECYCLE_MS = 2_000;
 /** the least heap a worker is given (its module starts at 16 MiB) */
 const MIN_SHARE_BYTES = 32 << 20;
 const RESPAWN_MIN_MS = 100;
@@ -144,8 +143,7 @@ export class WorkerPool {
   /** the QuickJS wasm, compiled once, with the first worker (compiled code is memory an idle node
    *  would hold for nothing): a worker's start then takes tens of ms, not hundreds */
   private compiled: Promise<WebAssembly.Module | undefined> | null = null;
-  /** workers replaced for memory, and terminated for not coming back (for tests and metrics) */
-  replaced = 0;
+  /** workers terminated for not coming back (for tests and metrics) */
   killed = 0;
 
   constructor(private readonly o: PoolOptions) {
@@ -214,7 +212,7 @@ export class WorkerPool {
     return new Promise((resolve) => this.readyWaiters.push(resolve));
   }
 
-  private allReady() { return this.stopped || !this.slots.some((s) => !s.ready && !s.retiring); }
+  private allReady() { return this.stopped || !this.slots.some((s) => !s.ready); }
 
   private wakeReady() {
     if (this.allReady()) for (const resolve of this.readyWaiters.splice(0)) resolve();
@@ -225,8 +223,7 @@ export class WorkerPool {
     let queued = 0;
     for (const s of this.systems.values()) queued += s.queue.length;
     return {
-      workers: this.slots.filter((s) => !s.retiring).length, retiring: this.slots.filter((s) => s.retiring).length,
-      busy: this.slots.filter((s) => s.batch).length, running: this.live.size - queued, queued, replaced: this.replaced, killed: this.killed,
+      workers: this.slots.length, busy: this.slots.filter((s) => s.batch).length, running: this.live.size - queued, queued, killed: this.killed,
       heaps: this.slots.map((s) => s.heap), warm: this.slots.reduce((n, s) => n + s.warm, 0),
     };
   }
@@ -245,10 +242,11 @@ export class WorkerPool {
   // ---- workers --------------------------------------------------------------------------------
 
   private spawn() {
-    const watch = new SharedArrayBuffer(16);
+    const watch = new SharedArrayBuffer(24);
     const slot: Slot = {
-      worker: new Worker(WORKER_URL), ready: false, batch: null, retiring: false, ended: false, runs: new Map(), sources: new LruMap(SOURCES_MAX),
-      heap: 0, freshHeap: 0, warm: 0, idleSince: Date.now(), deadline: new Float64Array(watch, 0, 1), current: new Int32Array(watch),
+      worker: new Worker(WORKER_URL), ready: false, batch: null, ended: false, runs: new Map(), sources: new LruMap(SOURCES_MAX),
+      heap: 0, warm: 0, deadline: new Float64Array(watch, 0, 1), current: new Int32Array(watch),
+      contended: new Int32Array(watch, 16, 1),
     };
     this.slots.push(slot);
     slot.worker.onmessage = (e: MessageEvent) => this.message(slot, e.data as string);
@@ -270,20 +268,6 @@ export class WorkerPool {
     if (i >= 0) this.slots.splice(i, 1);
     for (const s of this.systems.values()) s.answers.delete(slot);
     slot.worker.terminate();
-  }
-
-  /** Stops giving a worker runs and ends it once its runs are over; a new one takes its place. */
-  private retire(slot: Slot, why: string) {
-    if (slot.retiring || slot.ended) return;
-    slot.retiring = true;
-    this.replaced++;
-    this.o.restarts?.inc({ reason: "memory" });
-    this.o.log.info("replacing a code worker", { why, heapMb: Math.round(slot.heap / 1048576) });
-    if (!this.stopped) this.spawn();
-    // a stream service never ends by itself, so it is ended (with auto_restart it starts again
-    // on another worker)
-    for (const run of slot.runs.values()) if (!run.deadline) this.post(slot, { t: "abort", id: run.id, why: "its worker was replaced to give memory back" });
-    if (!slot.batch && slot.runs.size === 0) this.end(slot);
   }
 
   /** Terminates a worker stuck in user code past its deadline; its run answers as timed out. */
@@ -339,8 +323,6 @@ export class WorkerPool {
       if (slot.batch) {
         const d = slot.deadline[0]!;
         if (d > 0 && now > d + GRACE_MS) this.kill(slot, now);
-      } else if (slot.ready && !slot.retiring && slot.runs.size === 0 && now - slot.idleSince >= IDLE_RECYCLE_MS && slot.heap > slot.freshHeap + RECYCLE_SLACK_BYTES) {
-        this.retire(slot, "idle with a grown heap");
       }
     }
     // a run whose deadline passes while it waits for a worker answers at its deadline
@@ -368,11 +350,29 @@ export class WorkerPool {
           const slot = this.slotFor(sys);
           if (slot) { best = sys; bestSlot = slot; }
         }
-        if (!best || !bestSlot) return;
+        if (!best || !bestSlot) break;
         this.send(bestSlot, best);
       }
+      this.markContention();
     } finally {
       this.pumping = false;
+    }
+  }
+
+  /** Tells each busy worker whether code of another system waits for it: answers for runs it
+   *  holds, or runs that find no free worker. */
+  private markContention() {
+    const free = this.slots.some((s) => s.ready && !s.batch && !s.ended);
+    for (const slot of this.slots) {
+      const b = slot.batch;
+      let waited = false;
+      if (b) {
+        for (const sys of this.waiting) {
+          if (sys === b.sys) continue;
+          if (sys.answers.get(slot)?.length || (!free && sys.queue.length && sys.holding < this.maxHold)) { waited = true; break; }
+        }
+      }
+      slot.contended[0] = waited ? 1 : 0;
     }
   }
 
@@ -384,7 +384,7 @@ export class WorkerPool {
     for (const slot of this.slots) {
       if (!slot.ready || slot.batch || slot.ended) continue;
       if (sys.answers.get(slot)?.length) return slot;
-      if (!head || slot.retiring || warm) continue;
+      if (!head || warm) continue;
       warm = slot.sources.peek(head.spec.key) === head.spec.version;
       pick = slot;
     }
@@ -401,7 +401,7 @@ export class WorkerPool {
     let src: BatchMessage["src"], drop: string[] | undefined;
     const contexts: string[] = [];
     const now = Date.now();
-    while (!slot.retiring && sys.queue.length && steps.length < BATCH_MAX) {
+    while (sys.queue.length && steps.length < BATCH_MAX) {
       const run = sys.queue.shift()!;
       if (run.deadline && run.deadline <= now) { this.finish(run, this.timedOut(run)); continue; }
       const sp = run.spec;
@@ -434,12 +434,10 @@ export class WorkerPool {
   private message(slot: Slot, data: string) {
     if (slot.ended) return;
     const m = JSON.parse(data) as ReportMessage | ReadyMessage;
-    const now = Date.now();
     if (m.t === "ready") {
       slot.ready = true;
       this.backoffMs = 0;
-      slot.heap = slot.freshHeap = m.heap;
-      slot.idleSince = now;
+      slot.heap = m.heap;
       this.wakeReady();
       this.pump();
       return;
@@ -459,11 +457,6 @@ export class WorkerPool {
       b.sys.holding--;
       slot.batch = null;
       if (m.r !== undefined) this.giveBack(slot, b, m.r);
-      if (slot.heap > Math.max(this.shareBytes / 2, slot.freshHeap + RECYCLE_SLACK_BYTES)) this.retire(slot, "its heap grew past half its share");
-    }
-    if (slot.runs.size === 0) {
-      slot.idleSince = now;
-      if (slot.retiring && !slot.batch) this.end(slot);
     }
     this.pump();
   }
@@ -486,14 +479,15 @@ export class WorkerPool {
   private call(slot: Slot, c: Call) {
     const run = slot.runs.get(c.id);
     if (!run) return;
-    run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then((x) => {
+    const answer = (x: string) => {
       if (run.over || run.slot !== slot || slot.ended) return;
       const list = run.sys.answers.get(slot);
       if (list) list.push({ k: "a", id: c.id, c: c.c, x });
       else run.sys.answers.set(slot, [{ k: "a", id: c.id, c: c.c, x }]);
       this.waiting.add(run.sys);
       this.pump();
-    });
+    };
+    run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then(answer);
   }
 
   private timedOut(run: Run): PoolOutcome {

@@ -8,7 +8,8 @@ import type { RunOutcome, SandboxLimits, SandboxSource } from "./sandbox.ts";
 export interface InitMessage {
   t: "init";
   /** Float64 [0]: deadline of the user code running now (epoch ms, 0: none); Int32 [2]: the run
-   *  it belongs to, [3]: its step's index in the batch */
+   *  it belongs to, [3]: its step's index in the batch, [4]: set while code of other systems waits
+   *  for this worker */
   watch: SharedArrayBuffer;
   limits: SandboxLimits;
   /** the bound of the worker's wasm heap */

@@ -1,47 +1,59 @@
-// One QuickJS runtime and context holding a service (its libraries first), reused across runs.
-// User code never touches host objects: its only way out is the three host functions the
-// prelude captures (see prelude.ts), which carry JSON text.
+// One service held in QuickJS, reused across runs: a lane (an instance of the QuickJS wasm module
+// with a heap of its own) holding one runtime and context, with the prelude, the service's
+// libraries and the service loaded. User code never touches host objects: its only ways out are
+// the host functions the prelude captures (see library/core.ts), which carry JSON text.
 //
-// Limits: a memory limit per runtime; a CPU slice limit (an interrupt fires when one synchronous
-// stretch of user code runs longer than `sliceMs`, so an infinite loop ends that run instead of
-// holding its worker); a wall-clock limit per run (the service's execution_timeout), checked by the
-// same interrupt while code runs and by a timer while the run waits on promises or host calls.
-// Sandboxes live in code workers (worker.ts); the deadline of the stretch of user code running now
-// is published for the pool's watchdog, which ends a worker that does not come back from it.
+// ClearBlade's execution model: a classic call such as collection.fetch(q, cb) has run its
+// callback by the time it returns. The module is QuickJS's asyncify build, so a host function may
+// answer a promise: the run's stack is then saved and the call suspends; the lane's thread goes on
+// with other lanes, and the stack resumes where it left off once the answer comes. One lane holds
+// at most one suspended stack, so a lane runs one run at a time, and a run that blocks holds only
+// its own lane (docs/architecture.md has the measurements behind this choice).
+//
+// Limits: a memory limit per runtime, and the lane's heap bounded a little above it; a wall-clock
+// limit per run (the service's execution_timeout), enforced by the interrupt while code runs and
+// by a timer while the run waits. Every call is a point where the worker goes on with other
+// runs; a stretch of user code without calls runs on until its deadline, unless code of other
+// systems waits for its worker: then it is stopped at the end of its slice (`sliceMs`; QuickJS
+// cannot suspend from its interrupt, so it cannot be paused instead). The deadline of the stretch
+// running now is published for the pool's watchdog, which ends a worker that does not come back
+// from code the interrupt cannot reach.
 import {
-  type QuickJSContext, type QuickJSDeferredPromise, type QuickJSHandle, type QuickJSRuntime, type QuickJSWASMModule,
-  RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant,
+  type QuickJSAsyncContext, type QuickJSAsyncRuntime, type QuickJSAsyncWASMModule, type QuickJSDeferredPromise, type QuickJSHandle,
+  RELEASE_ASYNC, newQuickJSAsyncWASMModuleFromVariant, newVariant,
 } from "quickjs-emscripten";
-import wasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
+import wasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
 import { DirectCall } from "./ffi.ts";
 import { PRELUDE } from "./library/index.ts";
+import { local } from "./local.ts";
 
-let module: Promise<QuickJSWASMModule> | undefined;
-let memory: WebAssembly.Memory | undefined;
-/** The QuickJS module, loaded once (its wasm is embedded in the binary). With `maxBytes`, its heap
- *  (every sandbox of this thread together) can never grow past that: an allocation beyond it is
- *  an out-of-memory error in the sandbox that asked. `compiled` is the wasm compiled elsewhere
- *  (compiled code is shared between threads, and so is the engine's tiering up of it). */
-export function quickjs(maxBytes?: number, compiled?: WebAssembly.Module): Promise<QuickJSWASMModule> {
-  if (!module && maxBytes) memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: Math.max(INITIAL_PAGES, Math.floor(maxBytes / 65536)) });
-  return (module ??= newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, {
-    ...(compiled ? { wasmModule: compiled } : { wasmBinary: () => Bun.file(wasmPath).arrayBuffer() }), ...(memory ? { wasmMemory: memory } : {}),
-  })));
-}
-
-/** The module's wasm, compiled (for threads that will load the module: see quickjs). */
+/** The QuickJS wasm, compiled (compiled code is shared between threads and lanes). */
 export const compileQuickJS = async (): Promise<WebAssembly.Module> => WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer());
-/** The module's initial heap (16 MiB, what its build asks for). */
-const INITIAL_PAGES = 256;
+let compiledHere: Promise<WebAssembly.Module> | undefined;
 
-/** The size of this thread's wasm heap in bytes (it grows, never shrinks), 0 before it is loaded
- *  with a bound. */
-export const heapBytes = () => memory?.buffer.byteLength ?? 0;
+/** A lane's heap starts at what the module's build asks for (16 MiB, mostly untouched). */
+const INITIAL_PAGES = 256;
+/** What a lane holds besides its runtime's own allocations: the module's data, its stacks, the
+ *  prelude (measured: about 1.4 MB resident for an idle lane holding a small service). */
+export const LANE_BASE_BYTES = 1_400_000;
+/** Room above the runtime's memory limit for the module's own data and stacks. */
+const LANE_HEADROOM_PAGES = 128;
+
+/** A new lane: an instance of the module with a heap of its own, bounded by `maxBytes`. */
+async function newLane(maxBytes: number, compiled?: WebAssembly.Module): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
+  const wasmModule = compiled ?? (await (compiledHere ??= compileQuickJS()));
+  const memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: INITIAL_PAGES + LANE_HEADROOM_PAGES + Math.ceil(maxBytes / 65536) });
+  const qjs = await newQuickJSAsyncWASMModuleFromVariant(newVariant(RELEASE_ASYNC, { wasmModule, wasmMemory: memory }));
+  return { qjs, memory };
+}
 
 /** Where the deadline of the stretch of user code running now is published (epoch ms, 0 when no
  *  user code runs), for a watchdog on another thread. */
 let watch: Float64Array | null = null;
-export function publishDeadlines(view: Float64Array) { watch = view; }
+/** Set by the pool while code of other systems waits for this worker: a stretch of user code past
+ *  its slice is then stopped (fairness between tenants); otherwise it runs to its deadline. */
+let contended: Int32Array | null = null;
+export function publishDeadlines(view: Float64Array, contention?: Int32Array) { watch = view; contended = contention ?? null; }
 
 export interface SandboxSource {
   libraries: { name: string; code: string }[];
@@ -53,9 +65,10 @@ export interface SandboxSource {
 export interface SandboxLimits { memoryBytes: number; sliceMs: number }
 
 export interface RunHooks {
-  /** a domain operation as the run's effective user: its arguments and its answer
-   *  ({ok, data} or {ok, error}) as JSON text; `answer` is called once, later */
-  host(op: string, argsJson: string, answer: (replyJson: string) => void): void;
+  /** a host operation as the run's effective user: its arguments and its answer ({ok, data} or
+   *  {ok, error}) as JSON text. `answer` is called once, later; `blocking`: the run's stack waits
+   *  for it (a classic call, a yield). */
+  host(op: string, argsJson: string, answer: (replyJson: string) => void, blocking: boolean): void;
   log(text: string): void;
 }
 
@@ -89,13 +102,17 @@ export function paramsJson(p: unknown): string | null {
 /** Thrown when the source itself cannot be loaded (syntax errors, a library throwing). */
 export class SourceError extends Error {}
 
+/** The reply a blocking call gets when there is no run to answer it (code run while loading). */
+const NO_RUN = JSON.stringify({ ok: false, error: { detail: "this call needs a running service: it cannot be made while the code is being loaded" } });
+
 export class Sandbox {
-  private rt!: QuickJSRuntime;
-  private vm!: QuickJSContext;
+  private rt!: QuickJSAsyncRuntime;
+  private vm!: QuickJSAsyncContext;
+  private memory!: WebAssembly.Memory;
   private runFn!: QuickJSHandle;
   private direct!: DirectCall;
   private isDoneFn!: QuickJSHandle;
-  /** when the stretch of user code running now must stop: the slice's end or the run's deadline */
+  /** when the stretch of user code running now must yield: the slice's end */
   private sliceDeadline = Infinity;
   /** the current run's deadline (epoch ms) */
   private runDeadline = Infinity;
@@ -103,9 +120,7 @@ export class Sandbox {
   /** the request context the context holds, as sent */
   private lastContext = "";
   private disposed = false;
-  /** calls into the context under way (a run may end, and be disposed, from inside one) */
-  private inside = 0;
-  /** set when a run left state behind (a failure, pending work): not reused */
+  /** set when a run left state behind (a failure, a suspended stack, pending work): not reused */
   broken = false;
 
   // the current run
@@ -115,23 +130,37 @@ export class Sandbox {
   /** the entry function returned a promise: no default success until it settles */
   private awaiting = false;
   private headers: Record<string, string> | undefined;
-  private pending = new Set<QuickJSDeferredPromise>();
+  /** promise-style host calls not answered yet */
+  private readonly pending = new Set<QuickJSDeferredPromise>();
+  /** their answers, given to the context by the run's driver when its stack is free */
+  private readonly arrived: [QuickJSDeferredPromise, string][] = [];
   private resolveRun: ((o: RunOutcome) => void) | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
+  /** user code of this sandbox is running (or about to resume) */
+  private executing = false;
+  /** the stack is suspended in a blocking call */
+  private suspended = false;
+  /** the run was stopped at the end of its slice because other systems waited */
+  private preempted = false;
+  private quietWaiters: (() => void)[] = [];
+  /** wakes the run's driver when an answer arrived while it waited */
+  private wakeDriver: (() => void) | null = null;
 
   private constructor(private readonly limits: SandboxLimits) {}
 
   static async create(src: SandboxSource, limits: SandboxLimits): Promise<Sandbox> {
-    return Sandbox.open(await quickjs(), src, limits);
+    return Sandbox.open(src, limits);
   }
 
-  /** A sandbox holding `src`, on a module already loaded. Throws SourceError when it does not load. */
-  static open(qjs: QuickJSWASMModule, src: SandboxSource, limits: SandboxLimits): Sandbox {
+  /** A sandbox holding `src` in a lane of its own. Throws SourceError when it does not load. */
+  static async open(src: SandboxSource, limits: SandboxLimits, compiled?: WebAssembly.Module): Promise<Sandbox> {
     const s = new Sandbox(limits);
-    s.rt = qjs.newRuntime();
+    const lane = await newLane(limits.memoryBytes, compiled);
+    s.memory = lane.memory;
+    s.rt = lane.qjs.newRuntime();
     s.rt.setMemoryLimit(limits.memoryBytes);
-    s.rt.setMaxStackSize(512 * 1024);
-    s.rt.setInterruptHandler(() => Date.now() > s.sliceDeadline);
+    s.rt.setMaxStackSize(256 * 1024); // about 1,300 nested calls; a worker thread's own stack holds that much, not twice it
+    s.rt.setInterruptHandler(() => s.interrupt());
     try {
       s.vm = s.rt.newContext();
       s.installHost();
@@ -149,24 +178,48 @@ export class Sandbox {
     return s;
   }
 
-  /** User code may run from now until the slice ends or the run's deadline, whichever is first. */
+  /** The bytes this sandbox's lane takes: what it always holds, and what its heap grew by. */
+  get cost() { return LANE_BASE_BYTES + Math.max(0, (this.memory?.buffer.byteLength ?? 0) - INITIAL_PAGES * 65536); }
+
+  /** User code runs from now: a slice starts. The watchdog is told the run's deadline: the
+   *  interrupt stops code there (a run without one has no watchdog). */
   private enter() {
-    this.inside++;
-    const d = Math.min(Date.now() + this.limits.sliceMs, this.runDeadline);
-    this.sliceDeadline = d;
-    if (watch) watch[0] = d;
+    this.executing = true;
+    this.sliceDeadline = Date.now() + this.limits.sliceMs;
+    if (watch) watch[0] = Number.isFinite(this.runDeadline) ? this.runDeadline : 0;
   }
 
-  private leave() {
-    this.inside--;
+  /** User code stopped running (the run suspended, waits, or ended): who waited for that goes on. */
+  private quiet() {
+    this.executing = false;
     this.sliceDeadline = Infinity;
     if (watch) watch[0] = 0;
+    for (const w of this.quietWaiters.splice(0)) w();
+  }
+
+  /** Resolves once no user code of this sandbox runs (at once when none does). The worker waits
+   *  for this after starting a run or answering it, so one step is over before the next. */
+  settled(): Promise<void> {
+    if (!this.executing) return Promise.resolve();
+    return new Promise((r) => this.quietWaiters.push(r));
+  }
+
+  /** QuickJS asks this every few thousand operations: stop at the run's deadline, and at the end
+   *  of a slice when code of other systems waits for this worker (an error user code cannot catch
+   *  either way). QuickJS cannot suspend here, so a long stretch without calls is not paused. */
+  private interrupt(): boolean {
+    const now = Date.now();
+    if (now > this.runDeadline) return true;
+    if (now <= this.sliceDeadline) return false;
+    if (!this.hooks || this.outcome) return true; // loading past its slice, or a run that is over
+    if (contended?.[0]) { this.preempted = true; return true; }
+    return false;
   }
 
   private load(what: string, code: string) {
     this.enter();
     const r = this.vm.evalCode(code, `${what}.js`);
-    this.leave();
+    this.quiet();
     if (r.error) {
       const msg = this.errorText(r.error);
       r.error.dispose();
@@ -177,6 +230,7 @@ export class Sandbox {
 
   private installHost() {
     const vm = this.vm;
+    // the promise flavour: answered later, its reaction runs when the driver next runs jobs
     vm.newFunction("__host", (opH, argsH) => {
       const op = vm.getString(opH), json = vm.getString(argsH);
       const d = vm.newPromise();
@@ -189,15 +243,35 @@ export class Sandbox {
         if (calling) { queueMicrotask(() => settle(text)); return; }
         this.pending.delete(d);
         if (hooks !== this.hooks) { d.dispose(); return; } // the run it belonged to is over
-        vm.newString(text).consume((h) => d.resolve(h));
-        d.dispose();
-        this.pump();
+        this.arrived.push([d, text]);
+        this.executing = true; // the driver runs its reaction now (see settled)
+        this.wakeDriver?.();
       };
-      if (hooks) hooks.host(op, json, settle);
+      if (hooks) hooks.host(op, json, settle, false);
       else settle(JSON.stringify({ ok: false, error: { detail: "no run" } }));
       calling = false;
       return d.handle;
     }).consume((f) => vm.setProp(vm.global, "__host", f));
+    // the blocking flavour: the stack waits for the answer (the reply's JSON text)
+    // (a function answering a promise suspends its caller: newFunction is newAsyncifiedFunction in
+    // this build, whose type would not allow the immediate answer given when there is no run)
+    vm.newFunction("__hostSync", (opH, argsH): QuickJSHandle => {
+      const hooks = this.hooks;
+      if (!hooks || this.outcome) return vm.newString(NO_RUN);
+      const op = vm.getString(opH), json = vm.getString(argsH);
+      return new Promise<QuickJSHandle>((resolve) => {
+        this.suspended = true;
+        this.quiet();
+        hooks.host(op, json, (text) => {
+          if (this.disposed || hooks !== this.hooks) return; // never resumed: the lane goes
+          this.suspended = false;
+          this.enter();
+          resolve(vm.newString(text));
+        }, true);
+      }) as unknown as QuickJSHandle;
+    }).consume((f) => vm.setProp(vm.global, "__hostSync", f));
+    vm.newFunction("__local", (opH, argsH) => vm.newString(local(vm.getString(opH), vm.getString(argsH))))
+      .consume((f) => vm.setProp(vm.global, "__local", f));
     vm.newFunction("__done", (kindH, jsonH) => {
       const kind = vm.getString(kindH), json = vm.getString(jsonH);
       if (kind === "success" || kind === "error") { this.finish({ kind, raw: "j" + json, status: this.status, headers: this.headers }); return; }
@@ -223,6 +297,7 @@ export class Sandbox {
     if (this.disposed || this.broken) return { kind: "failed", error: "sandbox unavailable" };
     this.hooks = hooks;
     this.outcome = null;
+    this.preempted = false;
     this.awaiting = false;
     this.status = undefined;
     this.headers = undefined;
@@ -234,47 +309,82 @@ export class Sandbox {
     this.lastContext = req.context;
     this.enter();
     const r = this.direct.call(this.runFn, [entry, same ? null : req.context, req.instanceId, req.params]);
-    this.leave();
-    if ("error" in r) {
+    if (r instanceof Promise) {
+      // suspended in a blocking call: the driver takes it from here
+      if (timeoutMs > 0) this.armTimer();
+      void this.drive(r);
+    } else if ("error" in r) {
+      this.quiet();
       // the handle goes before the run ends: ending may hand the sandbox on to be disposed
       const failure = this.failure(r.error);
       r.error.dispose();
       this.finish(failure);
+    } else if (this.early(r.text)) {
+      this.quiet();
     } else {
-      // the service ended before returning: its outcome came back with the call ("s"/"e", then
-      // "t" and text or "j" and JSON; anything else is the text of undefined)
-      const early = r.text;
-      if ((early[0] === "s" || early[0] === "e") && (early[1] === "t" || early[1] === "j")) {
-        this.finish({ kind: early[0] === "e" ? "error" : "success", raw: early.slice(1), status: this.status, headers: this.headers });
-      } else {
-        if (timeoutMs > 0) this.timer = setTimeout(() => this.finish(this.timedOut()), Math.max(0, this.runDeadline - Date.now()));
-        this.pump();
-      }
+      if (timeoutMs > 0) this.armTimer();
+      void this.drive(null);
     }
     if (this.outcome) return this.outcome;
     return new Promise<RunOutcome>((resolve) => { settle = resolve; });
   }
 
-  /** Runs queued promise jobs; finishes the run when nothing is left to wait for. */
-  private pump() {
-    if (!this.resolveRun) return;
-    for (;;) {
-      if (this.disposed) return; // ended, and disposed, by the jobs run last time round
-      this.enter();
-      const r = this.rt.executePendingJobs();
-      this.leave();
-      if (r.error) {
-        const isDone = this.vm.callFunction(this.isDoneFn, this.vm.undefined, r.error);
-        const done = !isDone.error && this.vm.dump(isDone.value) === true;
-        if (isDone.error) isDone.error.dispose(); else isDone.value.dispose();
-        const failure = done ? null : this.failure(r.error);
-        r.error.dispose();
-        if (failure) { this.finish(failure); return; }
-        continue;
-      }
-      if (r.value === 0) break;
+  /** The service ended before returning: its outcome came back with the call ("s"/"e", then "t"
+   *  and text or "j" and JSON; anything else is the text of undefined). */
+  private early(text: string): boolean {
+    if ((text[0] === "s" || text[0] === "e") && (text[1] === "t" || text[1] === "j")) {
+      this.finish({ kind: text[0] === "e" ? "error" : "success", raw: text.slice(1), status: this.status, headers: this.headers });
+      return true;
     }
-    if (!this.outcome && !this.awaiting && this.pending.size === 0) this.finish({ kind: "success", raw: "jnull", status: this.status, headers: this.headers });
+    return false;
+  }
+
+  private armTimer() {
+    this.timer = setTimeout(() => this.finish(this.timedOut()), Math.max(0, this.runDeadline - Date.now()));
+  }
+
+  /** Carries a run that did not end at once: the rest of its entry call (when that suspended),
+   *  then its promise jobs as their answers come, until it ends. The only code that enters the
+   *  context once the run started (a suspended stack resumes inside its own call). */
+  private async drive(entry: Promise<{ text: string } | { error: QuickJSHandle }> | null) {
+    try {
+      if (entry) {
+        const r = await entry;
+        if (this.disposed) return;
+        if ("error" in r) { const f = this.failure(r.error); r.error.dispose(); this.finish(f); return; }
+        if (this.early(r.text)) return;
+      }
+      while (!this.outcome && !this.disposed) {
+        for (const [d, text] of this.arrived.splice(0)) {
+          this.vm.newString(text).consume((h) => d.resolve(h));
+          d.dispose();
+        }
+        let j = this.direct.jobs();
+        if (j instanceof Promise) j = await j;
+        if (this.disposed) return;
+        if ("error" in j) {
+          const isDone = this.vm.callFunction(this.isDoneFn, this.vm.undefined, j.error);
+          const done = !isDone.error && this.vm.dump(isDone.value) === true;
+          if (isDone.error) isDone.error.dispose(); else isDone.value.dispose();
+          const failure = done ? null : this.failure(j.error);
+          j.error.dispose();
+          if (failure) { this.finish(failure); return; }
+          continue;
+        }
+        if (this.outcome || this.arrived.length || j.ran > 0) continue;
+        if (!this.awaiting && this.pending.size === 0) { this.finish({ kind: "success", raw: "jnull", status: this.status, headers: this.headers }); return; }
+        // nothing to run until an answer comes
+        this.quiet();
+        await new Promise<void>((r) => { this.wakeDriver = r; });
+        this.wakeDriver = null;
+        if (this.outcome || this.disposed) return;
+        this.enter();
+      }
+    } catch (err) {
+      this.finish({ kind: "failed", error: `the code engine failed: ${err instanceof Error ? err.message : String(err)}` });
+    } finally {
+      if (!this.suspended) this.quiet();
+    }
   }
 
   /** Ends the current run (a stream service being stopped). */
@@ -292,17 +402,20 @@ export class Sandbox {
     if (this.outcome || !this.resolveRun) return;
     if (o.kind === "failed" && !o.timedOut) {
       // past its deadline, whatever a run failed of (an interrupt surfacing as a rejection, a
-      // half-run callback) is its timeout; an interrupt caught that way still says what it was
+      // half-run callback) is its timeout
       if (Date.now() >= this.runDeadline) o = this.timedOut();
-      else if (o.error === "InternalError: interrupted") o = { kind: "failed", error: `interrupted: ran longer than ${this.limits.sliceMs} ms without yielding` };
+      else if (this.preempted && /interrupted/.test(o.error)) o = { kind: "failed", error: `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)` };
     }
     this.outcome = o;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }
-    // a run that failed, or left host calls or jobs behind, may have left state: never reuse it
-    if (o.kind === "failed" || this.pending.size > 0 || (!this.disposed && this.rt.hasPendingJob())) this.broken = true;
+    // a run that failed, is suspended, or left host calls or jobs behind may have left state:
+    // never reuse it (its lane goes whole, with whatever it held)
+    if (o.kind === "failed" || this.suspended || this.pending.size > 0 || this.arrived.length > 0 || (!this.disposed && this.rt.hasPendingJob())) this.broken = true;
     const resolve = this.resolveRun;
     this.resolveRun = null;
     this.hooks = null;
+    this.wakeDriver?.();
+    if (this.suspended) this.quiet(); // nothing will resume it
     resolve(o);
   }
 
@@ -310,34 +423,22 @@ export class Sandbox {
     try {
       const e = this.vm.dump(h) as { name?: string; message?: string; stack?: string } | string;
       if (typeof e === "string") return e;
-      if (e && typeof e === "object") {
-        if (e.message === "interrupted") return `interrupted: ran longer than ${this.limits.sliceMs} ms without yielding`;
-        return `${e.name ?? "Error"}: ${e.message ?? JSON.stringify(e)}`;
-      }
+      if (e && typeof e === "object") return `${e.name ?? "Error"}: ${e.message ?? JSON.stringify(e)}`;
       return String(e);
     } catch { return "error"; }
   }
 
+  /** Lets the sandbox go. A lane that is suspended, broken or mid-call is never freed piece by
+   *  piece (QuickJS asserts its objects are gone, and a suspended stack still holds some): the
+   *  whole instance, heap and all, is left to the garbage collector. */
   dispose() {
     if (this.disposed) return;
     this.disposed = true;
     if (this.timer) clearTimeout(this.timer);
-    // ended from inside a call into the context (a callback's failure): freeing the runtime under
-    // its own stack fails (QuickJS asserts its objects are gone) and leaks the runtime's memory
-    // in the worker's module, so it is freed once the call has returned
-    if (this.inside > 0) queueMicrotask(() => this.free());
-    else this.free();
-  }
-
-  private free() {
-    try {
-      for (const d of this.pending) d.dispose();
-      this.pending.clear();
-      this.runFn?.dispose();
-      this.direct?.dispose();
-      this.isDoneFn?.dispose();
-      this.vm?.dispose();
-      this.rt?.dispose();
-    } catch { /* a runtime that hit its memory limit may refuse; it is garbage either way */ }
+    this.hooks = null;
+    this.pending.clear();
+    this.arrived.length = 0;
+    this.quietWaiters.splice(0).forEach((w) => w());
+    this.wakeDriver?.();
   }
 }

@@ -1,11 +1,15 @@
-// A code worker: a thread with its own QuickJS module and wasm heap, running the batches of steps
-// the pool sends it (pool.ts). It keeps the sources it was sent and warm sandboxes of the services
-// it ran; everything a run does outside its sandbox (the runtime API, answers) goes to the pool,
-// which checks the caller's rights on the main thread.
-import type { QuickJSWASMModule } from "quickjs-emscripten";
+// A code worker: a thread running the batches of steps the pool sends it (pool.ts). Each run
+// holds a sandbox (a lane of its own, see sandbox.ts) while it lasts, so a run that blocks in a
+// call, or waits, holds nothing else of the worker: the worker goes on with the next step. It
+// keeps the sources it was sent and warm sandboxes of the services it ran; everything a run does
+// outside its sandbox (the runtime API, answers) goes to the pool, which checks the caller's
+// rights on the main thread.
+//
+// Steps run one at a time, each until its run suspends, waits or ends (a step is short: a slice
+// at most), and batches one after the other, even when a step had to wait for a lane to be made.
 import { LruMap } from "../core/cache.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
-import { heapBytes, publishDeadlines, quickjs, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
+import { LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
 declare const self: Worker;
 
@@ -18,8 +22,10 @@ const LOG_LINES_MAX = 1000;
 const WARM_UP_RUNS = 6;
 const BATCH_BUDGET_MS = 20;
 
-let qjs: QuickJSWASMModule;
+let compiled: WebAssembly.Module | undefined;
 let limits: SandboxLimits;
+/** what this worker's sandboxes may take together (its share of --code-memory-mb) */
+let budgetBytes = Infinity;
 let watchRun: Int32Array;
 const sources = new Map<string, { st: string; src: SandboxSource }>();
 const pools = new Map<string, Pool>();
@@ -36,15 +42,53 @@ let done: Done[] = [];
 let calls: Call[] = [];
 let inBatch = false;
 
+/** Bytes of sandboxes let go since the last collection. A lane's heap goes back to the system only
+ *  when the garbage collector frees it, and an idle worker allocates nothing that would make it
+ *  run: so a collection follows soon after enough has been let go. */
+let released = 0;
+let collecting: ReturnType<typeof setTimeout> | null = null;
+const COLLECT_AFTER_BYTES = 32 << 20;
+function release(sb: Sandbox) {
+  released += sb.cost + (16 << 20);
+  sb.dispose();
+  if (released >= COLLECT_AFTER_BYTES && !collecting) {
+    collecting = setTimeout(() => { collecting = null; released = 0; Bun.gc(true); }, 50);
+  }
+}
+
+/** The bytes the sandboxes of this worker take, running and idle. */
+function heap(): number {
+  let n = 0;
+  for (const sb of runs.values()) n += sb.cost;
+  for (const [sb] of lru.entries()) n += sb.cost;
+  return n;
+}
+
 function report(t: "e" | "u", rest?: number) {
-  const m: ReportMessage = { t, heap: heapBytes(), warm: lru.size, d: done, c: calls };
+  const m: ReportMessage = { t, heap: heap(), warm: lru.size, d: done, c: calls };
   if (rest !== undefined) m.r = rest;
   done = [];
   calls = [];
   postMessage(JSON.stringify(m));
 }
 
-function checkout(key: string, st: string): Sandbox {
+/** Makes room for one more sandbox: idle ones go first; throws when running ones fill the budget. */
+function room() {
+  let used = heap();
+  for (const [sb, key] of lru.entries()) {
+    if (used + LANE_BASE_BYTES <= budgetBytes) return;
+    used -= sb.cost;
+    lru.delete(sb);
+    const p = pools.get(key);
+    if (p) p.idle.splice(p.idle.indexOf(sb), 1);
+    release(sb);
+  }
+  if (used + LANE_BASE_BYTES > budgetBytes) {
+    throw new Error(`the code engine's memory is taken by the ${runs.size} runs under way on this worker (raise --code-memory-mb)`);
+  }
+}
+
+async function checkout(key: string, st: string): Promise<Sandbox> {
   const pool = pools.get(key);
   if (pool && pool.st === st) {
     const sb = pool.idle.pop();
@@ -52,21 +96,23 @@ function checkout(key: string, st: string): Sandbox {
   } else if (pool) drop(key);
   const s = sources.get(key);
   if (!s || s.st !== st) throw new Error(`no source for ${key}`);
-  return Sandbox.open(qjs, s.src, limits);
+  room();
+  return Sandbox.open(s.src, limits, compiled);
 }
 
 function checkin(key: string, st: string, sb: Sandbox) {
   let pool = pools.get(key);
   if (pool && pool.st !== st) { drop(key); pool = undefined; }
   if (!pool) pools.set(key, (pool = { st, idle: [] }));
-  if (sb.broken || pool.idle.length >= POOL_MAX || !sources.has(key)) { sb.dispose(); return; }
+  // a sandbox whose heap grew is not kept: its memory goes back with it
+  if (sb.broken || pool.idle.length >= POOL_MAX || !sources.has(key) || sb.cost > 2 * LANE_BASE_BYTES) { release(sb); return; }
   pool.idle.push(sb);
   // the warm sandboxes of all services together are bounded: the least recently used go first
   const old = lru.set(sb, key);
   if (old) {
     const p = pools.get(old.value);
     if (p) p.idle.splice(p.idle.indexOf(old.key), 1);
-    old.key.dispose();
+    release(old.key);
   }
 }
 
@@ -74,13 +120,13 @@ function checkin(key: string, st: string, sb: Sandbox) {
 function drop(key: string) {
   const pool = pools.get(key);
   if (!pool) return;
-  for (const sb of pool.idle) { lru.delete(sb); sb.dispose(); }
+  for (const sb of pool.idle) { lru.delete(sb); release(sb); }
   pools.delete(key);
 }
 
-function start(s: RunStep, contexts: string[]) {
+async function start(s: RunStep, contexts: string[]): Promise<void> {
   let sb: Sandbox;
-  try { sb = checkout(s.key, s.st); }
+  try { sb = await checkout(s.key, s.st); }
   catch (e) {
     done.push({ id: s.id, o: "f" + (e instanceof SourceError ? e.message : `could not load the service (${e instanceof Error ? e.message : String(e)})`) });
     return;
@@ -114,29 +160,31 @@ function start(s: RunStep, contexts: string[]) {
     done.push(d);
     if (!inBatch) report("u");
   });
+  await sb.settled();
 }
 
 /** The engine compiles the module's code further as it first runs (for all workers at once), so
  *  the first sandboxes take hundreds of ms: a few throwaway ones, made before the worker takes
  *  runs, pay for that (for a later worker, it is quick). */
-function warmUp() {
+async function warmUp() {
   const hooks: RunHooks = { host: (_op, _a, answer) => answer('{"ok":true,"data":null}'), log: () => {} };
   const src: SandboxSource = { libraries: [], service: { name: "warm", code: "function warm(req, resp){ resp.success(req.params.n) }" }, meta: {} };
   for (let i = 0; i < WARM_UP_RUNS; i++) {
-    const sb = Sandbox.open(qjs, src, limits);
-    sb.run("warm", { context: "{}", params: `{"n":${i}}`, instanceId: "" }, hooks, 1_000);
-    sb.dispose();
+    const sb = await Sandbox.open(src, limits, compiled);
+    await sb.run("warm", { context: "{}", params: `{"n":${i}}`, instanceId: "" }, hooks, 1_000);
+    release(sb);
   }
 }
 
-function answer(s: AnswerStep) {
+async function answer(s: AnswerStep) {
   const a = answers.get(s.c);
   if (!a) return; // its run is over
   answers.delete(s.c);
   a(s.x);
+  await runs.get(s.id)?.settled();
 }
 
-function batch(m: BatchMessage) {
+async function batch(m: BatchMessage) {
   if (m.drop) for (const k of m.drop) sources.delete(k);
   if (m.src) for (const k in m.src) { const [st, src] = m.src[k]!; sources.set(k, { st, src }); }
   inBatch = true;
@@ -149,8 +197,17 @@ function batch(m: BatchMessage) {
       const s = m.s[i]!;
       watchRun[2] = s.id;
       watchRun[3] = i;
-      if (s.k === "r") start(s, m.cx);
-      else answer(s);
+      try {
+        if (s.k === "r") await start(s, m.cx);
+        else await answer(s);
+      } catch (err) {
+        // the engine itself failed in this step (the thread's own stack ran out in code that
+        // recursed deeply, say): the run fails and its sandbox goes, the batch goes on
+        const sb = runs.get(s.id);
+        runs.delete(s.id);
+        if (sb) { sb.broken = true; sb.abort(`the code engine failed: ${err instanceof Error ? err.message : String(err)}`); }
+        else if (s.k === "r") done.push({ id: s.id, o: `fthe code engine failed: ${err instanceof Error ? err.message : String(err)}` });
+      }
     }
   } finally {
     inBatch = false;
@@ -166,19 +223,26 @@ function control(m: ControlMessage) {
   }
 }
 
-self.onmessage = async (e: MessageEvent) => {
+/** Batches one after the other: one may wait for a lane to be made while the next arrives. */
+let queue: Promise<void> = Promise.resolve();
+
+self.onmessage = (e: MessageEvent) => {
   if (typeof e.data !== "string") {
     const init = e.data as InitMessage;
     limits = init.limits;
+    budgetBytes = init.heapMaxBytes;
+    compiled = init.module;
     lru = new LruMap(init.warmMax);
-    publishDeadlines(new Float64Array(init.watch, 0, 1));
+    publishDeadlines(new Float64Array(init.watch, 0, 1), new Int32Array(init.watch, 16, 1));
     watchRun = new Int32Array(init.watch);
-    qjs = await quickjs(init.heapMaxBytes, init.module);
-    warmUp();
-    postMessage(JSON.stringify({ t: "ready", heap: heapBytes() }));
+    queue = queue.then(async () => {
+      await warmUp();
+      postMessage(JSON.stringify({ t: "ready", heap: heap() }));
+    });
     return;
   }
   const m = JSON.parse(e.data) as BatchMessage | ControlMessage;
-  if (m.t === "b") batch(m);
+  // a control message acts at once: between events no user code runs (every step has settled)
+  if (m.t === "b") queue = queue.then(() => batch(m)).catch((err) => { console.error("code worker: a batch failed", err); });
   else control(m);
 };

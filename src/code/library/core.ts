@@ -3,14 +3,16 @@
 // (req, resp, __run). Every area of the library (library/*.ts) is evaluated after it, in the same
 // closure.
 //
-// The sandbox installs three host functions (sandbox.ts):
+// The sandbox installs these host functions (sandbox.ts):
 //   __host(op, json) -> Promise<json>   a host operation as the service's effective user
+//   __hostSync(op, json) -> json        the same, blocking: the run's stack waits for the answer
+//   __local(op, json) -> json           a computation done by the worker itself (crypto)
 //   __done(kind, json)                  resp.success / resp.error / resp.send
 //   __log(text)                         log and console output
 // They are captured here and removed from the global object, so user code cannot call them.
 export const CORE_JS = String.raw`
-  var host = globalThis.__host, finish = globalThis.__done, hostLog = globalThis.__log;
-  delete globalThis.__host; delete globalThis.__done; delete globalThis.__log;
+  var host = globalThis.__host, hostSync = globalThis.__hostSync, local = globalThis.__local, finish = globalThis.__done, hostLog = globalThis.__log;
+  delete globalThis.__host; delete globalThis.__hostSync; delete globalThis.__local; delete globalThis.__done; delete globalThis.__log;
 
   function replyOf(text) {
     var r = JSON.parse(text);
@@ -23,17 +25,23 @@ export const CORE_JS = String.raw`
   function call(op, args) {
     return host(op, JSON.stringify(args === undefined ? null : args)).then(replyOf);
   }
-  // A callback's error (an interrupt of a loop in it included) ends the run as failed: thrown in
-  // a promise reaction it would only reject a promise nobody holds, and the run would end as a
-  // success with nothing.
-  function withCallback(promise, cb) {
-    if (typeof cb === "function") {
-      promise.then(function (d) { cb(false, d); }, function (e) { cb(true, e.error || e.message); }).then(null, failRun);
-    }
-    return promise;
+  // the blocking flavour: the operation's answer, or its error thrown
+  function callSync(op, args) {
+    return replyOf(hostSync(op, JSON.stringify(args === undefined ? null : args)));
   }
-  // ClearBlade's classic call: cb(err, data) with err false on success, or true and the error
-  function classic(op, args, cb) { return withCallback(call(op, args), cb); }
+  // ClearBlade's classic call: it blocks, and its callback has run before it returns, with
+  // (false, data) or (true, the error). It answers a settled promise too, for code that awaits it.
+  function classic(op, args, cb) {
+    var r = JSON.parse(hostSync(op, JSON.stringify(args === undefined ? null : args)));
+    if (r.ok) {
+      if (typeof cb === "function") cb(false, r.data);
+      return Promise.resolve(r.data);
+    }
+    if (typeof cb === "function") { cb(true, r.error); return Promise.resolve(undefined); }
+    var e = new Error(r.error && r.error.detail ? r.error.detail : String(r.error));
+    e.error = r.error;
+    return Promise.reject(e);
+  }
   function failRun(e) { if (e !== DONE) finish("failed", JSON.stringify(e && e.message ? (e.name || "Error") + ": " + e.message : String(e))); }
   function text(args) {
     var out = [];

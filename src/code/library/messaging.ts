@@ -9,19 +9,16 @@ const js = String.raw`
       publish: function (topic, payload, cb) { return classic("messaging.publish", { topic: topic, payload: typeof payload === "string" ? payload : JSON.stringify(payload) }, cb); },
       subscribe: function (topic, cb) { return classic("messaging.subscribe", { topic: topic }, cb); },
       unsubscribe: function (topic, cb) { return classic("messaging.unsubscribe", { topic: topic }, cb); },
-      // calls cb(false, payload, topic) for every message on the subscribed topics matching
-      // topics (all of them when omitted), for as long as the run lasts
+      // blocks until the next message on the subscribed topics matching topics (all of them
+      // when omitted) and calls cb(false, payload, topic) with it: one message per call, in the
+      // order they came, kept since subscribe (stream services call it in a loop)
       waitForMessage: function (topics, cb) {
         if (typeof topics === "function") { cb = topics; topics = null; }
         if (typeof topics === "string") topics = [topics];
-        function next() {
-          call("messaging.next", { topics: topics }).then(function (m) {
-            if (m === null) return; // the run is over
-            if (typeof cb === "function") cb(false, m.payload, m.topic);
-            next();
-          }, function (e) { if (typeof cb === "function") cb(true, e.error || e.message); });
-        }
-        next();
+        var r = JSON.parse(hostSync("messaging.next", JSON.stringify({ topics: topics })));
+        if (!r.ok) { if (typeof cb === "function") cb(true, r.error); return; }
+        if (r.data === null) return; // the run is over
+        if (typeof cb === "function") cb(false, r.data.payload, r.data.topic);
       },
     };
   }

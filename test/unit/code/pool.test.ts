@@ -1,7 +1,7 @@
 // The worker pool with real worker threads: runs and their answers, host calls through the main
 // thread, one system's share of the workers and its bounded queue, deadlines while queued, a worker
-// stuck in code the interrupt does not reach, heap bounds and workers replaced to give memory back,
-// warm sandboxes bounded and evicted least recently used, aborts, forgetting a service.
+// stuck in code the interrupt does not reach, memory bounds and memory given back, warm sandboxes
+// bounded and evicted least recently used, aborts, forgetting a service.
 import { afterEach, describe, expect, test } from "bun:test";
 import { GRACE_MS, type PoolOptions, type PoolOutcome, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
 import { ApiError } from "../../../src/core/errors.ts";
@@ -73,7 +73,7 @@ describe("WorkerPool", () => {
     const p = await pool({ sliceMs: 400 });
     expect(p.maxHold).toBe(1);
     const ended: string[] = [];
-    const loops = [1, 2, 3].map((i) => p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }")).done.then((o) => { ended.push(`loop${i}`); return o; }));
+    const loops = [1, 2, 3].map((i) => p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 600 })).done.then((o) => { ended.push(`loop${i}`); return o; }));
     await handedOut(p, 1);
     const t0 = performance.now();
     const b = await run(p, spec("b", "quick", "function quick(req, resp){ resp.success('b') }"));
@@ -81,11 +81,11 @@ describe("WorkerPool", () => {
     ended.push("b");
     expect(b).toEqual({ kind: "success", value: "b" });
     const outs = await Promise.all(loops);
-    for (const o of outs) expect(o).toEqual({ kind: "failed", error: "interrupted: ran longer than 400 ms without yielding" });
-    // b did not wait for a's loops, and a's loops took turns on one worker
+    // the first ran to its deadline; the others waited for a's one worker past theirs
+    for (const o of outs) expect(o).toEqual({ kind: "failed", error: "execution timed out after 0.6 s", timedOut: true });
+    // b did not wait for a's loops
     expect(ended[0]).toBe("b");
     expect(bMs).toBeLessThan(400);
-    expect(ended).toEqual(["b", "loop1", "loop2", "loop3"]);
   });
 
   test("a batch hands back what it has not started once it has run a while: another system waits one step, not the whole burst", async () => {
@@ -106,7 +106,7 @@ describe("WorkerPool", () => {
 
   test("a system's queue is bounded: past it, submit refuses with THROTTLED and a Retry-After", async () => {
     const p = await pool({ queueMax: 2, sliceMs: 300 });
-    const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }");
+    const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 300 });
     const held = [p.submit(loop()), p.submit(loop()), p.submit(loop())]; // one runs, two wait
     let refused: unknown;
     try { p.submit(loop()); } catch (e) { refused = e; }
@@ -119,7 +119,7 @@ describe("WorkerPool", () => {
 
   test("a run whose deadline passes while it waits for a worker answers at its deadline, without running", async () => {
     const p = await pool({ sliceMs: 1_000 });
-    const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
+    const loop = p.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 1_000 }));
     await handedOut(p, 1);
     let ran = false;
     const t0 = performance.now();
@@ -131,9 +131,9 @@ describe("WorkerPool", () => {
   });
 
   test("a worker stuck past its deadline in code the interrupt does not reach is terminated and replaced; the runs behind it run elsewhere", async () => {
-    const p = await pool({ sliceMs: 30_000, memoryMb: 1024, sandboxMemoryMb: 256 });
-    // filling and sorting numbers (each compared as a string) run in C: seconds without an interrupt check
-    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var a = new Array(6e6).fill(Math.PI); a.sort(); resp.success('sorted') }", { timeoutMs: 1_000 }));
+    const p = await pool({ memoryMb: 1024, sandboxMemoryMb: 256 });
+    // changing the case of a long string runs in C: seconds without an interrupt check
+    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var s = 'ab'.repeat(5e7).toUpperCase(); resp.success(s.length) }", { timeoutMs: 1_000 }));
     const behind = p.submit(spec("a", "after", "function after(req, resp){ resp.success('after') }"));
     const t0 = performance.now();
     const o = await stuck.done;
@@ -147,41 +147,31 @@ describe("WorkerPool", () => {
     expect(await run(p, spec("a", "again", "function again(req, resp){ resp.success(2) }"))).toEqual({ kind: "success", value: 2 });
   });
 
-  test("a worker's heap is bounded by its share; one grown past half of it is replaced, and its memory goes with it", async () => {
+  test("a sandbox's memory is bounded: past it the run fails, its sandbox goes, and the worker takes the next runs", async () => {
     const p = await pool({ workers: 1, memoryMb: 64, sandboxMemoryMb: 256 });
     expect(p.shareBytes).toBe(64 << 20);
     const bomb = await run(p, spec("a", "bomb", "function bomb(req, resp){ var a = []; for (;;) a.push(new Uint8Array(1 << 20)) }"));
     expect(bomb).toMatchObject({ kind: "failed" });
     expect((bomb as { error: string }).error).toMatch(/out of memory/);
-    expect(p.replaced).toBe(1);
-    await p.ready();
-    expect(p.stats()).toMatchObject({ workers: 1, retiring: 0 });
-    expect(p.stats().heaps[0]).toBeLessThanOrEqual(16 << 20);
     expect(await run(p, spec("a", "after", "function after(req, resp){ resp.success(1) }"))).toEqual({ kind: "success", value: 1 });
+    expect(p.stats().heaps[0]).toBeLessThanOrEqual(8 << 20);
   });
 
-  test("runs that fail inside a callback give their sandbox's memory back: the worker's heap stays where it started", async () => {
+  test("runs that fail give their sandbox's memory back: the worker's heap stays where it started", async () => {
     const p = await pool({ workers: 1, memoryMb: 256 });
     const start = p.stats().heaps[0]!;
     const failing = spec("a", "cbfail", 'function cbfail(req, resp){ var a = []; for (var i = 0; i < 100; i++) a.push({ i: i }); ClearBlade.Collection({ collectionName: "c" }).fetch(function () { null.x; }); }');
-    for (let i = 0; i < 400; i++) expect(await run(p, failing)).toEqual({ kind: "failed", error: "TypeError: cannot read property 'x' of null" });
-    // a sandbox freed from inside its own callback leaked about 110 KB a run (60 MB here)
+    for (let i = 0; i < 100; i++) expect(await run(p, failing)).toEqual({ kind: "failed", error: "TypeError: cannot read property 'x' of null" });
     expect(p.stats().heaps[0]!).toBeLessThan(start + (8 << 20));
-    expect(p.replaced).toBe(0);
-  });
+  }, 30_000);
 
-  test("an idle worker whose heap grew is replaced after a while; a busy one is not", async () => {
+  test("a sandbox whose heap grew is not kept warm: its memory goes when its run ends", async () => {
     const p = await pool({ workers: 1, memoryMb: 256 });
     const keeper = spec("a", "keeper", "var keep; function keeper(req, resp){ keep = new Uint8Array(40 << 20); resp.success(keep.length) }");
     expect(await run(p, keeper)).toEqual({ kind: "success", value: 40 << 20 });
-    expect(p.stats().heaps[0]).toBeGreaterThan(40 << 20);
-    expect(p.replaced).toBe(0);
-    const t0 = Date.now();
-    while (p.replaced === 0 && Date.now() - t0 < 5_000) await Bun.sleep(50);
-    expect(p.replaced).toBe(1);
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
-    await p.ready();
-    expect(p.stats().heaps[0]).toBeLessThanOrEqual(16 << 20);
+    expect(p.stats().heaps[0]).toBeLessThanOrEqual(8 << 20);
+    expect(p.stats().warm).toBe(0);
+    expect(await run(p, keeper)).toEqual({ kind: "success", value: 40 << 20 });
   });
 
   test("warm sandboxes are bounded over the pool, least recently used go first", async () => {
@@ -205,7 +195,7 @@ describe("WorkerPool", () => {
     p.abort(stream.id, "the stream service was stopped");
     expect(await stream.done).toEqual({ kind: "failed", error: "the stream service was stopped" });
     const p1 = await pool({ workers: 1, sliceMs: 300 });
-    const loop = p1.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }"));
+    const loop = p1.submit(spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 300 }));
     const queued = p1.submit(spec("a", "q", "function q(req, resp){ resp.success(1) }"));
     p1.abort(queued.id, "not now");
     expect(await queued.done).toEqual({ kind: "failed", error: "not now" });

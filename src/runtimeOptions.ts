@@ -1,0 +1,20 @@
+// The JavaScriptCore options the process runs with, set before anything else runs: the first
+// module main.ts imports. They can only be given in the environment at start, so a process
+// started without them replaces itself (execve: the same process id, file descriptors and
+// arguments) with one that has them, before loading the rest of the program.
+//
+// useOMGJIT=0: QuickJS (the code services' engine) is WebAssembly built with asyncify, and
+// JavaScriptCore's optimizing WebAssembly tier turns its largest functions 20-80 times slower than
+// its baseline tier does (measured: a JSON-heavy service body 2,200 ms with it against 29 ms
+// without; a cold first run 2,900 ms against 50-75 ms). Only WebAssembly uses that tier: the
+// server's own JavaScript is optimized as before. docs/architecture.md has the measurements.
+export const RUNTIME_ENV: Record<string, string> = { BUN_JSC_useOMGJIT: "0" };
+
+const missing = Object.entries(RUNTIME_ENV).filter(([k, v]) => process.env[k] !== v);
+if (missing.length && typeof process.execve === "function" && process.env.OUTPOST_NO_REEXEC !== "1") {
+  // a compiled binary's argv[1] is its embedded entry point, not an argument the system gave it
+  const compiled = Bun.main.startsWith("/$bunfs/");
+  const args = compiled ? process.argv.slice(2) : process.argv.slice(1);
+  // OUTPOST_NO_REEXEC: never twice, whatever the new process makes of its environment
+  process.execve(process.execPath, [process.execPath, ...args], { ...process.env, ...RUNTIME_ENV, OUTPOST_NO_REEXEC: "1" });
+}

@@ -119,7 +119,6 @@ export class DirectCall {
   /** Calls fn with string arguments; the result as text (String() of it), or the thrown error. A
    *  call that suspends answers a promise of that, settled once it has returned. */
   call(fn: QuickJSHandle, args: Arg[]): MaybeAsync<CallResult> {
-    const { ffi } = this.q;
     const n = args.length;
     if (n > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
     const ptrs = this.ptrs;

@@ -19,6 +19,12 @@ import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
 import { Adapters } from "./domain/adapters.ts";
 import { ExternalDbs } from "./domain/externalDbs.ts";
+import { ServiceCaches } from "./domain/serviceCaches.ts";
+import { type LockBackend, LocalLocks, Locks } from "./domain/locks.ts";
+import { MemoryCacheValues } from "./store/cacheValues.ts";
+import { SharedRedis } from "./cluster/redis.ts";
+import { RedisCacheValues } from "./cluster/cacheValues.ts";
+import { RedisLocks } from "./cluster/locks.ts";
 import { ConnectorPool } from "./external/pool.ts";
 import { DeviceKeys } from "./auth/deviceKeys.ts";
 import { SecretBox } from "./auth/secrets.ts";
@@ -120,7 +126,22 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const messages = new Messages(deps, systems);
     const codeServices = new CodeServices(deps, systems);
     const metrics = new Metrics();
-    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, metrics });
+    // what code services share (cache values, locks): this process's memory, or on a cluster the
+    // nodes' Redis (an edge always keeps its own)
+    const shared = clustered ? new SharedRedis(config.redisUrl!, log) : null;
+    let lockBackend: LockBackend = new LocalLocks();
+    if (shared) {
+      const redisLocks = new RedisLocks(shared, log);
+      lockBackend = redisLocks;
+      await shared.start();
+      started.push({ name: "shared-redis", stop: () => shared.stop() });
+      redisLocks.start();
+      started.push({ name: "locks", stop: () => redisLocks.stop() });
+    }
+    const serviceCaches = new ServiceCaches(deps, systems, shared ? new RedisCacheValues(shared) : new MemoryCacheValues());
+    systems.onRemoved((sk) => serviceCaches.forgetSystem(sk));
+    const locks = new Locks(lockBackend);
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, caches: serviceCaches, locks, metrics });
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
@@ -133,7 +154,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "external-dbs", stop: () => connectors.stop() });
     const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
     collections.connected = externalDbs;
-    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, metrics, edges, db };
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -171,7 +192,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
-      if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, triggers, edges, changes, hub });
+      if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({

@@ -77,6 +77,7 @@ export function grantedLevel(perms: RolePermissions[], res: Resource): number {
         break;
       case "item":
         if (res.itemKind === "externaldatabases") level |= p.scalars.allexternaldatabases ?? 0;
+        else if (res.itemKind === "servicecaches") level |= p.scalars.allservicecaches ?? 0;
         for (const g of p.items[res.itemKind] ?? []) if (g.name === res.name) level |= g.level;
         break;
       default:

@@ -18,6 +18,7 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { Logger } from "../core/log.ts";
 import type { Collections } from "../domain/collections.ts";
 import type { Edges } from "../domain/edges.ts";
+import type { ServiceCaches } from "../domain/serviceCaches.ts";
 import type { CodeServices } from "../domain/services.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
@@ -43,7 +44,7 @@ export function redisEmitter(url: string, log: Logger) {
 
 export interface ClusterParts {
   db: Db; log: Logger; nodeId: string; bus: ClusterBus; nodes: NodeRegistry;
-  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: CodeServices;
+  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: CodeServices; serviceCaches: ServiceCaches;
   triggers: Triggers; edges: Edges; changes: ChangeRecorder; hub: SyncHub;
 }
 
@@ -96,12 +97,14 @@ export function joinCluster(p: ClusterParts) {
   share("services.onChange", p.services, "onChange");
   share("triggers.onChange", p.triggers, "onChange");
   share("edges.onChange", p.edges, "onChange");
+  // service cache definitions (their values are in Redis already)
+  share("serviceCaches.forget", p.serviceCaches, "forget");
 
   // after a Redis outage every node may have missed news: drop what could be stale
   bus.onResync(() => {
     void p.systems.keys().then((keys) => {
       for (const k of keys) {
-        p.tokens.forgetSystem(k); p.perms.invalidate(k); p.systems.forget(k);
+        p.tokens.forgetSystem(k); p.perms.invalidate(k); p.systems.forget(k); p.serviceCaches.forget(k);
         p.triggers.onChange(k);
       }
     }).catch((err) => log.warn("cluster: resync failed", { err }));

@@ -47,6 +47,10 @@ export const ErrorKinds = {
   THROTTLE_CASE_PROTECTED: kind(430, 403, "Throttle", "Protected built-in case"),
   SERVICE_FAILED: kind(405, 500, "Code", "Code service failed"),
   SERVICE_TIMED_OUT: kind(405, 504, "Code", "Code service timed out"),
+  // a service's lock request waited its longest (code services' ClearBlade.Lock)
+  LOCK_TIMEOUT: kind(406, 423, "Code", "Lock not granted in time"),
+  // the Redis a cluster shares cache values and locks through cannot be reached
+  SHARED_STORE_UNAVAILABLE: kind(407, 503, "Code", "Shared store unavailable"),
   WEBHOOK_UNAUTHORIZED: kind(202, 401, "Webhooks", "Webhook authentication failed"),
   WEBHOOK_FORBIDDEN: kind(200, 403, "Webhooks", "Not allowed to run this webhook"),
 } as const;

@@ -20,6 +20,7 @@ import { MAX_BODY_BYTES } from "./request.ts";
 import { throttlerRoutes } from "./routes/throttlers.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { externalDbRoutes } from "./routes/externalDbs.ts";
+import { serviceCacheRoutes } from "./routes/serviceCaches.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import { RequestMetrics } from "./metrics.ts";
 import { Cors } from "./cors.ts";
@@ -135,6 +136,7 @@ export function createHttpApp(s: Services) {
     .use(throttlerRoutes(s))
     .use(adapterRoutes(s))
     .use(externalDbRoutes(s))
+    .use(serviceCacheRoutes(s))
     .use(consoleRoutes()) as unknown as Elysia;
   return app;
 }

@@ -13,6 +13,7 @@ import type { Webhooks } from "../domain/webhooks.ts";
 import type { Throttlers } from "../domain/throttlers.ts";
 import type { Adapters } from "../domain/adapters.ts";
 import type { ExternalDbs } from "../domain/externalDbs.ts";
+import type { ServiceCaches } from "../domain/serviceCaches.ts";
 import type { Throttle } from "../throttle/throttle.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
@@ -46,6 +47,7 @@ export interface Services {
   throttlers: Throttlers;
   adapters: Adapters;
   externalDbs: ExternalDbs;
+  serviceCaches: ServiceCaches;
   metrics: Metrics;
   edges: Edges;
   /** the platform's sync hub (absent on an edge) */

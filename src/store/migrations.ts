@@ -542,6 +542,24 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX developer_keys_developer ON developer_keys(developer_id)`,
     ],
   },
+  {
+    version: 19,
+    name: "service caches",
+    up: [
+      // shared caches of a system's code services: the definitions only (their values live in
+      // memory or Redis, see store/cacheValues.ts); ttl in seconds, for the whole cache
+      `CREATE TABLE service_caches (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        ttl INTEGER NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -1,16 +1,18 @@
 // The service library: the prelude user code runs after (the core, then every area's
 // JavaScript, in one closure) and the host operations it calls. An area is one file here; adding
 // one is a line in AREAS.
+import { cache } from "./cache.ts";
 import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { devices } from "./devices.ts";
 import { globals } from "./globals.ts";
+import { lock } from "./lock.ts";
 import { messaging } from "./messaging.ts";
 import { services } from "./services.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, services, devices, users];
+const AREAS: LibraryArea[] = [globals, data, messaging, services, devices, users, cache, lock];
 
 /** Evaluated in every sandbox before the libraries and the service. */
 export const PRELUDE = `(function () {\n${CORE_JS}\n${AREAS.map((a) => a.js).join("\n")}\n})();`;

@@ -2,10 +2,13 @@
 // prelude inside the sandbox, and the host operations that JavaScript calls, run here on the main
 // thread with the rights of the run's effective user.
 import type { Principal } from "../../auth/principal.ts";
+import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
 import type { Devices } from "../../domain/devices.ts";
+import type { Locks } from "../../domain/locks.ts";
 import type { Messages } from "../../domain/messages.ts";
+import type { ServiceCaches } from "../../domain/serviceCaches.ts";
 import type { CodeServices } from "../../domain/services.ts";
 import type { Systems } from "../../domain/systems.ts";
 import type { Users } from "../../domain/users.ts";
@@ -19,6 +22,8 @@ export interface EngineDeps {
   users: Users;
   devices: Devices;
   messages: Messages;
+  caches: ServiceCaches;
+  locks: Locks;
   metrics?: Metrics;
 }
 
@@ -51,11 +56,16 @@ export interface ExecResult {
  *  subscription inbox, an MQTT client, a held lock), each closed when the run ends. */
 export class RunState {
   private readonly held = new Map<string, { value: unknown; close(): Promise<void> | void }>();
+  private closed = false;
 
-  /** The run's resource under `key`, made once by `open` (with what closes it). */
+  /** The run's resource under `key`, made once by `open` (with what closes it). Refused once the
+   *  run ended: a host call still under way then would open what nothing closes any more. */
   resource<T>(key: string, open: () => { value: T; close(): Promise<void> | void }): T {
     let r = this.held.get(key);
-    if (!r) this.held.set(key, (r = open()));
+    if (!r) {
+      if (this.closed) throw fail("INVALID_ARGUMENT", "the run has ended");
+      this.held.set(key, (r = open()));
+    }
     return r.value as T;
   }
 
@@ -64,6 +74,7 @@ export class RunState {
 
   /** Closes everything the run opened (when it ends, however it ends). */
   async close(log: (what: string, err: unknown) => void) {
+    this.closed = true;
     const all = [...this.held.entries()];
     this.held.clear();
     await Promise.all(all.map(async ([k, r]) => { try { await r.close(); } catch (err) { log(k, err); } }));

@@ -180,6 +180,8 @@ const pgCreds = PG_UP
   ? { user: decodeURIComponent(PG.username), password: decodeURIComponent(PG.password), address: PG.hostname, port: PG.port, dbname: PG.pathname.slice(1) }
   : { user: "u", password: "p", address: "127.0.0.1", port: "1", dbname: "d" };
 if (!PG_UP) t.comment(`PostgreSQL (${PG.host}) is not there: external databases are tested without a server, connection collections not at all`);
+const cache = uniq("cache"), cacheVictim = uniq("cachev");
+for (const c of [cache, cacheVictim]) await must("service cache", A.dev.post(`/admin/v/4/service_caches/${SK}/${c}`, { ttl: 60, description: "matrix" }));
 const db = uniq("db"), dbVictim = uniq("dbv");
 for (const d of [db, dbVictim]) await must("external db", A.dev.post(`/api/v/4/external-db/${SK}`, { name: d, db_type: "postgres", credentials: pgCreds }));
 let connCol = "";
@@ -198,7 +200,7 @@ const ids: Ids = {
   device, deviceVictim, deviceAuth, deviceKey, dcol, dcolVictim, topic,
   svc, svcVictim, failId, lib, libVictim, trig, trigVictim, timer, timerVictim,
   edge, edgeVictim, ecol, ecolVictim, hook, hookVictim, thr: THR, kase, kaseVictim,
-  adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol,
+  adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol, cache, cacheVictim,
   selfDevEmail, selfDevPassword, resetDevEmail, userAEmail: userA.email, userAPassword: userA.password,
 };
 /** Data of system A that no answer to a caller of system B may contain, error or not. */
@@ -571,6 +573,10 @@ const SNAPSHOTS: Record<string, Snap[]> = {
   "externalDbs.ts": [
     { label: "A's external databases", path: `/api/v/4/external-db/${SK}` },
     { label: "the external database", path: `/api/v/4/external-db/${SK}/${db}` },
+  ],
+  "serviceCaches.ts": [
+    { label: "A's service caches", path: `/admin/v/4/service_caches/${SK}` },
+    { label: "the service cache", path: `/admin/v/4/service_caches/${SK}/${cache}` },
   ],
 };
 async function snapshot(file: string): Promise<Record<string, unknown>> {

@@ -32,6 +32,7 @@ export interface Ids {
   thr: string; kase: string; kaseVictim: string;
   adapter: string; adapterVictim: string; file: string; fileVictim: string;
   db: string; dbVictim: string; connCol: string;
+  cache: string; cacheVictim: string;
   selfDevEmail: string; selfDevPassword: string; resetDevEmail: string;
   userAEmail: string; userAPassword: string;
 }
@@ -348,6 +349,14 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: ex, method: "PUT", path: "/api/v/4/external-db/{sk}/{db}", auth: "user", body: () => ({ credentials: { tls: false } }) });
   add({ file: ex, method: "DELETE", path: "/api/v/4/external-db/{sk}/{dbVictim}", auth: "user", noBaseline: "deletes a connection" });
   add({ file: ex, method: "POST", path: "/api/v/4/external-db/{sk}/{db}/data", auth: "user", body: () => ({ operation: ["select 1 as one"] }), ...(opts.pg ? {} : { noBaseline: "no database to run it" }) });
+
+  // ---- serviceCaches.ts ------------------------------------------------------------------------
+  const sc = "serviceCaches.ts";
+  add({ file: sc, method: "GET", path: "/admin/v/4/service_caches/{sk}", auth: "dev" });
+  add({ file: sc, method: "GET", path: "/admin/v/4/service_caches/{sk}/{cache}", auth: "dev" });
+  add({ file: sc, method: "POST", path: "/admin/v/4/service_caches/{sk}/{new}", auth: "dev", body: () => ({ ttl: 60, description: "matrix" }), bodyRequired: true, nullable: ["description"] });
+  add({ file: sc, method: "PUT", path: "/admin/v/4/service_caches/{sk}/{cache}", auth: "dev", body: () => ({ ttl: 120, description: "matrix" }), bodyRequired: true, nullable: ["description"] });
+  add({ file: sc, method: "DELETE", path: "/admin/v/4/service_caches/{sk}/{cacheVictim}", auth: "dev", noBaseline: "deletes a cache" });
 
   return R;
 }

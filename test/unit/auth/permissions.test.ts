@@ -94,6 +94,15 @@ describe("grantedLevel", () => {
     expect(grantedLevel([p], { kind: "item", itemKind: "adapters", name: "hook" })).toBe(0);
   });
 
+  test("service caches by name plus allservicecaches (which reaches no other kind)", () => {
+    const p = perms({ items: { servicecaches: [{ name: "c1", level: READ }] }, scalars: { allservicecaches: UPDATE } });
+    expect(grantedLevel([p], { kind: "item", itemKind: "servicecaches", name: "c1" })).toBe(READ | UPDATE);
+    expect(grantedLevel([p], { kind: "item", itemKind: "servicecaches", name: "other" })).toBe(UPDATE);
+    expect(grantedLevel([perms({ items: { servicecaches: [{ name: "c1", level: READ }] } })], { kind: "item", itemKind: "servicecaches", name: "C1" })).toBe(0);
+    expect(grantedLevel([p], { kind: "item", itemKind: "externaldatabases", name: "c1" })).toBe(0);
+    expect(grantedLevel([perms({ scalars: { allexternaldatabases: ALL } })], { kind: "item", itemKind: "servicecaches", name: "c1" })).toBe(0);
+  });
+
   test("whole kinds (scalars) are unioned across roles", () => {
     const a = perms({ scalars: { users: READ, devices: ALL } });
     const b = perms({ scalars: { users: UPDATE } });

@@ -1,0 +1,222 @@
+// Service caches: named caches a system's code services share (ClearBlade.Cache). Developers
+// define them (name, TTL, description; at most MAX_CACHES per system) on
+// /admin/v/4/service_caches. Services read and write the values with the rights of the run's
+// user: the role grant `servicecaches` on the cache by name or `allservicecaches` (read for get,
+// getAll and keys; create or update for set, setnx and setMultiple; delete for delete and flush).
+// Values are JSON, at most CACHE_MAX_BYTES per cache, and expire together when no write came
+// within the cache's TTL (store/cacheValues.ts keeps them in memory, cluster/cacheValues.ts in
+// Redis).
+import { LEVEL } from "../auth/permissions.ts";
+import type { Principal } from "../auth/principal.ts";
+import { TtlCache } from "../core/cache.ts";
+import { fail, notFound } from "../core/errors.ts";
+import { newUuid, nowIso } from "../core/ids.ts";
+import { jsonTooDeep, knownFields, MAX_JSON_DEPTH, objectBody } from "../core/validate.ts";
+import { CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches } from "../store/cacheValues.ts";
+import { type ServiceCacheRow, serviceCachesRepo } from "../store/serviceCaches.ts";
+import type { DomainDeps } from "./deps.ts";
+import type { Systems } from "./systems.ts";
+
+export const MAX_CACHES = 10;
+export const TTL_MIN_S = 30;
+export const TTL_MAX_S = 3600;
+/** Cache names and keys() patterns: up to this many characters. */
+export const CACHE_NAME_MAX = 256;
+export const CACHE_KEY_MAX = 1024;
+const DESCRIPTION_MAX = 1000;
+/** How long a node uses a cache's definition from memory; this node's changes apply at once,
+ *  other nodes of a cluster hear of them through the bus. */
+const DEFINITION_CACHE_MS = 5_000;
+
+const CREATE_FIELDS = new Set(["name", "description", "ttl", "id", "system_key"]);
+const UPDATE_FIELDS = new Set(["name", "description", "ttl", "id", "system_key"]);
+
+export const serviceCacheToWire = (r: ServiceCacheRow) => ({ id: r.id, name: r.name, system_key: r.system_key, ttl: r.ttl, description: r.description });
+
+function checkName(v: unknown): string {
+  if (typeof v !== "string" || !v.length || v.length > CACHE_NAME_MAX) throw fail("INVALID_ARGUMENT", `a cache's name must be a string of 1 to ${CACHE_NAME_MAX} characters`);
+  if (/[\u0000-\u001f\u007f/]/.test(v)) throw fail("INVALID_ARGUMENT", "a cache's name may not hold control characters or '/'");
+  return v;
+}
+
+function checkTtl(v: unknown): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < TTL_MIN_S || v > TTL_MAX_S)
+    throw fail("INVALID_ARGUMENT", `ttl is required: a whole number of seconds from ${TTL_MIN_S} to ${TTL_MAX_S}`);
+  return v;
+}
+
+function checkDescription(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" || v.length > DESCRIPTION_MAX) throw fail("INVALID_ARGUMENT", `description must be a string of up to ${DESCRIPTION_MAX} characters`);
+  return v;
+}
+
+function checkKey(v: unknown): string {
+  if (typeof v !== "string" || !v.length || v.length > CACHE_KEY_MAX) throw fail("INVALID_ARGUMENT", `a cache key must be a string of 1 to ${CACHE_KEY_MAX} characters`);
+  return v;
+}
+
+/** A value as stored: its JSON text. */
+function valueJson(v: unknown, key: string): string {
+  if (v === undefined) throw fail("INVALID_ARGUMENT", `the value of '${key}' is missing: a cache holds JSON values (undefined and functions cannot be stored)`);
+  const json = JSON.stringify(v);
+  if (json.length > CACHE_MAX_BYTES) throw fail("INVALID_ARGUMENT", `the value of '${key}' is over a cache's ${CACHE_MAX_BYTES} bytes`);
+  if (jsonTooDeep(json)) throw fail("INVALID_ARGUMENT", `the value of '${key}' is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  return json;
+}
+
+/** What the writes need: create or update, either will do (a set may make a key or change it). */
+const WRITE = LEVEL.CREATE | LEVEL.UPDATE;
+const levelNames = (levels: number) =>
+  [["read", LEVEL.READ], ["create", LEVEL.CREATE], ["update", LEVEL.UPDATE], ["delete", LEVEL.DELETE]].filter(([, l]) => levels & (l as number)).map(([n]) => n).join(" or ");
+
+export class ServiceCaches {
+  private readonly definitions = new TtlCache<string, ServiceCacheRow | null>(DEFINITION_CACHE_MS, 10_000);
+
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {}
+
+  // ---- definitions (developers) -----------------------------------------------------------------
+
+  async list(p: Principal, systemKey: string) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    return (await serviceCachesRepo.list(this.d.db, s.system_key)).map(serviceCacheToWire);
+  }
+
+  async get(p: Principal, systemKey: string, name: string) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    const r = await serviceCachesRepo.get(this.d.db, s.system_key, name);
+    if (!r) throw notFound("cache", name, "Code");
+    return serviceCacheToWire(r);
+  }
+
+  async create(p: Principal, systemKey: string, name: string, body: unknown) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    const b = knownFields(objectBody(body), CREATE_FIELDS);
+    checkName(name);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", `body: name '${String(b.name)}' is not the path's '${name}'`);
+    const ttl = checkTtl(b.ttl);
+    const description = checkDescription(b.description) ?? "";
+    const now = nowIso();
+    await this.d.db.tx(async (tx) => {
+      if (await serviceCachesRepo.get(tx, s.system_key, name)) throw fail("ALREADY_EXISTS", `cache '${name}' already exists`);
+      if ((await serviceCachesRepo.count(tx, s.system_key)) >= MAX_CACHES) throw fail("INVALID_ARGUMENT", `a system has at most ${MAX_CACHES} caches`);
+      await serviceCachesRepo.put(tx, { system_key: s.system_key, name, id: newUuid(), ttl, description, created_at: now, updated_at: now });
+    });
+    this.forget(s.system_key, name);
+    return { success: true };
+  }
+
+  /** A new TTL applies from the cache's next write; the values stay. */
+  async update(p: Principal, systemKey: string, name: string, body: unknown) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    const b = knownFields(objectBody(body), UPDATE_FIELDS);
+    if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", "a cache cannot be renamed");
+    const ttl = checkTtl(b.ttl);
+    const description = checkDescription(b.description);
+    await this.d.db.tx(async (tx) => {
+      const r = await serviceCachesRepo.get(tx, s.system_key, name);
+      if (!r) throw notFound("cache", name, "Code");
+      await serviceCachesRepo.put(tx, { ...r, ttl, description: description ?? r.description, updated_at: nowIso() });
+    });
+    this.forget(s.system_key, name);
+    return { success: true };
+  }
+
+  /** The definition and every value of the cache. */
+  async remove(p: Principal, systemKey: string, name: string) {
+    const s = await this.systems.accessAsDeveloper(p, systemKey);
+    const r = await serviceCachesRepo.get(this.d.db, s.system_key, name);
+    if (!r) throw notFound("cache", name, "Code");
+    await serviceCachesRepo.delete(this.d.db, s.system_key, name);
+    this.forget(s.system_key, name);
+    await this.values.flush({ systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 });
+    return { success: true };
+  }
+
+  /** Drops what this node remembers of a system's cache definitions (of one cache, or all). */
+  forget(systemKey: string, name?: string | null) {
+    if (name === undefined || name === null) this.definitions.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
+    else this.definitions.delete(`${systemKey}/${name}`);
+  }
+
+  /** A deleted system: its definitions went with it (the database cascades), its values go here. */
+  async forgetSystem(systemKey: string) {
+    this.forget(systemKey);
+    await this.values.dropSystem(systemKey);
+  }
+
+  // ---- values (code services) -------------------------------------------------------------------
+
+  /** The cache as its store knows it, if the run's user holds one of `levels` on it. */
+  private async cache(p: Principal, systemKey: string, name: unknown, levels: number, what: string): Promise<CacheRef> {
+    const n = checkName(name);
+    const s = this.systems.accessNow(p, systemKey) ?? (await this.systems.access(p, systemKey));
+    const res = { kind: "item" as const, itemKind: "servicecaches" as const, name: n };
+    const held = this.d.perms.levelNow(p, res) ?? (await this.d.perms.level(p, res));
+    if (!(held & levels)) throw fail("PERMISSION_DENIED", `not allowed to ${what} cache '${n}' (needs ${levelNames(levels)} in the role permission servicecaches or allservicecaches)`);
+    const key = `${s.system_key}/${n}`;
+    const r = this.definitions.get(key) ?? (await this.definitions.getOr(key, async () => (await serviceCachesRepo.get(this.d.db, s.system_key, n)) ?? null));
+    if (!r) throw notFound("cache", n, "Code");
+    return { systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 };
+  }
+
+  private async write(c: CacheRef, name: string, pairs: [string, string][], onlyIfAbsent: boolean): Promise<boolean> {
+    const o = await this.values.set(c, pairs, onlyIfAbsent);
+    if (o.done === "full") throw fail("INVALID_ARGUMENT", `cache '${name}' would hold ${o.bytes} bytes, over its limit of ${CACHE_MAX_BYTES} (1 MB): nothing was set`);
+    return o.done === "set";
+  }
+
+  async set(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<void> {
+    const c = await this.cache(p, systemKey, name, WRITE, "write to");
+    const k = checkKey(key);
+    await this.write(c, name as string, [[k, valueJson(value, k)]], false);
+  }
+
+  /** Sets the key unless it exists: whether it did. */
+  async setnx(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<boolean> {
+    const c = await this.cache(p, systemKey, name, WRITE, "write to");
+    const k = checkKey(key);
+    return this.write(c, name as string, [[k, valueJson(value, k)]], true);
+  }
+
+  /** Sets every pair of an object at once (all or none). */
+  async setMultiple(p: Principal, systemKey: string, name: unknown, data: unknown): Promise<void> {
+    if (data === null || typeof data !== "object" || Array.isArray(data)) throw fail("INVALID_ARGUMENT", "setMultiple takes an object of keys and values");
+    const c = await this.cache(p, systemKey, name, WRITE, "write to");
+    const pairs: [string, string][] = Object.entries(data).map(([k, v]) => [checkKey(k), valueJson(v, k)]);
+    await this.write(c, name as string, pairs, false);
+  }
+
+  /** The key's value; `found` false when it (or the whole cache, expired) is missing. */
+  async getValue(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<{ found: boolean; value?: unknown }> {
+    const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
+    const json = await this.values.get(c, checkKey(key));
+    return json === undefined ? { found: false } : { found: true, value: JSON.parse(json) };
+  }
+
+  /** Every pair, as an object ({} when empty or expired). */
+  async getAll(p: Principal, systemKey: string, name: unknown): Promise<Record<string, unknown>> {
+    const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
+    // fromEntries makes own properties: a key "__proto__" stays a key
+    return Object.fromEntries((await this.values.getAll(c)).map(([k, json]) => [k, JSON.parse(json)]));
+  }
+
+  /** Keys matching a pattern: `?` one character, `*` any number of them. */
+  async keys(p: Principal, systemKey: string, name: unknown, pattern: unknown): Promise<string[]> {
+    const pat = pattern === undefined || pattern === null ? "*" : pattern;
+    if (typeof pat !== "string" || pat.length > CACHE_NAME_MAX) throw fail("INVALID_ARGUMENT", `a keys pattern must be a string of up to ${CACHE_NAME_MAX} characters ('?' one character, '*' any run of them)`);
+    const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
+    const all = await this.values.keys(c);
+    return (pat === "*" ? all : all.filter((k) => keyMatches(pat, k))).sort();
+  }
+
+  async delete(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<void> {
+    const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "delete from");
+    await this.values.delete(c, checkKey(key));
+  }
+
+  async flush(p: Principal, systemKey: string, name: unknown): Promise<void> {
+    const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "flush");
+    await this.values.flush(c);
+  }
+}

@@ -1,0 +1,226 @@
+// Service caches in-process: definitions (bounds, developer only), the value operations a run
+// makes with its user's rights (servicecaches by name, allservicecaches, the Administrator role),
+// values apart per system and per definition (a cache made again starts empty), a new TTL from
+// the next write, the bytes bound answered with a clear error, and a deleted system's values
+// dropped.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type App, start } from "../../../src/app.ts";
+import { Permissions } from "../../../src/auth/permissions.ts";
+import type { Principal } from "../../../src/auth/principal.ts";
+import { loadConfig } from "../../../src/config.ts";
+import type { DomainDeps } from "../../../src/domain/deps.ts";
+import { ServiceCaches } from "../../../src/domain/serviceCaches.ts";
+import { MemoryCacheValues } from "../../../src/store/cacheValues.ts";
+import { serviceCachesRepo } from "../../../src/store/serviceCaches.ts";
+
+let app: App;
+let dev: Principal, other: Principal;
+let sk: string, sk2: string;
+let now = 0;
+let caches: ServiceCaches;
+const store = new MemoryCacheValues(() => now);
+
+const user = (roles: string[], systemKey = sk): Principal => ({ kind: "user", systemKey, id: `u-${roles.join("-")}`, email: "u@example.com", roles, tokenHash: "" });
+const err = (p: Promise<unknown>) => p.then(() => null, (e) => ({ code: e?.kind?.code as number, status: e?.kind?.status as number, detail: String(e?.detail ?? e) }));
+
+beforeAll(async () => {
+  app = await start(loadConfig(["--db", ":memory:", "--http-port", "0", "--log-level", "silent"]));
+  const s = app.services;
+  dev = (await s.tokens.resolve((await s.developers.register({ email: "caches@example.com", password: "pw" })).dev_token))!;
+  other = (await s.tokens.resolve((await s.developers.register({ email: "other@example.com", password: "pw" })).dev_token))!;
+  sk = (await s.systems.create(dev, { name: "c1" })).system_key;
+  sk2 = (await s.systems.create(dev, { name: "c2" })).system_key;
+  // an instance on a clock of the test's own, on the app's database and systems
+  caches = new ServiceCaches({ db: app.db, perms: new Permissions(app.db) } as unknown as DomainDeps, s.systems, store);
+  s.systems.onRemoved((key) => caches.forgetSystem(key));
+  await s.roles.create(dev, sk, { name: "reader", servicecaches: [{ itemInfo: { name: "c" }, permissions: 1 }] });
+  await s.roles.create(dev, sk, { name: "writer", servicecaches: [{ itemInfo: { name: "c" }, permissions: 4 }] });
+  await s.roles.create(dev, sk, { name: "creator", servicecaches: [{ itemInfo: { name: "c" }, permissions: 2 }] });
+  await s.roles.create(dev, sk, { name: "deleter", servicecaches: [{ itemInfo: { name: "c" }, permissions: 8 }] });
+  await s.roles.create(dev, sk, { name: "all", allservicecaches: { permissions: 15 } });
+  await s.roles.create(dev, sk, { name: "alldata", allcollections: { permissions: 15 } });
+});
+afterAll(() => app.stop());
+
+const roleId = async (name: string) => ((await app.services.roles.list(dev, sk, {})) as { role_id: string; name: string }[]).find((r) => r.name === name)!.role_id;
+
+describe("definitions", () => {
+  test("created, read, listed, updated and deleted by the system's developer only", async () => {
+    expect(await caches.create(dev, sk, "defs", { ttl: 60, description: "d" })).toEqual({ success: true });
+    const got = await caches.get(dev, sk, "defs");
+    expect(got).toMatchObject({ name: "defs", system_key: sk, ttl: 60, description: "d" });
+    expect(got.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await caches.list(dev, sk)).map((c) => c.name)).toContain("defs");
+    expect(await caches.update(dev, sk, "defs", { ttl: 3600, name: "defs" })).toEqual({ success: true });
+    expect(await caches.get(dev, sk, "defs")).toMatchObject({ ttl: 3600, description: "d" }); // kept
+    expect((await err(caches.create(dev, sk, "defs", { ttl: 60 })))?.code).toBe(207);
+    expect((await err(caches.get(other, sk, "defs")))?.code).toBe(201);
+    expect((await err(caches.list(user(["Administrator"]), sk)))?.code).toBe(205);
+    expect((await err(caches.remove(user(["Administrator"]), sk, "defs")))?.code).toBe(205);
+    expect(await caches.remove(dev, sk, "defs")).toEqual({ success: true });
+    expect((await err(caches.get(dev, sk, "defs")))?.status).toBe(404);
+    expect((await err(caches.remove(dev, sk, "defs")))?.status).toBe(404);
+  });
+
+  test("bad bodies and names are 400s naming the problem", async () => {
+    for (const ttl of [undefined, 29, 3601, 30.5, "60", null, -1]) expect((await err(caches.create(dev, sk, "bad", { ttl })))?.detail).toContain("ttl");
+    expect((await err(caches.create(dev, sk, "bad", { ttl: 60, extra: 1 })))?.detail).toContain("extra");
+    expect((await err(caches.create(dev, sk, "bad", { ttl: 60, name: "other" })))?.detail).toContain("other");
+    expect((await err(caches.create(dev, sk, "bad", { ttl: 60, description: 5 })))?.detail).toContain("description");
+    expect((await err(caches.create(dev, sk, "bad", { ttl: 60, description: "x".repeat(1001) })))?.detail).toContain("description");
+    expect((await err(caches.create(dev, sk, "x".repeat(257), { ttl: 60 })))?.code).toBe(111);
+    expect((await err(caches.create(dev, sk, "a\u0001b", { ttl: 60 })))?.code).toBe(111);
+    expect((await err(caches.create(dev, sk, "bad", [1])))?.code).toBe(111);
+    expect((await err(caches.update(dev, sk, "missing", { ttl: 60 })))?.status).toBe(404);
+    expect((await caches.list(dev, sk)).map((c) => c.name)).not.toContain("bad");
+  });
+
+  test("at most 10 caches per system", async () => {
+    for (let i = 0; i < 10; i++) await caches.create(dev, sk2, `n${i}`, { ttl: 30 });
+    const e = await err(caches.create(dev, sk2, "n10", { ttl: 30 }));
+    expect(e?.code).toBe(111);
+    expect(e?.detail).toContain("at most 10");
+    await caches.remove(dev, sk2, "n0");
+    await caches.create(dev, sk2, "n10", { ttl: 30 });
+    for (let i = 1; i <= 10; i++) await caches.remove(dev, sk2, `n${i}`);
+  });
+});
+
+describe("values", () => {
+  beforeAll(async () => { await caches.create(dev, sk, "c", { ttl: 30 }); });
+
+  test("JSON values keep their type; a missing key is not found; getAll and keys", async () => {
+    const values: [string, unknown][] = [["s", "text"], ["n", 1.5], ["b", false], ["z", null], ["o", { a: [1, { b: "c" }] }], ["arr", [1, "2"]], ["__proto__", { polluted: 1 }]];
+    for (const [k, v] of values) await caches.set(dev, sk, "c", k, v);
+    for (const [k, v] of values) expect(await caches.getValue(dev, sk, "c", k)).toEqual({ found: true, value: v });
+    expect(await caches.getValue(dev, sk, "c", "nope")).toEqual({ found: false });
+    const all = await caches.getAll(dev, sk, "c");
+    expect(Object.keys(all).sort()).toEqual(["__proto__", "arr", "b", "n", "o", "s", "z"]);
+    expect(Object.getPrototypeOf(all)).toBe(Object.prototype);
+    expect(await caches.keys(dev, sk, "c", "?")).toEqual(["b", "n", "o", "s", "z"]);
+    expect(await caches.keys(dev, sk, "c", "a*")).toEqual(["arr"]);
+    expect(await caches.setnx(dev, sk, "c", "s", "again")).toBe(false);
+    expect(await caches.setnx(dev, sk, "c", "new", 1)).toBe(true);
+    await caches.setMultiple(dev, sk, "c", { m1: 1, m2: { x: 2 } });
+    expect(await caches.getValue(dev, sk, "c", "m2")).toEqual({ found: true, value: { x: 2 } });
+    await caches.delete(dev, sk, "c", "m1");
+    expect(await caches.getValue(dev, sk, "c", "m1")).toEqual({ found: false });
+    await caches.flush(dev, sk, "c");
+    expect(await caches.getAll(dev, sk, "c")).toEqual({});
+  });
+
+  test("arguments are checked: names, keys, values, patterns", async () => {
+    const bad = async (p: Promise<unknown>, what: string) => { const e = await err(p); expect(e?.code).toBe(111); expect(e?.detail).toContain(what); };
+    await bad(caches.set(dev, sk, "c", 5, 1), "key");
+    await bad(caches.set(dev, sk, "c", "", 1), "key");
+    await bad(caches.set(dev, sk, "c", "k".repeat(1025), 1), "key");
+    await bad(caches.set(dev, sk, "c", "k", undefined), "JSON");
+    await bad(caches.set(dev, sk, 5, "k", 1), "name");
+    await bad(caches.set(dev, sk, { name: "c" }, "k", 1), "name");
+    await bad(caches.setMultiple(dev, sk, "c", [1, 2]), "object");
+    await bad(caches.setMultiple(dev, sk, "c", "str"), "object");
+    await bad(caches.setMultiple(dev, sk, "c", { ok: 1, "": 2 }), "key");
+    await bad(caches.keys(dev, sk, "c", 5), "pattern");
+    await bad(caches.keys(dev, sk, "c", "*".repeat(257)), "pattern");
+    let deep: unknown = 1;
+    for (let i = 0; i < 200; i++) deep = [deep];
+    await bad(caches.set(dev, sk, "c", "deep", deep), "nested");
+    expect(await caches.getValue(dev, sk, "c", "deep")).toEqual({ found: false });
+    // missing pattern: every key
+    await caches.set(dev, sk, "c", "k", 1);
+    expect(await caches.keys(dev, sk, "c", undefined)).toEqual(["k"]);
+  });
+
+  test("1 MB per cache: a write past it is refused with a clear error and changes nothing", async () => {
+    await caches.flush(dev, sk, "c");
+    const big = "x".repeat(600_000);
+    await caches.set(dev, sk, "c", "a", big);
+    const e = await err(caches.set(dev, sk, "c", "b", big));
+    expect(e?.code).toBe(111);
+    expect(e?.detail).toMatch(/cache 'c' would hold \d+ bytes, over its limit of 1048576/);
+    expect(await caches.getValue(dev, sk, "c", "b")).toEqual({ found: false });
+    const multi = await err(caches.setMultiple(dev, sk, "c", { small: 1, huge: big }));
+    expect(multi?.detail).toContain("over its limit");
+    expect(await caches.getValue(dev, sk, "c", "small")).toEqual({ found: false });
+    // one value over the whole bound is refused before it is stored anywhere
+    expect((await err(caches.set(dev, sk, "c", "h", "y".repeat(1_100_000))))?.detail).toContain("over a cache's");
+    await caches.set(dev, sk, "c", "a", "replaced"); // a replacement frees the old value's bytes
+    await caches.set(dev, sk, "c", "b", big);
+    await caches.flush(dev, sk, "c");
+  });
+
+  test("the TTL: the whole cache expires when no write came within it; a new TTL counts from the next write", async () => {
+    await caches.set(dev, sk, "c", "k", "v");
+    now += 20_000;
+    expect((await caches.getValue(dev, sk, "c", "k")).found).toBe(true);
+    now += 11_000; // 31 s after the write, 11 s after the read
+    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: false });
+    expect(await caches.getAll(dev, sk, "c")).toEqual({});
+    await caches.update(dev, sk, "c", { ttl: 120 });
+    await caches.set(dev, sk, "c", "k", "v2");
+    now += 100_000;
+    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: true, value: "v2" });
+    await caches.update(dev, sk, "c", { ttl: 30 });
+  });
+
+  test("rights: read, write (create or update), delete by name or allservicecaches; Administrator and developers everything", async () => {
+    await caches.set(dev, sk, "c", "k", 1);
+    const reader = user([await roleId("reader")]), writer = user([await roleId("writer")]), creator = user([await roleId("creator")]);
+    const deleter = user([await roleId("deleter")]), all = user([await roleId("all")]), none = user([]), alldata = user([await roleId("alldata")]);
+    const denied = async (p: Promise<unknown>) => { const e = await err(p); expect(e?.code).toBe(200); expect(e?.detail).toContain("servicecaches"); };
+    expect(await caches.getValue(reader, sk, "c", "k")).toEqual({ found: true, value: 1 });
+    expect(await caches.keys(reader, sk, "c", "*")).toEqual(["k"]);
+    await denied(caches.set(reader, sk, "c", "k", 2));
+    await denied(caches.flush(reader, sk, "c"));
+    await caches.set(writer, sk, "c", "k", 2);
+    await caches.setnx(creator, sk, "c", "k2", 2);
+    await caches.setMultiple(creator, sk, "c", { k3: 3 });
+    await denied(caches.getValue(writer, sk, "c", "k"));
+    await denied(caches.delete(writer, sk, "c", "k"));
+    await caches.delete(deleter, sk, "c", "k3");
+    await denied(caches.getAll(deleter, sk, "c"));
+    for (const p of [none, alldata]) {
+      await denied(caches.getValue(p, sk, "c", "k"));
+      await denied(caches.set(p, sk, "c", "k", 1));
+    }
+    // the grant is by name: another cache's values are not reached with it
+    await caches.create(dev, sk, "c-other", { ttl: 30 });
+    await denied(caches.getValue(reader, sk, "c-other", "k"));
+    await caches.set(all, sk, "c-other", "k", "all");
+    expect(await caches.getValue(user(["Administrator"]), sk, "c-other", "k")).toEqual({ found: true, value: "all" });
+    await caches.flush(all, sk, "c-other");
+    // the rights check comes before the name is looked up: a user learns nothing of other caches
+    await denied(caches.getValue(none, sk, "no-such-cache", "k"));
+    expect((await err(caches.getValue(dev, sk, "no-such-cache", "k")))?.detail).toContain("'no-such-cache'");
+  });
+
+  test("values are per system: another system's cache of the same name is another cache, another system's token is refused", async () => {
+    await caches.create(dev, sk2, "c", { ttl: 30 });
+    await caches.set(dev, sk, "c", "k", "in sk");
+    expect(await caches.getValue(dev, sk2, "c", "k")).toEqual({ found: false });
+    await caches.set(dev, sk2, "c", "k", "in sk2");
+    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: true, value: "in sk" });
+    // a user of one system in another: refused whatever it holds
+    expect((await err(caches.getValue(user(["Administrator"], sk2), sk, "c", "k")))?.code).toBe(201);
+    expect((await err(caches.getValue(other, sk, "c", "k")))?.code).toBe(201);
+  });
+
+  test("a cache deleted and made again under its name starts empty", async () => {
+    await caches.set(dev, sk, "c", "k", "before");
+    await caches.remove(dev, sk, "c");
+    expect((await err(caches.getValue(dev, sk, "c", "k")))?.status).toBe(404);
+    await caches.create(dev, sk, "c", { ttl: 30 });
+    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: false });
+  });
+
+  test("a deleted system's values are dropped with it", async () => {
+    const gone = (await app.services.systems.create(dev, { name: "gone" })).system_key;
+    await caches.create(dev, gone, "x", { ttl: 30 });
+    await caches.set(dev, gone, "x", "k", "v");
+    const before = store.size;
+    await app.services.systems.remove(dev, gone);
+    expect(store.size).toBe(before - 1);
+    expect((await err(caches.list(dev, gone)))?.status).toBe(404);
+    expect(await serviceCachesRepo.list(app.db, gone)).toEqual([]); // the definitions went with the system's rows
+  });
+});

@@ -14,6 +14,7 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
+import { EgressPolicy } from "./code/egress.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
@@ -120,7 +121,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const messages = new Messages(deps, systems);
     const codeServices = new CodeServices(deps, systems);
     const metrics = new Metrics();
-    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, metrics });
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);

@@ -47,6 +47,9 @@ export const ErrorKinds = {
   THROTTLE_CASE_PROTECTED: kind(430, 403, "Throttle", "Protected built-in case"),
   SERVICE_FAILED: kind(405, 500, "Code", "Code service failed"),
   SERVICE_TIMED_OUT: kind(405, 504, "Code", "Code service timed out"),
+  // outbound HTTP from code: refused by the egress policy, or failed on the way (timeout, size, network)
+  EGRESS_REFUSED: kind(406, 403, "Code", "Outbound connection refused by the egress policy"),
+  OUTBOUND_FAILED: kind(407, 502, "Code", "Outbound request failed"),
   WEBHOOK_UNAUTHORIZED: kind(202, 401, "Webhooks", "Webhook authentication failed"),
   WEBHOOK_FORBIDDEN: kind(200, 403, "Webhooks", "Not allowed to run this webhook"),
 } as const;

@@ -160,8 +160,9 @@ t.test("after 8 runs that each keep 45 MB, memory returns to within 50 MB of idl
 });
 
 t.test("a run its worker cannot interrupt answers 504 at its timeout plus the grace period, and the worker is replaced", async (t) => {
-  // big sandboxes, so that the sort below lasts long on any machine
-  const srv = await startOutpost({ args: ["--code-workers", "2", "--code-memory-limit-mb", "256", "--code-memory-mb", "1024", "--code-slice-ms", "30000"] });
+  // big sandboxes, so that the sort below lasts long on any machine; its working set comes close
+  // to a 512 MB heap (how close depends on what the prelude allocated): 640 MB per worker
+  const srv = await startOutpost({ args: ["--code-workers", "2", "--code-memory-limit-mb", "256", "--code-memory-mb", "1280", "--code-slice-ms", "30000"] });
   t.teardown(() => Promise.race([srv.stop(), sleep(5000).then(() => srv.kill())]));
   const s = await devWithSystem(srv, "iso-504");
   const sorter = uniq("sorter"), after = uniq("after");

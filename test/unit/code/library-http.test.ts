@@ -235,6 +235,16 @@ describe("fetch", () => {
     ]);
   });
 
+  test("AbortController and AbortSignal before any request: abort, reason, listeners, statics", async () => {
+    const o = await service(`function svc(req, resp) { var c = new AbortController(), heard = [];
+      c.signal.addEventListener("abort", function () { heard.push("listener"); }); c.signal.onabort = function () { heard.push("onabort"); };
+      var before = c.signal.aborted; c.abort("why"); c.abort("again");
+      var thrown; try { c.signal.throwIfAborted(); } catch (e) { thrown = e; }
+      resp.success({ before: before, after: c.signal.aborted, reason: c.signal.reason, heard: heard, thrown: thrown,
+        staticAbort: AbortSignal.abort().aborted, name: AbortSignal.abort().reason.name, timeout: AbortSignal.timeout(5).aborted, isSignal: c.signal instanceof AbortSignal }); }`);
+    expect(o.value).toEqual({ before: false, after: true, reason: "why", heard: ["onabort", "listener"], thrown: "why", staticAbort: true, name: "AbortError", timeout: false, isSignal: false });
+  });
+
   test("redirect: 'manual' answers the redirect itself", async () => {
     const o = await service(`async function svc(req, resp) { var r = await fetch("${base}/moved", { redirect: "manual" }); resp.success([r.status, r.headers.get("location")]); }`);
     expect(o.value).toEqual([302, "/echo?moved=1"]);

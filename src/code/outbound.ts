@@ -146,11 +146,7 @@ export async function sendOutbound(policy: EgressPolicy, req: OutboundRequest, d
 async function sendOnce(policy: EgressPolicy, url: URL, method: Method, headers: [string, string][], body: string | Uint8Array | undefined,
   strictSSL: boolean, signal: AbortSignal, deps: OutboundDeps): Promise<Response> {
   const addresses = await policy.resolve(url.hostname, deps.lookup ?? systemLookup);
-  const address = addresses[0]!;
   const name = url.hostname.replace(/^\[(.*)\]$/, "$1");
-  const target = new URL(url);
-  target.hostname = address.includes(":") ? `[${address}]` : address;
-  const isName = target.hostname !== url.hostname;
   const https = url.protocol === "https:";
   const init: RequestInit & Record<string, unknown> = {
     method, headers: [...headers, ["Host", url.host]], body, signal, redirect: "manual",
@@ -160,22 +156,35 @@ async function sendOnce(policy: EgressPolicy, url: URL, method: Method, headers:
     // not carry this request
     keepalive: false,
   };
-  if (https) {
-    init.tls = {
-      rejectUnauthorized: strictSSL,
-      ...(isName ? { serverName: name } : {}),
-      ...(deps.ca ? { ca: deps.ca } : {}),
-      // a request with its own check gets a connection of its own (see above)
-      checkServerIdentity: (_host: string, cert: Parameters<typeof checkServerIdentity>[1]) => checkServerIdentity(name, cert),
-    };
-  }
-  try {
-    return await fetch(target, init as RequestInit);
-  } catch (e) {
-    if (signal.aborted) throw e; // the caller says why (timeout, run ended)
-    throw outboundFail(`${method} ${url.origin}${url.pathname.length > 100 ? `${url.pathname.slice(0, 100)}…` : url.pathname} failed: ${networkError(e, address, https)}`);
+  // the addresses in the resolver's order, the next when one cannot be connected to (an IPv6
+  // address without an IPv6 route); nothing was sent to it, so nothing is sent twice
+  for (let i = 0; ; i++) {
+    const address = addresses[i]!;
+    const target = new URL(url);
+    target.hostname = address.includes(":") ? `[${address}]` : address;
+    if (https) {
+      init.tls = {
+        rejectUnauthorized: strictSSL,
+        ...(target.hostname !== url.hostname ? { serverName: name } : {}),
+        ...(deps.ca ? { ca: deps.ca } : {}),
+        // a request with its own check gets a connection of its own (see above)
+        checkServerIdentity: (_host: string, cert: Parameters<typeof checkServerIdentity>[1]) => checkServerIdentity(name, cert),
+      };
+    }
+    try {
+      return await fetch(target, init as RequestInit);
+    } catch (e) {
+      if (signal.aborted) throw e; // the caller says why (timeout, run ended)
+      if (i + 1 < Math.min(addresses.length, MAX_ADDRESSES) && NOT_CONNECTED.has((e as { code?: string }).code ?? "")) continue;
+      throw outboundFail(`${method} ${url.origin}${url.pathname.length > 100 ? `${url.pathname.slice(0, 100)}…` : url.pathname} failed: ${networkError(e, address, https)}`);
+    }
   }
 }
+
+/** Addresses of one name tried at most. */
+const MAX_ADDRESSES = 4;
+/** Errors of a connection that was never made. */
+const NOT_CONNECTED = new Set(["ConnectionRefused", "ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "NetworkUnreachable", "HostUnreachable", "EADDRNOTAVAIL"]);
 
 /** A network error as a service developer can act on it. */
 function networkError(e: unknown, address: string, https: boolean): string {

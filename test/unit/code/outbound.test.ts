@@ -159,6 +159,15 @@ describe("the egress policy", () => {
     expect(lookup.calls).toEqual(["svc.test"]);
   });
 
+  test("an address that cannot be connected to gives way to the name's next one", async () => {
+    // the server listens on 127.0.0.1 only: 127.0.0.2 refuses the connection
+    const lookup = lookupOf({ "two.test": [["127.0.0.2", "127.0.0.1"]], "none.test": [["127.0.0.2", "127.0.0.3"]] });
+    const policy = EgressPolicy.parse("127.0.0.0/8");
+    const r = await sendOutbound(policy, req(`http://two.test:${plain.port}/echo`), { lookup });
+    expect(JSON.parse(text(r.body)).host).toBe(`two.test:${plain.port}`);
+    expect((await failure(sendOutbound(policy, req(`http://none.test:${plain.port}/echo`), { lookup }))).detail).toContain("connection refused by 127.0.0.3");
+  });
+
   test("a name with any refused address is refused", async () => {
     const lookup = lookupOf({ "rebind.test": [["127.0.0.1", "169.254.169.254"]] });
     const e = await failure(sendOutbound(LOOPBACK, req(`http://rebind.test:${plain.port}/echo`), { lookup }));

@@ -14,6 +14,7 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
+import { EgressPolicy } from "./code/egress.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
@@ -141,7 +142,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const serviceCaches = new ServiceCaches(deps, systems, shared ? new RedisCacheValues(shared) : new MemoryCacheValues());
     systems.onRemoved((sk) => serviceCaches.forgetSystem(sk));
     const locks = new Locks(lockBackend);
-    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, caches: serviceCaches, locks, metrics });
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
     const triggers = new Triggers(deps, systems, codeServices);
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);

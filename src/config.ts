@@ -1,6 +1,7 @@
 // Configuration: one zod schema, filled from flags > environment (OUTPOST_*) > config file > defaults.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { EgressPolicy } from "./code/egress.ts";
 import { LOG_LEVELS } from "./core/log.ts";
 
 /** A number given as a number or as digits (flags and env are text); "" is not 0. */
@@ -76,6 +77,9 @@ export const ConfigSchema = z.object({
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),
   codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
+  // outbound HTTP from code: host names, addresses and CIDR ranges allowed besides public
+  // addresses (a comma list; a config file may give a list)
+  codeEgressAllow: z.union([z.string(), z.array(z.string()).transform((l) => l.join(","))]).default(""),
   // throttling: the built-in cases are on unless disabled (or in development mode)
   enableDefaultThrottlers: bool.default(true),
   enableGlobalThrottlers: bool.default(false),
@@ -98,6 +102,8 @@ export const ConfigSchema = z.object({
     ctx.addIssue({ code: "custom", path: ["tlsCert"], message: "--tls-cert and --tls-key go together" });
   if (c.tlsCert && c.httpPort !== 0 && c.httpPort === c.httpsPort)
     ctx.addIssue({ code: "custom", path: ["httpsPort"], message: "must differ from --http-port (or --http-port 0: HTTPS only)" });
+  try { EgressPolicy.parse(c.codeEgressAllow); }
+  catch (e) { ctx.addIssue({ code: "custom", path: ["codeEgressAllow"], message: (e as Error).message }); }
   for (const o of c.corsOrigins.split(",").map((x) => x.trim()))
     if (o !== "*" && !/^https?:\/\/[^/\s]+$/.test(o)) ctx.addIssue({ code: "custom", path: ["corsOrigins"], message: `'${o}' is not an origin (scheme://host[:port]) or *` });
 });
@@ -312,6 +318,9 @@ Code engine
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
+  --code-egress-allow LIST    where outbound HTTP from code may go besides public addresses: a
+                              comma list of host names (*.example.com too), IP addresses and
+                              CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8,api.internal (none)
 
 Throttling
   --enable-default-throttlers true|false   the built-in brute-force cases (true)

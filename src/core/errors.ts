@@ -51,6 +51,9 @@ export const ErrorKinds = {
   LOCK_TIMEOUT: kind(406, 423, "Code", "Lock not granted in time"),
   // the Redis a cluster shares cache values and locks through cannot be reached
   SHARED_STORE_UNAVAILABLE: kind(407, 503, "Code", "Shared store unavailable"),
+  // outbound HTTP from code: refused by the egress policy, or failed on the way (timeout, size, network)
+  EGRESS_REFUSED: kind(408, 403, "Code", "Outbound connection refused by the egress policy"),
+  OUTBOUND_FAILED: kind(409, 502, "Code", "Outbound request failed"),
   WEBHOOK_UNAUTHORIZED: kind(202, 401, "Webhooks", "Webhook authentication failed"),
   WEBHOOK_FORBIDDEN: kind(200, 403, "Webhooks", "Not allowed to run this webhook"),
 } as const;

@@ -6,13 +6,14 @@ import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { devices } from "./devices.ts";
 import { globals } from "./globals.ts";
+import { http } from "./http.ts";
 import { lock } from "./lock.ts";
 import { messaging } from "./messaging.ts";
 import { services } from "./services.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, services, devices, users, cache, lock];
+const AREAS: LibraryArea[] = [globals, data, messaging, services, devices, users, cache, lock, http];
 
 /** Evaluated in every sandbox before the libraries and the service. */
 export const PRELUDE = `(function () {\n${CORE_JS}\n${AREAS.map((a) => a.js).join("\n")}\n})();`;

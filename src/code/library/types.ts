@@ -13,6 +13,7 @@ import type { CodeServices } from "../../domain/services.ts";
 import type { Systems } from "../../domain/systems.ts";
 import type { Users } from "../../domain/users.ts";
 import type { Metrics } from "../../core/metrics.ts";
+import type { EgressPolicy } from "../egress.ts";
 
 export interface EngineDeps {
   d: DomainDeps;
@@ -24,6 +25,8 @@ export interface EngineDeps {
   messages: Messages;
   caches: ServiceCaches;
   locks: Locks;
+  /** where outbound HTTP from code may go (--code-egress-allow) */
+  egress: EgressPolicy;
   metrics?: Metrics;
 }
 

@@ -42,3 +42,25 @@ describe("code engine flags", () => {
     expect(pool(4, 256, 1).maxHold).toBe(4);
   });
 });
+
+describe("--code-egress-allow", () => {
+  test("empty by default; from a flag, the environment or a config file's list", () => {
+    expect(load([]).codeEgressAllow).toBe("");
+    expect(load(["--code-egress-allow", "127.0.0.1,10.0.0.0/8,api.internal"]).codeEgressAllow).toBe("127.0.0.1,10.0.0.0/8,api.internal");
+    expect(load([], { OUTPOST_CODE_EGRESS_ALLOW: "fd00::/8" }).codeEgressAllow).toBe("fd00::/8");
+    const file = `${process.env.TMPDIR ?? "/tmp"}/outpost-egress-${process.pid}.toml`;
+    require("node:fs").writeFileSync(file, 'code-egress-allow = ["127.0.0.1", "*.corp.example"]\n');
+    try { expect(load(["--config", file]).codeEgressAllow).toBe("127.0.0.1,*.corp.example"); }
+    finally { require("node:fs").rmSync(file); }
+  });
+
+  test("a wrong entry is a configuration error naming the flag, the entry and why", () => {
+    for (const [value, why] of [["10.0.0.0/33", "the prefix '/33'"], ["127.0.0.1,300.1.1.1", "'300.1.1.1' is not"], ["a b", "'a b' is not a host name"], ["10.1.0.0/8", "did you mean 10.0.0.0/8?"]]) {
+      let thrown: unknown;
+      try { load(["--code-egress-allow", value!]); } catch (e) { thrown = e; }
+      expect(thrown).toBeInstanceOf(ConfigError);
+      expect((thrown as Error).message).toStartWith("--code-egress-allow: ");
+      expect((thrown as Error).message).toContain(why!);
+    }
+  });
+});

@@ -52,6 +52,8 @@ export function systemToWire(s: SystemRow) {
 
 export class Systems {
   private readonly cache = new TtlCache<string, SystemRow>(SYSTEM_CACHE_MS);
+  /** Called after a system is deleted here (what this node holds for it in memory goes too). */
+  onRemoved: (systemKey: string) => void = () => {};
   constructor(private readonly d: DomainDeps) {}
 
   /** A system by key (cached briefly: every request looks its system up). */
@@ -145,6 +147,7 @@ export class Systems {
     this.forget(s.system_key);
     this.d.tokens.forgetSystem(s.system_key);
     this.d.perms.invalidate(s.system_key);
+    this.onRemoved(s.system_key);
     this.d.log.info("system deleted", { systemKey: s.system_key });
   }
 

@@ -14,7 +14,7 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
-import { MessageTimers } from "./code/messageTimers.ts";
+import { MessageTimers, publishAsOwner } from "./code/messageTimers.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
@@ -126,7 +126,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "external-dbs", stop: () => connectors.stop() });
     const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
     collections.connected = externalDbs;
-    const messageTimers = new MessageTimers((p, sk, topic, payload) => messages.publish(p, sk, { topic, body: payload }), log);
+    const messageTimers = new MessageTimers(publishAsOwner({ users, devices, messages }), log);
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, triggers, roles, externalDbs, messageTimers, metrics });
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);

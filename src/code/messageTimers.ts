@@ -8,6 +8,9 @@ import type { Principal } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
 import { newKey } from "../core/ids.ts";
 import type { Logger } from "../core/log.ts";
+import type { Devices } from "../domain/devices.ts";
+import type { Messages } from "../domain/messages.ts";
+import type { Users } from "../domain/users.ts";
 
 export interface MessageTimerLimits {
   /** timers (timeouts and intervals) a system may have waiting at once */
@@ -30,6 +33,19 @@ export type MessageTimerKind = "timeout" | "interval";
 
 /** A publish as the timer's owner; rejects when it is refused. */
 export type TimerPublish = (p: Principal, systemKey: string, topic: string, payload: string) => Promise<unknown>;
+
+/** A timer's publish through the messaging domain, as its owner is at the firing: a user's or
+ *  device's current roles (one deleted or disabled since is refused), a developer as it was. */
+export function publishAsOwner(d: { users: Users; devices: Devices; messages: Messages }): TimerPublish {
+  const now = async (p: Principal, systemKey: string): Promise<Principal> => {
+    if (p.kind === "user") return d.users.principalFor(systemKey, p.id);
+    if (p.kind !== "device") return p;
+    const dev = await d.devices.principalFor(systemKey, p.name);
+    if (!dev) throw fail("INVALID_ARGUMENT", `device '${p.name}' that set the timer is gone or disabled`);
+    return dev;
+  };
+  return async (p, systemKey, topic, payload) => d.messages.publish(await now(p, systemKey), systemKey, { topic, body: payload });
+}
 
 /** How timers are scheduled (the platform's own; tests pass a controllable clock). */
 export interface Scheduler {

@@ -270,6 +270,20 @@ t.test("ClearBladeAsync.Roles and Role(id): create, permissions, applyTo, grante
   t.notOk((await rolesOfUser(s, u.userId)).includes(out.id), "the deleted role is gone from its user");
 });
 
+t.test("the setup pattern of ClearBlade's component services: read roles with or, grant each services and a dashboard", async (t) => {
+  const editor = uniq("Editor");
+  await createRole(s, { name: editor });
+  const out = ok(t, await run(`var P = ClearBladeAsync.Permissions;
+    function grant(id) { return ClearBladeAsync.Role(id).setPermissions([{ type: "service", name: "svcOne", level: P.READ }, { type: "dashboard", name: "board", level: P.READ }]); }
+    ClearBladeAsync.Roles().read(ClearBladeAsync.Query().equalTo("name", "Administrator").or(ClearBladeAsync.Query().equalTo("name", ${J(editor)})))
+      .then(function (roles) { return Promise.all(roles.map(function (r) { return grant(r.role_id); })).then(function () { return roles.map(function (r) { return r.name; }).sort(); }); })
+      .then(function (names) { resp.success(names); })
+      .catch(function (e) { resp.error("failed: " + JSON.stringify(e.error || e.message)); });`), "setup");
+  t.same(out, ["Administrator", editor].sort(), "both roles read with one or-query");
+  const rest = await must(s.dev.get(`/admin/user/${SK}/roles?query=${qs({ FILTERS: [[{ EQ: [{ name: editor }] }]] })}`), "REST");
+  t.match(rest[0].Permissions, { CodeServices: [{ Name: "svcOne", Level: 1 }], Portals: [{ Name: "board", Level: 1 }] }, "REST sees the service and the dashboard (portal) grants");
+});
+
 t.test("roles: rights as the REST routes (roles, manage users, devices only by a developer)", async (t) => {
   const nobody = await userWith({});
   refused(t, await run(`ClearBladeAsync.Roles().create({ name: "${uniq("x")}" }).then(function (d) { done(false, d); }, function (e) { done(true, e.error); });`, nobody.client), /roles/, 401, "create without the roles permission");

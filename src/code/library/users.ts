@@ -2,8 +2,9 @@
 // reauthUser, logoutUser, isCurrentUserAuthenticated), deleteUser(s), ClearBladeAsync.Users and
 // ClearBladeAsync.Auth. A sign-in from code is the REST sign-in with the system's own key and
 // secret: it yields a session of the user whose password (or token) the code holds, never more.
-// Failed sign-ins lock an account out from code as the REST sign-in cases do (3 failures lock it
-// for 60 s, doubling up to 600 s), and a run may open a bounded number of sessions.
+// Failed sign-ins lock an account out from code by the rule of the REST device and developer
+// sign-ins (3 failures lock it for 60 s, doubling up to 600 s; counted apart from REST's), and a
+// run may open a bounded number of sessions.
 import { deviceKey } from "../../core/ids.ts";
 import { ApiError, ErrorKinds, fail, failFor } from "../../core/errors.ts";
 import { Lockouts, type SignInOutcome } from "../../throttle/limiters.ts";

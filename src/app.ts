@@ -15,6 +15,7 @@ import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
 import { EgressPolicy } from "./code/egress.ts";
+import { MessageTimers, publishAsOwner } from "./code/messageTimers.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
@@ -142,8 +143,13 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const serviceCaches = new ServiceCaches(deps, systems, shared ? new RedisCacheValues(shared) : new MemoryCacheValues());
     systems.onRemoved((sk) => serviceCaches.forgetSystem(sk));
     const locks = new Locks(lockBackend);
-    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
     const triggers = new Triggers(deps, systems, codeServices);
+    const connectors = new ConnectorPool(log);
+    started.push({ name: "external-dbs", stop: () => connectors.stop() });
+    const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
+    collections.connected = externalDbs;
+    const messageTimers = new MessageTimers(publishAsOwner({ users, devices, messages }), log);
+    const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, triggers, roles, externalDbs, messageTimers, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
     const edges = new Edges(deps, systems);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
     const throttle = new Throttle({ db, config, log, metrics, nodeId: newUuid() });
@@ -151,10 +157,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "throttle", stop: () => throttle.stop() });
     const throttlers = new Throttlers(deps, throttle);
     const adapters = new Adapters(deps, systems, edges);
-    const connectors = new ConnectorPool(log);
-    started.push({ name: "external-dbs", stop: () => connectors.stop() });
-    const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
-    collections.connected = externalDbs;
+    // what a deleted system leaves on this node: its messaging timers and database connections
+    systems.onRemoved((key) => { messageTimers.forgetSystem(key); void externalDbs.forgetSystem(key); });
     const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
@@ -178,6 +182,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.connections = broker;
     messages.broker = broker;
+    // (stopped before the broker: a timer firing then would only fail)
+    started.push({ name: "message-timers", stop: () => messageTimers.stop() });
     await code.start();
     started.push({ name: "code", stop: () => code.stop() });
     const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log);

@@ -296,3 +296,51 @@ export function serializeQuery(q: Query, pageNum: number, after: Continuation | 
   if (after) out.PAGEAFTER = [...after.values, after.rowid];
   return JSON.stringify(out);
 }
+
+/** The rows of a short list held in memory (a system's triggers or timers) that a query selects:
+ *  FILTERS, SORT and the page, over the fields named in `fields`. RE is refused here: a caller's
+ *  pattern run by the JavaScript engine could take unbounded time. */
+export function selectRows<T extends Record<string, unknown>>(rows: readonly T[], q: Query, fields: ReadonlySet<string>): T[] {
+  const known = (f: string) => { if (!fields.has(f)) throw badQuery(`unknown field '${f}' (one of ${[...fields].join(", ")})`); return f; };
+  for (const g of q.filters) for (const c of g) {
+    known(c.field);
+    if (c.op === "RE") throw badQuery(`RE is not supported on this list (filter '${c.field}' with EQ, NEQ, GT, GTE, LT or LTE)`);
+    if (c.value !== null && !["string", "number", "boolean"].includes(typeof c.value)) throw badQuery(`'${c.field}' compares with a string, number, boolean or null`);
+    if (c.value === null && c.op !== "EQ" && c.op !== "NEQ") throw badQuery(`${c.op} on '${c.field}' cannot compare with null`);
+  }
+  for (const s of q.sort) known(s.field);
+  const holds = (r: T, c: Condition): boolean => {
+    const v = r[c.field] ?? null;
+    if (c.value === null || v === null) return c.op === "EQ" ? v === c.value : c.op === "NEQ" ? v !== c.value : false;
+    const d = compareValues(v, c.value);
+    switch (c.op) {
+      case "EQ": return d === 0;
+      case "NEQ": return d !== 0;
+      case "GT": return d > 0;
+      case "GTE": return d >= 0;
+      case "LT": return d < 0;
+      default: return d <= 0;
+    }
+  };
+  let out = q.filters.length ? rows.filter((r) => q.filters.some((g) => g.every((c) => holds(r, c)))) : [...rows];
+  if (q.sort.length) out.sort((a, b) => {
+    for (const s of q.sort) {
+      const x = a[s.field] ?? null, y = b[s.field] ?? null;
+      // NULLs first ascending, last descending (as compileOrder)
+      const d = x === null || y === null ? (x === y ? 0 : x === null ? -1 : 1) : compareValues(x, y);
+      if (d !== 0) return s.desc ? -d : d;
+    }
+    return 0;
+  });
+  if (q.pageSize > 0) out = out.slice((q.pageNum - 1) * q.pageSize, q.pageNum * q.pageSize);
+  return out;
+}
+
+/** Orders two scalars: numbers (and numeric text against a number) by value, the rest as text. */
+function compareValues(a: unknown, b: unknown): number {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
+  if ((typeof a === "number" || typeof b === "number") && Number.isFinite(Number(a)) && Number.isFinite(Number(b))) return Number(a) - Number(b);
+  const x = String(a), y = String(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}

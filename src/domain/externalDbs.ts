@@ -19,6 +19,7 @@ import type { Systems } from "./systems.ts";
 
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const KNOWN = new Set(["name", "db_type", "dbtype", "credentials", "id", "system_key"]);
+const TRANSACTION_STATEMENTS_MAX = 1000;
 
 export class ExternalDbs {
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly box: SecretBox, private readonly pool: ConnectorPool) {}
@@ -104,6 +105,19 @@ export class ExternalDbs {
       timeoutMs = b.timeout * 1000;
     }
     return this.pool.get(this.key(s.system_key, name), r.db_type as DbType, this.credentialsOf(r)).perform(op, timeoutMs);
+  }
+
+  /** Statements (each `[statement, ...args]`) in one transaction, all or none, on a SQL
+   *  connection: the rights of a data operation. */
+  async transaction(p: Principal, systemKey: string, name: string, statements: unknown): Promise<void> {
+    if (!Array.isArray(statements) || statements.length === 0 || statements.length > TRANSACTION_STATEMENTS_MAX)
+      throw fail("INVALID_ARGUMENT", `a transaction is a list of 1 to ${TRANSACTION_STATEMENTS_MAX} statements`);
+    for (const [i, st] of statements.entries())
+      if (!Array.isArray(st) || st.length === 0) throw fail("INVALID_ARGUMENT", `statement ${i} must be a list: the SQL first, then its arguments`);
+    const { s, r } = await this.guard(p, systemKey, name, LEVEL.READ, `use external database '${name}'`);
+    const c = this.pool.get(this.key(s.system_key, name), r.db_type as DbType, this.credentialsOf(r));
+    if (!c.transaction) throw fail("INVALID_ARGUMENT", `transactions need a SQL database: '${name}' is ${r.db_type}`);
+    await c.transaction(statements as unknown[][], this.d.config.externalDbTimeoutMs);
   }
 
   /** Connectors of a deleted system's connections. */

@@ -200,6 +200,21 @@ export class Roles {
     return {};
   }
 
+  /** Roles with their permission sets, or the one role `ref` names (an id or a name): what a
+   *  change computed from the current levels starts from (code's Permissions and Role APIs). */
+  async permissionSets(p: Principal, systemKey: string, ref?: unknown): Promise<{ role_id: string; name: string; permissions: RolePermissions }[]> {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const rows = ref === undefined ? await rolesRepo.all(this.d.db, systemKey) : [(await rolesRepo.byId(this.d.db, systemKey, await this.resolve(this.d.db, systemKey, ref)))!];
+    return rows.map((r) => ({ role_id: r.role_id, name: r.name, permissions: parsePermissions(r.permissions) }));
+  }
+
+  /** The users (ids) or devices (names) holding a role. */
+  async members(p: Principal, systemKey: string, ref: unknown, kind: MemberKind): Promise<string[]> {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const id = await this.resolve(this.d.db, systemKey, ref);
+    return (await rolesRepo.members(this.d.db, systemKey, id)).filter((m) => m.subject_kind === kind).map((m) => m.subject_id).sort();
+  }
+
   removeSubject(ex: Executor, systemKey: string, kind: MemberKind, id: string) {
     return rolesRepo.removeSubject(ex, systemKey, kind, id);
   }

@@ -379,6 +379,31 @@ export class Users {
     return {};
   }
 
+  /** Deletes every user a query matches (delete on the users list): `{count}`. */
+  async deleteByQuery(p: Principal, query: unknown, headerSystemKey?: string | null) {
+    const systemKey = await this.systemOf(p, headerSystemKey);
+    await this.d.perms.require(p, { kind: "users" }, LEVEL.DELETE, "users");
+    if (query === undefined || query === null) throw fail("INVALID_ARGUMENT", "query is required (an empty query matches every user)");
+    const schema = await this.schema(this.d.db, systemKey);
+    const q = parseQuery(query, { defaultPageSize: 0 });
+    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), compileLimit(q));
+    for (const u of rows) await this.deleteUser(systemKey, u);
+    return { count: rows.length };
+  }
+
+  /** Whether `ref` (a user id or email) is a user of the system: what a "device name or user id"
+   *  argument means. */
+  async has(systemKey: string, ref: string): Promise<boolean> {
+    return !!((await usersRepo.byId(this.d.db, systemKey, ref)) ?? (await usersRepo.byEmail(this.d.db, systemKey, ref)));
+  }
+
+  /** A new session of a user, without its password: for the system's developer only (who may set
+   *  the user's password anyway). */
+  async impersonate(p: Principal, systemKey: string, ref: unknown) {
+    await this.systems.accessAsDeveloper(p, systemKey);
+    return this.session(this.d.db, systemKey, await this.findUser(this.d.db, systemKey, ref));
+  }
+
   private async deleteUser(systemKey: string, u: UserRow) {
     await this.d.db.tx(async (tx) => {
       await this.d.tokens.revokeSubject(tx, "user", u.user_id);

@@ -36,6 +36,9 @@ export interface TableOps {
 export interface Connector {
   /** `operation` as the wire carries it: SQL and positional arguments; a MongoDB expression; a CouchDB call. */
   perform(operation: unknown[], timeoutMs: number): Promise<DataResult>;
+  /** SQL databases: the statements (each an operation array) in one transaction, all or none;
+   *  `timeoutMs` bounds each statement. */
+  transaction?(statements: unknown[][], timeoutMs: number): Promise<void>;
   table: TableOps;
   close(): Promise<void>;
 }

@@ -52,7 +52,24 @@ export function postgresConnector(c: Credentials): Connector {
       client.release();
     }
   };
-  return { perform, table: sqlTable("postgres", perform), close: () => pool.then((p) => p.end(), () => {}) };
+  const transaction = async (statements: unknown[][], timeoutMs: number): Promise<void> => {
+    const parsed = statements.map((op) => positional("postgres", ...splitOp(op)));
+    let client: pg.PoolClient;
+    try { client = await (await pool).connect(); } catch (e) { throw databaseError(e, "could not connect"); }
+    try {
+      await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);
+      await client.query("BEGIN");
+      for (const { sql, args } of parsed) await client.query({ text: sql, values: args });
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => {});
+      if ((e as { code?: string }).code === "57014") throw timedOut(timeoutMs);
+      throw databaseError(e, "the transaction was rolled back");
+    } finally {
+      client.release();
+    }
+  };
+  return { perform, transaction, table: sqlTable("postgres", perform), close: () => pool.then((p) => p.end(), () => {}) };
 }
 
 export function mysqlConnector(c: Credentials): Connector {
@@ -73,7 +90,23 @@ export function mysqlConnector(c: Credentials): Connector {
       throw databaseError(e);
     }
   };
-  return { perform, table: sqlTable("mysql", perform), close: () => pool.then((p) => p.end(), () => {}) };
+  const transaction = async (statements: unknown[][], timeoutMs: number): Promise<void> => {
+    const parsed = statements.map((op) => positional("mysql", ...splitOp(op)));
+    let conn: Awaited<ReturnType<Awaited<typeof pool>["getConnection"]>>;
+    try { conn = await (await pool).getConnection(); } catch (e) { throw databaseError(e, "could not connect"); }
+    try {
+      await conn.beginTransaction();
+      for (const { sql, args } of parsed) await conn.query({ sql, values: args, timeout: timeoutMs });
+      await conn.commit();
+    } catch (e) {
+      await conn.rollback().catch(() => {});
+      if ((e as { code?: string }).code === "PROTOCOL_SEQUENCE_TIMEOUT") throw timedOut(timeoutMs);
+      throw databaseError(e, "the transaction was rolled back");
+    } finally {
+      conn.release();
+    }
+  };
+  return { perform, transaction, table: sqlTable("mysql", perform), close: () => pool.then((p) => p.end(), () => {}) };
 }
 
 export function mssqlConfig(c: Credentials): mssql.config {
@@ -102,7 +135,25 @@ export function mssqlConnector(c: Credentials): Connector {
       throw databaseError(e);
     }
   };
-  return { perform, table: sqlTable("mssql", perform), close: () => pool.then((p) => p.close(), () => {}) };
+  const transaction = async (statements: unknown[][], timeoutMs: number): Promise<void> => {
+    const parsed = statements.map((op) => positional("mssql", ...splitOp(op)));
+    const tx = (await ready()).transaction();
+    await tx.begin().catch((e) => { throw databaseError(e, "could not begin a transaction"); });
+    try {
+      for (const { sql, args } of parsed) {
+        const req = tx.request();
+        (req as unknown as { timeout: number }).timeout = timeoutMs;
+        args.forEach((a, i) => req.input(`p${i + 1}`, a as never));
+        await req.query(sql);
+      }
+      await tx.commit();
+    } catch (e) {
+      await tx.rollback().catch(() => {});
+      if ((e as { code?: string }).code === "ETIMEOUT") throw timedOut(timeoutMs);
+      throw databaseError(e, "the transaction was rolled back");
+    }
+  };
+  return { perform, transaction, table: sqlTable("mssql", perform), close: () => pool.then((p) => p.close(), () => {}) };
 }
 
 function splitOp(op: unknown[]): [string, unknown[]] {

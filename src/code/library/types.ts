@@ -6,14 +6,18 @@ import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
 import type { Devices } from "../../domain/devices.ts";
+import type { ExternalDbs } from "../../domain/externalDbs.ts";
 import type { Locks } from "../../domain/locks.ts";
 import type { Messages } from "../../domain/messages.ts";
+import type { Roles } from "../../domain/roles.ts";
 import type { ServiceCaches } from "../../domain/serviceCaches.ts";
 import type { CodeServices } from "../../domain/services.ts";
 import type { Systems } from "../../domain/systems.ts";
+import type { Triggers } from "../../domain/triggers.ts";
 import type { Users } from "../../domain/users.ts";
 import type { Metrics } from "../../core/metrics.ts";
 import type { EgressPolicy } from "../egress.ts";
+import type { MessageTimers } from "../messageTimers.ts";
 
 export interface EngineDeps {
   d: DomainDeps;
@@ -27,6 +31,11 @@ export interface EngineDeps {
   locks: Locks;
   /** where outbound HTTP from code may go (--code-egress-allow) */
   egress: EgressPolicy;
+  triggers: Triggers;
+  roles: Roles;
+  externalDbs: ExternalDbs;
+  /** messaging setTimeout/setInterval: publishes that outlive the run that asked for them */
+  messageTimers: MessageTimers;
   metrics?: Metrics;
 }
 
@@ -60,6 +69,9 @@ export interface ExecResult {
 export class RunState {
   private readonly held = new Map<string, { value: unknown; close(): Promise<void> | void }>();
   private closed = false;
+  /** Who the run acts as once its code signed in (ClearBlade.loginUser, registerUser, loginAnon,
+   *  setUser): its later calls have that principal's rights instead of the run's own. */
+  as: SignedIn | null = null;
 
   /** The run's resource under `key`, made once by `open` (with what closes it). Refused once the
    *  run ended: a host call still under way then would open what nothing closes any more. */
@@ -83,6 +95,9 @@ export class RunState {
     await Promise.all(all.map(async ([k, r]) => { try { await r.close(); } catch (err) { log(k, err); } }));
   }
 }
+
+/** A session code opened for itself: the principal, the email it signed in with and its token. */
+export interface SignedIn { principal: Principal; email: string | null; token: string }
 
 /** One host call's context. */
 export interface HostContext {

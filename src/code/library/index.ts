@@ -5,11 +5,12 @@ import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { devices } from "./devices.ts";
 import { messaging } from "./messaging.ts";
+import { mqtt } from "./mqtt.ts";
 import { services } from "./services.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [data, messaging, services, devices, users];
+const AREAS: LibraryArea[] = [data, messaging, mqtt, services, devices, users];
 
 /** Evaluated in every sandbox before the libraries and the service. */
 export const PRELUDE = `(function () {\n${CORE_JS}\n${AREAS.map((a) => a.js).join("\n")}\n})();`;

@@ -131,7 +131,9 @@ describe("WorkerPool", () => {
   });
 
   test("a worker stuck past its deadline in code the interrupt does not reach is terminated and replaced; the runs behind it run elsewhere", async () => {
-    const p = await pool({ sliceMs: 30_000, memoryMb: 1024, sandboxMemoryMb: 256 });
+    // the sort needs about 500 MiB of its worker's heap: a 512 MiB share was at the edge (a larger
+    // prelude tipped it into an out-of-memory error, a failure at once instead of a stuck worker)
+    const p = await pool({ sliceMs: 30_000, memoryMb: 1536, sandboxMemoryMb: 256 });
     // filling and sorting numbers (each compared as a string) run in C: seconds without an interrupt check
     const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var a = new Array(6e6).fill(Math.PI); a.sort(); resp.success('sorted') }", { timeoutMs: 1_000 }));
     const behind = p.submit(spec("a", "after", "function after(req, resp){ resp.success('after') }"));

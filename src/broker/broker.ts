@@ -23,7 +23,7 @@ import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import type { ConnectionView } from "../domain/devices.ts";
-import type { Broker as MessagingBroker, Messages } from "../domain/messages.ts";
+import type { Deliver, Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
 import { Grants } from "./grants.ts";
@@ -421,12 +421,12 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     });
   }
 
-  subscribe(systemKey: string, filter: string, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>> {
+  subscribe(systemKey: string, filter: string, deliver: Deliver): Promise<() => Promise<void>> {
     const prefix = `${systemKey}/`;
     const full = inSystem(prefix, filter);
     const handler = (packet: any, cb: () => void) => {
       const own = ownTopic(prefix, packet.topic);
-      if (own !== null) deliver(own, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload ?? ""));
+      if (own !== null) deliver(own, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload ?? ""), packet.qos ?? 0);
       cb();
     };
     const end = () => new Promise<void>((res) => this.aedes.unsubscribe(full, handler as any, () => res()));

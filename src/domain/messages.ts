@@ -13,13 +13,17 @@ import type { Systems } from "./systems.ts";
 
 const PUBLISH_FIELDS = new Set(["topic", "body", "payload", "qos", "retain"]);
 
+/** Hands an in-process subscriber a message: its topic in the system's own form, its payload, and
+ *  the QoS it was published with. */
+export type Deliver = (topic: string, payload: Buffer, qos: number) => void;
+
 /** What the broker offers the messaging API. */
 export interface Broker {
   /** Publishes as `origin` (permissions already checked). */
   publish(systemKey: string, topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean, origin: Principal | null): Promise<void>;
   /** An in-process subscription to a topic filter of a system (permissions already checked);
    *  resolves, once it is active, to the function that ends it. */
-  subscribe(systemKey: string, filter: string, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>>;
+  subscribe(systemKey: string, filter: string, deliver: Deliver): Promise<() => Promise<void>>;
   /** topic filter -> number of live subscriptions, for one system */
   subscriptions(systemKey: string): Map<string, number>;
 }
@@ -321,7 +325,8 @@ export class Messages {
     return gone.map(Messages.toWire(topic));
   }
 
-  /** POST publish: `{topic, body|payload, qos}`; needs publish permission on the topic. */
+  /** POST publish: `{topic, body|payload, qos}`; needs publish permission on the topic. A code
+   *  service's MQTT.Client may give the body as bytes. */
   async publish(p: Principal, systemKey: string, body: unknown) {
     await this.systems.access(p, systemKey);
     const b = objectBody(body);
@@ -330,7 +335,7 @@ export class Messages {
     if (typeof topic !== "string" || !topic || /[+#]/.test(topic) || topic.length > 1024) throw fail("INVALID_ARGUMENT", "topic must be a topic name without wildcards");
     const raw = b.body !== undefined ? b.body : b.payload;
     if (raw === undefined) throw fail("INVALID_ARGUMENT", "body (or payload) is required");
-    const payload = Buffer.from(typeof raw === "string" ? raw : JSON.stringify(raw));
+    const payload = raw instanceof Uint8Array ? Buffer.from(raw) : Buffer.from(typeof raw === "string" ? raw : JSON.stringify(raw));
     const qos = b.qos === undefined ? 0 : b.qos;
     if (qos !== 0 && qos !== 1 && qos !== 2) throw fail("INVALID_ARGUMENT", "qos must be 0, 1 or 2");
     if (b.retain !== undefined && typeof b.retain !== "boolean") throw fail("INVALID_ARGUMENT", "retain must be a boolean");
@@ -341,12 +346,18 @@ export class Messages {
   }
 
   /** A subscription for a code service's run; needs subscribe (read) permission on the filter. */
-  async subscribe(p: Principal, systemKey: string, filter: unknown, deliver: (topic: string, payload: Buffer) => void): Promise<() => Promise<void>> {
+  async subscribe(p: Principal, systemKey: string, filter: unknown, deliver: Deliver): Promise<() => Promise<void>> {
+    await this.maySubscribe(p, systemKey, filter);
+    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
+    return this.broker.subscribe(systemKey, filter as string, deliver);
+  }
+
+  /** What subscribe checks (the system, the filter, subscribe permission), without subscribing:
+   *  for a member joining a subscription another opened (a code service's shared subscription). */
+  async maySubscribe(p: Principal, systemKey: string, filter: unknown): Promise<void> {
     await this.systems.access(p, systemKey);
     if (typeof filter !== "string" || !filter || filter.length > 1024 || !validFilter(filter)) throw fail("INVALID_ARGUMENT", "topic must be a topic filter ('+' for one level, '#' last for the rest)");
     await this.d.perms.require(p, { kind: "topic", name: filter }, LEVEL.READ, `subscribe to topic '${filter}'`);
-    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
-    return this.broker.subscribe(systemKey, filter, deliver);
   }
 
   /** Topics with history, with the query object's structure (src/core/query.ts; developer). */

@@ -11,12 +11,13 @@ import { http } from "./http.ts";
 import { lock } from "./lock.ts";
 import { messaging } from "./messaging.ts";
 import { roles } from "./roles.ts";
+import { mqtt } from "./mqtt.ts";
 import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, services, devices, users, triggers, roles, database, cache, lock, http];
+const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http];
 
 /** Evaluated in every sandbox before the libraries and the service. */
 export const PRELUDE = `(function () {\n${CORE_JS}\n${AREAS.map((a) => a.js).join("\n")}\n})();`;

@@ -24,7 +24,7 @@ import {
 } from "quickjs-emscripten";
 import wasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
 import { DirectCall } from "./ffi.ts";
-import { PRELUDE } from "./library/index.ts";
+import { PRELUDE } from "./prelude/index.ts";
 import { local } from "./local.ts";
 
 /** The QuickJS wasm, compiled (compiled code is shared between threads and lanes). */

@@ -2,35 +2,7 @@
 import type { LibraryArea } from "./types.ts";
 import { queryText } from "./types.ts";
 
-const js = String.raw`
-  function Device() {
-    return {
-      getDeviceByName: function (name, cb) { return classic("device.get", { name: name }, cb); },
-      getAllDevicesForSystem: function (cb) { return classic("device.list", { query: null }, cb); },
-      fetch: function (query, cb) { return classic("device.list", { query: plainQuery(query) }, cb); },
-      createDevice: function (name, data, causeTrigger, cb) { if (typeof causeTrigger === "function") cb = causeTrigger; return classic("device.create", { name: name, data: data }, cb); },
-      updateDevice: function (name, data, causeTrigger, cb) { if (typeof causeTrigger === "function") { cb = causeTrigger; causeTrigger = true; } return classic("device.update", { name: name, data: data, causeTrigger: causeTrigger !== false }, cb); },
-      deleteDevice: function (name, causeTrigger, cb) { if (typeof causeTrigger === "function") cb = causeTrigger; return classic("device.delete", { name: name }, cb); },
-    };
-  }
-  ClearBlade.Device = Device;
-  ClearBlade.getDeviceByName = function (n, cb) { return Device().getDeviceByName(n, cb); };
-  ClearBlade.getAllDevicesForSystem = function (cb) { return Device().getAllDevicesForSystem(cb); };
-  ClearBlade.createDevice = function (n, d, t, cb) { return Device().createDevice(n, d, t, cb); };
-  ClearBlade.updateDevice = function (n, d, t, cb) { return Device().updateDevice(n, d, t, cb); };
-  ClearBlade.deleteDevice = function (n, t, cb) { return Device().deleteDevice(n, t, cb); };
-  ClearBladeAsync.Devices = function () {
-    return {
-      read: function (q) { return call("device.list", { query: plainQuery(q) }); },
-      create: function (d) { return call("device.create", { name: d && d.name, data: d }); },
-      update: function (q, changes, causeTrigger) { return call("device.updateByQuery", { query: plainQuery(q), changes: changes, causeTrigger: causeTrigger !== false }); },
-      delete: function (q) { return call("device.deleteByQuery", { query: plainQuery(q) }); },
-    };
-  };
-`;
-
 export const devices: LibraryArea = {
-  js,
   ops: {
     "device.get": (x, a) => x.e.devices.get(x.p, x.systemKey, String(a.name)),
     "device.list": (x, a) => x.e.devices.list(x.p, x.systemKey, queryText(a.query) ?? null),

@@ -1,8 +1,7 @@
-// The service library: the prelude user code runs after (the core, then every area's
-// JavaScript, in one closure) and the host operations it calls. An area is one file here; adding
-// one is a line in AREAS.
+// The service library's host operations: what the prelude (prelude/) calls, run on the main
+// thread with the rights of the run's effective user. An area is a file here and one in prelude/;
+// adding one is a line in AREAS in each index.
 import { cache } from "./cache.ts";
-import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
 import { devices } from "./devices.ts";
@@ -18,9 +17,6 @@ import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
 const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http];
-
-/** Evaluated in every sandbox before the libraries and the service. */
-export const PRELUDE = `(function () {\n${CORE_JS}\n${AREAS.map((a) => a.js).join("\n")}\n})();`;
 
 /** An operation as the run's code signed in, when it did (see RunState.as). */
 const asSignedIn = (op: HostOp): HostOp => (ctx, args) => op(ctx.run.as ? { ...ctx, p: ctx.run.as.principal } : ctx, args);

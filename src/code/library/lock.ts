@@ -5,22 +5,6 @@
 import type { LockMode, LockSession } from "../../domain/locks.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
 
-const js = String.raw`
-  function lockCalls(name, caller, send) {
-    var args = { name: name, caller: caller };
-    return {
-      lock: function (cb) { return send("lock.lock", args, cb); },
-      unlock: function (cb) { return send("lock.unlock", args, cb); },
-      rlock: function (cb) { return send("lock.rlock", args, cb); },
-      runlock: function (cb) { return send("lock.runlock", args, cb); },
-    };
-  }
-  ClearBlade.Lock = function (name, caller) { return lockCalls(name, caller, classic); };
-  ClearBladeAsync.Lock = function (name, caller) {
-    return lockCalls(name, caller, function (op, args) { return call(op, args).then(function () { return undefined; }); });
-  };
-`;
-
 /** The run's locks: taken on its first lock call, before anything waits (a run that ends
  *  meanwhile still closes it), and given up when the run ends. */
 const sessionOf = (x: HostContext) =>
@@ -33,7 +17,6 @@ const take = (mode: LockMode) => async (x: HostContext, a: Record<string, any>) 
 const give = (mode: LockMode) => async (x: HostContext, a: Record<string, any>) => { await sessionOf(x).unlock(a.name, a.caller, mode); return null; };
 
 export const lock: LibraryArea = {
-  js,
   ops: {
     "lock.lock": take("exclusive"),
     "lock.unlock": give("exclusive"),

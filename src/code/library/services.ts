@@ -5,15 +5,7 @@ import type { LibraryArea } from "./types.ts";
 /** How deep services may call each other. */
 export const CALL_DEPTH_MAX = 10;
 
-const js = String.raw`
-  ClearBlade.Code = function () {
-    return { execute: function (name, params, loggingEnabled, cb) { if (typeof loggingEnabled === "function") cb = loggingEnabled; return classic("code.execute", { name: name, params: params || {} }, cb); } };
-  };
-  ClearBladeAsync.Code = function () { return { execute: function (n, p) { return call("code.execute", { name: n, params: p || {} }); } }; };
-`;
-
 export const services: LibraryArea = {
-  js,
   ops: {
     "code.execute": async (x, a) => {
       if (typeof a.name !== "string") throw fail("INVALID_ARGUMENT", "a service name is required");

@@ -1,6 +1,6 @@
-// What one area of the service library (library/*.ts) is made of: the JavaScript it adds to the
-// prelude inside the sandbox, and the host operations that JavaScript calls, run here on the main
-// thread with the rights of the run's effective user.
+// What one area of the service library (library/*.ts) is made of: the host operations its
+// JavaScript in the sandbox (prelude/*.ts) calls, run here on the main thread with the rights of
+// the run's effective user.
 import type { Principal } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
@@ -117,9 +117,7 @@ export type HostOp = (ctx: HostContext, args: Record<string, any>) => unknown;
 
 /** One area of the library. */
 export interface LibraryArea {
-  /** JavaScript evaluated inside the prelude's closure (after the core): it sees `call`,
-   *  `classic`, `plainQuery`, `ClearBlade`, `ClearBladeAsync` and the other core helpers */
-  js: string;
+  /** host operations by name (the prelude's area of the same name calls them) */
   ops: Record<string, HostOp>;
 }
 

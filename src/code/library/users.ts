@@ -12,48 +12,6 @@ import { emailKey } from "../../throttle/cases.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
 import { queryText } from "./types.ts";
 
-const js = String.raw`
-  ClearBlade.User = function () {
-    return {
-      getUser: function (cb) { return classic("user.get", null, cb); },
-      setUser: function (data, cb) { return classic("user.set", { data: data }, cb); },
-      setUsers: function (query, changes, cb) { return classic("users.update", { query: plainQuery(query), changes: changes }, cb); },
-      allUsers: function (query, cb) { if (typeof query === "function") { cb = query; query = null; } return classic("user.list", { query: plainQuery(query) }, cb); },
-      count: function (query, cb) { if (typeof query === "function") { cb = query; query = null; } return classic("user.count", { query: plainQuery(query) }, cb); },
-    };
-  };
-  ClearBlade.loginUser = function (email, password, cb) { return classic("user.login", { email: email, password: password }, cb); };
-  ClearBlade.registerUser = function (email, password, cb) { return classic("user.register", { email: email, password: password }, cb); };
-  ClearBlade.loginAnon = function (cb) { return classic("user.loginAnon", null, cb); };
-  ClearBlade.reauthUser = function (token, refreshToken, cb) { return classic("user.reauth", { token: token, refreshToken: refreshToken }, cb); };
-  ClearBlade.logoutUser = function (cb) { return classic("user.logout", null, cb); };
-  ClearBlade.isCurrentUserAuthenticated = function (cb) { return classic("user.checkAuth", null, cb); };
-  // later calls act as the token's holder once this has run
-  ClearBlade.setUser = function (email, token, cb) { return classic("user.setToken", { email: email, token: token }, cb); };
-  ClearBlade.deleteUser = function (user, cb) { return classic("user.delete", { users: [user] }, cb); };
-  ClearBlade.deleteUsers = function (users, cb) { return classic("user.delete", { users: users }, cb); };
-
-  ClearBladeAsync.Users = function () {
-    return {
-      create: function (info) { return call("users.create", { info: info }); },
-      read: function (q) { return call("user.list", { query: plainQuery(q) }); },
-      update: function (q, changes) { return call("users.update", { query: plainQuery(q), changes: changes }).then(function () {}); },
-      delete: function (q) { return call("users.delete", { query: plainQuery(q) }).then(function () {}); },
-      count: function (q) { return call("user.count", { query: plainQuery(q) }); },
-    };
-  };
-  ClearBladeAsync.Auth = function () {
-    return {
-      authAnon: function () { return call("auth.anon", null); },
-      authUser: function (email, password) { return call("auth.user", { email: email, password: password }); },
-      authDevice: function (name, key) { return call("auth.device", { name: name, key: key }); },
-      reauth: function (refreshToken, accessToken) { return call("auth.reauth", { refreshToken: refreshToken, token: accessToken }); },
-      impersonateUser: function (userID) { return call("auth.impersonate", { user: userID }); },
-      userIDFromToken: function (token) { return call("auth.whose", { token: token }); },
-    };
-  };
-`;
-
 /** Sessions one run may open (sign-ins, registrations, refreshes). */
 export const RUN_SIGN_INS_MAX = 100;
 /** As the REST sign-in lockout: failures that lock an account, within this window. */
@@ -112,7 +70,6 @@ const userSignIn = (x: HostContext, email: string, password: string) =>
 const authAnswer = (token: string, refresh: string, expiresAt: number) => ({ auth_token: token, refresh_token: refresh, expiry: expiresAt });
 
 export const users: LibraryArea = {
-  js,
   ops: {
     "user.get": (x) => x.e.users.info(x.p),
     "user.set": (x, a) => x.e.users.updateInfo(x.p, a.data ?? {}),

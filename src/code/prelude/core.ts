@@ -77,6 +77,31 @@ export const CORE_JS = String.raw`
     return out;
   }
 
+  // Areas compiled on first use (library/index.ts): each of their names is a getter that compiles
+  // the area's code, given the core helpers, and hands on to what it defined. QuickJS compiles a
+  // whole script as it loads it, and most services use a few areas: a new sandbox then pays only
+  // for those.
+  var lazyHelpers = null;
+  function lazyArea(paths, source) {
+    var loaded = false;
+    function load() {
+      if (loaded) return;
+      loaded = true;
+      paths.forEach(function (p) { var at = place(p); delete at.obj[at.key]; });
+      lazyHelpers = lazyHelpers || { call: call, classic: classic, callSync: callSync, replyOf: replyOf, hostSync: hostSync, local: local, plainQuery: plainQuery, ClearBlade: ClearBlade, ClearBladeAsync: ClearBladeAsync, log: log, Query: Query, failRun: failRun };
+      new Function("h", "var call = h.call, classic = h.classic, callSync = h.callSync, replyOf = h.replyOf, hostSync = h.hostSync, local = h.local, plainQuery = h.plainQuery, ClearBlade = h.ClearBlade, ClearBladeAsync = h.ClearBladeAsync, log = h.log, Query = h.Query, failRun = h.failRun;\n" + source)(lazyHelpers);
+    }
+    function place(p) { var parts = p.split("."); return parts.length === 1 ? { obj: globalThis, key: p } : { obj: globalThis[parts[0]], key: parts[1] }; }
+    paths.forEach(function (p) {
+      var at = place(p);
+      Object.defineProperty(at.obj, at.key, {
+        configurable: true, enumerable: true,
+        get: function () { load(); return at.obj[at.key]; },
+        set: function (v) { load(); at.obj[at.key] = v; },
+      });
+    });
+  }
+
   var ClearBlade = globalThis.ClearBlade = {
     init: function (opts) { if (opts && typeof opts.callback === "function") opts.callback(false, {}); },
     isEdge: function () { return globalThis.cbmeta.is_edge; },

@@ -1,0 +1,11 @@
+// Services calling services: ClearBlade.Code().execute and ClearBladeAsync.Code().execute.
+import type { PreludeArea } from "./area.ts";
+
+const js = String.raw`
+  ClearBlade.Code = function () {
+    return { execute: function (name, params, loggingEnabled, cb) { if (typeof loggingEnabled === "function") cb = loggingEnabled; return classic("code.execute", { name: name, params: params || {} }, cb); } };
+  };
+  ClearBladeAsync.Code = function () { return { execute: function (n, p) { return call("code.execute", { name: n, params: p || {} }); } }; };
+`;
+
+export const services: PreludeArea = { js: js };

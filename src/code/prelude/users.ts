@@ -1,0 +1,52 @@
+// Users: ClearBlade.User, the classic sign-in calls (loginUser, registerUser, loginAnon, setUser,
+// reauthUser, logoutUser, isCurrentUserAuthenticated), deleteUser(s), ClearBladeAsync.Users and
+// ClearBladeAsync.Auth. A sign-in from code is the REST sign-in with the system's own key and
+// secret: it yields a session of the user whose password (or token) the code holds, never more.
+// Failed sign-ins lock an account out from code by the rule of the REST device and developer
+// sign-ins (3 failures lock it for 60 s, doubling up to 600 s; counted apart from REST's), and a
+// run may open a bounded number of sessions.
+import type { PreludeArea } from "./area.ts";
+
+const js = String.raw`
+  ClearBlade.User = function () {
+    return {
+      getUser: function (cb) { return classic("user.get", null, cb); },
+      setUser: function (data, cb) { return classic("user.set", { data: data }, cb); },
+      setUsers: function (query, changes, cb) { return classic("users.update", { query: plainQuery(query), changes: changes }, cb); },
+      allUsers: function (query, cb) { if (typeof query === "function") { cb = query; query = null; } return classic("user.list", { query: plainQuery(query) }, cb); },
+      count: function (query, cb) { if (typeof query === "function") { cb = query; query = null; } return classic("user.count", { query: plainQuery(query) }, cb); },
+    };
+  };
+  ClearBlade.loginUser = function (email, password, cb) { return classic("user.login", { email: email, password: password }, cb); };
+  ClearBlade.registerUser = function (email, password, cb) { return classic("user.register", { email: email, password: password }, cb); };
+  ClearBlade.loginAnon = function (cb) { return classic("user.loginAnon", null, cb); };
+  ClearBlade.reauthUser = function (token, refreshToken, cb) { return classic("user.reauth", { token: token, refreshToken: refreshToken }, cb); };
+  ClearBlade.logoutUser = function (cb) { return classic("user.logout", null, cb); };
+  ClearBlade.isCurrentUserAuthenticated = function (cb) { return classic("user.checkAuth", null, cb); };
+  // later calls act as the token's holder once this has run
+  ClearBlade.setUser = function (email, token, cb) { return classic("user.setToken", { email: email, token: token }, cb); };
+  ClearBlade.deleteUser = function (user, cb) { return classic("user.delete", { users: [user] }, cb); };
+  ClearBlade.deleteUsers = function (users, cb) { return classic("user.delete", { users: users }, cb); };
+
+  ClearBladeAsync.Users = function () {
+    return {
+      create: function (info) { return call("users.create", { info: info }); },
+      read: function (q) { return call("user.list", { query: plainQuery(q) }); },
+      update: function (q, changes) { return call("users.update", { query: plainQuery(q), changes: changes }).then(function () {}); },
+      delete: function (q) { return call("users.delete", { query: plainQuery(q) }).then(function () {}); },
+      count: function (q) { return call("user.count", { query: plainQuery(q) }); },
+    };
+  };
+  ClearBladeAsync.Auth = function () {
+    return {
+      authAnon: function () { return call("auth.anon", null); },
+      authUser: function (email, password) { return call("auth.user", { email: email, password: password }); },
+      authDevice: function (name, key) { return call("auth.device", { name: name, key: key }); },
+      reauth: function (refreshToken, accessToken) { return call("auth.reauth", { refreshToken: refreshToken, token: accessToken }); },
+      impersonateUser: function (userID) { return call("auth.impersonate", { user: userID }); },
+      userIDFromToken: function (token) { return call("auth.whose", { token: token }); },
+    };
+  };
+`;
+
+export const users: PreludeArea = { js: js };

@@ -43,7 +43,7 @@ async function poolRun(): Promise<[number, number]> {
   await pool.ready();
   const spec = (n: number) => ({
     system: "bench", key: "bench/triv", version: "1", source: TRIVIAL, entry: "triv", context: CONTEXT, params: paramsJson({ n }),
-    timeoutMs: 60_000, logs: false, host: async () => '{"ok":true,"data":null}',
+    timeoutMs: 60_000, logs: false, instanceId: "bench", host: async () => '{"ok":true,"data":null}',
   });
   const one = async (n: number) => { for (let i = 0; i < n; i++) await pool.submit(spec(i)).done; };
   const inFlight = async (n: number) => { let i = 0; await Promise.all(Array.from({ length: 64 }, async () => { while (i < n) await pool.submit(spec(i++)).done; })); };

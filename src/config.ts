@@ -77,6 +77,7 @@ export const ConfigSchema = z.object({
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),
   codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
+  codeStreamsMax: intText.pipe(z.number().int().min(0).max(100_000)).default(100),
   // outbound HTTP from code: host names, addresses and CIDR ranges allowed besides public
   // addresses (a comma list; a config file may give a list)
   codeEgressAllow: z.union([z.string(), z.array(z.string()).transform((l) => l.join(","))]).default(""),
@@ -318,6 +319,7 @@ Code engine
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
+  --code-streams-max N        stream services (execution_timeout -1) one system may run at once (100)
   --code-egress-allow LIST    where outbound HTTP from code may go besides public addresses: a
                               comma list of host names (*.example.com too), IP addresses and
                               CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8,api.internal (none)

@@ -6,16 +6,18 @@ import { availableParallelism } from "node:os";
 import { LEVEL } from "../auth/permissions.ts";
 import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
-import { ApiError, fail } from "../core/errors.ts";
+import { randomUUID } from "node:crypto";
+import { ApiError, fail, failFor, notFound } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
 import type { Counter, Histogram } from "../core/metrics.ts";
-import { parseDependencies, type ServiceChange } from "../domain/services.ts";
+import { DEFAULT_EXECUTION_TIMEOUT_S, MISSING_LIBRARIES, parseDependencies, type ServiceChange } from "../domain/services.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { ServiceRow } from "../store/services.ts";
 import { OPS } from "./library/index.ts";
 import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, RunState } from "./library/types.ts";
 
 export type { EngineDeps, ExecOptions, ExecResult };
+import { type Instance, instanceToWire, Instances } from "./instances.ts";
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
 import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
@@ -32,14 +34,17 @@ export class CodeEngine {
   private readonly sources = new TtlCache<string, Source>(SOURCE_CACHE_MS, 5_000);
   /** the caller part of req as JSON, by principal (a cached token keeps its principal object) */
   private readonly contexts = new WeakMap<Principal, { systemKey: string; secret: string; userToken: string; isLogging: boolean; json: string }>();
-  private readonly running = new Map<string, number>();
+  /** runs of each service under way, for its concurrency limit */
+  private readonly inFlight = new Map<string, number>();
   private readonly waiting = new Map<string, (() => void)[]>();
   private readonly rows = new TtlCache<string, ServiceRow>(SERVICE_CACHE_MS, 5_000);
   /** library versions per system, part of a pool's version: a library change retires sandboxes */
   private libraryEpoch = new Map<string, number>();
   private readonly streams = new Map<string, { stop(): void }>();
-  /** runs of stream services, to end them on stop or change */
-  private readonly streamRuns = new Map<string, number>();
+  /** the runs under way, and the last that ended (listed and stopped through /codeadmin/v/3/running) */
+  readonly instances = new Instances();
+  /** stream services stopped by request: not restarted until they change or the node restarts */
+  private readonly held = new Set<string>();
   private stopped = false;
   /** on /metrics: runs by outcome (success, error: resp.error, failed: threw, timed out, could not run) and their durations */
   private readonly runs?: Counter;
@@ -66,8 +71,8 @@ export class CodeEngine {
     this.pool.forget(gone);
     if (c.kind === "service") {
       this.streams.get(key)?.stop();
-      const run = this.streamRuns.get(key);
-      if (run !== undefined) this.pool.abort(run, "the service changed");
+      this.held.delete(key);
+      for (const i of this.instances.list(c.systemKey, c.name)) if (i.stream) i.stop(c.deleted ? "the service was deleted" : "the service changed");
       if (!c.deleted) void this.maybeStartStream(c.systemKey, c.name);
     }
   }
@@ -89,10 +94,10 @@ export class CodeEngine {
     return this.sources.set(key, {
       v: s.version, epoch, version: `${s.version}.${epoch}`,
       source: {
-        libraries: libs.map((l) => ({ name: l.name, code: l.code })),
+        libraries: [...missingNatives(parseDependencies(s.dependencies)), ...libs.map((l) => ({ name: l.name, code: l.code }))],
         service: { name: s.name, code: s.code },
         meta: {
-          is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: this.e.d.config.platformUrl ?? "",
+          is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: platformHost(this.e.d.config),
           node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,
           code_versions: { [s.name]: s.version },
         },
@@ -104,8 +109,8 @@ export class CodeEngine {
 
   private async acquire(key: string, limit: number, timeoutMs: number) {
     if (limit <= 0) return;
-    const n = this.running.get(key) ?? 0;
-    if (n < limit) { this.running.set(key, n + 1); return; }
+    const n = this.inFlight.get(key) ?? 0;
+    if (n < limit) { this.inFlight.set(key, n + 1); return; }
     // wait for a slot, at most as long as the run itself may take
     await new Promise<void>((resolve, reject) => {
       const q = this.waiting.get(key) ?? [];
@@ -120,7 +125,7 @@ export class CodeEngine {
     if (limit <= 0) return;
     const next = this.waiting.get(key)?.shift();
     if (next) next(); // the slot passes on
-    else this.running.set(key, Math.max(0, (this.running.get(key) ?? 1) - 1));
+    else this.inFlight.set(key, Math.max(0, (this.inFlight.get(key) ?? 1) - 1));
   }
 
   // ---- running --------------------------------------------------------------------------------
@@ -150,12 +155,22 @@ export class CodeEngine {
     if (!here) throw fail("INVALID_ARGUMENT", `service '${name}' is not set to run on the ${this.e.d.config.mode}`);
     if (params !== undefined && params !== null && (typeof params !== "object" || Array.isArray(params))) throw fail("INVALID_ARGUMENT", "the body (the service's parameters) must be a JSON object");
     const effective = svc.run_user ? await this.e.users.principalFor(systemKey, svc.run_user) : p;
-    const timeoutMs = svc.execution_timeout < 0 ? 0 : svc.execution_timeout * 1000;
+    const timeoutMs = svc.execution_timeout < 0 ? 0 : (svc.execution_timeout || DEFAULT_EXECUTION_TIMEOUT_S) * 1000;
     if (svc.concurrency > 0) await this.acquire(key, svc.concurrency, timeoutMs);
     const run = new RunState();
     const stream = svc.execution_timeout < 0;
+    const limit = this.e.d.config.codeStreamsMax;
+    if (stream && this.instances.streamsOf(systemKey) >= limit) {
+      this.release(key, svc.concurrency);
+      throw failFor(5, "THROTTLED", `this system runs ${limit} stream services already, its most at once (--code-streams-max): stop one first (/codeadmin/v/3/running)`);
+    }
     let outcome: PoolOutcome;
     let id = -1;
+    const instance: Instance = {
+      id: randomUUID(), systemKey, service: name, startedAt: new Date().toISOString(), userId: principalId(p), stream,
+      stop: (why) => { if (id >= 0) this.pool.abort(id, why); },
+    };
+    this.instances.add(instance);
     const t0 = performance.now();
     try {
       let src: Source;
@@ -170,21 +185,62 @@ export class CodeEngine {
       const submitted = this.pool.submit({
         system: systemKey, key, version: src.version, source: src.source, entry: name,
         context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
-        params: paramsJson(params), timeoutMs, logs: wantsLogs(svc, opts),
+        params: paramsJson(params), timeoutMs, logs: wantsLogs(svc, opts), instanceId: instance.id,
         host: (op, args) => this.answer(effective, systemKey, op, args, scope, depth, run),
       });
       id = submitted.id;
-      if (stream) this.streamRuns.set(key, id);
       outcome = await submitted.done;
       this.runs?.inc({ outcome: outcome.kind });
       this.runSeconds?.observe((performance.now() - t0) / 1000);
+      this.instances.ended(instance, params, outcome, p.kind);
+      if (svc.logging_enabled === 1) this.keepLog(svc, instance, outcome, t0);
     } finally {
-      if (stream && this.streamRuns.get(key) === id) this.streamRuns.delete(key);
+      this.instances.remove(instance);
       this.release(key, svc.concurrency);
       // what the run opened (subscriptions, clients, locks) ends with it
       void run.close((what, err) => this.e.d.log.warn("could not close what a service run opened", { what, err }));
     }
     return this.result(svc, p, params, opts, outcome);
+  }
+
+  /** Keeps the log of a run of a service that keeps its logs (off the caller's way). */
+  private keepLog(svc: ServiceRow, i: Instance, o: PoolOutcome, t0: number) {
+    const lines = o.logs ?? [];
+    if (o.kind === "failed") lines.push(`run failed: ${o.error}`);
+    void this.e.services.recordLog(svc, { id: i.id, started_at: i.startedAt, duration_ms: Math.round(performance.now() - t0), success: o.kind === "success" ? 1 : 0, log: lines.join("\n") })
+      .catch((err) => this.e.d.log.warn("could not keep a service run's log", { service: svc.name, err }));
+  }
+
+  // ---- running instances ----------------------------------------------------------------------
+
+  /** The runs of a system (or one of its services) under way on this node. */
+  async running(p: Principal, systemKey: string, service?: string) {
+    await this.e.services.mayManage(p, systemKey, LEVEL.READ);
+    const out: Record<string, ReturnType<typeof instanceToWire>> = {};
+    for (const i of this.instances.list(systemKey, service)) out[i.id] = instanceToWire(i);
+    return out;
+  }
+
+  /** Stops a run; a stream service stopped so is not restarted until it changes or the node
+   *  restarts. */
+  async stopInstance(p: Principal, systemKey: string, id: unknown) {
+    await this.e.services.mayManage(p, systemKey, LEVEL.UPDATE);
+    if (typeof id !== "string" || !id) throw fail("INVALID_ARGUMENT", "id: the instance to stop is required");
+    const i = this.instances.get(id);
+    if (!i || i.systemKey !== systemKey) throw notFound("running instance", id, "Code");
+    if (i.stream) {
+      const key = `${systemKey}/${i.service}`;
+      this.held.add(key);
+      this.streams.get(key)?.stop();
+    }
+    i.stop("stopped by request");
+    return {};
+  }
+
+  /** The last runs of a system that ended on this node. */
+  async completed(p: Principal, systemKey: string) {
+    await this.e.services.mayManage(p, systemKey, LEVEL.READ);
+    return this.instances.completedOf(systemKey);
   }
 
   /** The caller's part of req as JSON, made once per caller: it is the same run after run. */
@@ -267,10 +323,10 @@ export class CodeEngine {
     const svc = await this.e.services.get(systemKey, name);
     if (!svc || svc.execution_timeout !== -1 || !svc.auto_restart) return;
     const key = `${systemKey}/${name}`;
-    if (this.streams.has(key)) return;
+    if (this.streams.has(key) || this.held.has(key)) return;
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
-    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); const run = this.streamRuns.get(key); if (run !== undefined) this.pool.abort(run, "the stream service was stopped"); } });
+    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); for (const i of this.instances.list(systemKey, name)) if (i.stream) i.stop("the stream service was stopped"); } });
     const loop = async () => {
       while (!stopped && !this.stopped) {
         const system = await this.e.systems.find(systemKey);
@@ -308,4 +364,25 @@ function errorInfo(err: unknown): unknown {
     return { detail: e.detail, code: e.kind.code, status: e.kind.status };
   }
   return { detail: err instanceof Error ? err.message : String(err) };
+}
+
+/** Stand-ins for the native libraries a service lists that Outpost does not provide: the global
+ *  each would define throws, naming the library, when the code first touches it. */
+function missingNatives(deps: string[]): { name: string; code: string }[] {
+  const missing = deps.filter((d) => MISSING_LIBRARIES.has(d));
+  if (!missing.length) return [];
+  const code = missing.map((lib) => {
+    const global = MISSING_LIBRARIES.get(lib)!;
+    const why = JSON.stringify(`the native library '${lib}' is not available in Outpost (docs/runtime.md lists what is)`);
+    return `Object.defineProperty(globalThis, ${JSON.stringify(global)}, { configurable: true, get: function () { throw new Error(${why}); } });`;
+  }).join("\n");
+  return [{ name: "native libraries not provided", code }];
+}
+
+/** cbmeta.platform_url: where services reach this platform's API, as ClearBlade gives it (host
+ *  and port, no scheme: services write 'https://' + platform_url). An edge names its platform. */
+function platformHost(c: EngineDeps["d"]["config"]): string {
+  if (c.mode === "edge" && c.platformUrl) return new URL(c.platformUrl).host;
+  const host = c.httpHost === "0.0.0.0" || c.httpHost === "::" ? "localhost" : c.httpHost;
+  return `${host}:${c.tlsCert ? c.httpsPort : c.httpPort}`;
 }

@@ -56,6 +56,8 @@ export interface RunSpec {
   /** 0: none (a stream service) */
   timeoutMs: number;
   logs: boolean;
+  /** the run's instance id (req.service_instance_id, and how it is listed and stopped) */
+  instanceId: string;
   /** a runtime-API call of the run, answered as {ok, data} / {ok, error} JSON text */
   host(op: string, argsJson: string): Promise<string>;
 }
@@ -411,7 +413,7 @@ export class WorkerPool {
       if (had !== sp.version) (src ??= {})[sp.key] = [sp.version, sp.source];
       let cx = contexts.indexOf(sp.context);
       if (cx < 0) cx = contexts.push(sp.context) - 1;
-      steps.push({ k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0 });
+      steps.push({ k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0, in: sp.instanceId });
       runs.push(run);
       run.slot = slot;
       slot.runs.set(run.id, run);

@@ -37,6 +37,8 @@ export interface RunStep {
   dl: number;
   /** keep its log lines */
   lg: 0 | 1;
+  /** the run's instance id (req.service_instance_id) */
+  in: string;
 }
 
 /** The answer to a host call of a run waiting in the worker. */

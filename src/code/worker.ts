@@ -33,6 +33,9 @@ const pools = new Map<string, Pool>();
 let lru = new LruMap<Sandbox, string>(0);
 /** runs under way: the sandbox they hold */
 const runs = new Map<number, Sandbox>();
+/** aborts that came before their run started here (its batch waits behind another, or for a
+ *  lane to be made): the run ends as soon as it starts */
+const abortedEarly = new Map<number, string>();
 /** host calls waiting for their answer */
 const answers = new Map<number, (text: string) => void>();
 let nextCall = 0;
@@ -125,6 +128,8 @@ function drop(key: string) {
 }
 
 async function start(s: RunStep, contexts: string[]): Promise<void> {
+  const early = abortedEarly.get(s.id);
+  if (early !== undefined) { abortedEarly.delete(s.id); done.push({ id: s.id, o: "f" + early }); return; }
   let sb: Sandbox;
   try { sb = await checkout(s.key, s.st); }
   catch (e) {
@@ -134,6 +139,13 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
   const logs: string[] | null = s.lg ? [] : null;
   /** its host calls: those still unanswered when it ends are forgotten */
   const own: number[] = [];
+  const abortedMeanwhile = abortedEarly.get(s.id);
+  if (abortedMeanwhile !== undefined) {
+    abortedEarly.delete(s.id);
+    checkin(s.key, s.st, sb);
+    done.push({ id: s.id, o: "f" + abortedMeanwhile });
+    return;
+  }
   runs.set(s.id, sb);
   const hooks: RunHooks = {
     host: (op, a, answer) => {
@@ -147,7 +159,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
   // the pool has already answered a run whose deadline passed while it queued; one that passes
   // now still starts, and is interrupted at once
   const timeoutMs = s.dl ? Math.max(1, s.dl - Date.now()) : 0;
-  sb.run(s.e, { context: contexts[s.cx]!, params: s.p, instanceId: crypto.randomUUID() }, hooks, timeoutMs, (o) => {
+  sb.run(s.e, { context: contexts[s.cx]!, params: s.p, instanceId: s.in }, hooks, timeoutMs, (o) => {
     runs.delete(s.id);
     for (const c of own) answers.delete(c);
     checkin(s.key, s.st, sb);
@@ -216,7 +228,11 @@ async function batch(m: BatchMessage) {
 }
 
 function control(m: ControlMessage) {
-  if (m.t === "abort") runs.get(m.id)?.abort(m.why);
+  if (m.t === "abort") {
+    const sb = runs.get(m.id);
+    if (sb) sb.abort(m.why);
+    else if (abortedEarly.size < 10_000) abortedEarly.set(m.id, m.why);
+  }
   else if (m.t === "forget") {
     for (const k of [...pools.keys()]) if (k === m.key || (m.key.endsWith("/") && k.startsWith(m.key))) drop(k);
     for (const k of [...sources.keys()]) if (k === m.key || (m.key.endsWith("/") && k.startsWith(m.key))) sources.delete(k);

@@ -8,16 +8,33 @@ import { newUuid, nowIso } from "../core/ids.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
-import { type FailedRunRow, type LibraryRow, type ServiceRow, failedRunsRepo, librariesRepo, servicesRepo } from "../store/services.ts";
+import { type CodeLogRow, codeLogsRepo, type FailedRunRow, type LibraryRow, type ServiceRow, failedRunsRepo, librariesRepo, servicesRepo } from "../store/services.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
-/** Library names the platform provides; a service may list them in `dependencies` freely. */
-export const NATIVE_LIBRARIES = new Set(["clearblade", "log", "http", "geo", "crypto", "file_writer", "jsutil", "mailer", "net_cb", "oauth2_lib"]);
+/** ClearBlade's native library names that the runtime provides (docs/runtime.md): listing them
+ *  in `dependencies` changes nothing, everything is there. */
+export const PROVIDED_LIBRARIES = new Set(["clearblade", "clearblade_async", "log", "http", "crypto", "mqtt", "fetch"]);
+/** ClearBlade's native libraries that Outpost does not provide, with the global each defines: a
+ *  service listing one is accepted, and a run that touches that global gets an error naming it. */
+export const MISSING_LIBRARIES = new Map([
+  ["geo", "geo"], ["file_writer", "fileWriter"], ["jsutil", "util"], ["mailer", "mailer"], ["net_cb", "net"], ["oauth2_lib", "oauth2"],
+  ["clearblade_ai", "ClearBladeAI"], ["grpc", "grpc"], ["websockets", "WebSocket"], ["streams", "streams"], ["node", "node"],
+]);
+/** Library names the platform owns: a service may list them in `dependencies` freely, and no
+ *  system library may take them. */
+export const NATIVE_LIBRARIES = new Set([...PROVIDED_LIBRARIES, ...MISSING_LIBRARIES.keys()]);
+/** The system default a service's execution_timeout of 0 stands for, in seconds. */
+export const DEFAULT_EXECUTION_TIMEOUT_S = 60;
 const NAME_RE = /^[A-Za-z_$][A-Za-z0-9_$]{0,127}$/;
 const MAX_CODE = 5 * 1024 * 1024;
 /** Failed runs kept per service. */
 export const FAILED_RUNS_KEPT = 1000;
+/** Run logs kept per service (besides its log_ttl_minutes), and the most text one keeps. */
+export const LOGS_KEPT = 100;
+export const LOG_TEXT_MAX = 64 * 1024;
+
+const logToWire = (l: CodeLogRow) => ({ id: l.id, log: l.log, service_execution_time: l.started_at, duration_ms: l.duration_ms, success: l.success === 1 });
 
 const FAILED_COLUMNS: ColumnMap = {
   id: { sql: "id", type: "string" }, service_name: { sql: "service_name", type: "string" },
@@ -73,6 +90,7 @@ export class CodeServices {
   // ---- access ---------------------------------------------------------------------------------
 
   /** Managing code: the system's developer, or a user with the all-services level. */
+  mayManage(p: Principal, systemKey: string, level: number) { return this.manage(p, systemKey, level); }
   private async manage(p: Principal, systemKey: string, level: number) {
     await this.systems.access(p, systemKey);
     if (p.kind !== "developer") await this.d.perms.require(p, { kind: "allservices" }, level, "code services");
@@ -105,20 +123,26 @@ export class CodeServices {
           if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "run_user must be a user id (or empty)");
           out.run_user = v; break;
         case "execution_timeout":
-          if (typeof v !== "number" || !Number.isInteger(v) || (v !== -1 && (v < 1 || v > 86_400))) throw fail("INVALID_ARGUMENT", "execution_timeout must be -1 (stream service) or 1..86400 seconds");
+          // 0: the system default (ClearBlade's CLI sends it for services that never set one)
+          if (typeof v !== "number" || !Number.isInteger(v) || (v !== -1 && (v < 0 || v > 86_400))) throw fail("INVALID_ARGUMENT", "execution_timeout must be -1 (stream service), 0 (the default) or 1..86400 seconds");
           out.execution_timeout = v; break;
         case "concurrency":
-          if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 10_000) throw fail("INVALID_ARGUMENT", "concurrency must be 0 (no limit) or a positive integer");
-          out.concurrency = v; break;
+          // -1, as some exported services carry, is no limit as 0 is
+          if (typeof v !== "number" || !Number.isInteger(v) || v < -1 || v > 10_000) throw fail("INVALID_ARGUMENT", "concurrency must be 0 (no limit) or a positive integer");
+          out.concurrency = Math.max(0, v); break;
         case "log_ttl_minutes":
           if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw fail("INVALID_ARGUMENT", "log_ttl_minutes must be a whole number");
           out.log_ttl_minutes = v; break;
         case "logging_enabled": case "auto_restart": case "auto_balance": case "run_on_edge": case "run_on_platform":
           if (typeof v !== "boolean" && v !== "true" && v !== "false") throw fail("INVALID_ARGUMENT", `${k} must be a boolean`);
           out[k] = v === true || v === "true" ? 1 : 0; break;
-        case "name": case "systemID": case "system_key": case "systemKey": case "source_map": case "log_level": case "engine_type": case "namespace":
+        case "name": case "systemID": case "system_key": case "systemKey": case "source_map": case "log_level": case "namespace":
           if (v !== null && typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
           break; // identifiers or settings we accept and do not use
+        case "engine_type":
+          // ClearBlade's CLI sends a number (0), its console a string: one engine here either way
+          if (v !== null && typeof v !== "string" && typeof v !== "number") throw fail("INVALID_ARGUMENT", `${k} must be a string or a number`);
+          break;
         case "current_version":
           if (v !== null && typeof v !== "number") throw fail("INVALID_ARGUMENT", `${k} must be a number`);
           break;
@@ -130,10 +154,12 @@ export class CodeServices {
     return out;
   }
 
-  private async checkDependencies(ex: Executor, systemKey: string, deps: string) {
+  /** Dependencies name libraries: a system library that does not exist yet is accepted (an
+   *  exported system is imported services first, as ClearBlade accepts it too) and resolved when the
+   *  service runs, which then fails naming it if it still does not exist. */
+  private checkDependencies(deps: string) {
     for (const dep of parseDependencies(deps)) {
-      if (NATIVE_LIBRARIES.has(dep)) continue;
-      if (!(await librariesRepo.get(ex, systemKey, dep))) throw fail("INVALID_ARGUMENT", `dependencies: library '${dep}' does not exist`);
+      if (!NAME_RE.test(dep)) throw fail("INVALID_ARGUMENT", `dependencies: '${dep}' is not a library name`);
     }
   }
 
@@ -149,7 +175,7 @@ export class CodeServices {
     });
     await this.d.db.tx(async (tx) => {
       if (await servicesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `service '${name}' already exists`);
-      await this.checkDependencies(tx, systemKey, row.dependencies);
+      this.checkDependencies(row.dependencies);
       await servicesRepo.insert(tx, row);
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", row);
     });
@@ -166,7 +192,7 @@ export class CodeServices {
       const next = this.fields(p, b, cur);
       next.version = cur.version + 1;
       next.updated_at = nowIso();
-      await this.checkDependencies(tx, systemKey, next.dependencies);
+      this.checkDependencies(next.dependencies);
       await servicesRepo.update(tx, next);
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", next);
       return next;
@@ -179,6 +205,7 @@ export class CodeServices {
     await this.manage(p, systemKey, LEVEL.DELETE);
     await this.d.db.tx(async (tx) => {
       if (!(await servicesRepo.delete(tx, systemKey, name)).changes) throw notFound("service", name, "Code");
+      await codeLogsRepo.deleteService(tx, systemKey, name);
       await this.d.changes.record(tx, systemKey, "service", name, "delete", null);
     });
     this.onChange({ systemKey, name, kind: "service", deleted: true });
@@ -230,8 +257,10 @@ export class CodeServices {
         case "code": if (typeof v !== "string" || v.length > MAX_CODE) throw fail("INVALID_ARGUMENT", "code must be a string"); out.code = v; break;
         case "dependencies": out.dependencies = parseDependencies(v).join(","); break;
         case "description": case "api": case "visibility":
-          if (typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
-          out[k] = v; break;
+          // exported libraries carry "api": null
+          if (v !== null && typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string`);
+          if (v !== null) out[k] = v;
+          break;
         case "name": case "system_key": case "systemKey": case "version": break;
         default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
       }
@@ -249,7 +278,7 @@ export class CodeServices {
     const row = this.libraryFields(b, { system_key: systemKey, name, code: "", dependencies: "", description: "", api: "", visibility: "system", version: 1, created_at: now, updated_at: now });
     await this.d.db.tx(async (tx) => {
       if (await librariesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `library '${name}' already exists`);
-      await this.checkDependencies(tx, systemKey, row.dependencies);
+      this.checkDependencies(row.dependencies);
       await librariesRepo.insert(tx, row);
       await librariesRepo.addVersion(tx, row);
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", row);
@@ -267,7 +296,7 @@ export class CodeServices {
       const next = this.libraryFields(b, cur);
       next.version = cur.version + 1;
       next.updated_at = nowIso();
-      await this.checkDependencies(tx, systemKey, next.dependencies);
+      this.checkDependencies(next.dependencies);
       await librariesRepo.update(tx, next);
       await librariesRepo.addVersion(tx, next);
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", next);
@@ -307,10 +336,62 @@ export class CodeServices {
       if (NATIVE_LIBRARIES.has(n) || seen.has(n)) continue;
       seen.add(n);
       const lib = await librariesRepo.get(ex, systemKey, n);
-      if (!lib) throw fail("INVALID_ARGUMENT", `library '${n}' does not exist`);
+      if (!lib) throw fail("INVALID_ARGUMENT", `library '${n}' (a dependency) does not exist in this system`);
       out.push(...(await this.libraryChain(ex, systemKey, parseDependencies(lib.dependencies), seen)), lib);
     }
     return out;
+  }
+
+  // ---- logs ---------------------------------------------------------------------------------------
+
+  /** Keeps a run's log (the engine calls this for services that keep theirs). */
+  async recordLog(svc: ServiceRow, r: Omit<CodeLogRow, "system_key" | "service_name">) {
+    const row: CodeLogRow = { ...r, system_key: svc.system_key, service_name: svc.name, log: r.log.length > LOG_TEXT_MAX ? `${r.log.slice(0, LOG_TEXT_MAX)}\n[cut at ${LOG_TEXT_MAX} characters]` : r.log };
+    const since = new Date(Date.now() - svc.log_ttl_minutes * 60_000).toISOString();
+    await this.d.db.tx(async (tx) => {
+      await codeLogsRepo.insert(tx, row);
+      await codeLogsRepo.trim(tx, svc.system_key, svc.name, LOGS_KEPT, since);
+    });
+  }
+
+  async logs(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    await this.require(systemKey, name);
+    return (await codeLogsRepo.list(this.d.db, systemKey, name, LOGS_KEPT)).map(logToWire);
+  }
+
+  async log(p: Principal, systemKey: string, name: string, id: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    const l = await codeLogsRepo.get(this.d.db, systemKey, name, id);
+    if (!l) throw notFound("log of run", id, "Code");
+    return logToWire(l);
+  }
+
+  /** ClearBlade's answer: logging_enabled as a string. */
+  async loggingActive(p: Principal, systemKey: string, name: string) {
+    await this.manage(p, systemKey, LEVEL.READ);
+    return { logging_enabled: (await this.require(systemKey, name)).logging_enabled === 1 ? "true" : "false" };
+  }
+
+  /** `{logging: true|"true"|false|"false"}` turns a service's kept logs on or off. */
+  async setLogging(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    const v = b.logging;
+    if (typeof v !== "boolean" && v !== "true" && v !== "false") throw fail("INVALID_ARGUMENT", "logging must be true or false");
+    await this.require(systemKey, name);
+    // the engine reads the setting with the service (cached a few seconds): no sandbox need go
+    await codeLogsRepo.setLogging(this.d.db, systemKey, name, v === true || v === "true");
+    return { logging_enabled: v === true || v === "true" ? "true" : "false" };
+  }
+
+  /** `{log_level}`: accepted as ClearBlade's clients send it; every line is kept here. */
+  async setLogLevel(p: Principal, systemKey: string, name: string, body: unknown) {
+    await this.manage(p, systemKey, LEVEL.UPDATE);
+    const b = objectBody(body);
+    if (b.log_level !== undefined && typeof b.log_level !== "string" && typeof b.log_level !== "number") throw fail("INVALID_ARGUMENT", "log_level must be a string or a number");
+    await this.require(systemKey, name);
+    return {};
   }
 
   // ---- failed runs ----------------------------------------------------------------------------

@@ -560,6 +560,24 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 20,
+    name: "code service logs",
+    up: [
+      // the log() and console output of runs of services that keep their logs, a few per service
+      // (the run's instance id is the row's id)
+      `CREATE TABLE code_logs (
+        id TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        service_name TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        success INTEGER NOT NULL,
+        log TEXT NOT NULL
+      )`,
+      `CREATE INDEX code_logs_service ON code_logs(system_key, service_name, started_at)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -70,3 +70,22 @@ export const failedRunsRepo = {
     ex.run(`DELETE FROM failed_runs WHERE system_key = ? AND service_name = ? AND id NOT IN (SELECT id FROM failed_runs WHERE system_key = ? AND service_name = ? ORDER BY created_at DESC LIMIT ?)`,
       [systemKey, service, systemKey, service, keep]),
 };
+
+export interface CodeLogRow { id: string; system_key: string; service_name: string; started_at: string; duration_ms: number; success: number; log: string }
+
+export const codeLogsRepo = {
+  insert: (ex: Executor, r: CodeLogRow) =>
+    ex.run(`INSERT INTO code_logs(id, system_key, service_name, started_at, duration_ms, success, log) VALUES (?,?,?,?,?,?,?)`,
+      [r.id, r.system_key, r.service_name, r.started_at, r.duration_ms, r.success, r.log]),
+  list: (ex: Executor, systemKey: string, service: string, limit: number) =>
+    ex.all<CodeLogRow>(`SELECT * FROM code_logs WHERE system_key = ? AND service_name = ? ORDER BY started_at DESC, id LIMIT ?`, [systemKey, service, limit]),
+  get: (ex: Executor, systemKey: string, service: string, id: string) =>
+    ex.get<CodeLogRow>(`SELECT * FROM code_logs WHERE system_key = ? AND service_name = ? AND id = ?`, [systemKey, service, id]),
+  /** Keeps a service's newest `keep` logs, none older than `since` (ISO). */
+  trim: (ex: Executor, systemKey: string, service: string, keep: number, since: string) =>
+    ex.run(`DELETE FROM code_logs WHERE system_key = ? AND service_name = ? AND (started_at < ? OR id NOT IN (SELECT id FROM code_logs WHERE system_key = ? AND service_name = ? ORDER BY started_at DESC, id LIMIT ?))`,
+      [systemKey, service, since, systemKey, service, keep]),
+  deleteService: (ex: Executor, systemKey: string, service: string) => ex.run(`DELETE FROM code_logs WHERE system_key = ? AND service_name = ?`, [systemKey, service]),
+  setLogging: (ex: Executor, systemKey: string, service: string, on: boolean) =>
+    ex.run(`UPDATE services SET logging_enabled = ? WHERE system_key = ? AND name = ?`, [on ? 1 : 0, systemKey, service]),
+};

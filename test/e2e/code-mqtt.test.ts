@@ -289,7 +289,7 @@ t.test("hostile arguments are refused with what is wrong; the server carries on"
   const expected = [/at most 4194304 bytes/, /qos must be 0, 1 or 2/, /qos must be 0, 1 or 2/, /retain must be a boolean/, /without wildcards/, /without wildcards/,
     /payload must be/, /1 to 256 topic filters/, /must be a string or a non-empty array/, /onMessage must be a function/, /not a topic filter/,
     /must be a string or a non-empty array/, /options.address must be a string/, /options.port must be an integer/, /options.use_tls must be a boolean/,
-    /options.username must be a string of at most 4096/, /may not connect to 169\.254\.169\.254/, /may not connect to 10\.0\.0\.1/, /may not connect to 127\.0\.0\.1/];
+    /options.username must be a string of at most 4096/, /egress refused: 169\.254\.169\.254/, /egress refused: 10\.0\.0\.1/, /egress refused: 127\.0\.0\.1/];
   t.equal(out.length, expected.length, "every try answered");
   expected.forEach((re, i) => t.match(out[i], re, `try ${i}: ${out[i]}`));
   // many clients in one run: bounded

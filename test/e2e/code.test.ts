@@ -192,13 +192,13 @@ t.test("service definition failures", async (t) => {
     [uniq("nocode"), { parameters: [] }, 400, /code/],
     [uniq("numcode"), { code: 42 }, 400, /code/],
     [uniq("unk"), { code, colour: "blue" }, 400, /colour/],
-    [uniq("to"), { code, execution_timeout: 0 }, 400, /execution_timeout/],
+    [uniq("to"), { code, execution_timeout: -2 }, 400, /execution_timeout/],
     [uniq("to"), { code, execution_timeout: "60" }, 400, /execution_timeout/],
     [uniq("to"), { code, execution_timeout: 1.5 }, 400, /execution_timeout/],
     [uniq("to"), { code, execution_timeout: -5 }, 400, /execution_timeout/],
-    [uniq("cc"), { code, concurrency: -1 }, 400, /concurrency/],
+    [uniq("cc"), { code, concurrency: -2 }, 400, /concurrency/],
     [uniq("pp"), { code, parameters: "a,b" }, 400, /parameters/],
-    [uniq("lib"), { code, dependencies: "clearblade,nosuchlib" }, 400, /nosuchlib/],
+    [uniq("lib"), { code, dependencies: "clearblade,no such lib" }, 400, /no such lib/],
     [name, { code }, 400, /already exists/],
   ];
   for (const [n, body, status, re] of bad) {
@@ -209,8 +209,8 @@ t.test("service definition failures", async (t) => {
   t.notOk((await s.dev.get(`/admin/code/v/1/${SK}`)).body.code.some((x: string) => x.startsWith("to") || x.startsWith("lib") || x.startsWith("unk")), "nothing failed got created");
   const bj = await s.dev.req("POST", adminSvc(s, uniq("bj")), "{not json");
   isErr(t, bj, 400, "malformed JSON");
-  isErr(t, await s.dev.put(adminSvc(s, name), { execution_timeout: 0 }), 400, "update with a bad timeout");
-  isErr(t, await s.dev.put(adminSvc(s, name), { dependencies: "ghostlib" }), 400, "update with an unknown library");
+  isErr(t, await s.dev.put(adminSvc(s, name), { execution_timeout: 86_401 }), 400, "update with a bad timeout");
+  isErr(t, await s.dev.put(adminSvc(s, name), { dependencies: "ghost lib" }), 400, "update with a dependency that is no library name");
   isErr(t, await s.dev.put(adminSvc(s, name), { wat: 1 }), 400, "update with an unknown field");
 
   // permissions
@@ -760,7 +760,7 @@ t.test("libraries: CRUD, versions, use by services, update, delete while used", 
   isErr(t, await s.dev.post(`${base}/${lib}`, { code: "1" }), 400, "duplicate library");
   isErr(t, await s.dev.post(`${base}/${uniq("l")}`, {}), 400, "library without code");
   isErr(t, await s.dev.post(`${base}/bad-name`, { code: "1" }), 400, "bad library name");
-  isErr(t, await s.dev.post(`${base}/${uniq("l")}`, { code: "1", dependencies: "ghostlib" }), 400, "unknown dependency");
+  isErr(t, await s.dev.post(`${base}/${uniq("l")}`, { code: "1", dependencies: "ghost lib" }), 400, "a dependency that is no library name");
   isErr(t, await s.dev.post(`${base}/${uniq("l")}`, { code: "1", shape: "round" }), 400, "unknown field");
   isErr(t, await s.dev.post(`${base}/clearblade`, { code: "1" }), 400, "a native library name");
   isErr(t, await s.dev.get(`${base}/${uniq("nolib")}`), 404, "read a missing library");

@@ -1,5 +1,6 @@
 // Code services and libraries: execution, definitions on the paths
-// existing clients use, code meta, failed runs and their retry, libraries with versions.
+// existing clients use, code meta, failed runs and their retry, runs under way and ended, kept
+// logs, libraries with versions.
 import { Elysia } from "elysia";
 import { knownFields, objectBody } from "../../core/validate.ts";
 import { callerOf, jsonBody, queryOf, tokenOf, withCaller } from "../request.ts";
@@ -11,6 +12,8 @@ const nm = (p: unknown) => (p as P).name!;
 /** The failed runs a retry or delete names: `{id: one id or a list}`. */
 const failedIds = async (r: Request) => knownFields(objectBody(await jsonBody(r)), ID_FIELD).id;
 const ID_FIELD = new Set(["id"]);
+/** The running instance a stop names: `{id}` in the body, or `?id=`. */
+const instanceId = async (r: Request) => queryOf(r).get("id") ?? knownFields(objectBody(await jsonBody(r)), ID_FIELD).id;
 
 export const codeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
@@ -33,6 +36,20 @@ export const codeRoutes = (s: Services) => {
     .get("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => ({ [params.systemKey]: await s.services.failed(p, params.systemKey, queryOf(request).get("query")) })))
     .post("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => s.code.retry(p, params.systemKey, await failedIds(request))))
     .delete("/codeadmin/failed/:systemKey", caller(async (p, { request, params }) => s.services.deleteFailed(p, params.systemKey, await failedIds(request))))
+    // runs under way, runs ended, kept logs
+    .get("/codeadmin/v/3/running/:systemKey", caller((p, { params }) => s.code.running(p, params.systemKey)))
+    .get("/codeadmin/v/3/running/:systemKey/:name", caller((p, { params }) => s.code.running(p, params.systemKey, params.name)))
+    .delete("/codeadmin/v/3/running/:systemKey", caller(async (p, { request, params }) => s.code.stopInstance(p, params.systemKey, await instanceId(request))))
+    .get("/api/v/3/code/:systemKey/completed", caller((p, { params }) => s.code.completed(p, params.systemKey))) as unknown as Elysia;
+  for (const base of ["/codeadmin/v/2/logs/:systemKey/:name", "/api/v/3/code/:systemKey/logs/:name"]) {
+    app = app
+      .get(base, caller((p, { params }) => s.services.logs(p, params.systemKey, params.name)))
+      .get(`${base}/active`, caller((p, { params }) => s.services.loggingActive(p, params.systemKey, params.name)))
+      .get(`${base}/:key`, caller((p, { params }) => s.services.log(p, params.systemKey, params.name, params.key)))
+      .post(base, caller(async (p, { request, params }) => s.services.setLogging(p, params.systemKey, params.name, await jsonBody(request))))
+      .put(base, caller(async (p, { request, params }) => s.services.setLogLevel(p, params.systemKey, params.name, await jsonBody(request)))) as unknown as Elysia;
+  }
+  app = app
     // libraries
     .get("/codeadmin/v/2/library/:systemKey", caller((p, { params }) => s.services.libraries(p, params.systemKey)))
     .get("/codeadmin/v/2/library/:systemKey/:name", caller((p, { params }) => s.services.library(p, params.systemKey, params.name)))

@@ -34,7 +34,7 @@ const nothing = async () => JSON.stringify({ ok: true, data: null });
 function spec(system: string, name: string, code: string, more: Partial<RunSpec> = {}): RunSpec {
   return {
     system, key: `${system}/${name}`, version: "1.0", source: { libraries: [], service: { name, code }, meta: {} }, entry: name,
-    context, params: null, timeoutMs: 10_000, logs: false, host: nothing, ...more,
+    context, params: null, timeoutMs: 10_000, logs: false, instanceId: crypto.randomUUID(), host: nothing, ...more,
   };
 }
 const value = (o: PoolOutcome) => (o.kind === "failed" ? o : { kind: o.kind, value: outcomeValue(o.raw) });

@@ -5,7 +5,7 @@
 // logs, each with its failure paths.
 import t from "tap";
 import mqtt from "mqtt";
-import { Client, collectionWith, type DevSystem, devWithSystem, isErr, newUser, type Outpost, request, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
+import { Client, collectionWith, type DevSystem, devWithSystem, isErr, newUser, type Outpost, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const o: Outpost = await startOutpost({ args: ["--code-streams-max", "2"] });
 t.teardown(() => Promise.race([o.stop(), sleep(5000).then(() => o.kill())]));

@@ -23,5 +23,11 @@ export const systemRoutes = (s: Services) => {
     .put("/admin/regensystemsecret", caller(async (p, { request }) => {
       const row = await s.systems.regenerateSecret(p, await jsonBody(request));
       return { ...systemToWire(row), secret: row.system_secret };
+    }))
+    // ClearBlade's CLI asks which system upload format the platform takes before a push or an
+    // import: "0" is the one that sends every asset on its own route
+    .get("/api/v/1/systemmigration/:systemKey/upload", caller(async (p, { params }) => {
+      await s.systems.accessAsDeveloper(p, params.systemKey);
+      return { version: "0" };
     }));
 };

@@ -1,8 +1,11 @@
 // bench/code.ts: requests/s of executing a trivial service over HTTP against a bare Elysia route
-// (target ratio >= 0.4); the same service of system B while system A keeps its share of the code
+// (target ratio >= 0.45); the same service of system B while system A keeps its share of the code
 // workers in busy loops, against B alone (target >= 0.4), and the p99 of GET /health under that
-// load (target < 20 ms); the cost of a warm run in a sandbox and of a run's trip through the worker
-// pool (measured in-process).
+// load (target < 20 ms); a service doing one collection fetch with ClearBlade's blocking callback
+// call against the same work through ClearBladeAsync (target >= 0.8); 1,000 idle stream services
+// on one node (waiting in waitForMessage): resident memory per instance and the p99 of GET /health
+// while they wait (target < 20 ms); the cost of a warm run in a sandbox and of a run's trip through
+// the worker pool (measured in-process).
 // Execution is a POST with a JSON parameters body, so the baseline is a bare Elysia POST route
 // reading a JSON body and answering JSON; a GET route's figure is printed too (on Bun a POST costs
 // about 1.7x a GET before any handler runs).
@@ -117,7 +120,8 @@ export async function benchCode() {
     // fairness: system A's busy loops on its share of the workers, B's trivial service under load
     const a = await setupSystem(o.url);
     const aDev = { "ClearBlade-DevToken": a.devToken };
-    await json(`${o.url}/admin/code/v/1/${a.systemKey}/spin`, "POST", { code: "function spin(req, resp){ while (true) {} }" }, aDev);
+    // (a loop runs to its execution_timeout, or to its slice while B's runs wait for its worker)
+    await json(`${o.url}/admin/code/v/1/${a.systemKey}/spin`, "POST", { code: "function spin(req, resp){ while (true) {} }", execution_timeout: 2 }, aDev);
     const spin = `${o.url}/api/v/1/code/${a.systemKey}/spin`;
     const health: number[] = [];
     let loops = 0;
@@ -133,17 +137,20 @@ export async function benchCode() {
     const healthP99 = pct(health, 0.99);
     if (loops === 0) throw new Error("system A's loops did not run");
 
+    const [blocking, promised, blockingRatio] = await blockingVsAsync(o.url, b);
     const sandbox = await sandboxRun();
     const [serial, parallel] = await poolRun();
     report("Code: execute a trivial service over HTTP vs bare Elysia route", [
       ["outpost req/s (POST /api/v/1/code/...)", fmt(ours)],
       ["bare Elysia POST route req/s", fmt(bare)],
-      ["ratio (median of 5 paired rounds)", `${fmt(ratio, 2)}  ${verdict(ratio, 0.4)}`],
+      ["ratio (median of 5 paired rounds)", `${fmt(ratio, 2)}  ${verdict(ratio, 0.45)}`],
       ["server CPU per request: outpost / bare", `${fmt(oursCpu, 1)} µs / ${fmt(bareCpu, 1)} µs  ratio ${fmt(bareCpu / oursCpu, 2)}`],
       ["(bare Elysia GET route req/s, for reference)", `${fmt(bareGet)}  ratio ${fmt(ours / bareGet, 2)}`],
       ["system B req/s while A loops on its share / alone", `${fmt(withA)} / ${fmt(alone)}`],
       ["ratio (median of 3 paired rounds)", `${fmt(fairness, 2)}  ${verdict(fairness, 0.4)}`],
       ["GET /health under that load: p50 / p99", `${fmt(median(health), 1)} ms / ${fmt(healthP99, 1)} ms  ${verdict(healthP99, 20, false)}`],
+      ["one collection fetch: blocking callback req/s / ClearBladeAsync req/s", `${fmt(blocking)} / ${fmt(promised)}`],
+      ["ratio (median of 3 paired rounds)", `${fmt(blockingRatio, 2)}  ${verdict(blockingRatio, 0.8)}`],
       ["warm run in a sandbox (a worker's part)", `${fmt(sandbox, 1)} µs`],
       ["run through the worker pool: one at a time / 64 in flight", `${fmt(serial, 1)} µs / ${fmt(parallel, 1)} µs per run`],
     ]);
@@ -151,6 +158,107 @@ export async function benchCode() {
     await o.stop();
     await baseline.stop();
   }
+  const idle = await idleStreams(Number(process.env.BENCH_STREAMS ?? 1000));
+  report("Code: idle stream services waiting in waitForMessage", [
+    ["stream services running", fmt(idle.running)],
+    ["resident memory: before / with them", `${fmt(idle.beforeMb, 1)} MB / ${fmt(idle.afterMb, 1)} MB`],
+    ["per idle instance", `${fmt(idle.perInstanceKb)} KB`],
+    ["time to start them all", `${fmt(idle.startMs)} ms`],
+    ["server CPU while they wait (10 s)", `${fmt(idle.cpuPct, 1)} % of one core`],
+    ["GET /health while they wait: p50 / p99", `${fmt(idle.p50, 1)} ms / ${fmt(idle.p99, 1)} ms  ${verdict(idle.p99, 20, false)}`],
+    ["a message to every instance answered (echoes received)", `${fmt(idle.echoes)} of ${fmt(idle.running)}`],
+  ]);
+}
+
+/** Requests/s of a service doing one collection fetch through ClearBlade's classic callback call
+ *  (the run's stack waits for the answer) against the same work through ClearBladeAsync. */
+async function blockingVsAsync(url: string, b: Awaited<ReturnType<typeof trivialService>>): Promise<[number, number, number]> {
+  const sk = b.s.systemKey;
+  const col = await json(`${url}/admin/collectionmanagement`, "POST", { appID: sk, name: "readings" }, b.dev);
+  await json(`${url}/api/v/1/data/${col.collectionID}`, "POST", [{}, {}, {}], b.dev);
+  const make = async (name: string, code: string) => {
+    await json(`${url}/admin/code/v/1/${sk}/${name}`, "POST", { code }, b.dev);
+    const check = await json(`${url}/api/v/1/code/${sk}/${name}`, "POST", {}, b.dev);
+    if (check.success !== true || check.results !== 3) throw new Error(`${name}: ${JSON.stringify(check)}`);
+    return `${url}/api/v/1/code/${sk}/${name}`;
+  };
+  const blocking = await make("blocking", `function blocking(req, resp){ var rows; ClearBlade.Collection({ collectionName: "readings" }).fetch(ClearBlade.Query({ collectionName: "readings" }), function (err, d) { rows = d; }); resp.success(rows.DATA.length) }`);
+  const promised = await make("promised", `function promised(req, resp){ ClearBladeAsync.Collection({ collectionName: "readings" }).fetch(ClearBladeAsync.Query({ collectionName: "readings" })).then(function (d) { resp.success(d.DATA.length) }) }`);
+  await loadPost(blocking, b.dev, 2);
+  await loadPost(promised, b.dev, 2);
+  return alternate(() => loadPost(blocking, b.dev, SECONDS), () => loadPost(promised, b.dev, SECONDS), 3);
+}
+
+/** `n` stream services (10 systems, execution_timeout -1, auto_restart: started when saved), each
+ *  waiting in a waitForMessage loop and echoing what it gets: the node's memory per instance, its
+ *  CPU and /health while they wait, and one message to each answered. */
+export async function idleStreams(n: number) {
+  const o = await startOutpost(["--code-memory-mb", String(Math.max(256, Math.ceil(n * 2.5))), "--code-streams-max", String(n)]);
+  try {
+    const systems = await Promise.all(Array.from({ length: 10 }, () => setupSystem(o.url)));
+    await json(`${o.url}/health`);
+    await Bun.sleep(1_000);
+    const beforeMb = o.rssKb() / 1024;
+    const t0 = performance.now();
+    const per = Math.ceil(n / systems.length);
+    await Promise.all(systems.map(async (s, k) => {
+      const dev = { "ClearBlade-DevToken": s.devToken };
+      for (let i = 0; i < per && k * per + i < n; i++) {
+        const name = `stream${i}`;
+        await json(`${o.url}/admin/code/v/1/${s.systemKey}/${name}`, "POST", {
+          execution_timeout: -1, auto_restart: true,
+          code: `function ${name}(req, resp){ var m = ClearBlade.Messaging(); m.subscribe("in/${name}", function () {}); while (true) { m.waitForMessage(["in/${name}"], function (err, msg) { m.publish("out/${name}", msg); }); } }`,
+        }, dev);
+      }
+    }));
+    let running = 0;
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+      running = 0;
+      for (const s of systems) running += Object.keys(await json(`${o.url}/codeadmin/v/3/running/${s.systemKey}`, "GET", undefined, { "ClearBlade-DevToken": s.devToken })).length;
+      if (running >= n) break;
+      await Bun.sleep(500);
+    }
+    // listed as they are submitted: they are all up once the node's CPU is idle again
+    for (const deadline = Date.now() + 180_000; Date.now() < deadline;) {
+      const c = cpuMicros(o.pid), w = performance.now();
+      await Bun.sleep(1_000);
+      if ((cpuMicros(o.pid) - c) / 1000 / (performance.now() - w) < 0.1) break;
+    }
+    const startMs = performance.now() - t0;
+    const afterMb = o.rssKb() / 1024;
+    // while they wait: the server's CPU, and /health probed every 20 ms
+    const c0 = cpuMicros(o.pid), w0 = performance.now();
+    const health: number[] = [];
+    while (performance.now() - w0 < 10_000) {
+      const h0 = performance.now();
+      await (await fetch(`${o.url}/health`)).text();
+      health.push(performance.now() - h0);
+      await Bun.sleep(20);
+    }
+    const cpuPct = ((cpuMicros(o.pid) - c0) / 1000 / (performance.now() - w0)) * 100;
+    // one message to each: every instance answers on its own topic
+    const echoes = await echoAll(o.mqttPort, systems, per, n);
+    return { running, beforeMb, afterMb, perInstanceKb: ((afterMb - beforeMb) * 1024) / Math.max(1, running), startMs, cpuPct, p50: median(health), p99: pct(health, 0.99), echoes };
+  } finally {
+    await o.stop();
+  }
+}
+
+/** Publishes one message to each stream service and counts the echoes that come back. */
+async function echoAll(mqttPort: number, systems: { devToken: string; systemKey: string }[], per: number, n: number): Promise<number> {
+  const { default: mqtt } = await import("mqtt");
+  let echoes = 0;
+  await Promise.all(systems.map(async (s, k) => {
+    const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: s.devToken, password: s.systemKey, reconnectPeriod: 0 });
+    const count = Math.max(0, Math.min(per, n - k * per));
+    let got = 0;
+    const all = new Promise<void>((r) => { c.on("message", () => { got++; echoes++; if (got === count) r(); }); if (count === 0) r(); });
+    await c.subscribeAsync("out/#", { qos: 0 });
+    for (let i = 0; i < count; i++) c.publish(`in/stream${i}`, "ping", { qos: 0 });
+    await Promise.race([all, Bun.sleep(20_000)]);
+    await c.endAsync();
+  }));
+  return echoes;
 }
 
 /** POST load with wrk and a Lua script (requests/s). Spawned without blocking this process, so

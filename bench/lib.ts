@@ -35,7 +35,7 @@ export async function startOutpost(args: string[] = [], dir?: string): Promise<P
   const dataDir = dir ?? mkdtempSync(join(tmpdir(), "outpost-bench-"));
   const httpPort = port(), mqttPort = port(), wsPort = port();
   const p = Bun.spawn([BIN, "--http-port", String(httpPort), "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(wsPort),
-    "--data-dir", dataDir, "--log-level", "error", ...args], { cwd: dataDir, stdout: "ignore", stderr: "inherit" });
+    "--data-dir", dataDir, "--log-level", process.env.BENCH_LOG_LEVEL ?? "error", ...args], { cwd: dataDir, stdout: "ignore", stderr: "inherit" });
   const url = `http://127.0.0.1:${httpPort}`;
   await waitHttp(url + "/health");
   return { pid: p.pid, url, httpPort, mqttPort, dataDir, rssKb: () => rssKb(p.pid), stop: async () => { p.kill("SIGTERM"); await p.exited; } };
@@ -108,8 +108,9 @@ export async function json<T = any>(url: string, method = "GET", body?: unknown,
 }
 
 /** A developer, a system and a user on a running Outpost. */
+let developers = 0;
 export async function setupSystem(url: string) {
-  const dev = await json(url + "/admin/reg", "POST", { email: `bench${Date.now()}@example.com`, password: "pw" });
+  const dev = await json(url + "/admin/reg", "POST", { email: `bench${Date.now()}-${developers++}@example.com`, password: "pw" });
   const sys = await json(url + "/admin/systemmanagement", "POST", { name: "bench" }, { "ClearBlade-DevToken": dev.dev_token });
   const keys = { "ClearBlade-SystemKey": sys.appID, "ClearBlade-SystemSecret": sys.appSecret };
   const user = await json(url + "/api/v/1/user/reg", "POST", { email: "u@example.com", password: "pw" }, keys);

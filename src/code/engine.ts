@@ -73,7 +73,7 @@ export class CodeEngine {
       this.streams.get(key)?.stop();
       this.held.delete(key);
       for (const i of this.instances.list(c.systemKey, c.name)) if (i.stream) i.stop(c.deleted ? "the service was deleted" : "the service changed");
-      if (!c.deleted) void this.maybeStartStream(c.systemKey, c.name);
+      if (!c.deleted) this.maybeStartStream(c.systemKey, c.name);
     }
   }
 
@@ -315,27 +315,29 @@ export class CodeEngine {
   async start() {
     this.stopped = false;
     this.pool.start();
-    for (const s of await this.e.services.streamServices()) void this.maybeStartStream(s.system_key, s.name);
+    for (const s of await this.e.services.streamServices()) this.maybeStartStream(s.system_key, s.name);
   }
 
-  private async maybeStartStream(systemKey: string, name: string) {
-    if (this.stopped) return;
-    const svc = await this.e.services.get(systemKey, name);
-    if (!svc || svc.execution_timeout !== -1 || !svc.auto_restart) return;
+  /** Keeps a stream service with auto_restart running: started now, again after it ends. Its entry
+   *  is taken before anything is awaited, so two calls at once start one loop. */
+  private maybeStartStream(systemKey: string, name: string) {
     const key = `${systemKey}/${name}`;
-    if (this.streams.has(key) || this.held.has(key)) return;
+    if (this.stopped || this.streams.has(key) || this.held.has(key)) return;
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
-    this.streams.set(key, { stop: () => { stopped = true; if (timer) clearTimeout(timer); this.streams.delete(key); for (const i of this.instances.list(systemKey, name)) if (i.stream) i.stop("the stream service was stopped"); } });
+    const entry = { stop: () => { stopped = true; if (timer) clearTimeout(timer); if (this.streams.get(key) === entry) this.streams.delete(key); for (const i of this.instances.list(systemKey, name)) if (i.stream) i.stop("the stream service was stopped"); } };
+    this.streams.set(key, entry);
     const loop = async () => {
       while (!stopped && !this.stopped) {
-        const system = await this.e.systems.find(systemKey);
-        if (!system) break;
+        const svc = await this.e.services.get(systemKey, name);
+        const system = svc && svc.execution_timeout === -1 && svc.auto_restart ? await this.e.systems.find(systemKey) : undefined;
+        if (!system || stopped) break;
         const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
         await this.execute(owner, systemKey, name, {}, { internal: true }).catch((err) => this.e.d.log.warn("stream service failed", { service: name, err }));
         if (stopped || this.stopped) break;
         await new Promise<void>((r) => (timer = setTimeout(r, RESTART_DELAY_MS)));
       }
+      if (this.streams.get(key) === entry) this.streams.delete(key);
     };
     void loop();
   }

@@ -121,6 +121,8 @@ export const GRACE_MS = 1_000;
 const WATCH_EVERY_MS = 100;
 /** the least heap a worker is given (its module starts at 16 MiB) */
 const MIN_SHARE_BYTES = 32 << 20;
+/** (a multiplication: `n << 20` overflows past 2 GB) */
+const MB = 1 << 20;
 const RESPAWN_MIN_MS = 100;
 const RESPAWN_MAX_MS = 10_000;
 
@@ -150,9 +152,9 @@ export class WorkerPool {
 
   constructor(private readonly o: PoolOptions) {
     // every worker needs a heap of its own: fewer workers rather than heaps below the minimum
-    this.workers = Math.max(1, Math.min(o.workers, Math.floor((o.memoryMb << 20) / MIN_SHARE_BYTES)));
+    this.workers = Math.max(1, Math.min(o.workers, Math.floor((o.memoryMb * MB) / MIN_SHARE_BYTES)));
     if (this.workers < o.workers) o.log.warn("fewer code workers than asked: the code memory budget does not cover more", { asked: o.workers, workers: this.workers, memoryMb: o.memoryMb });
-    this.shareBytes = Math.floor((o.memoryMb << 20) / this.workers);
+    this.shareBytes = Math.floor((o.memoryMb * MB) / this.workers);
     this.maxHold = Math.max(1, Math.floor(this.workers * o.maxShare));
   }
 
@@ -256,7 +258,7 @@ export class WorkerPool {
     slot.worker.addEventListener("close", () => this.lost(slot));
     const init: InitMessage = {
       t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil(WARM_MAX / this.workers),
-      limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb << 20, this.shareBytes), sliceMs: this.o.sliceMs },
+      limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb * MB, this.shareBytes), sliceMs: this.o.sliceMs },
     };
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
     void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init); });

@@ -242,7 +242,7 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: co, method: "DELETE", path: "/codeadmin/failed/{sk}", auth: "dev", body: (i) => ({ id: [i.failId] }), noBaseline: "deletes failed runs" });
   add({ file: co, method: "GET", path: "/codeadmin/v/2/library/{sk}", auth: "dev" });
   add({ file: co, method: "GET", path: "/codeadmin/v/2/library/{sk}/{lib}", auth: "dev" });
-  add({ file: co, method: "POST", path: "/codeadmin/v/2/library/{sk}/{new}", auth: "dev", body: () => ({ code: "function libX(x) { return x; }", dependencies: "", description: "matrix", api: "libX(x)", visibility: "system" }) });
+  add({ file: co, method: "POST", path: "/codeadmin/v/2/library/{sk}/{new}", auth: "dev", body: () => ({ code: "function libX(x) { return x; }", dependencies: [], description: "matrix", api: "libX(x)", visibility: "system" }) });
   add({ file: co, method: "PUT", path: "/codeadmin/v/2/library/{sk}/{lib}", auth: "dev", body: () => ({ code: "function libY(x) { return x + 1; }", description: "changed" }) });
   add({ file: co, method: "DELETE", path: "/codeadmin/v/2/library/{sk}/{libVictim}", auth: "dev", noBaseline: "deletes a library" });
   add({ file: co, method: "GET", path: "/codeadmin/v/2/history/library/{sk}/{lib}", auth: "dev" });

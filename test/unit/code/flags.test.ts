@@ -40,6 +40,8 @@ describe("code engine flags", () => {
     expect(pool(3, 256, 0.5).maxHold).toBe(1);
     expect(pool(1, 256, 0.5).maxHold).toBe(1);
     expect(pool(4, 256, 1).maxHold).toBe(4);
+    // budgets past 2 GB (a shift by 20 bits overflowed there, and every sandbox failed to open)
+    expect(pool(2, 4096)).toMatchObject({ workers: 2, shareBytes: 2048 * 1048576 });
   });
 });
 

@@ -169,3 +169,30 @@ t.test("kept logs: a service with logging_enabled keeps its runs' output, listed
   t.equal((await s.dev.del(svcPath(s, name))).status, 200);
   isErr(t, await s.dev.get(base), 404, "gone with the service");
 });
+
+t.test("a promise library loaded as a system library, used with classic and async calls together", async (t) => {
+  // a small deferred-style library, as services use one (a global Q with defer, all and when)
+  const lib = uniq("PromiseKit"), name = uniq("usesPromises"), col = await collectionWith(s, [["v", "int"]]);
+  t.equal((await s.dev.post(`/codeadmin/v/2/library/${s.systemKey}/${lib}`, { code: `
+    var Q = (function () {
+      function defer() { var d = {}; d.promise = new Promise(function (res, rej) { d.resolve = res; d.reject = rej; }); return d; }
+      return { defer: defer, all: function (ps) { return Promise.all(ps); }, when: function (v) { return Promise.resolve(v); } };
+    })();
+    function fetchCount(name) {
+      var d = Q.defer();
+      ClearBlade.Collection({ collectionName: name }).count(null, function (err, data) { if (err) d.reject(data); else d.resolve(data.count); });
+      return d.promise;
+    }` })).status, 200, "the library");
+  await service(name, `function ${name}(req, resp) {
+    var rows = ClearBladeAsync.Collection({ collectionName: "${col.name}" });
+    Q.all([rows.create([{ v: 1 }, { v: 2 }]), Q.when(3)])
+      .then(function () { return fetchCount("${col.name}"); })
+      .then(function (n) { resp.success({ count: n }); })
+      .catch(function (e) { resp.error(String(e && e.message || e)); });
+  }`, { dependencies: lib });
+  t.same((await exec(name)).body, { success: true, results: { count: 2 } }, "the deferreds settle through classic and async calls");
+  // its failure path: a rejection reaches the service's catch
+  const bad = uniq("badPromises");
+  await service(bad, `function ${bad}(req, resp) { fetchCount("${uniq("nocollection")}").then(function () { resp.success("no"); }, function (e) { resp.error({ rejected: true }); }); }`, { dependencies: lib });
+  t.same((await exec(bad)).body, { success: false, results: { rejected: true } }, "a failed call rejects the deferred");
+});

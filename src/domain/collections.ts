@@ -561,12 +561,19 @@ export class Collections {
 
   /** PUT items: `{query, $set}` where query is a full query object or a bare FILTERS array. */
   async update(p: Principal, c: Collection, body: unknown) {
+    const r = await this.updateItems(p, c, body);
+    return { count: typeof r === "number" ? r : r.length };
+  }
+
+  /** Updates the items a query matches: their ids (the count, for an external table, which has
+   *  none to give). */
+  async updateItems(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
     await this.require(p, c, LEVEL.UPDATE);
     const b = objectBody(body);
     knownFields(b, ITEM_UPDATE_FIELDS);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
     const set = objectBody(b.$set, "$set");
-    if (c.row.connection !== null) return { count: await this.tables().tableUpdate(c.row, parseQuery(b.query), set) };
+    if (c.row.connection !== null) return this.tables().tableUpdate(c.row, parseQuery(b.query), set);
     const pairs: [string, SqlValue][] = [];
     for (const [k, v] of Object.entries(set)) {
       if (k === "item_id") throw dataError("item_id cannot be changed");
@@ -591,7 +598,7 @@ export class Collections {
     catch (e) { throw sqlToApi(e); }
     this.written(c.row.collection_id, 0);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
-    return { count: ids.length };
+    return ids;
   }
 
   /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */

@@ -196,3 +196,24 @@ t.test("a promise library loaded as a system library, used with classic and asyn
   await service(bad, `function ${bad}(req, resp) { fetchCount("${uniq("nocollection")}").then(function () { resp.success("no"); }, function (e) { resp.error({ rejected: true }); }); }`, { dependencies: lib });
   t.same((await exec(bad)).body, { success: false, results: { rejected: true } }, "a failed call rejects the deferred");
 });
+
+t.test("ClearBladeAsync's update answers the updated rows, as ClearBlade's does; the classic one its count", async (t) => {
+  const col = await collectionWith(s, [["v", "int"], ["tag", "string"]]);
+  t.equal((await s.dev.post(`/api/v/1/data/${col.id}`, [{ v: 1, tag: "a" }, { v: 2, tag: "a" }, { v: 3, tag: "b" }])).status, 200);
+  const name = uniq("upd");
+  await service(name, `async function ${name}(req, resp) {
+    var c = ClearBladeAsync.Collection({ collectionName: "${col.name}" });
+    var rows = await c.update(ClearBladeAsync.Query({ collectionName: "${col.name}" }).equalTo("tag", "a"), { tag: "z" });
+    var none = await c.update(ClearBladeAsync.Query({ collectionName: "${col.name}" }).equalTo("tag", "nope"), { tag: "y" });
+    var classic;
+    ClearBlade.Collection({ collectionName: "${col.name}" }).update(ClearBlade.Query({ collectionName: "${col.name}" }).equalTo("tag", "b"), { v: 30 }, function (e, d) { classic = d; });
+    resp.success({ rows: rows.map(function (r) { return [r.v, r.tag]; }).sort(), none: none, classic: classic });
+  }`);
+  t.same((await exec(name)).body, { success: true, results: { rows: [[1, "z"], [2, "z"]], none: [], classic: { count: 1 } } });
+  // its failure path: an unknown column is the promise's rejection
+  const bad = uniq("badupd");
+  await service(bad, `function ${bad}(req, resp) { ClearBladeAsync.Collection({ collectionName: "${col.name}" }).update(ClearBladeAsync.Query({ collectionName: "${col.name}" }), { nope: 1 }).then(function () { resp.success("no") }, function (e) { resp.error(e.message) }); }`);
+  const r = await exec(bad);
+  t.equal(r.body.success, false);
+  t.match(r.body.results, /unknown column 'nope'/);
+});

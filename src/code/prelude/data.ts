@@ -67,7 +67,7 @@ const js = String.raw`
     return {
       fetch: function (q) { return call("collection.fetch", { collection: ref, query: plainQuery(q) }); },
       create: function (items) { return call("collection.create", { collection: ref, items: items }); },
-      update: function (q, changes) { return call("collection.update", { collection: ref, query: plainQuery(q), changes: changes }); },
+      update: function (q, changes) { return call("collection.update", { collection: ref, query: plainQuery(q), changes: changes, rows: true }); },
       remove: function (q) { return call("collection.remove", { collection: ref, query: plainQuery(q) }); },
       count: function (q) { return call("collection.count", { collection: ref, query: plainQuery(q) }); },
       upsert: function (item, col) { return call("collection.upsert", { collection: ref, item: item, conflictColumn: col }); },

@@ -163,3 +163,12 @@ describe("sleep, timers and globals", () => {
     ]);
   });
 });
+
+describe("resp", () => {
+  test("resp.success and resp.error passed detached answer every run, not only the first", async () => {
+    const sb = await sandbox("function svc(req, resp){ var f = req.params.err ? resp.error : resp.success; Promise.resolve(req.params.n).then(f); }");
+    for (let n = 0; n < 4; n++) {
+      expect(await run(sb, later(() => null).hooks, { n, err: n % 2 === 1 })).toEqual({ kind: n % 2 === 1 ? "error" : "success", value: n });
+    }
+  });
+});

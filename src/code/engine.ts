@@ -330,7 +330,9 @@ export class CodeEngine {
     const loop = async () => {
       while (!stopped && !this.stopped) {
         const svc = await this.e.services.get(systemKey, name);
-        const system = svc && svc.execution_timeout === -1 && svc.auto_restart ? await this.e.systems.find(systemKey) : undefined;
+        // a stream service set not to run here is not started here (it failed every second)
+        const here = svc && (this.e.d.config.mode === "edge" ? svc.run_on_edge : svc.run_on_platform);
+        const system = svc && here && svc.execution_timeout === -1 && svc.auto_restart ? await this.e.systems.find(systemKey) : undefined;
         if (!system || stopped) break;
         const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
         await this.execute(owner, systemKey, name, {}, { internal: true }).catch((err) => this.e.d.log.warn("stream service failed", { service: name, err }));

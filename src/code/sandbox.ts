@@ -102,6 +102,9 @@ export function paramsJson(p: unknown): string | null {
 /** Thrown when the source itself cannot be loaded (syntax errors, a library throwing). */
 export class SourceError extends Error {}
 
+/** The longest a service's and its libraries' code may take to load (compile and run its top level). */
+export const LOAD_MAX_MS = 10_000;
+
 /** The reply a blocking call gets when there is no run to answer it (code run while loading). */
 const NO_RUN = JSON.stringify({ ok: false, error: { detail: "this call needs a running service: it cannot be made while the code is being loaded" } });
 
@@ -218,6 +221,9 @@ export class Sandbox {
 
   private load(what: string, code: string) {
     this.enter();
+    // compiling a large bundle (ClearBlade's exported libraries reach megabytes) takes longer than
+    // a slice, more so on a busy machine: loading has a bound of its own
+    this.sliceDeadline = Date.now() + LOAD_MAX_MS;
     const r = this.vm.evalCode(code, `${what}.js`);
     this.quiet();
     if (r.error) {

@@ -402,6 +402,14 @@ export function schemaMissing(e: unknown): boolean {
   return /no such table|no such column|has no column named/i.test(String((e as { message?: unknown })?.message ?? e));
 }
 
+/** Whether a write failed for want of space: SQLite's SQLITE_FULL ("database or disk is full"),
+ *  PostgreSQL's disk_full, or the file system's ENOSPC. */
+export function diskFull(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  if (code === "SQLITE_FULL" || code === "53100" || code === "ENOSPC") return true;
+  return /database or disk is full|no space left on device/i.test(String((e as { message?: unknown })?.message ?? ""));
+}
+
 /** A statement that only reads (a SELECT; not a data-modifying WITH or a locking read). */
 const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
 

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";
 import { ApiError, envelope, ErrorKinds } from "../core/errors.ts";
-import { uniqueViolation } from "../store/db.ts";
+import { diskFull, uniqueViolation } from "../store/db.ts";
 import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
@@ -30,9 +30,15 @@ import { VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
+const STORAGE_FULL_DETAIL = "the server's disk is full: nothing was written; try again once space has been freed";
+const STORAGE_FULL_RETRY_S = 30;
+/** A full disk is said in the log once a minute, not once per refused write. */
+const STORAGE_FULL_LOG_MS = 60_000;
+
 export function errorResponse(e: unknown): Response {
   // a unique key no check before the write caught (another node wrote the same name meanwhile)
   if (!(e instanceof ApiError) && uniqueViolation(e)) e = new ApiError("ALREADY_EXISTS", "it already exists (written at the same time by another request)");
+  if (!(e instanceof ApiError) && diskFull(e)) e = Object.assign(new ApiError("STORAGE_FULL", STORAGE_FULL_DETAIL), { retryAfterS: STORAGE_FULL_RETRY_S });
   const env = envelope(e);
   const after = e instanceof ApiError ? e.retryAfterS ?? (e.kind === ErrorKinds.DB_UNAVAILABLE ? 1 : undefined) : undefined;
   const headers = after !== undefined ? { ...JSON_HEADERS, "retry-after": String(after) } : JSON_HEADERS;
@@ -78,6 +84,7 @@ export function createHttpApp(s: Services) {
   };
   // one per process: the HTTP and HTTPS listeners count into the same series
   const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics));
+  let diskFullLoggedAt = 0;
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -113,7 +120,10 @@ export function createHttpApp(s: Services) {
         requests.unmatched.add(request);
       }
       const e = fromElysia(code, error);
-      if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
+      if (diskFull(e)) {
+        const now = Date.now();
+        if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e }); }
+      } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
       return errorResponse(e);
     })
     .get("/health", async () => {

@@ -26,7 +26,7 @@ import { RequestMetrics } from "./metrics.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
-import { VERSION } from "../version.ts";
+import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
@@ -127,11 +127,12 @@ export function createHttpApp(s: Services) {
       return errorResponse(e);
     })
     .get("/health", async () => {
-      const r = s.health ? await s.health.report() : { status: "ok" };
+      // with the build, so a fleet's versions can be read where its health is
+      const r = { ...(s.health ? await s.health.report() : { status: "ok" }), version: VERSION, commit: COMMIT };
       return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
     })
     .get("/metrics", async () => new Response(await s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
-    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
+    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))
     .use(userRoutes(s))

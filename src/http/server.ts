@@ -26,7 +26,7 @@ import { RequestMetrics } from "./metrics.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
-import { VERSION } from "../version.ts";
+import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
@@ -127,11 +127,12 @@ export function createHttpApp(s: Services) {
       return errorResponse(e);
     })
     .get("/health", async () => {
-      const r = s.health ? await s.health.report() : { status: "ok" };
+      // with the build, so a fleet's versions can be read where its health is
+      const r = { ...(s.health ? await s.health.report() : { status: "ok" }), version: VERSION, commit: COMMIT };
       return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
     })
     .get("/metrics", async () => new Response(await s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
-    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
+    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))
     .use(userRoutes(s))
@@ -152,17 +153,40 @@ export function createHttpApp(s: Services) {
 }
 
 
-export interface HttpServer { port: number; stop(): Promise<void> }
+export interface HttpServer {
+  port: number;
+  stop(): Promise<void>;
+  /** An HTTPS listener: a new certificate and key for the connections it accepts from now on. */
+  reloadTls?(tls: { cert: string; key: string }): void;
+}
 
 export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, tls?: { cert: string; key: string }): HttpServer {
   // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
   // reusePort off: Elysia turns SO_REUSEPORT on by default, and a second instance on the same port
   // would then start and take half the connections instead of failing.
-  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false, ...(tls ? { tls } : {}) });
+  const options = { hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false };
+  app.listen({ port, ...options, ...(tls ? { tls } : {}) });
   const server = app.server!;
+  /** servers a certificate reload replaced, finishing the connections they had */
+  const retired = new Set<NonNullable<typeof app.server>>();
   return {
     port: server.port!,
-    stop: async () => { await app.stop(true); },
+    stop: async () => {
+      for (const old of retired) void old.stop(true);
+      await app.stop(true);
+    },
+    // Bun cannot change a listening server's certificate: the server stops listening and keeps
+    // its connections until they end (an edge's sync link stays up), and the app listens again on
+    // the port with the new one (straight on the Bun server: Elysia's own stop would wait for
+    // those connections, then forget the new server)
+    ...(tls ? {
+      reloadTls: (next: { cert: string; key: string }) => {
+        const old = app.server!;
+        retired.add(old);
+        void old.stop(false).then(() => retired.delete(old));
+        app.listen({ port: server.port!, ...options, tls: next });
+      },
+    } : {}),
   };
 }
 

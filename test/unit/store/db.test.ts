@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
 import { Refusal } from "../../../src/core/errors.ts";
+import { VERSION } from "../../../src/version.ts";
 import { databaseBytes, openDb, redactedUrl, schemaMissing, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
@@ -499,7 +500,7 @@ for (const d of DRIVERS) {
           await db.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (7, 'from a newer version', '')`);
           const err = await migrate(db, [...ms, { version: 2, name: "b", up: [`CREATE TABLE b (v TEXT)`] }]).catch((e) => e);
           expect(err).toBeInstanceOf(Refusal);
-          expect(String(err.message)).toContain("newer version of Outpost (schema version 7; this one knows up to 2)");
+          expect(String(err.message)).toContain(`newer version of Outpost (schema version 7; this one, ${VERSION}, knows up to 2): run that version or a newer one, or restore a backup`);
           expect((await db.all<{ name: string }>(db.dialect.tablesSql)).map((r) => r.name)).not.toContain("b");
         } finally { await db.close(); }
       });

@@ -14,7 +14,7 @@ import { type DeviceChanges, type DeviceRow, devicesRepo } from "../store/device
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
-import { roleToWire, type Roles } from "./roles.ts";
+import { rolesToWire, type Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
 import { rolesRepo } from "../store/roles.ts";
 
@@ -431,7 +431,7 @@ export class Devices {
     await this.find(this.d.db, systemKey, name);
     const ids = await this.roles.rolesOf(this.d.db, systemKey, "device", name);
     const rows = await Promise.all(ids.map((id) => rolesRepo.byId(this.d.db, systemKey, id)));
-    return { roles: rows.filter((r) => !!r).map((r) => roleToWire(r!)) };
+    return { roles: await rolesToWire(this.d.db, systemKey, rows.filter((r) => !!r).map((r) => r!)) };
   }
 
   async changeRoles(p: Principal, systemKey: string, name: string, body: unknown) {

@@ -31,7 +31,7 @@ export interface RunnerOptions {
 
 /** Most output bytes kept from one command. */
 const OUTPUT_MAX = 64 * 1024;
-const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$/;
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** Longest path_name, and longest part of one (what file systems take). */
 const PATH_MAX = 1024, PART_MAX = 255;
 const DEFAULT_USER = "nobody";
@@ -224,6 +224,7 @@ export class AdapterRunner {
         writeFileSync(fd, Buffer.from(f.content, "base64"));
         const owner = this.ownerOf(f, rel, who, notes);
         if (owner) fchownSync(fd, owner[0], owner[1]);
+        // "" (what ClearBlade exports) is the default mode
         const mode = permissionBits(f.permissions);
         fchmodSync(fd, mode ?? 0o644);
         // renamed where it was checked to be

@@ -45,7 +45,9 @@ const COMPILED_MAX = 200;
 /** Totals kept per collection and filter, while the collection's write version is unchanged. */
 const TOTALS_MAX = 1_000;
 
-const COLLECTION_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
+/** A collection's name is a value, never an SQL identifier (its table is named by its id), so it
+ *  may hold spaces as ClearBlade's do ("John Doe"); not at either end, where they would not show. */
+const COLLECTION_NAME_RE = /^[A-Za-z0-9_](?:[A-Za-z0-9_.\- ]{0,98}[A-Za-z0-9_.-])?$/;
 const META_CACHE_MS = 5_000;
 /** Rows per insert request; a bigger array is a 400, not an out-of-memory. */
 export const MAX_INSERT_ROWS = 100_000;
@@ -55,7 +57,7 @@ const dataError = (detail: string) => new ApiError({ ...ErrorKinds.INVALID_ARGUM
 
 function collectionName(v: unknown): string {
   if (typeof v !== "string" || !COLLECTION_NAME_RE.test(v))
-    throw dataError(`invalid collection name '${String(v)}': use letters, digits, '_', '-' and '.' (max 100)`);
+    throw dataError(`invalid collection name '${String(v)}': use letters, digits, '_', '-', '.' and spaces inside (max 100)`);
   return v;
 }
 
@@ -605,13 +607,20 @@ export class Collections {
     const set = objectBody(b.$set, "$set");
     if (c.row.connection !== null) return this.tables().tableUpdate(c.row, parseQuery(b.query), set);
     const pairs: [string, SqlValue][] = [];
+    // a client writing back a whole row sends its own item_id along (cb-cli does): that is no
+    // change, so it is accepted for the rows that have it; any other row refuses the update
+    let ownId: string | undefined;
     for (const [k, v] of Object.entries(set)) {
-      if (k === "item_id") throw dataError("item_id cannot be changed");
+      if (k === "item_id") {
+        if (typeof v !== "string") throw dataError("item_id cannot be changed");
+        ownId = v;
+        continue;
+      }
       const t = c.types.get(k);
       if (!t) throw dataError(`unknown column '${k}'`);
       pairs.push([k, toSql(t, v, k)]);
     }
-    if (!pairs.length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");
+    if (!pairs.length) throw fail("INVALID_ARGUMENT", `$set needs at least one column${ownId === undefined ? "" : " besides item_id"}`);
     const q = parseQuery(b.query);
     const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     let ids: string[];
@@ -619,6 +628,7 @@ export class Collections {
     try {
       ids = await this.d.db.tx(async (tx) => {
         const { ids, stamp } = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        if (ownId !== undefined && ids.some((id) => id !== ownId)) throw dataError("item_id cannot be changed: the query matches a row whose item_id differs from $set.item_id");
         // a row stored with a later stamp than the clock's got the next one after it
         this.d.changes.clock.restore(stamp);
         await this.logRows(tx, c, ids, "upsert", hlc);

@@ -114,6 +114,7 @@ export class Edges {
     for (const [k, v] of Object.entries(b)) {
       if (k === "name" || IGNORED.has(k)) continue;
       if (k === "token") {
+        if (v === "") continue; // what a read shows (the token is never shown): not a new one
         if (typeof v !== "string" || v.length < 8) throw fail("INVALID_ARGUMENT", "token must be a string of at least 8 characters (the edge's secret)");
         token = v;
       } else if (k === "description") {
@@ -123,7 +124,8 @@ export class Edges {
         if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "template must be the name of a named template (or empty)");
         if (v && !this.namedTemplate(v)) throw fail("INVALID_ARGUMENT", `template '${v}' does not exist in ${this.d.config.edgeTemplatesDir}`);
         cols.template = v;
-      } else custom[k] = v === null ? null : typeof v === "number" ? String(v) : v;
+      // clients send the standard port fields as numbers: a string column takes a number as its text
+      } else custom[k] = typeof v === "number" && schema.custom[k] === "string" ? String(v) : v;
     }
     return { schema, cols, data: this.columnsOf.values(schema, custom, data), token };
   }

@@ -78,7 +78,7 @@ export class Users {
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly box: SecretBox | null = null) {
-    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id");
+    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id", PRIVILEGED_COLUMNS);
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
       if (!u) return null;

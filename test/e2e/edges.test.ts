@@ -227,7 +227,7 @@ t.test("edge columns: add, use, query, delete (UserDefined)", async (t) => {
   ok200(t, await s.dev.del(`${adminEdge()}/columns?column=${col}`), "delete the column");
   t.notOk((await s.dev.get(`${adminEdge()}/columns`)).body.some((c: any) => c.ColumnName === col), "gone from the columns");
   t.notOk(col in (await s.dev.get(adminEdge(a))).body, "gone from the record");
-  isErr(t, await s.dev.del(`${adminEdge()}/columns?column=description`), 404, "a standard column is not a custom column to delete");
+  isErr(t, await s.dev.del(`${adminEdge()}/columns?column=description`), 400, "a standard column is not a custom column to delete");
   await s.dev.del(adminEdge(a));
   await s.dev.del(adminEdge(b));
 });

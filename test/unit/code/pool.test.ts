@@ -132,9 +132,9 @@ describe("WorkerPool", () => {
 
   test("a worker stuck past its deadline in code the interrupt does not reach is terminated and replaced; the runs behind it run elsewhere", async () => {
     const p = await pool({ memoryMb: 1024, sandboxMemoryMb: 256 });
-    // changing the case of a long string runs in C, and calls chained in one expression run a few
-    // bytecodes between them (QuickJS checks its interrupt every few thousand): seconds unchecked
-    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var s = 'ab'.repeat(5e7); s = s.toUpperCase().toLowerCase().toUpperCase().toLowerCase().toUpperCase().toLowerCase(); resp.success(s.length) }", { timeoutMs: 1_000 }));
+    // a naive substring search runs in C and never checks the interrupt: a needle of 150,000 'a's and
+    // a 'b' in 300,000 'a's is ~2e10 comparisons, tens of seconds on any machine, in under 1 MB
+    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var h = 'a'.repeat(3e5), n = 'a'.repeat(1.5e5) + 'b'; resp.success(h.indexOf(n)) }", { timeoutMs: 1_000 }));
     const behind = p.submit(spec("a", "after", "function after(req, resp){ resp.success('after') }"));
     const t0 = performance.now();
     const o = await stuck.done;

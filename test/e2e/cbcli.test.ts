@@ -132,36 +132,41 @@ t.test("rows written back whole with their own item_id in $set are updated; anot
   t.same(await rows(), { [a!.item_id]: ["A", 10], [b!.item_id]: ["b", 2] }, "the refused updates changed nothing");
 });
 
-t.test("column listings hold what an export carries: built-ins can be created again as they are, never deleted", async (t) => {
+t.test("column listings hold what an export carries: built-ins can be created again as they are, never deleted; phone is the developer's", async (t) => {
   const s = await devWithSystem(o, "cbcli-cols");
   const names = async (path: string) => ((await must(s.dev.get(path), path)) as any[]).map((c) => `${c.ColumnName}:${c.ColumnType}:${c.UserDefined}`);
   const users = `/admin/user/${s.systemKey}/columns`, devices = `/admin/devices/${s.systemKey}/columns`, edges = `/admin/edges/${s.systemKey}/columns`;
   const u0 = await names(users);
-  t.notOk(u0.some((c) => /^cb_(service_account|ttl_override):/.test(c)), "a user's service account flag and token lifetime are no columns of the listing");
-  t.ok(u0.includes("phone:string:false"), "phone is a built-in user column");
-  t.notOk((await names(devices)).some((c) => c.startsWith("cb_ttl_override:")), "nor a device's token lifetime");
-  ok200(t, await s.dev.post(users, { column_name: "phone", type: "string" }), "phone, as it is: exists already");
-  ok200(t, await s.dev.post(users, { column_name: "email", type: "string" }), "email, as it is");
+  t.same(u0, ["user_id:string:false", "email:string:false", "creation_date:timestamp:false"], "a new system's user columns: the built-in ones alone");
+  t.notOk((await names(devices)).some((c) => c.startsWith("cb_ttl_override:")), "a device's token lifetime is no column of the listing");
+  ok200(t, await s.dev.post(users, { column_name: "email", type: "string" }), "email, as it is: exists already");
   ok200(t, await s.dev.post(edges, { column_name: "template", type: "string" }), "an edge's template, as it is");
   t.same(await names(users), u0, "nothing added");
   for (const [path, body, what] of [
-    [users, { column_name: "phone", type: "int" }, "phone with another type"],
+    [users, { column_name: "email", type: "int" }, "email with another type"],
     [users, { column_name: "cb_service_account", type: "bool" }, "the service account flag"],
     [devices, { column_name: "cb_ttl_override", type: "int" }, "a device's token lifetime"],
     [edges, { column_name: "isConnected", type: "string" }, "an edge's isConnected with another type"],
   ] as const) isErr(t, await s.dev.post(path, body), 400, undefined, what);
-  for (const [path, column] of [[users, "phone"], [users, "cb_service_account"], [users, "cb_ttl_override"], [users, "email"], [devices, "cb_ttl_override"], [edges, "template"]] as const) {
+  for (const [path, column] of [[users, "cb_service_account"], [users, "cb_ttl_override"], [users, "email"], [devices, "cb_ttl_override"], [edges, "template"]] as const) {
     const r = await s.dev.del(`${path}?column=${column}`);
     isErr(t, r, 400, undefined, `deleting ${column}`);
     t.match(r.body.error?.detail, /built-in column and cannot be deleted/);
   }
   isErr(t, await s.dev.del(`${users}?column=nothere`), 404, undefined, "a column that does not exist");
   t.same(await names(users), u0, "nothing removed");
-  // the settings stay settings
+
+  // a phone number is a column the developer makes, lists, and deletes
+  isErr(t, await s.dev.post(`/admin/user/${s.systemKey}`, { email: `${uniq("u")}@example.com`, password: "user-password-1", phone: "555" }), 400, undefined, "no phone column yet");
+  ok200(t, await s.dev.post(users, { column_name: "phone", type: "string" }), "phone added");
+  t.same(await names(users), [...u0, "phone:string:true"], "listed as the developer's");
   const u = await must(s.dev.post(`/admin/user/${s.systemKey}`, { email: `${uniq("u")}@example.com`, password: "user-password-1", phone: "555" }), "user");
+  // the settings stay settings
   ok200(t, await s.dev.put(`/admin/user/${s.systemKey}`, { user: u.user_id, changes: { cb_ttl_override: 60 } }), "cb_ttl_override set on a user");
   const row = ((await must(s.dev.get(`/admin/user/${s.systemKey}`), "users")).Data as any[]).find((x) => x.user_id === u.user_id);
   t.same([row?.phone, row?.cb_ttl_override], ["555", 60]);
+  ok200(t, await s.dev.del(`${users}?column=phone`), "phone deleted");
+  t.same(await names(users), u0);
 });
 
 t.test("edge custom columns take numbers: float, int; string columns take a number as its text", async (t) => {
@@ -438,7 +443,13 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   t.equal(pushed.readings.length, 3, "no row added or lost");
   t.same(pushed.roles, { ...before.roles, operator: { ...before.roles.operator, Topics: ["plant/#=1"] } }, "the role's edit pushed, nothing else of any role changed");
 
-  // push everything back as it is: nothing changes, and nothing stops it
+  // push everything back, its column lists as exports made elsewhere have them (no UserDefined,
+  // which the current cb-cli otherwise goes by): nothing changes, and nothing stops it
+  for (const f of ["users/schema.json", "devices/schema.json", "edges/schema.json"]) {
+    const schema = readJson(join(exp, f));
+    for (const c of schema.columns ?? []) delete c.UserDefined;
+    writeFileSync(join(exp, f), JSON.stringify(schema, null, 4));
+  }
   succeeded(t, await run(exp, "push", "-all", "-auto-approve"), "push -all");
   const again = await contents(s, cli.modern);
   t.same(again, pushed, "push -all of an unchanged export changes nothing");
@@ -467,8 +478,9 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   t.same(filesUnder(exp2), filesUnder(exp), "the same files");
   for (const f of ["code/services/cbSvc/cbSvc.js", "code/libraries/cbLib/cbLib.js", "adapters/iva-adapter/files/start.sh/start.sh"])
     t.equal(readFileSync(join(exp2, f), "utf8"), readFileSync(join(exp, f), "utf8"), `${f}: the same`);
-  for (const f of ["users/schema.json", "devices/schema.json", "edges/schema.json", "adapters/iva-adapter/files/start.sh/start.sh.json"])
-    t.same(readJson(join(exp2, f)), readJson(join(exp, f)), `${f}: the same`);
+  const columnsIn = (f: string) => ((readJson(f).columns ?? []) as any[]).map((c) => `${c.ColumnName}:${c.ColumnType}`);
+  for (const f of ["users/schema.json", "devices/schema.json", "edges/schema.json"]) t.same(columnsIn(join(exp2, f)), columnsIn(join(exp, f)), `${f}: the same columns`);
+  t.same(readJson(join(exp2, "adapters/iva-adapter/files/start.sh/start.sh.json")), readJson(join(exp, "adapters/iva-adapter/files/start.sh/start.sh.json")), "the adapter file's settings: the same");
   const { lists, levels } = carried(cli.modern);
   const kept = (f: string) => { const P = readJson(f).Permissions; return Object.fromEntries([...lists, ...levels].map((k) => [k, P[k]])); };
   for (const name of ["Authenticated", "operator"])

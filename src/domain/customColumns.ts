@@ -30,9 +30,9 @@ export class CustomColumns {
    * @param fixed    real table columns (name -> SQL column and type)
    * @param standard columns every row has, kept in the data document
    * @param reserved names that may not become custom columns besides those two
-   * @param unlisted standard columns that are a row's settings rather than its data: left out of
-   *                 the column listing, as ClearBlade's exports leave them out (cb-cli would take
-   *                 them for columns of the developer's and delete them)
+   * @param unlisted built-in columns that are a row's settings or its record's fields rather than
+   *                 its data: left out of the column listing, as ClearBlade's exports leave them
+   *                 out (cb-cli would take them for columns of the developer's and delete them)
    */
   constructor(
     private readonly db: Db,

@@ -72,7 +72,8 @@ export class Edges {
   skewOf: (systemKey: string, edge: string) => number | null = () => null;
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
-    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name");
+    // an edge's template, connection and creation are its record's, not columns ClearBlade lists
+    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name", ["template", "isConnected", "created_date"]);
     d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
       const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
       return e ? { kind: "edge", systemKey: e.system_key, id: e.name, name: e.name, tokenHash: row.token_hash } : null;

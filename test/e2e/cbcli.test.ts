@@ -139,14 +139,16 @@ t.test("column listings hold what an export carries: built-ins can be created ag
   const u0 = await names(users);
   t.same(u0, ["user_id:string:false", "email:string:false", "creation_date:timestamp:false"], "a new system's user columns: the built-in ones alone");
   t.notOk((await names(devices)).some((c) => c.startsWith("cb_ttl_override:")), "a device's token lifetime is no column of the listing");
+  t.notOk((await names(edges)).some((c) => /^(template|isConnected|created_date):/.test(c)), "nor an edge's template, connection or creation");
   ok200(t, await s.dev.post(users, { column_name: "email", type: "string" }), "email, as it is: exists already");
-  ok200(t, await s.dev.post(edges, { column_name: "template", type: "string" }), "an edge's template, as it is");
+  ok200(t, await s.dev.post(edges, { column_name: "location", type: "string" }), "an edge's location, as it is");
   t.same(await names(users), u0, "nothing added");
   for (const [path, body, what] of [
     [users, { column_name: "email", type: "int" }, "email with another type"],
     [users, { column_name: "cb_service_account", type: "bool" }, "the service account flag"],
     [devices, { column_name: "cb_ttl_override", type: "int" }, "a device's token lifetime"],
-    [edges, { column_name: "isConnected", type: "string" }, "an edge's isConnected with another type"],
+    [edges, { column_name: "location", type: "int" }, "an edge's location with another type"],
+    [edges, { column_name: "template", type: "string" }, "an edge's template (no column)"],
   ] as const) isErr(t, await s.dev.post(path, body), 400, undefined, what);
   for (const [path, column] of [[users, "cb_service_account"], [users, "cb_ttl_override"], [users, "email"], [devices, "cb_ttl_override"], [edges, "template"]] as const) {
     const r = await s.dev.del(`${path}?column=${column}`);
@@ -443,11 +445,12 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   t.equal(pushed.readings.length, 3, "no row added or lost");
   t.same(pushed.roles, { ...before.roles, operator: { ...before.roles.operator, Topics: ["plant/#=1"] } }, "the role's edit pushed, nothing else of any role changed");
 
-  // push everything back, its column lists as exports made elsewhere have them (no UserDefined,
-  // which the current cb-cli otherwise goes by): nothing changes, and nothing stops it
+  // push everything back, its column lists as a system exported from ClearBlade has them (the
+  // developer's columns, user_id, no UserDefined, which the current cb-cli otherwise goes by):
+  // nothing changes, and nothing stops it (a listed built-in it lacks would be deleted)
   for (const f of ["users/schema.json", "devices/schema.json", "edges/schema.json"]) {
     const schema = readJson(join(exp, f));
-    for (const c of schema.columns ?? []) delete c.UserDefined;
+    schema.columns = ((schema.columns ?? []) as any[]).filter((c) => c.UserDefined !== false || c.ColumnName === "user_id").map(({ UserDefined: _, ...c }) => c);
     writeFileSync(join(exp, f), JSON.stringify(schema, null, 4));
   }
   succeeded(t, await run(exp, "push", "-all", "-auto-approve"), "push -all");
@@ -478,7 +481,8 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   t.same(filesUnder(exp2), filesUnder(exp), "the same files");
   for (const f of ["code/services/cbSvc/cbSvc.js", "code/libraries/cbLib/cbLib.js", "adapters/iva-adapter/files/start.sh/start.sh"])
     t.equal(readFileSync(join(exp2, f), "utf8"), readFileSync(join(exp, f), "utf8"), `${f}: the same`);
-  const columnsIn = (f: string) => ((readJson(f).columns ?? []) as any[]).map((c) => `${c.ColumnName}:${c.ColumnType}`);
+  // the developer's columns (the first export's lists were cut to those above)
+  const columnsIn = (f: string) => ((readJson(f).columns ?? []) as any[]).filter((c) => c.UserDefined !== false && c.ColumnName !== "user_id").map((c) => `${c.ColumnName}:${c.ColumnType}`);
   for (const f of ["users/schema.json", "devices/schema.json", "edges/schema.json"]) t.same(columnsIn(join(exp2, f)), columnsIn(join(exp, f)), `${f}: the same columns`);
   t.same(readJson(join(exp2, "adapters/iva-adapter/files/start.sh/start.sh.json")), readJson(join(exp, "adapters/iva-adapter/files/start.sh/start.sh.json")), "the adapter file's settings: the same");
   const { lists, levels } = carried(cli.modern);

@@ -18,5 +18,11 @@ if (missing.length && typeof process.execve === "function" && process.env.OUTPOS
   const compiled = Bun.main.startsWith("/$bunfs/");
   const args = compiled ? process.argv.slice(2) : process.argv.slice(1);
   // OUTPOST_NO_REEXEC: never twice, whatever the new process makes of its environment
-  process.execve(process.execPath, [process.execPath, ...args], { ...process.env, ...RUNTIME_ENV, OUTPOST_NO_REEXEC: "1" });
+  try {
+    process.execve(process.execPath, [process.execPath, ...args], { ...process.env, ...RUNTIME_ENV, OUTPOST_NO_REEXEC: "1" });
+  } catch (e) {
+    // e.g. ENOEXEC under a user-mode emulator (qemu-user without binfmt): the options only make
+    // code services faster, so go on without them
+    process.stderr.write(`outpost: running without ${missing.map(([k]) => k).join(", ")} (restart refused: ${(e as Error).message}); code services run slower\n`);
+  }
 }

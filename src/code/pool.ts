@@ -23,7 +23,7 @@ import { fail, failFor } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
-import { compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
+import { type CompiledQuickJS, compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
 
 export interface PoolOptions {
   workers: number;
@@ -148,7 +148,7 @@ export class WorkerPool {
   private readonly readyWaiters: (() => void)[] = [];
   /** the QuickJS wasm, compiled once, with the first worker (compiled code is memory an idle node
    *  would hold for nothing): a worker's start then takes tens of ms, not hundreds */
-  private compiled: Promise<WebAssembly.Module | undefined> | null = null;
+  private compiled: Promise<CompiledQuickJS | undefined> | null = null;
   /** workers terminated for not coming back (for tests and metrics) */
   killed = 0;
 

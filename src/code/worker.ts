@@ -9,7 +9,7 @@
 // at most), and batches one after the other, even when a step had to wait for a lane to be made.
 import { LruMap } from "../core/cache.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
-import { LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
+import { type CompiledQuickJS, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
 declare const self: Worker;
 
@@ -23,7 +23,7 @@ const LOG_LINES_MAX = 1000;
 const WARM_UP_RUNS = 6;
 const BATCH_BUDGET_MS = 20;
 
-let compiled: WebAssembly.Module | undefined;
+let compiled: CompiledQuickJS | undefined;
 let limits: SandboxLimits;
 /** what this worker's sandboxes may take together (its share of --code-memory-mb) */
 let budgetBytes = Infinity;

@@ -13,7 +13,7 @@ import {
 } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import { type Executor, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
+import { type Executor, schemaMissing, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "./changes.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -391,6 +391,20 @@ export class Collections {
     return out;
   }
 
+  /** Runs an operation on a collection's rows as the collection was read; when its table or a
+   *  column the operation names has gone meanwhile (sync or another request changed the schema
+   *  since: an edge starting over drops what its new template lacks), once more on the
+   *  collection as it is now, or not found when it is gone. */
+  private async onCurrent<T>(c: Collection, op: (c: Collection) => Promise<T>): Promise<T> {
+    try { return await op(c); } catch (e) {
+      if (c.row.connection !== null || !schemaMissing(e)) throw e;
+      this.forgetId(c.row.collection_id);
+      const now = await this.load(c.row.collection_id);
+      if (!now) throw notFound("collection", c.row.name, "Data");
+      return op(now);
+    }
+  }
+
   /** fetch() without waiting: the page when the caller's rights, the compiled query and a result
    *  still valid are all cached (a client polling the same query); undefined: ask fetch(). */
   fetchNow(p: Principal, c: Collection, queryParam: string | null, pageBase: string): FetchPage | undefined {
@@ -408,7 +422,11 @@ export class Collections {
   }
 
   /** GET items: one page of rows matching the query, with the total and page links. */
-  async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+  fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+    return this.onCurrent(c, (c) => this.fetchFrom(p, c, queryParam, pageBase));
+  }
+
+  private async fetchFrom(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
     if (c.row.connection !== null) {
       const q = parseQuery(queryParam);
@@ -510,7 +528,11 @@ export class Collections {
     return out;
   }
 
-  async count(p: Principal, c: Collection, queryParam: unknown) {
+  count(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.countIn(p, c, queryParam));
+  }
+
+  private async countIn(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.READ);
     const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
@@ -530,7 +552,11 @@ export class Collections {
     return { itemId, values };
   }
 
-  async insert(p: Principal, c: Collection, body: unknown) {
+  insert(p: Principal, c: Collection, body: unknown) {
+    return this.onCurrent(c, (c) => this.insertInto(p, c, body));
+  }
+
+  private async insertInto(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.CREATE);
     // a missing body is a mistake, not an empty row ({} is an empty row)
     if (body === undefined) throw fail("BODY_REQUIRED", "the body is required: an item (object of column values) or an array of items");
@@ -569,7 +595,11 @@ export class Collections {
 
   /** Updates the items a query matches: their ids (the count, for an external table, which has
    *  none to give). */
-  async updateItems(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
+  updateItems(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
+    return this.onCurrent(c, (c) => this.updateIn(p, c, body));
+  }
+
+  private async updateIn(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
     await this.require(p, c, LEVEL.UPDATE);
     const b = objectBody(body);
     knownFields(b, ITEM_UPDATE_FIELDS);
@@ -612,7 +642,11 @@ export class Collections {
   }
 
   /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */
-  async delete(p: Principal, c: Collection, queryParam: unknown) {
+  delete(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.deleteFrom(p, c, queryParam));
+  }
+
+  private async deleteFrom(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.DELETE);
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
@@ -633,7 +667,11 @@ export class Collections {
   }
 
   /** PUT upsert?conflictColumn=: needs a unique index on that column (an upsert without one is refused). */
-  async upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+  upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+    return this.onCurrent(c, (c) => this.upsertInto(p, c, conflictColumn, body));
+  }
+
+  private async upsertInto(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
     await this.require(p, c, LEVEL.CREATE | LEVEL.UPDATE);
     this.assertTable(c);
     if (!conflictColumn) throw fail("INVALID_ARGUMENT", "conflictColumn is required");

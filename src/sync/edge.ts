@@ -16,12 +16,12 @@ import { outboxRepo, snapshotSeenRepo, syncedAssetsRepo, syncStateRepo, tombston
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { adaptersRepo } from "../store/adapters.ts";
 import { adapterBody, controlFiles } from "../domain/adapters.ts";
-import { VERSION } from "../version.ts";
+import { BUILD } from "../version.ts";
 import { AdapterRunner } from "../adapters/runner.ts";
 import { applyDefinition, applyRows, relayFilters, upCollections } from "./assets.ts";
 import { isDefinitionType, KINDS } from "./kinds.ts";
 import type { ChangeRecorder, RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, SYNC_PATH } from "./protocol.ts";
+import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, SYNC_PATH } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
 
 export interface EdgeSyncDeps {
@@ -162,8 +162,8 @@ export class EdgeSync {
       const failures = Object.values(await this.failures(this.d.db));
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
-      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: PROTOCOL_VERSION, outbox: await this.outboxSize() });
+      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: BUILD, os: process.platform, arch: process.arch, failures, synced,
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -250,8 +250,9 @@ export class EdgeSync {
         const refusal = protocolRefusal(m.protocol ?? 1, "platform");
         if (refusal) {
           this.refusal = refusal;
-          this.d.log.error("the platform's sync protocol is not one this edge speaks", { message: refusal });
-          ws.close(4004, "protocol version");
+          this.d.log.error("the platform's sync protocol is not one this edge speaks", { message: refusal, platform: m.version ?? "" });
+          // the reason goes with the close, so the platform can log and show it
+          ws.close(PROTOCOL_REFUSED_CLOSE, refusal.slice(0, 120));
           return;
         }
         this.refusal = "";
@@ -283,7 +284,7 @@ export class EdgeSync {
         this.lastConnectedAt = Date.now();
         this.backoff = BACKOFF_MIN_MS;
         this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
-        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq });
+        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
         void this.sendOutbox();
         return;
       }

@@ -139,16 +139,18 @@ t.test("column listings hold what an export carries: built-ins can be created ag
   const u0 = await names(users);
   t.same(u0, ["user_id:string:false", "email:string:false", "creation_date:timestamp:false"], "a new system's user columns: the built-in ones alone");
   t.notOk((await names(devices)).some((c) => c.startsWith("cb_ttl_override:")), "a device's token lifetime is no column of the listing");
-  t.notOk((await names(edges)).some((c) => /^(template|isConnected|created_date):/.test(c)), "nor an edge's template, connection or creation");
-  ok200(t, await s.dev.post(users, { column_name: "email", type: "string" }), "email, as it is: exists already");
-  ok200(t, await s.dev.post(edges, { column_name: "location", type: "string" }), "an edge's location, as it is");
-  t.same(await names(users), u0, "nothing added");
+  t.notOk((await names(edges)).some((c) => /^(template|isConnected|created_date|last_seen_os|last_seen_architecture):/.test(c)), "nor an edge's template, connection, creation or platform");
+  const before = [await names(devices), await names(edges)];
+  for (const [path, column_name, type] of [[users, "email", "string"], [users, "cb_service_account", "bool"], [devices, "cb_ttl_override", "int"],
+    [edges, "location", "string"], [edges, "template", "string"], [edges, "last_seen_os", "string"]] as const)
+    ok200(t, await s.dev.post(path, { column_name, type }), `${column_name}, as it is: exists already`);
+  t.same([await names(users), await names(devices), await names(edges)], [u0, ...before], "nothing added");
   for (const [path, body, what] of [
     [users, { column_name: "email", type: "int" }, "email with another type"],
-    [users, { column_name: "cb_service_account", type: "bool" }, "the service account flag"],
-    [devices, { column_name: "cb_ttl_override", type: "int" }, "a device's token lifetime"],
+    [users, { column_name: "cb_service_account", type: "string" }, "the service account flag with another type"],
+    [devices, { column_name: "cb_ttl_override", type: "string" }, "a device's token lifetime with another type"],
     [edges, { column_name: "location", type: "int" }, "an edge's location with another type"],
-    [edges, { column_name: "template", type: "string" }, "an edge's template (no column)"],
+    [edges, { column_name: "token", type: "string" }, "an edge's token"],
   ] as const) isErr(t, await s.dev.post(path, body), 400, undefined, what);
   for (const [path, column] of [[users, "cb_service_account"], [users, "cb_ttl_override"], [users, "email"], [devices, "cb_ttl_override"], [edges, "template"]] as const) {
     const r = await s.dev.del(`${path}?column=${column}`);

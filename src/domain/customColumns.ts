@@ -30,9 +30,9 @@ export class CustomColumns {
    * @param fixed    real table columns (name -> SQL column and type)
    * @param standard columns every row has, kept in the data document
    * @param reserved names that may not become custom columns besides those two
-   * @param unlisted standard columns that are a row's settings rather than its data: left out of
-   *                 the column listing, as ClearBlade's exports leave them out (cb-cli would take
-   *                 them for columns of the developer's and delete them)
+   * @param unlisted built-in columns that are a row's settings or its record's fields rather than
+   *                 its data: left out of the column listing, as ClearBlade's exports leave them
+   *                 out (cb-cli would take them for columns of the developer's and delete them)
    */
   constructor(
     private readonly db: Db,
@@ -105,15 +105,15 @@ export class CustomColumns {
       .map(([n, t]) => ({ ColumnName: n, ColumnType: t, PK: n === this.pk, UserDefined: !builtins.has(n) }));
   }
 
-  /** `{column_name, type}` (also `name`). A listed built-in column asked for with its own type
-   *  exists as asked: nothing to do (an exported system lists it among its columns, and an import
+  /** `{column_name, type}` (also `name`). A built-in column asked for with its own type exists as
+   *  asked: nothing to do (a system exported elsewhere may list it among its columns, and an import
    *  creates every one of those). */
   async add(systemKey: string, body: unknown) {
     const b = objectBody(body);
     knownFields(b, ADD_FIELDS);
     const name = checkName(b.column_name ?? b.name, "column");
     const type = parseColumnType(b.type, name);
-    if (this.builtinType(name) === type && !this.unlisted.has(name)) return;
+    if (this.builtinType(name) === type) return;
     if (this.reserved.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in column`);
     await this.db.tx(async (tx) => {
       if ((await customColumnsRepo.list(tx, systemKey, this.table)).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);

@@ -35,6 +35,7 @@ const FIXED = {
   template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
   first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
   last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
+  last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
 } as const;
 /** Edge fields clients send and read that live in the data document. */
 const STANDARD = {
@@ -72,7 +73,9 @@ export class Edges {
   skewOf: (systemKey: string, edge: string) => number | null = () => null;
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
-    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name");
+    // an edge's template, connection, creation and platform are its record's, not columns ClearBlade lists
+    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name",
+      ["template", "isConnected", "created_date", "last_seen_os", "last_seen_architecture"]);
     d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
       const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
       return e ? { kind: "edge", systemKey: e.system_key, id: e.name, name: e.name, tokenHash: row.token_hash } : null;

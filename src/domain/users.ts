@@ -23,8 +23,10 @@ const MANAGE_FIELDS = new Set(["user", "changes"]);
 const MANAGE_CHANGES = new Set(["password", "roles"]);
 const ADMIN_UPDATE_FIELDS = new Set(["user", "user_id", "changes"]);
 
-/** Columns every user row has besides the table's own, kept in its data document. */
-const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int", phone: "string" };
+/** Columns every user row has besides the table's own, kept in its data document. (A phone number
+ *  is a column of the developer's, as in ClearBlade's exports: a system pushed without one would
+ *  have cb-cli delete it.) */
+const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int" };
 const FIXED_COLUMNS = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } } as const;
 
 const AuthBody = z.union([

@@ -579,6 +579,17 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX code_logs_service ON code_logs(system_key, service_name, started_at)`,
     ],
   },
+  {
+    version: 22,
+    name: "phone as a user column of the developer's",
+    up: [
+      // phone was a column of every user; now a system has it when made: the systems whose users
+      // hold a phone number get it, so none is hidden
+      `INSERT INTO custom_columns(system_key, tbl, name, type)
+        SELECT DISTINCT system_key, 'users', 'phone', 'string' FROM users WHERE data LIKE '%"phone":%'
+        ON CONFLICT DO NOTHING`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

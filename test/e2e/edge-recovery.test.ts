@@ -270,13 +270,14 @@ t.test("edge columns: the standard set, custom columns added and dropped (UserDe
   ok200(t, cols, "GET /api/v/3/edges/{sk}/columns");
   t.ok(Array.isArray(cols.body), "an array");
   const col = (list: any[], n: string) => list.find((c) => c.ColumnName === n);
-  for (const [n, type] of [["name", "string"], ["description", "string"], ["isConnected", "bool"], ["first_talked", "int"], ["last_talked", "int"], ["last_seen_version", "string"]] as const) {
+  for (const [n, type] of [["name", "string"], ["description", "string"], ["first_talked", "int"], ["last_talked", "int"], ["last_seen_version", "string"]] as const) {
     const c = col(cols.body, n);
     t.ok(c, `column ${n} listed`);
     t.equal(c?.ColumnType, type, `${n} is ${type}`);
     t.equal(c?.UserDefined, false, `${n} is not user defined`);
   }
   t.ok(cols.body.every((c: any) => typeof c.ColumnName === "string" && typeof c.ColumnType === "string" && typeof c.UserDefined === "boolean"), "each {ColumnName, ColumnType, UserDefined}");
+  for (const n of ["template", "isConnected", "created_date"]) t.notOk(col(cols.body, n), `${n}: the record's, not a listed column`);
   t.same((await s.dev.get(`/admin/edges/${SK}/columns`)).body, cols.body, "GET /admin/edges/{sk}/columns is the same");
 
   const name = uniq("colled");

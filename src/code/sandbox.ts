@@ -40,7 +40,7 @@ export const LANE_BASE_BYTES = 1_400_000;
 const LANE_HEADROOM_PAGES = 128;
 
 /** A new lane: an instance of the module with a heap of its own, bounded by `maxBytes`. */
-async function newLane(maxBytes: number, compiled?: WebAssembly.Module): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
+export async function newLane(maxBytes: number, compiled?: WebAssembly.Module): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
   const wasmModule = compiled ?? (await (compiledHere ??= compileQuickJS()));
   const memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: INITIAL_PAGES + LANE_HEADROOM_PAGES + Math.ceil(maxBytes / 65536) });
   const qjs = await newQuickJSAsyncWASMModuleFromVariant(newVariant(RELEASE_ASYNC, { wasmModule, wasmMemory: memory }));

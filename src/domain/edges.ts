@@ -189,8 +189,9 @@ export class Edges {
         cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data), incarnation: newKey(), applied_template: null, last_refusal: "", last_refusal_at: null,
       };
       await edgesRepo.insert(tx, row);
-      // what the system holds is at its first version from now on (versions count changes)
-      await changesRepo.countAssets(tx, systemKey);
+      // a system's first edge: what it holds is at its first version from now on (versions count
+      // changes, which are recorded only while a system has edges)
+      if ((await edgesRepo.count(tx, systemKey, { sql: "1 = 1", args: [] })) === 1) await changesRepo.countAssets(tx, systemKey);
       return row;
     });
     this.onChange(systemKey, name, "record");

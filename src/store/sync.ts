@@ -73,17 +73,16 @@ export const changesRepo = {
   /** Each asset's latest change: an edge whose cursor is before it is owed it; and its version. */
   latest: (ex: Executor, systemKey: string) =>
     ex.all<{ asset_type: string; asset_name: string; seq: number; version: number }>(`SELECT asset_type, asset_name, seq, version FROM sync_asset_seqs WHERE system_key = ?`, [systemKey]),
-  /** An asset's current version (1: none was counted, as for an asset made before its system had
-   *  an edge and unchanged since). */
+  /** An asset's current version (0: none counted, as for the rows of a collection never written). */
   versionOf: async (ex: Executor, systemKey: string, type: string, name: string) =>
-    (await ex.get<{ version: number }>(`SELECT version FROM sync_asset_seqs WHERE system_key = ? AND asset_type = ? AND asset_name = ?`, [systemKey, type, name]))?.version ?? 1,
+    (await ex.get<{ version: number }>(`SELECT version FROM sync_asset_seqs WHERE system_key = ? AND asset_type = ? AND asset_name = ?`, [systemKey, type, name]))?.version ?? 0,
   /** The version the log entry at `seq` carries if it is one of this asset's (0: none, gone, or
    *  from before versions were counted). */
   versionAt: async (ex: Executor, systemKey: string, seq: number, type: string, name: string) =>
     (await ex.get<{ version: number }>(`SELECT version FROM changes WHERE system_key = ? AND seq = ? AND asset_type = ? AND asset_name = ?`, [systemKey, seq, type, name]))?.version ?? 0,
-  /** Every asset of a system counted at its first version, unless counted already: done when an
-   *  edge is made (changes are counted only while a system has edges, so what was made before
-   *  is at its first version then). */
+  /** Every asset of a system counted at its first version, unless counted already: done when a
+   *  system gets its first edge (changes are counted only while a system has edges, so what was
+   *  made before is at its first version then). */
   countAssets: (ex: Executor, systemKey: string) =>
     ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq, version) SELECT ?1, t, name, 0, 1 FROM (${ASSET_NAMES_SQL}
       UNION ALL SELECT 'row' AS t, name FROM collections WHERE system_key = ?1) a WHERE true ON CONFLICT DO NOTHING`, [systemKey]),

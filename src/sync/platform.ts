@@ -746,8 +746,8 @@ export class SyncHub {
       const tail = o.changed.get(own);
       const inTemplate = followsSchema ? goesDown(o.template, "collection", name, false) : goesDown(o.template, wire, name, false);
       const held = followsSchema ? goesDown(o.held, "collection", name, false) : goesDown(o.held, wire, name, false);
-      // versions count the asset's changes (1: none since its system had an edge)
-      const desired = Math.max(o.versions.get(own) ?? 1, r?.desired_version ?? 0, r?.applied_version ?? 0);
+      // versions count the asset's changes (see changesRepo.noteLatest)
+      const desired = Math.max(o.versions.get(own) ?? 0, r?.desired_version ?? 0, r?.applied_version ?? 0);
       const behind = inTemplate && (o.full || !held || tail !== undefined);
       // the rows of a collection that failed to apply cannot be on the edge either
       const schema = type === "collection_rows" ? recorded.get(`collection\u0000${name}`) : undefined;

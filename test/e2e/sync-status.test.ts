@@ -124,43 +124,56 @@ t.test("a service that arrives at an edge without compiling is failed there, wit
 });
 
 t.test("versions are per asset and go up by one per change; the rows of a failed collection fail with it", async (t) => {
+  // a system of its own, with a service and a collection holding rows before its first edge
+  const v = await devWithSystem(platform, "versions");
+  const VK = v.systemKey;
+  const vsvc = (name: string) => `/admin/code/v/1/${VK}/${name}`;
   const early = uniq("early");
-  ok200(t, await s.dev.post(svcPath(early), { code: `function ${early}(req, resp) { resp.success(0); }`, parameters: [] }), "a service made before the edge");
+  ok200(t, await v.dev.post(vsvc(early), { code: `function ${early}(req, resp) { resp.success(0); }`, parameters: [] }), "a service made before the edge");
   const col = uniq("readings");
-  const colId = (await must(s.dev.post("/admin/collectionmanagement", { name: col, appID: SK }), "collection")).collectionID as string;
-  await must(s.dev.put("/admin/collectionmanagement", { id: colId, addColumn: { name: "v", type: "int" } }), "column");
-  const edge = uniq("gw"), token = await newEdge(edge);
+  const colId = (await must(v.dev.post("/admin/collectionmanagement", { name: col, appID: VK }), "collection")).collectionID as string;
+  await must(v.dev.put("/admin/collectionmanagement", { id: colId, addColumn: { name: "v", type: "int" } }), "column");
+  await must(v.dev.post(`/api/v/1/data/${colId}`, { v: 0 }), "a row before the edge");
+  const edge = uniq("gw"), token = `${edge}-token-123`;
+  await must(v.dev.post(`/admin/edges/${VK}/${edge}`, { token }), "edge");
+  const fresh = uniq("fresh");
+  const freshId = (await must(v.dev.post("/admin/collectionmanagement", { name: fresh, appID: VK }), "a collection made after the edge")).collectionID as string;
   const svc = uniq("counted");
-  ok200(t, await s.dev.post(svcPath(svc), { code: `function ${svc}(req, resp) { resp.success(1); }`, parameters: [] }));
-  for (const n of [2, 3]) ok200(t, await s.dev.put(svcPath(svc), { code: `function ${svc}(req, resp) { resp.success(${n}); }` }));
-  ok200(t, await s.dev.put(tplPath(edge), { add: [{ def_module: "service", def_name: "*", mode: "sync_to_edge" }, { def_module: "collection", def_name: col, mode: "sync_to_edge", rows: true }] }));
+  ok200(t, await v.dev.post(vsvc(svc), { code: `function ${svc}(req, resp) { resp.success(1); }`, parameters: [] }));
+  for (const n of [2, 3]) ok200(t, await v.dev.put(vsvc(svc), { code: `function ${svc}(req, resp) { resp.success(${n}); }` }));
+  ok200(t, await v.dev.put(`/admin/edges/template/${VK}/${edge}`, { add: [{ def_module: "service", def_name: "*", mode: "sync_to_edge" }, { def_module: "collection", def_name: "*", mode: "sync_to_edge", rows: true }] }));
   // one write of two rows is one change of the collection's rows, a second write another
-  await must(s.dev.post(`/api/v/1/data/${colId}`, [{ v: 1 }, { v: 2 }]), "rows");
-  await must(s.dev.post(`/api/v/1/data/${colId}`, { v: 3 }), "a row");
-  const e = await startEdge(edge, token);
-  const synced = async () => (await statusOf(edge)).every((a) => a.status === "synced");
-  t.ok(await waitFor(synced, 30_000), "synced");
-  t.match(await assetOf(edge, "service", early), { desired_version: 1, applied_version: 1 }, "unchanged since the edge was made: version 1");
-  t.match(await assetOf(edge, "service", svc), { desired_version: 3, applied_version: 3 }, "made and changed twice: version 3");
-  t.match(await assetOf(edge, "collection_rows", col), { desired_version: 3, applied_version: 3 }, "rows: at the edge's making, and two writes");
-  ok200(t, await s.dev.put(svcPath(svc), { code: `function ${svc}(req, resp) { resp.success(4); }` }));
-  t.ok(await waitFor(async () => (await assetOf(edge, "service", svc))?.applied_version === 4, 20_000), "one more change: version 4, applied");
-  t.equal((await assetOf(edge, "service", early)).desired_version, 1, "the others did not move");
+  await must(v.dev.post(`/api/v/1/data/${colId}`, [{ v: 1 }, { v: 2 }]), "rows");
+  await must(v.dev.post(`/api/v/1/data/${colId}`, { v: 3 }), "a row");
+  const e = await startOutpost({ args: ["--mode", "edge", "--platform-url", platform.url, "--system-key", VK, "--edge-name", edge, "--edge-token", token, "--sync-ping-ms", "1000"] });
+  procs.push(e);
+  const status = async () => (await must(v.dev.get(`/admin/${VK}/sync/edge/status/${edge}`), "status")) as any[];
+  const asset = async (type: string, name: string) => (await status()).find((a) => a.asset_type === type && a.asset_name === name);
+  t.ok(await waitFor(async () => (await status()).every((a) => a.status === "synced"), 30_000), "synced");
+  t.match(await asset("service", early), { desired_version: 1, applied_version: 1 }, "made before the system's first edge, unchanged: version 1");
+  t.match(await asset("service", svc), { desired_version: 3, applied_version: 3 }, "made and changed twice: version 3");
+  t.match(await asset("collection_rows", col), { desired_version: 3, applied_version: 3 }, "rows: as at the first edge, and two writes");
+  t.match(await asset("collection_rows", fresh), { desired_version: 0, applied_version: 0 }, "rows never written: 0");
+  await must(v.dev.post(`/api/v/1/data/${freshId}`, {}), "a first row");
+  ok200(t, await v.dev.put(vsvc(svc), { code: `function ${svc}(req, resp) { resp.success(4); }` }));
+  t.ok(await waitFor(async () => (await asset("service", svc))?.applied_version === 4 && (await asset("collection_rows", fresh))?.applied_version === 1, 20_000), "one more change each: applied");
+  t.equal((await asset("service", early)).desired_version, 1, "the others did not move");
+  t.equal((await asset("collection_rows", col)).desired_version, 3);
 
   // a collection that fails to apply (a local collection of its name on the edge) fails its rows
   // too, whichever way they flow
-  const signIn = await request(e.url, "POST", "/admin/auth", { body: { email: s.email, password: s.password } });
+  const signIn = await request(e.url, "POST", "/admin/auth", { body: { email: v.email, password: v.password } });
   ok200(t, signIn, "the developer signs in on the edge");
   const onEdge = new Client(e.url, { "ClearBlade-DevToken": signIn.body.dev_token });
   for (const mode of ["sync_to_edge", "sync_to_platform"]) {
     const clash = uniq("clash");
-    const clashId = (await must(s.dev.post("/admin/collectionmanagement", { name: clash, appID: SK }), "clash")).collectionID as string;
-    await must(s.dev.put("/admin/collectionmanagement", { id: clashId, addColumn: { name: "v", type: "int" } }), "column");
-    await must(s.dev.post(`/api/v/1/data/${clashId}`, { v: 1 }), "a row");
-    ok200(t, await onEdge.post("/admin/collectionmanagement", { name: clash, appID: SK }), `${mode}: a collection of that name made on the edge`);
-    ok200(t, await s.dev.put(tplPath(edge), { add: [{ def_module: "collection", def_name: clash, mode, rows: true }] }));
-    t.ok(await waitFor(async () => (await assetOf(edge, "collection", clash))?.status === "failed", 30_000), `${mode}: the collection fails`);
-    const rows = await assetOf(edge, "collection_rows", clash);
+    ok200(t, await onEdge.post("/admin/collectionmanagement", { name: clash, appID: VK }), `${mode}: a collection made on the edge`);
+    const clashId = (await must(v.dev.post("/admin/collectionmanagement", { name: clash, appID: VK }), "clash")).collectionID as string;
+    await must(v.dev.put("/admin/collectionmanagement", { id: clashId, addColumn: { name: "v", type: "int" } }), "column");
+    await must(v.dev.post(`/api/v/1/data/${clashId}`, { v: 1 }), "a row");
+    ok200(t, await v.dev.put(`/admin/edges/template/${VK}/${edge}`, { add: [{ def_module: "collection", def_name: clash, mode, rows: true }] }), `${mode}: a platform collection of that name in the template`);
+    t.ok(await waitFor(async () => (await asset("collection", clash))?.status === "failed", 30_000), `${mode}: the collection fails`);
+    const rows = await asset("collection_rows", clash);
     t.equal(rows.status, "failed", `${mode}: its rows are failed, not synced`);
     t.match(rows.last_error, /^its collection failed to apply: .*(exists|clash)/, rows.last_error);
   }

@@ -46,7 +46,7 @@ import { Health } from "./domain/health.ts";
 import type { Services } from "./http/services.ts";
 import { type Db, databaseBytes, openDb, redactedUrl } from "./store/db.ts";
 import { migrate } from "./store/migrations.ts";
-import { VERSION } from "./version.ts";
+import { COMMIT, VERSION } from "./version.ts";
 import { staleCaches } from "./sync/kinds.ts";
 import { EdgeRelay } from "./sync/relay.ts";
 import { Edges } from "./domain/edges.ts";
@@ -174,7 +174,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log });
     // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
     const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
@@ -253,7 +253,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const { http, https } = listenApi(services);
     started.push({ name: "http", stop: () => http.stop() });
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
-    log.info("outpost started", { version: VERSION, http: http.port, https: https?.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
+    log.info("outpost started", { version: VERSION, commit: COMMIT, http: http.port, https: https?.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
 
     for (const key of await systems.keys())
       events.emit(config.mode === "edge" ? "StartConnectDisconnect::EdgeStarted" : "StartConnectDisconnect::PlatformStarted", key, {});

@@ -11,10 +11,11 @@
 //
 // Where: on a thread of its own (compileWorker.ts), not the event loop. The compile is
 // synchronous, and QuickJS as WebAssembly on JavaScriptCore's baseline tier (the process runs
-// without its optimizing tier, see docs/architecture.md) takes about 1 ms per KB: a 10 KB service
-// 10 ms, the largest upload (5 MB) 5 to 7 s, which on the main thread would hold every request,
-// MQTT client and edge link of the node meanwhile. The thread is made on first use and ended
-// after a minute without checks; checks wait for one another there.
+// without its optimizing tier, see docs/architecture.md) takes about 0.5 ms per KB with the plain
+// build (twice that with asyncify's): a 10 KB service 5 ms, the largest upload (5 MB) about 2.5 s,
+// which on the main thread would hold every request, MQTT client and edge link of the node
+// meanwhile. The thread is made on first use and ended after a minute without checks; checks wait
+// for one another there.
 //
 // Bounds: one lane (a module instance with its own heap, see sandbox.ts) under a service's own
 // memory limit (--code-memory-limit-mb); a lane whose heap grew past LANE_KEEP_BYTES is dropped
@@ -46,7 +47,8 @@ const POSITION = /:(\d+):(\d+)\s*$/m;
 export function compileHere(memoryBytes: number): CompileCheck {
   let lane: Promise<Lane> | null = null;
   const open = async (): Promise<Lane> => {
-    const { qjs, memory } = await newLane(memoryBytes);
+    // the plain build: compiling never suspends, and it parses as the asyncify one (one QuickJS)
+    const { qjs, memory } = await newLane(memoryBytes, false);
     const rt = qjs.newRuntime();
     rt.setMemoryLimit(memoryBytes);
     rt.setMaxStackSize(STACK_BYTES);

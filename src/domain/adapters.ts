@@ -229,7 +229,13 @@ export class Adapters {
     await this.adapter(this.d.db, s.system_key, name);
     const f = await adapterFilesRepo.get(this.d.db, s.system_key, name, file, v);
     if (!f) throw notFound(v === undefined ? "adapter file" : `version ${v} of adapter file`, file, "Adaptors");
-    return this.fileToWire(f, await blobsRepo.get(this.d.db, f.hash));
+    const content = await blobsRepo.get(this.d.db, f.hash);
+    if (!content) {
+      // the file went (and its content with it) between the two reads
+      if (!(await adapterFilesRepo.get(this.d.db, s.system_key, name, file, f.version))) throw notFound("adapter file", file, "Adaptors");
+      throw fail("INTERNAL", `adapter '${name}': the content of file '${file}' (version ${f.version}, sha256 ${f.hash}) is missing from the database`);
+    }
+    return this.fileToWire(f, content);
   }
 
   /** `{file}` overwrites the content (a new version); answers with the configuration and content. */
@@ -299,12 +305,24 @@ export class Adapters {
 
 /** An adapter with its current files and their contents (the sync body, and a deploy's files). */
 export async function adapterBody(ex: Executor, a: AdapterRow): Promise<AdapterBody> {
+  // files and contents in one read: read apart, a change committed in between (a new version, a
+  // content no version refers to any more collected) would pair a file with no content
   const files = [];
-  for (const f of await adapterFilesRepo.current(ex, a.system_key, a.name)) {
-    const content = await blobsRepo.get(ex, f.hash);
-    files.push({ ...f, content: content ? Buffer.from(content).toString("base64") : "" });
+  for (const { content, ...f } of await adapterFilesRepo.currentWithContent(ex, a.system_key, a.name)) {
+    // an empty file in its place would be deployed without a word
+    if (!content) throw fail("INTERNAL", `adapter '${a.name}': the content of file '${f.name}' (version ${f.version}, sha256 ${f.hash}) is missing from the database`);
+    files.push({ ...f, content: Buffer.from(content).toString("base64") });
   }
   return { adapter: a, files };
+}
+
+/** Why a file as the sync channel carries it cannot be taken (its content is not what its hash
+ *  says), or null. */
+export function fileContentProblem(adapter: string, f: AdapterBody["files"][number]): string | null {
+  const content = decodeBase64(f.content);
+  if (!content) return `adapter '${adapter}': file '${f.name}' is not valid base64`;
+  if (sha256(content) !== f.hash) return `adapter '${adapter}': the content of file '${f.name}' (version ${f.version}) does not match its sha256 ${f.hash}`;
+  return null;
 }
 
 /** The files of an adapter as a deploy writes them. */

@@ -13,7 +13,7 @@ import {
 } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import { type Executor, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
+import { type Executor, schemaMissing, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "./changes.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -389,6 +389,20 @@ export class Collections {
     return out;
   }
 
+  /** Runs an operation on a collection's rows as the collection was read; when its table or a
+   *  column the operation names has gone meanwhile (sync or another request changed the schema
+   *  since: an edge starting over drops what its new template lacks), once more on the
+   *  collection as it is now, or not found when it is gone. */
+  private async onCurrent<T>(c: Collection, op: (c: Collection) => Promise<T>): Promise<T> {
+    try { return await op(c); } catch (e) {
+      if (c.row.connection !== null || !schemaMissing(e)) throw e;
+      this.forgetId(c.row.collection_id);
+      const now = await this.load(c.row.collection_id);
+      if (!now) throw notFound("collection", c.row.name, "Data");
+      return op(now);
+    }
+  }
+
   /** fetch() without waiting: the page when the caller's rights, the compiled query and a result
    *  still valid are all cached (a client polling the same query); undefined: ask fetch(). */
   fetchNow(p: Principal, c: Collection, queryParam: string | null, pageBase: string): FetchPage | undefined {
@@ -406,7 +420,11 @@ export class Collections {
   }
 
   /** GET items: one page of rows matching the query, with the total and page links. */
-  async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+  fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+    return this.onCurrent(c, (c) => this.fetchFrom(p, c, queryParam, pageBase));
+  }
+
+  private async fetchFrom(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
     if (c.row.connection !== null) {
       const q = parseQuery(queryParam);
@@ -508,7 +526,11 @@ export class Collections {
     return out;
   }
 
-  async count(p: Principal, c: Collection, queryParam: unknown) {
+  count(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.countIn(p, c, queryParam));
+  }
+
+  private async countIn(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.READ);
     const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
@@ -528,7 +550,11 @@ export class Collections {
     return { itemId, values };
   }
 
-  async insert(p: Principal, c: Collection, body: unknown) {
+  insert(p: Principal, c: Collection, body: unknown) {
+    return this.onCurrent(c, (c) => this.insertInto(p, c, body));
+  }
+
+  private async insertInto(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.CREATE);
     // a missing body is a mistake, not an empty row ({} is an empty row)
     if (body === undefined) throw fail("BODY_REQUIRED", "the body is required: an item (object of column values) or an array of items");
@@ -561,12 +587,23 @@ export class Collections {
 
   /** PUT items: `{query, $set}` where query is a full query object or a bare FILTERS array. */
   async update(p: Principal, c: Collection, body: unknown) {
+    const r = await this.updateItems(p, c, body);
+    return { count: typeof r === "number" ? r : r.length };
+  }
+
+  /** Updates the items a query matches: their ids (the count, for an external table, which has
+   *  none to give). */
+  updateItems(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
+    return this.onCurrent(c, (c) => this.updateIn(p, c, body));
+  }
+
+  private async updateIn(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
     await this.require(p, c, LEVEL.UPDATE);
     const b = objectBody(body);
     knownFields(b, ITEM_UPDATE_FIELDS);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
     const set = objectBody(b.$set, "$set");
-    if (c.row.connection !== null) return { count: await this.tables().tableUpdate(c.row, parseQuery(b.query), set) };
+    if (c.row.connection !== null) return this.tables().tableUpdate(c.row, parseQuery(b.query), set);
     const pairs: [string, SqlValue][] = [];
     for (const [k, v] of Object.entries(set)) {
       if (k === "item_id") throw dataError("item_id cannot be changed");
@@ -591,11 +628,15 @@ export class Collections {
     catch (e) { throw sqlToApi(e); }
     this.written(c.row.collection_id, 0);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
-    return { count: ids.length };
+    return ids;
   }
 
   /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */
-  async delete(p: Principal, c: Collection, queryParam: unknown) {
+  delete(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.deleteFrom(p, c, queryParam));
+  }
+
+  private async deleteFrom(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.DELETE);
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
@@ -616,7 +657,11 @@ export class Collections {
   }
 
   /** PUT upsert?conflictColumn=: needs a unique index on that column (an upsert without one is refused). */
-  async upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+  upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+    return this.onCurrent(c, (c) => this.upsertInto(p, c, conflictColumn, body));
+  }
+
+  private async upsertInto(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
     await this.require(p, c, LEVEL.CREATE | LEVEL.UPDATE);
     this.assertTable(c);
     if (!conflictColumn) throw fail("INVALID_ARGUMENT", "conflictColumn is required");

@@ -7,6 +7,7 @@
 // functions the engines spell differently is written as a function of the dialect. A function
 // may return null: nothing to do on that engine.
 import { refuse } from "../core/errors.ts";
+import { VERSION } from "../version.ts";
 import type { Db, Executor } from "./db.ts";
 import type { Dialect } from "../core/dialect.ts";
 import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
@@ -612,8 +613,8 @@ export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Pro
   // a newer version's migrations ran on it: this code would misread what they changed
   const known = Math.max(0, ...migrations.map((m) => m.version)), found = Math.max(0, ...done);
   if (found > known)
-    throw refuse(`the database ${db.url} was written by a newer version of Outpost (schema version ${found}; this one knows up to ${known}): ` +
-      "run that version or a newer one, or restore a backup made by this one (outpost restore)");
+    throw refuse(`the database ${db.url} was written by a newer version of Outpost (schema version ${found}; this one, ${VERSION}, knows up to ${known}): ` +
+      "run that version or a newer one, or restore a backup made by this one (outpost restore; a package upgrade leaves one in /var/backups/outpost)");
   const applied: number[] = [];
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue;

@@ -17,12 +17,12 @@ import { outboxRepo, snapshotSeenRepo, syncedAssetsRepo, syncStateRepo, tombston
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { adaptersRepo } from "../store/adapters.ts";
 import { adapterBody, controlFiles } from "../domain/adapters.ts";
-import { VERSION } from "../version.ts";
+import { BUILD } from "../version.ts";
 import { AdapterRunner } from "../adapters/runner.ts";
 import { applyDefinition, applyRows, entryFor, relayFilters, upCollections } from "./assets.ts";
 import { isDefinitionType, KINDS } from "./kinds.ts";
 import type { AssetType, ChangeRecorder, RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, SYNC_PATH } from "./protocol.ts";
+import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
 
 export interface EdgeSyncDeps {
@@ -99,7 +99,7 @@ export class EdgeSync {
   private linkLogged = { key: "", at: 0, attempts: 0 };
   /** why each socket's try failed, as far as it said (the error event comes before the close);
    *  `byEdge`: this edge refused the platform (its protocol) */
-  private readonly failureOf = new WeakMap<WebSocket, { cause: LinkCause; message: string; byEdge?: boolean }>();
+  private readonly failureOf = new WeakMap<WebSocket, { cause: LinkCause; message: string; byEdge?: boolean; platformBuild?: string }>();
   /** a full snapshot is coming or under way: the platform's clock at its welcome (rows stamped
    *  before it that the snapshot does not bring go at its end) */
   private fullSince: string | null = null;
@@ -179,8 +179,8 @@ export class EdgeSync {
       const failures = Object.values(await this.failures(this.d.db));
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
-      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: PROTOCOL_VERSION, outbox: await this.outboxSize() });
+      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: BUILD, os: process.platform, arch: process.arch, failures, synced,
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -274,8 +274,9 @@ export class EdgeSync {
         if (this.ws !== ws) return;
         const refusal = protocolRefusal(m.protocol ?? 1, "platform");
         if (refusal) {
-          this.refused(ws, "protocol", refusal, true);
-          ws.close(4004, "protocol version");
+          this.refused(ws, "protocol", refusal, true, m.version);
+          // the reason goes with the close, so the platform can log and show it
+          ws.close(PROTOCOL_REFUSED_CLOSE, refusal.slice(0, 120));
           return;
         }
         this.refusal = "";
@@ -312,7 +313,7 @@ export class EdgeSync {
         this.lastConnectedAt = Date.now();
         this.backoff = BACKOFF_MIN_MS;
         this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
-        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq });
+        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
         void this.sendOutbox();
         return;
       }
@@ -348,22 +349,22 @@ export class EdgeSync {
 
   /** The platform refused the link (or this edge refused the platform's protocol): the socket's
    *  try failed for that reason (logged as the socket closes, see attemptFailed). */
-  private refused(ws: WebSocket, reason: RefusalReason, message: string, byEdge = false) {
+  private refused(ws: WebSocket, reason: RefusalReason, message: string, byEdge = false, platformBuild?: string) {
     this.refusal = message;
     this.refusalReason = reason;
-    this.failureOf.set(ws, { cause: "refused", message: reason === "credentials" ? `the platform refused this edge's name or token: ${message}` : message, byEdge });
+    this.failureOf.set(ws, { cause: "refused", message: reason === "credentials" ? `the platform refused this edge's name or token: ${message}` : message, byEdge, platformBuild });
   }
 
   /** A try to reach the platform failed: counted, and logged with its cause at once, then the same
    *  failure only once per --sync-log-ms (with the tries in between), a new one at once. */
-  private attemptFailed({ byEdge, ...f }: { cause: LinkCause; message: string; byEdge?: boolean }) {
+  private attemptFailed({ byEdge, platformBuild, ...f }: { cause: LinkCause; message: string; byEdge?: boolean; platformBuild?: string }) {
     const now = Date.now();
     if (f.cause !== "refused") { this.refusal = ""; this.refusalReason = ""; }
     const l = this.linkFailure = this.linkFailure ? { ...this.linkFailure, ...f, last: now, attempts: this.linkFailure.attempts + 1 } : { ...f, since: now, last: now, attempts: 1 };
     const key = `${f.cause}\u0000${f.message}`;
     if (key === this.linkLogged.key && now - this.linkLogged.at < this.d.config.syncLogMs) return;
-    const fields = { cause: f.cause, error: f.message, platform: this.d.config.platformUrl, attempts: l.attempts, failingForS: Math.round((now - l.since) / 1000),
-      ...(this.linkLogged.key ? { attemptsSinceLastLine: l.attempts - this.linkLogged.attempts } : {}) };
+    const fields = { cause: f.cause, message: f.message, url: this.d.config.platformUrl, ...(platformBuild ? { platform: platformBuild } : {}), attempts: l.attempts,
+      failingForS: Math.round((now - l.since) / 1000), ...(this.linkLogged.key ? { attemptsSinceLastLine: l.attempts - this.linkLogged.attempts } : {}) };
     if (f.cause === "refused") this.d.log.error(byEdge ? "the platform's sync protocol is not one this edge speaks" : "the platform refused the edge", fields);
     else this.d.log.warn("cannot reach the platform", fields);
     this.linkLogged = { key, at: now, attempts: l.attempts };

@@ -25,7 +25,8 @@ import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../adapters/runner.ts";
 import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
 import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
+import { BATCH_BYTES, BATCH_CHANGES, CLAIMED_PROTOCOL, EdgeMessage, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
+import { BUILD } from "../version.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
   /** the peer's address, for the log */
@@ -126,6 +127,8 @@ class EdgeSession {
   private again = false;
   lastHeard = Date.now();
   pingMs = 15_000;
+  /** the edge's build, as its hello said */
+  version = "";
   /** rows and messages waiting in the edge's outbox, as its last ping said */
   outbox = 0;
   /** adapter control commands waiting for the edge's answer */
@@ -379,14 +382,15 @@ export class SyncHub {
   }
 
   /** Refuses an edge's hello: tells the edge `message` and what kind of refusal it is, logs `why`
-   *  (said precisely here: the edge is told no more than it needs), at once and then once per
-   *  --sync-log-ms per edge with the count in between, and keeps `why` and when on the edge's
-   *  record when it has one (written when it changes, else at most every REFUSAL_RECORD_MS). */
-  private async refuse(s: EdgeSession, who: string, edge: EdgeRow | undefined, reason: RefusalReason, message: string, why: string, fields: Record<string, unknown> = {}) {
+   *  (said precisely here: the edge is told no more than it needs) as `reason`, at once and then
+   *  once per --sync-log-ms per edge with the count in between, and keeps `why` and when on the
+   *  edge's record when it has one (written when it changes, else at most every REFUSAL_RECORD_MS).
+   *  Every refusal of a hello goes through here (a version refusal too). */
+  private async refuse(s: EdgeSession, who: string, edge: EdgeRow | undefined, reason: RefusalReason, message: string, why: string, fields: Record<string, unknown> = {}, logMsg = "edge refused") {
     const now = Date.now();
     let r = this.refusals.get(who);
     if (!r || r.why !== why || now - r.loggedAt >= this.d.logMs) {
-      this.d.log.warn("edge refused", { edge: who, why, ...(s.ws.remote ? { from: s.ws.remote } : {}), ...(r?.more ? { refusedSinceLastLine: r.more } : {}), ...fields });
+      this.d.log.warn(logMsg, { edge: who, reason: why, ...(s.ws.remote ? { from: s.ws.remote } : {}), ...(r?.more ? { refusedSinceLastLine: r.more } : {}), ...fields });
       r = { why, loggedAt: now, more: 0, recordedAt: r?.recordedAt ?? 0, recordedWhy: r?.recordedWhy ?? "" };
       this.refusals.set(who, r);
     } else r.more++;
@@ -399,10 +403,18 @@ export class SyncHub {
     s.ws.close(4000, message.slice(0, 100));
   }
 
-  async close(ws: Socket) {
+  async close(ws: Socket, code?: number, reason?: string) {
     const s = this.bySocket.get(ws);
     if (!s || !s.edge) return;
     s.closed = true;
+    if (code === PROTOCOL_REFUSED_CLOSE) {
+      // the edge refused this platform's protocol: its reason is shown here as at the edge
+      const why = `the edge refused this platform: ${reason || "sync protocol version"}`;
+      this.refused.set(s.key, { reason: why, at: nowIso() });
+      this.d.log.warn("edge refused this platform: its sync protocol is not one the edge speaks", { edge: s.key, reason: reason ?? "", version: s.version });
+      // and on the edge's record, as a refusal by the platform is
+      await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+    }
     for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
@@ -437,7 +449,7 @@ export class SyncHub {
     if (refusal) {
       this.refused.set(who, { reason: refusal, at: nowIso() });
       await edgesRepo.update(this.d.db, edge.system_key, edge.name, { last_talked: nowSeconds(), last_seen_version: m.version });
-      return this.refuse(s, who, edge, "protocol", refusal, refusal, { protocol: m.protocol, version: m.version });
+      return this.refuse(s, who, edge, "protocol", refusal, refusal, { protocol: m.protocol, version: m.version }, "edge refused: its sync protocol is not one this platform speaks");
     }
     this.refused.delete(who);
     const system = await systemsRepo.byKey(this.d.db, m.systemKey);
@@ -446,6 +458,7 @@ export class SyncHub {
     const sk = edge.system_key;
     s.edge = edge;
     s.pingMs = m.pingMs;
+    s.version = m.version;
     s.outbox = m.outbox;
     s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
     s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
@@ -484,7 +497,7 @@ export class SyncHub {
     });
     // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
     s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
-      incarnation: edge.incarnation, hlc: this.d.changes.clock.now(), protocol: PROTOCOL_VERSION, templateName: edge.template });
+      incarnation: edge.incarnation, hlc: this.d.changes.clock.now(), protocol: CLAIMED_PROTOCOL, version: BUILD, templateName: edge.template });
     if (full) s.jobs.push({ kind: "full", seq: head });
     else {
       // a template changed while the edge was away: what it added comes, what it dropped goes

@@ -23,6 +23,12 @@ export const PING_MS = 15_000;
  *  version was exchanged (no incarnation, template comparison or clock in the hello); 2: those. */
 export const PROTOCOL_VERSION: number = 2;
 export const PROTOCOL_MIN: number = 1;
+/** The protocol this build says it speaks at hello and welcome: PROTOCOL_VERSION, unless the
+ *  test-only OUTPOST_TEST_SYNC_PROTOCOL claims another (a black-box test of a refused pair: an
+ *  edge or platform "from another release"; never set it in production). */
+export const CLAIMED_PROTOCOL: number = Number(process.env.OUTPOST_TEST_SYNC_PROTOCOL) || PROTOCOL_VERSION;
+/** The WebSocket close code of a side that refuses its peer's sync protocol (the reason says why). */
+export const PROTOCOL_REFUSED_CLOSE = 4004;
 /** Why a peer speaking `theirs` is refused by one speaking PROTOCOL_MIN..PROTOCOL_VERSION ("" : not refused). */
 export function protocolRefusal(theirs: number, who: "edge" | "platform"): string {
   if (theirs >= PROTOCOL_MIN && theirs <= PROTOCOL_VERSION) return "";
@@ -71,8 +77,8 @@ export type PlatformMessage =
   | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number;
       /** the edge record's identity (an edge holding another one starts over); the platform's clock */
       incarnation: string; hlc: string;
-      /** the sync protocol the platform speaks (absent: 1) */
-      protocol?: number;
+      /** the sync protocol the platform speaks (absent: 1); its build ("0.2.0 (commit 1a2b3c4)") */
+      protocol?: number; version?: string;
       /** the edge's named template ("" : none), which the template's entries may come from */
       templateName?: string }
   | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }

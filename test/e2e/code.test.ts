@@ -451,7 +451,8 @@ t.test("runtime: ClearBladeAsync.Collection and Query (promise API)", async (t) 
   t.same(out.ge, ["q", "r"], "greaterThanEqualTo + ascending");
   t.equal(out.total, 2, "TOTAL");
   t.same(out.re, ["p", "q"], "matches (regexp)");
-  t.same(out.upd, { count: 1 });
+  t.ok(Array.isArray(out.upd) && out.upd.length === 1, "update answers the updated rows, as ClearBlade does");
+  t.match(out.upd[0], { k: "r", score: 9 });
   t.same(out.cnt, { count: 1 }, "count after update");
   t.same(out.rm, { count: 1 });
   t.match(out.bad, /no_such_collection_here|not exist|not found/i, "a missing collection rejects with a message");

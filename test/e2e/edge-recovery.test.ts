@@ -848,7 +848,7 @@ t.test("an edge with a wrong token is refused", async (t) => {
   running.add(bad);
   // the platform refuses the hello before it touches the edge record: once the edge is told, the
   // record is as the refusal left it
-  t.ok(await waitFor(() => /"msg":"the platform refused the edge"[^\n]*"error":"the platform refused this edge's name or token: unknown edge or wrong token"/.test(bad.logs()), 15_000), "the edge is told it is refused");
+  t.ok(await waitFor(() => /"msg":"the platform refused the edge"[^\n]*"message":"the platform refused this edge's name or token: unknown edge or wrong token"/.test(bad.logs()), 15_000), "the edge is told it is refused");
   const rec = must(await s.dev.get(edgePath(name)), "record").body;
   t.equal(rec.isConnected, false, "not connected");
   t.equal(rec.first_talked, null, "never talked");

@@ -51,7 +51,7 @@ async function unreachable(t: Test, platformUrl: string, cause: string, message:
   t.equal(st.connected, false);
   const logged = lines(e, "cannot reach the platform");
   t.equal(logged.length, 1, `one log line for ${st.link_error.attempts} tries`);
-  t.match(logged[0], { level: "warn", cause, error: message, platform: platformUrl, attempts: 1 }, "naming the cause");
+  t.match(logged[0], { level: "warn", cause, message, url: platformUrl, attempts: 1 }, "naming the cause");
   const cli = await runBin(["status", ...edgeArgs(name, token, platformUrl), "--http-port", String(e.httpPort)], { timeoutMs: 20_000 });
   t.equal(cli.code, 3, `outpost status on the edge: exit 3 (${cli.stderr})`);
   t.match(cli.stdout, new RegExp(`UNREACHABLE.*\\n  ${cause}: `), `and the cause:\n${cli.stdout}`);
@@ -116,7 +116,7 @@ t.test("a wrong token: the edge and the platform say so, once per period; the re
   t.match(st.refused, /wrong token/, "and why");
   const edgeLines = lines(e, "the platform refused the edge");
   t.equal(edgeLines.length, 1, `the edge logged it once for ${st.link_error.attempts} refusals`);
-  t.match(edgeLines[0], { level: "error", cause: "refused", error: /name or token/ });
+  t.match(edgeLines[0], { level: "error", cause: "refused", message: /name or token/ });
 
   // the platform: one line, and the record's time moves on as refusals go on (written every few seconds)
   const record = async () => must(s.dev.get(`/admin/edges/${SK}/${name}`), "record");
@@ -126,7 +126,7 @@ t.test("a wrong token: the edge and the platform say so, once per period; the re
   t.ok(await waitFor(async () => (await record()).last_refusal_at > first.last_refusal_at, 20_000, 250), "refused again later, the record says when");
   const refused = lines(platform, "edge refused").filter((l) => l.edge === `${SK}/${name}`);
   t.equal(refused.length, 1, "the platform logged it once");
-  t.match(refused[0], { level: "warn", why: "wrong token", from: "127.0.0.1" }, "with why and from where");
+  t.match(refused[0], { level: "warn", reason: "wrong token", from: "127.0.0.1" }, "with why and from where");
   const onApi = await must(s.dev.get(`/api/v/3/edges/${SK}/${name}`), "the other path");
   t.equal(onApi.last_refusal, "wrong token", "on both edge routes");
 
@@ -157,5 +157,5 @@ t.test("an edge the platform does not know: logged with its name", async (t) => 
   t.ok(await tried(e, token, 3), "tried 3 times");
   const l = lines(platform, "edge refused").filter((x) => x.edgeName === name);
   t.equal(l.length, 1, "one line");
-  t.match(l[0], { why: `no edge '${name}' in system ${SK}` });
+  t.match(l[0], { reason: `no edge '${name}' in system ${SK}` });
 });

@@ -75,7 +75,7 @@ export const edgeRoutes = (s: Services) => {
     app = app.ws(SYNC_PATH, {
       open(ws: unknown) { hub.open(socket(ws as never)); },
       message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
-      close(ws: unknown) { void hub.close(socket(ws as never)); },
+      close(ws: unknown, code?: number, reason?: string) { void hub.close(socket(ws as never), code, reason); },
     } as never) as unknown as Elysia;
   }
   if (s.edgeSync) {

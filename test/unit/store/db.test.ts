@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
 import { Refusal } from "../../../src/core/errors.ts";
-import { databaseBytes, openDb, redactedUrl, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
+import { VERSION } from "../../../src/version.ts";
+import { databaseBytes, openDb, redactedUrl, schemaMissing, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
 import { available } from "../services.ts";
@@ -422,6 +423,18 @@ for (const d of DRIVERS) {
       expect(statementTooLarge(await db.run(`INSERT INTO nosuch VALUES (1)`).then(() => null, (e: unknown) => e))).toBe(false);
     }));
 
+    test("a statement naming a table or column that is not there is told apart from other failures", () => withDb(async (db) => {
+      const failure = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => e);
+      await db.run(db.dialect.ddl(`CREATE TABLE probe (id INTEGER PRIMARY KEY, name TEXT UNIQUE)`));
+      expect(schemaMissing(await failure(db.all(`SELECT * FROM nosuch`)))).toBe(true);
+      expect(schemaMissing(await failure(db.all(`SELECT gone FROM probe`)))).toBe(true);
+      expect(schemaMissing(await failure(db.run(`INSERT INTO probe (id, gone) VALUES (1, 2)`)))).toBe(true);
+      expect(schemaMissing(await failure(db.tx((tx) => tx.all(`SELECT * FROM nosuch`))))).toBe(true);
+      await db.run(`INSERT INTO probe (id, name) VALUES (1, 'a')`);
+      expect(schemaMissing(await failure(db.run(`INSERT INTO probe (id, name) VALUES (2, 'a')`)))).toBe(false);
+      expect(schemaMissing(await failure(db.all(`SELEC 1`)))).toBe(false);
+    }));
+
     if (d.file) {
       test("data persists across close and reopen, and the other driver reads the same file", async () => {
         const path = d.path();
@@ -487,7 +500,7 @@ for (const d of DRIVERS) {
           await db.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (7, 'from a newer version', '')`);
           const err = await migrate(db, [...ms, { version: 2, name: "b", up: [`CREATE TABLE b (v TEXT)`] }]).catch((e) => e);
           expect(err).toBeInstanceOf(Refusal);
-          expect(String(err.message)).toContain("newer version of Outpost (schema version 7; this one knows up to 2)");
+          expect(String(err.message)).toContain(`newer version of Outpost (schema version 7; this one, ${VERSION}, knows up to 2): run that version or a newer one, or restore a backup`);
           expect((await db.all<{ name: string }>(db.dialect.tablesSql)).map((r) => r.name)).not.toContain("b");
         } finally { await db.close(); }
       });

@@ -21,7 +21,9 @@
 // memory limit (--code-memory-limit-mb); a lane whose heap grew past LANE_KEEP_BYTES is dropped
 // after its check. Code nested so deeply that the thread's own stack runs out (a RangeError thrown
 // through the wasm, which leaves the lane's stack pointer behind) is refused, as a code worker would
-// fail to load it too, and the lane is made again.
+// fail to load it too, and the lane is made again. How deep that is (about a thousand levels)
+// moves with the wasm's tier and build: code nested near it may pass here and still fail to load
+// in a sandbox (its run then fails saying so).
 import type { QuickJSAsyncContext } from "quickjs-emscripten";
 import type { CompileCheck, CompileProblem } from "../domain/services.ts";
 import { newLane } from "./sandbox.ts";

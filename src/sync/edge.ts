@@ -22,7 +22,7 @@ import { AdapterRunner } from "../adapters/runner.ts";
 import { applyDefinition, applyRows, entryFor, relayFilters, upCollections } from "./assets.ts";
 import { isDefinitionType, KINDS } from "./kinds.ts";
 import type { AssetType, ChangeRecorder, RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH } from "./protocol.ts";
+import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH, type WireChange } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
 
 export interface EdgeSyncDeps {
@@ -410,6 +410,8 @@ export class EdgeSync {
   private async applyBatch(ws: WebSocket, m: Extract<PlatformMessage, { t: "batch" }>) {
     const results: AssetResult[] = [];
     const types = new Set<string>(), collections = new Set<string>(), adapters = new Set<string>();
+    // compiled before the transaction, which holds the edge's database writer while it lasts
+    const notCompiling = await this.notCompiling(m.changes);
     await this.d.db.tx(async (tx) => {
       // rows of one collection in a batch are applied together (last writer wins)
       const rowGroups = new Map<string, RowChange[]>();
@@ -424,7 +426,8 @@ export class EdgeSync {
           continue;
         }
         const error = await this.savepoint(tx, async () => {
-          await this.compiles(ch);
+          const problem = notCompiling.get(ch);
+          if (problem) throw new Error(problem);
           await applyDefinition(tx, this.systemKey, ch);
           if (ch.op === "delete") await syncedAssetsRepo.remove(tx, ch.type, ch.name);
           else await syncedAssetsRepo.add(tx, ch.type, ch.name);
@@ -459,12 +462,17 @@ export class EdgeSync {
     this.send(ws, { t: "ack", upTo: m.upTo, snapshot: m.snapshot, results });
   }
 
-  /** Throws when a service or library the change brings does not compile. */
-  private async compiles(ch: Extract<PlatformMessage, { t: "batch" }>["changes"][number]) {
-    if (!this.d.compileCheck || ch.op !== "upsert" || (ch.type !== "service" && ch.type !== "library")) return;
-    const code = (ch.body as { code?: unknown } | null)?.code;
-    const p = typeof code === "string" ? await this.d.compileCheck(code, `${ch.type} ${ch.name}.js`) : null;
-    if (p) throw new Error(`${ch.type} '${ch.name}' does not compile: ${problemText(p)}`);
+  /** The services and libraries of a batch that do not compile, with why. */
+  private async notCompiling(changes: WireChange[]): Promise<Map<WireChange, string>> {
+    const out = new Map<WireChange, string>();
+    if (!this.d.compileCheck) return out;
+    for (const ch of changes) {
+      if (ch.op !== "upsert" || (ch.type !== "service" && ch.type !== "library")) continue;
+      const code = (ch.body as { code?: unknown } | null)?.code;
+      const p = typeof code === "string" ? await this.d.compileCheck(code, `${ch.type} ${ch.name}.js`) : null;
+      if (p) out.set(ch, `${ch.type} '${ch.name}' does not compile: ${problemText(p)}`);
+    }
+    return out;
   }
 
   private async savepoint(tx: Executor, fn: () => Promise<void>): Promise<string | undefined> {

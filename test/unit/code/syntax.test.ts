@@ -51,9 +51,9 @@ describe("compile check", () => {
   });
 
   test("code nested past the host's stack is refused, and the check goes on", async () => {
-    const deep = await check(`${"(".repeat(5000)}1${")".repeat(5000)}`, "service deep.js");
+    const deep = await check(`${"(".repeat(50_000)}1${")".repeat(50_000)}`, "service deep.js");
     expect(deep?.message).toMatch(/nests too deeply|stack overflow/);
-    for (let i = 0; i < 3; i++) expect(await check(`${"[".repeat(2000)}${"]".repeat(2000)}`, "service deep.js")).not.toBeNull();
+    for (let i = 0; i < 3; i++) expect(await check(`${"[".repeat(50_000)}${"]".repeat(50_000)}`, "service deep.js")).not.toBeNull();
     expect(await check("function svc(req, resp) { resp.success([[[1]]]); }", "service svc.js")).toBeNull();
     expect(await check("var x = (;", "service svc.js")).toMatchObject({ line: 1, column: 10 });
   });

@@ -14,6 +14,7 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
+import { compileChecker } from "./code/syntax.ts";
 import { EgressPolicy } from "./code/egress.ts";
 import { MessageTimers, publishAsOwner } from "./code/messageTimers.ts";
 import { Triggers } from "./domain/triggers.ts";
@@ -126,7 +127,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const collections = new Collections(deps, systems);
     const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets));
     const messages = new Messages(deps, systems);
-    const codeServices = new CodeServices(deps, systems);
+    // code is compiled at upload, and on an edge when it arrives, as a sandbox would load it
+    const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
+    const codeServices = new CodeServices(deps, systems, compileCheck);
     const metrics = new Metrics();
     // what code services share (cache values, locks): this process's memory, or on a cluster the
     // nodes' Redis (an edge always keeps its own)
@@ -194,7 +197,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, nodeId });
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
@@ -203,7 +206,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({
-        db, config, log, events, changes,
+        db, config, log, events, changes, compileCheck,
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);

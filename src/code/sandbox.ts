@@ -57,7 +57,7 @@ const LANE_HEADROOM_PAGES = 128;
 
 /** A new lane: an instance of a build with a heap of its own, bounded by `maxBytes`. (The plain
  *  build is typed as the asyncify one: it offers the same calls, none of which suspends.) */
-async function newLane(maxBytes: number, blocking: boolean, compiled?: CompiledQuickJS): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
+export async function newLane(maxBytes: number, blocking: boolean, compiled?: CompiledQuickJS): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
   const both = compiled ?? (await (compiledHere ??= compileQuickJS()));
   const memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: INITIAL_PAGES + LANE_HEADROOM_PAGES + Math.ceil(maxBytes / 65536) });
   const qjs = blocking

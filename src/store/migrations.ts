@@ -580,6 +580,26 @@ export const MIGRATIONS: Migration[] = [
     ],
   },
   {
+    version: 21,
+    name: "per-asset sync versions, an edge's last refusal",
+    up: [
+      // an asset's version counts its changes (sync status showed log sequence numbers); what the
+      // systems with edges hold now is at version 1, and so is what their edges were told of
+      `ALTER TABLE sync_asset_seqs ADD COLUMN version INTEGER NOT NULL DEFAULT 1`,
+      ...Object.entries({ service: "services:name", library: "libraries:name", trigger: "triggers:name", timer: "timers:name", collection: "collections:name",
+        row: "collections:name", role: "roles:name", user: "users:email", device: "devices:name", adapter: "adapters:name" }).map(([type, at]) => {
+        const [table, column] = at.split(":");
+        return `INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq, version) SELECT system_key, '${type}', ${column}, 0, 1 FROM ${table}
+          WHERE system_key IN (SELECT system_key FROM edges) ON CONFLICT DO NOTHING`;
+      }),
+      `UPDATE sync_status SET applied_version = CASE WHEN applied_version > 0 AND applied_version >= desired_version THEN 1 ELSE 0 END, desired_version = 1`,
+      // why the platform last refused the edge's link (a wrong token, a sync protocol or version
+      // it does not serve), and when (epoch s)
+      `ALTER TABLE edges ADD COLUMN last_refusal TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE edges ADD COLUMN last_refusal_at BIGINT`,
+    ],
+  },
+  {
     version: 22,
     name: "phone as a user column of the developer's",
     up: [

@@ -505,6 +505,37 @@ for (const d of DRIVERS) {
         } finally { await db.close(); }
       });
 
+      test("per-asset sync versions: what systems with edges hold is at version 1, statuses too; a refusal's columns", async () => {
+        const db = await d.open();
+        try {
+          const NAME = "per-asset sync versions, an edge's last refusal";
+          expect(MIGRATIONS.some((m) => m.name === NAME)).toBe(true);
+          await migrate(db, MIGRATIONS.filter((m) => m.name !== NAME));
+          const now = new Date().toISOString();
+          await db.run(`INSERT INTO developers(id, email, email_lower, password_hash, creation_date) VALUES ('d', 'd@x', 'd@x', 'h', ?)`, [now]);
+          for (const sk of ["withedge", "without"]) {
+            await db.run(`INSERT INTO systems(system_key, system_secret, name, owner_id, created_at) VALUES (?, 's', ?, 'd', ?)`, [sk, sk, now]);
+            for (const svc of ["calc", "fresh"]) await db.run(`INSERT INTO services(system_key, name, code, created_at, updated_at) VALUES (?, ?, '', ?, ?)`, [sk, svc, now, now]);
+          }
+          await db.run(`INSERT INTO edges(system_key, name, token_hash, created_date) VALUES ('withedge', 'gw', 'h', 1)`);
+          // calc changed while the system had its edge (its latest change noted); statuses in log sequence numbers
+          await db.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) VALUES ('withedge', 'service', 'calc', 41)`);
+          await db.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at) VALUES
+            ('withedge', 'gw', 'service', 'calc', 41, 41, 'synced', ?), ('withedge', 'gw', 'service', 'fresh', 45, 30, 'pending', ?)`, [now, now]);
+          expect(await migrate(db)).toEqual([MIGRATIONS.find((m) => m.name === NAME)!.version]);
+          const seqs = await db.all<{ system_key: string; asset_type: string; asset_name: string; seq: number; version: number }>(
+            `SELECT system_key, asset_type, asset_name, seq, version FROM sync_asset_seqs ORDER BY system_key, asset_type, asset_name`);
+          expect(seqs).toEqual([
+            { system_key: "withedge", asset_type: "service", asset_name: "calc", seq: 41, version: 1 },
+            { system_key: "withedge", asset_type: "service", asset_name: "fresh", seq: 0, version: 1 },
+          ]);
+          const st = await db.all<{ asset_name: string; desired_version: number; applied_version: number }>(`SELECT asset_name, desired_version, applied_version FROM sync_status ORDER BY asset_name`);
+          expect(st).toEqual([{ asset_name: "calc", desired_version: 1, applied_version: 1 }, { asset_name: "fresh", desired_version: 1, applied_version: 0 }]);
+          const e = await db.get<{ last_refusal: string; last_refusal_at: number | null }>(`SELECT last_refusal, last_refusal_at FROM edges`);
+          expect(e).toEqual({ last_refusal: "", last_refusal_at: null });
+        } finally { await db.close(); }
+      });
+
       test("migrations run in version order whatever the list order", async () => {
         const db = await d.open();
         try {

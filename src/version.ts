@@ -2,3 +2,5 @@
 import pkg from "../package.json" with { type: "json" };
 
 export const VERSION: string = pkg.version;
+/** The commit the binary was built from, when the build stamps it ("unknown" otherwise). */
+export const COMMIT: string = "unknown";

@@ -4,7 +4,7 @@ import { type Config, ConfigError, loadConfig } from "../config.ts";
 import { Refusal } from "../core/errors.ts";
 import { LOG_LEVELS } from "../core/log.ts";
 
-const PORT_FLAGS = ["httpPort", "httpsPort", "mqttPort", "mqttWsPort", "mqttTlsPort", "mqttWssPort"] as const;
+const PORT_FLAGS = ["httpPort", "httpsPort", "mqttPort", "mqttWsPort", "mqttTlsPort", "mqttWssPort", "metricsPort"] as const;
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 
 /** The message for a start that cannot succeed as configured (exit 2: restarting will not help),
@@ -42,7 +42,7 @@ export function reloadOnHangup(argv: string[], app: () => App | undefined) {
 /** What a reload changes while running; anything else is reported as needing a restart. The
  *  parts read these from the shared config object on use (throttling on its next reload of its
  *  cases, CORS on the next request). */
-const RELOADABLE = new Set<string>(["logLevel", "developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "corsOrigins"]);
+const RELOADABLE = new Set<string>(["logLevel", "accessLog", "accessLogSample", "developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "corsOrigins"]);
 const THROTTLING = ["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers"];
 
 /** Applies `next` to the running app and logs what changed (names and values of the settings

@@ -4,6 +4,9 @@
 //   bun scripts/build.ts --baseline -> dist/outpost-linux-x64-baseline (x64 without AVX2; runtime from npm)
 //   bun scripts/build.ts --all      -> all three
 //   bun scripts/build.ts --out F    -> the x64 binary at F (a private copy, e.g. for a second test run)
+// Every binary is stamped with its version and commit (src/version.ts): package.json's version
+// and `git rev-parse --short HEAD` (with "-dirty" when tracked files differ from it), or
+// OUTPOST_VERSION and OUTPOST_COMMIT when set (a release pipeline, a build outside git).
 // libsql loads its native addon with a dynamic require the bundler cannot follow; the plugin
 // below embeds the .node file in the binary and routes that require to src/store/native.ts,
 // which picks a directory the addon can be loaded from (a noexec /tmp cannot).
@@ -13,10 +16,27 @@ import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { buildConsole, type ConsoleFiles } from "../src/console/build.ts";
+import { buildStamp } from "./stamp.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BUN_VERSION = Bun.version;
+const STAMP = buildStamp();
+console.log(`stamping ${STAMP.version} (commit ${STAMP.commit})`);
 const LIBSQL_VERSION = (await Bun.file(join(ROOT, "node_modules/libsql/package.json")).json()).version as string;
+
+/** src/version.ts with the build's version and commit in place of package.json's and "source". */
+function stampedVersion(stamp: { version: string; commit: string }): BunPlugin {
+  return {
+    name: "stamped-version",
+    setup(build) {
+      build.onLoad({ filter: /[\\/]src[\\/]version\.ts$/ }, () => ({
+        contents: `export const VERSION = ${JSON.stringify(stamp.version)};\nexport const COMMIT = ${JSON.stringify(stamp.commit)};\n` +
+          `export const BUILD = ${JSON.stringify(`${stamp.version} (commit ${stamp.commit})`)};\n`,
+        loader: "ts",
+      }));
+    },
+  };
+}
 
 function libsqlStaticNative(nativeSpec: string): BunPlugin {
   const addon = nativeSpec.startsWith("/") ? nativeSpec : join(ROOT, "node_modules", nativeSpec, "index.node");
@@ -137,11 +157,12 @@ async function compile(target: Target, outfile: string, order: string[]) {
     [executablePath] = await vendor("vendor-x64-baseline", [`@oven/bun-linux-x64-baseline@${BUN_VERSION}`], ["@oven/bun-linux-x64-baseline/bin/bun"]);
   }
   const res = await Bun.build({
-    // the code worker is an entry of its own: its threads load it from the binary, as
-    // /$bunfs/root/code/worker.ts under this root (src/code/pool.ts)
-    entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts")],
+    // the code worker and the compile check's worker are entries of their own: their threads
+    // load them from the binary, as /$bunfs/root/code/<name>.ts under this root (src/code/pool.ts,
+    // src/code/syntax.ts)
+    entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts"), join(ROOT, "src/code/compileWorker.ts")],
     root: join(ROOT, "src"),
-    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources(), withoutAzureSdk()],
+    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources(), withoutAzureSdk(), stampedVersion(STAMP)],
     minify: true,
     // Size (target: under 125 MB): Bun's runtime is 107 MB of it and libSQL's addon 10 MB, so the
     // code has about 7.5 MB. Bytecode of each module's top-level code only (depth 0: functions are

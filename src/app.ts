@@ -14,6 +14,7 @@ import { Devices } from "./domain/devices.ts";
 import { Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
+import { compileChecker } from "./code/syntax.ts";
 import { EgressPolicy } from "./code/egress.ts";
 import { MessageTimers, publishAsOwner } from "./code/messageTimers.ts";
 import { Triggers } from "./domain/triggers.ts";
@@ -126,7 +127,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const collections = new Collections(deps, systems);
     const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets));
     const messages = new Messages(deps, systems);
-    const codeServices = new CodeServices(deps, systems);
+    // code is compiled at upload, and on an edge when it arrives, as a sandbox would load it
+    const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
+    const codeServices = new CodeServices(deps, systems, compileCheck);
     const metrics = new Metrics();
     db.latency = metrics.histogram("outpost_db_query_seconds", "Database statement duration (each statement, in a transaction or not)",
       [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]);
@@ -173,7 +176,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log });
     // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
     const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
@@ -196,7 +199,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, nodeId });
+      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
@@ -205,7 +208,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({
-        db, config, log, events, changes,
+        db, config, log, events, changes, compileCheck,
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
@@ -270,7 +273,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
     const metricsServer = config.metricsPort ? listenMetrics(metrics, config.metricsPort) : null;
     if (metricsServer) started.push({ name: "metrics", stop: () => metricsServer.stop() });
-    log.info("outpost started", { version: VERSION, http: http.port, https: https?.port, mqtt: broker.ports, ...(metricsServer ? { metrics: metricsServer.port } : {}), db: config.db.startsWith("file:") ? config.db : "remote" });
+    log.info("outpost started", { version: VERSION, commit: COMMIT, http: http.port, https: https?.port, mqtt: broker.ports, ...(metricsServer ? { metrics: metricsServer.port } : {}), db: config.db.startsWith("file:") ? config.db : "remote" });
 
     for (const key of await systems.keys())
       events.emit(config.mode === "edge" ? "StartConnectDisconnect::EdgeStarted" : "StartConnectDisconnect::PlatformStarted", key, {});

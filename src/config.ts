@@ -66,6 +66,9 @@ export const ConfigSchema = z.object({
   maxClockSkew: intText.pipe(z.number().int().min(1)).default(300),
   // platform: how often the change log drops what every edge acknowledged
   syncCompactMs: intText.pipe(z.number().int().min(100).max(86_400_000)).default(60_000),
+  // how often a failing sync link is logged: an edge's failed attempts to reach its platform (per
+  // cause), a platform's refusals of an edge (per edge); the first one at once
+  syncLogMs: intText.pipe(z.number().int().min(100).max(86_400_000)).default(60_000),
   // edge: the outbox's bounds, its size (MB) and the age of its oldest item (seconds; 0: none);
   // past either the oldest items are dropped
   outboxMaxMb: intText.pipe(z.number().int().min(1)).default(256),
@@ -311,6 +314,9 @@ Edge
   --max-clock-skew SECONDS    platform: an edge's row stamps further ahead of the platform's clock
                               are refused and the platform stamps the writes itself (300)
   --sync-compact-ms N         platform: how often the change log drops what every edge has (60000)
+  --sync-log-ms N             how often a failing sync link is logged: on an edge, its failed
+                              attempts to reach the platform with their cause; on a platform, the
+                              edges it refuses (the first at once, then once per N ms) (60000)
   --outbox-max-mb N           edge: most the outbox (writes waiting for the platform) holds; past it
                               the oldest are dropped, logged and counted on /metrics (256)
   --outbox-max-age SECONDS    edge: outbox items older than this are dropped the same way (0: never)

@@ -10,7 +10,7 @@ import { statusCommand } from "./cli/status.ts";
 import { ConfigError, HELP, loadConfig } from "./config.ts";
 import { lockDataDir } from "./store/datadir.ts";
 import { nativeFallbackDir } from "./store/native.ts";
-import { VERSION } from "./version.ts";
+import { BUILD } from "./version.ts";
 
 /** Longest a SIGTERM/SIGINT drain may take before the process exits anyway. */
 const STOP_DEADLINE_MS = 20_000;
@@ -41,7 +41,7 @@ async function main() {
     throw e;
   }
   if (config.help) { process.stdout.write(HELP); return; }
-  if (config.version) { process.stdout.write(`outpost ${VERSION}\n`); return; }
+  if (config.version) { process.stdout.write(`outpost ${BUILD}\n`); return; }
 
   let app: App | undefined;
   reloadOnHangup(process.argv.slice(2), () => app);

@@ -4,7 +4,8 @@
 // when the edge runs as root, its output returned. The edge's data directory (database, secret
 // key) stays out of the commands' reach.
 import { spawn } from "node:child_process";
-import { chmodSync, closeSync, constants, fchmodSync, fchownSync, fstatSync, ftruncateSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, type Stats, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, closeSync, constants, fchmodSync, fchownSync, fstatSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, type Stats, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
 import { fail } from "../core/errors.ts";
@@ -30,7 +31,7 @@ export interface RunnerOptions {
 
 /** Most output bytes kept from one command. */
 const OUTPUT_MAX = 64 * 1024;
-const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$/;
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** Longest path_name, and longest part of one (what file systems take). */
 const PATH_MAX = 1024, PART_MAX = 255;
 const DEFAULT_USER = "nobody";
@@ -208,21 +209,31 @@ export class AdapterRunner {
     const notes: string[] = [];
     for (const { f, rel } of plan) {
       const target = this.walk(home, rel, f.name, who, true);
-      const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
+      // written whole beside the file and renamed over it: the adapter (or anyone) reading the
+      // file meanwhile sees the old content or the new, never a truncated one, and a program
+      // that is running keeps its own copy (writing into it in place fails: text file busy)
+      const part = join(dirname(target), `.outpost-deploy-${randomBytes(6).toString("hex")}`);
+      const fd = openSync(part, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+      let renamed = false;
       try {
         // an adapter's process may have swapped a directory on the way for a link since the walk:
-        // the file opened is checked where it really is before anything is written to it (and
-        // O_NONBLOCK: a FIFO swapped in cannot hold the edge)
+        // the file opened is checked where it really is before anything is written to it
         let real: string;
-        try { real = readlinkSync(`/proc/self/fd/${fd}`); } catch { real = join(realpathSync(dirname(target)), basename(target)); }
+        try { real = readlinkSync(`/proc/self/fd/${fd}`); } catch { real = join(realpathSync(dirname(part)), basename(part)); }
         if (!fstatSync(fd).isFile() || !within(home, real)) throw fail("INVALID_ARGUMENT", `file '${f.name}': path '${f.path_name}' leaves the adapter's directory`);
-        ftruncateSync(fd, 0);
         writeFileSync(fd, Buffer.from(f.content, "base64"));
         const owner = this.ownerOf(f, rel, who, notes);
         if (owner) fchownSync(fd, owner[0], owner[1]);
+        // "" (what ClearBlade exports) is the default mode
         const mode = permissionBits(f.permissions);
-        if (mode !== null) fchmodSync(fd, mode);
-      } finally { closeSync(fd); }
+        fchmodSync(fd, mode ?? 0o644);
+        // renamed where it was checked to be
+        renameSync(real, join(dirname(real), basename(target)));
+        renamed = true;
+      } finally {
+        closeSync(fd);
+        if (!renamed) rmSync(part, { force: true });
+      }
     }
     return notes;
   }

@@ -15,8 +15,8 @@ export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as co
 /** Developers hold everything in their systems; a read-only developer key only reading. */
 const developerLevel = (p: DeveloperPrincipal): number => (p.key?.readOnly ? LEVEL.READ : LEVEL.ALL);
 
-/** Kinds granted per item. */
-export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks"] as const;
+/** Kinds granted per item (edgeremoteadmin: per edge, by the edge's name). */
+export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks", "edgeremoteadmin"] as const;
 export type ItemKind = (typeof ITEM_KINDS)[number];
 
 /** Kinds granted as a whole. */
@@ -78,6 +78,7 @@ export function grantedLevel(perms: RolePermissions[], res: Resource): number {
       case "item":
         if (res.itemKind === "externaldatabases") level |= p.scalars.allexternaldatabases ?? 0;
         else if (res.itemKind === "servicecaches") level |= p.scalars.allservicecaches ?? 0;
+        else if (res.itemKind === "edgeremoteadmin") level |= p.scalars.edgeremoteadmin ?? 0;
         for (const g of p.items[res.itemKind] ?? []) if (g.name === res.name) level |= g.level;
         break;
       default:

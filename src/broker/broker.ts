@@ -107,6 +107,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   /** refusals logged lately, by system and client id: when the next may be, and how many were not */
   private readonly refusals = new Map<string, { until: number; skipped: number }>();
   private webSockets: ReturnType<typeof Bun.serve>[] = [];
+  /** what a SIGHUP calls to give the TLS listeners a new certificate (reloadTls) */
+  private readonly tlsReloads: ((creds: { cert: Buffer; key: Buffer }) => void)[] = [];
   readonly ports: Record<string, number> = {};
 
   constructor(private readonly d: BrokerDeps) {}
@@ -165,7 +167,9 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     this.listenWs("mqtt-ws", c.mqttWsPort);
     if (c.tlsCert && c.tlsKey) {
       const creds = { cert: readFileSync(c.tlsCert), key: readFileSync(c.tlsKey) };
-      await this.listenTcp("mqtt-tls", tls.createServer(creds, (s) => this.accept(s)), c.mqttTlsPort);
+      const server = tls.createServer(creds, (s) => this.accept(s));
+      await this.listenTcp("mqtt-tls", server, c.mqttTlsPort);
+      this.tlsReloads.push((next) => server.setSecureContext(next));
       this.listenWs("mqtt-wss", c.mqttWssPort, creds);
     }
   }
@@ -184,7 +188,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   /** MQTT over WebSocket (path /mqtt, subprotocol "mqtt") on Bun's own WebSocket server. */
   private listenWs(name: string, port: number, tlsCreds?: { cert: Buffer; key: Buffer }) {
     type Data = { stream?: Duplex; ip: string; kick?: () => void };
-    const server = Bun.serve<Data>({
+    const options: Parameters<typeof Bun.serve<Data>>[0] = {
       // never share the port with another process (Bun's default, said here as the API's listener says it)
       port, hostname: this.d.config.httpHost, reusePort: false,
       ...(tlsCreds ? { tls: { cert: tlsCreds.cert, key: tlsCreds.key } } : {}),
@@ -220,9 +224,26 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
         },
         close: (ws) => { ws.data.stream?.push(null); },
       },
-    });
+    };
+    let server = Bun.serve<Data>(options);
     this.ports[name] = server.port!;
     this.webSockets.push(server);
+    if (!tlsCreds) return;
+    // Bun cannot change a listening server's certificate: the old server stops listening (it
+    // keeps the connections it has until they end, or until the broker stops) and a new one
+    // takes the port
+    this.tlsReloads.push((next) => {
+      const old = server;
+      void old.stop(false).then(() => { this.webSockets = this.webSockets.filter((w) => w !== old); });
+      server = Bun.serve<Data>({ ...options, port: this.ports[name]!, tls: { cert: next.cert, key: next.key } });
+      this.webSockets.push(server);
+    });
+  }
+
+  /** New certificate and key for the TLS listeners (MQTT over TLS and over secure WebSocket):
+   *  new connections get them; those already open keep theirs. */
+  reloadTls(creds: { cert: Buffer; key: Buffer }) {
+    for (const reload of this.tlsReloads) reload(creds);
   }
 
   /** Hands a connection to aedes, rewriting the client's topics into its system's space. */

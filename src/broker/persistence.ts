@@ -14,11 +14,17 @@
 // subscription changes through the brokers' emitter, so a QoS > 0 publish on any node queues for
 // every persistent session wherever it was made; and queue lengths are read again before trimming
 // (another node may have sent and cleared what this one counted).
+//
+// A full disk (the database refuses writes for want of space) disconnects no client and loses no
+// retained message: retained messages, queued packets and inbound QoS 2 packets it refuses are held
+// in memory, served from there, and written once it takes writes again (lost only if the process
+// stops first; inbound QoS 2 packets stay in memory until their PUBREL).
 import { Readable } from "node:stream";
 import PacketJs from "aedes-packet";
 // @ts-expect-error qlobber ships no types; the part used here is declared by SubTrie below
 import QlobberSubJs from "qlobber/aedes/qlobber-sub";
-import type { Db, RunResult, Stmt } from "../store/db.ts";
+import type { Logger } from "../core/log.ts";
+import { type Db, diskFull, type RunResult, type Stmt } from "../store/db.ts";
 import { decodePacket, encodePacket, mqttRepo, type MqttPacket, type PacketRow, type RetainedRow } from "../store/mqtt.ts";
 
 export type { MqttPacket } from "../store/mqtt.ts";
@@ -33,6 +39,8 @@ export interface LibsqlPersistenceOptions {
   offlineQueueLimit?: number;
   /** other brokers use the same database (a cluster) */
   shared?: boolean;
+  /** told when writes are held in memory for a full disk, and when they are written */
+  log?: Logger;
 }
 
 interface ClientRef { id: string }
@@ -55,6 +63,8 @@ const newTrie = () => new QlobberSub({ wildcard_one: "+", wildcard_some: "#", se
 const Packet = PacketJs as unknown as new (p: object) => MqttPacket;
 
 const PAGE = 256;
+/** How often writes held for a full disk are tried again. */
+const HELD_RETRY_MS = 1_000;
 
 /** Whether an MQTT topic filter (split on "/") matches a topic. */
 function matches(filter: string[], topic: string): boolean {
@@ -88,6 +98,14 @@ export class LibsqlPersistence {
   readonly #queued = new Map<string, number>();
   #destroyed = false;
   readonly #shared: boolean;
+  readonly #log: Logger | undefined;
+  /** Writes the database refused for a full disk, in memory until it takes them: retained
+   *  messages by topic (null: deleted), and each client's packets queued after its stored ones. */
+  readonly #heldRetained = new Map<string, MqttPacket | null>();
+  readonly #heldQueue = new Map<string, MqttPacket[]>();
+  /** inbound QoS 2 packets awaiting their PUBREL (short-lived: kept in memory only) */
+  readonly #heldIncoming = new Map<string, MqttPacket>();
+  #heldTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(opts: LibsqlPersistenceOptions) {
     const limit = opts.offlineQueueLimit ?? 1000;
@@ -95,6 +113,7 @@ export class LibsqlPersistence {
     this.#db = opts.db;
     this.offlineQueueLimit = limit;
     this.#shared = opts.shared ?? false;
+    this.#log = opts.log;
   }
 
   /** The broker given to setup(). */
@@ -147,6 +166,9 @@ export class LibsqlPersistence {
   async destroy(): Promise<void> {
     if (this.#destroyed) throw new Error("destroyed called twice!");
     this.#destroyed = true;
+    if (this.#heldTimer) clearTimeout(this.#heldTimer);
+    const held = this.#heldRetained.size + [...this.#heldQueue.values()].reduce((n, q) => n + q.length, 0);
+    if (held) this.#log?.error("mqtt: messages held for a full disk were never written (the broker stopped first)", { messages: held });
     this.#trie = newTrie();
     this.#subs.clear();
     this.#queued.clear();
@@ -164,8 +186,17 @@ export class LibsqlPersistence {
   async storeRetained(packet: MqttPacket): Promise<void> {
     const payload = packet.payload as { length: number } | undefined | null;
     const topic = packet.topic as string;
-    if (!payload || payload.length === 0) await mqttRepo.deleteRetained(this.#db, topic);
-    else await mqttRepo.putRetained(this.#db, topic, encodePacket(packet));
+    const remove = !payload || payload.length === 0;
+    // a topic already held stays held: a direct write would be overwritten by the older held one
+    if (!this.#heldRetained.has(topic)) {
+      try {
+        if (remove) await mqttRepo.deleteRetained(this.#db, topic);
+        else await mqttRepo.putRetained(this.#db, topic, encodePacket(packet));
+        return;
+      } catch (e) { if (!diskFull(e)) throw e; }
+    }
+    this.#heldRetained.set(topic, remove ? null : decodePacket(encodePacket(packet)));
+    this.#holding();
   }
 
   createRetainedStream(pattern: string): Readable {
@@ -179,13 +210,24 @@ export class LibsqlPersistence {
 
   async *#retainedMatching(patterns: string[]): AsyncGenerator<MqttPacket> {
     const seen = patterns.length > 1 ? new Set<string>() : undefined;
+    const first = (topic: string) => {
+      if (!seen) return true;
+      if (seen.has(topic)) return false;
+      seen.add(topic);
+      return true;
+    };
     for (const pattern of patterns) {
+      // what is held for a full disk stands in for what the database has of the topic
+      const held = this.#heldRetained.size ? new Map(this.#heldRetained) : null;
       for await (const row of this.#retainedRows(pattern)) {
-        if (seen) {
-          if (seen.has(row.topic)) continue;
-          seen.add(row.topic);
-        }
-        yield decodePacket(row);
+        if (held?.has(row.topic)) continue;
+        if (first(row.topic)) yield decodePacket(row);
+      }
+      if (!held) continue;
+      const filter = pattern.split("/");
+      for (const [topic, packet] of held) {
+        if (!packet || (topic.startsWith("$") && (filter[0] === "+" || filter[0] === "#")) || !matches(filter, topic)) continue;
+        if (first(topic)) yield packet;
       }
     }
   }
@@ -290,6 +332,13 @@ export class LibsqlPersistence {
    *  client now over the limit; all in one transaction. */
   async outgoingEnqueueCombi(subs: { clientId: string }[], packet: MqttPacket): Promise<void> {
     if (subs.length === 0) return;
+    // a client with packets held for a full disk gets this one held after them (its order kept)
+    if (this.#heldQueue.size && subs.some(({ clientId }) => this.#heldQueue.has(clientId))) {
+      const p = new Packet(packet);
+      for (const { clientId } of subs) if (this.#heldQueue.has(clientId)) this.#hold(clientId, p);
+      subs = subs.filter(({ clientId }) => !this.#heldQueue.has(clientId));
+      if (subs.length === 0) return;
+    }
     // another node may have sent and cleared packets this one counted: count again before trimming
     if (this.#shared) {
       const over = subs.filter(({ clientId }) => (this.#queued.get(clientId) ?? 0) + 1 > this.offlineQueueLimit).map((s) => s.clientId);
@@ -315,7 +364,8 @@ export class LibsqlPersistence {
       await this.#exec(stmts);
     } catch (e) {
       await this.#recount(clients);
-      throw e;
+      if (!diskFull(e)) throw e;
+      for (const id of clients) this.#hold(id, p);
     }
   }
 
@@ -331,15 +381,38 @@ export class LibsqlPersistence {
 
   /** Records the messageId a queued packet is sent with (or replaces it by a PUBREL). */
   async outgoingUpdate(client: ClientRef, packet: MqttPacket): Promise<void> {
-    if (!(await mqttRepo.updateOutgoing(this.#db, client.id, packet, encodePacket(packet)))) throw new Error("no such packet");
+    const held = this.#heldQueue.get(client.id);
+    if (held) {
+      // as the database's update matches: the same publication, else another broker's packet
+      // with this messageId
+      let i = held.findIndex((h) => h.brokerId === packet.brokerId && h.brokerCounter === packet.brokerCounter);
+      const same = i >= 0;
+      if (!same) i = held.findIndex((h) => h.messageId === packet.messageId && h.brokerId !== packet.brokerId);
+      if (i >= 0) {
+        if (same) held[i]!.messageId = packet.messageId;
+        else held[i] = decodePacket(encodePacket(packet));
+        return;
+      }
+    }
+    let found: boolean;
+    try { found = await mqttRepo.updateOutgoing(this.#db, client.id, packet, encodePacket(packet)); } catch (e) {
+      // the stored packet keeps its old messageId: it is sent again at the client's next session
+      if (diskFull(e)) return;
+      throw e;
+    }
+    if (!found) throw new Error("no such packet");
   }
 
   /** Removes the queued packet acknowledged by `packet` (a PUBACK or PUBCOMP will do); returns it. */
   async outgoingClearMessageId(client: ClientRef, packet: MqttPacket): Promise<MqttPacket | undefined> {
     const messageId = packet?.messageId;
     if (typeof messageId !== "number") return undefined;
-    const row = await mqttRepo.clearOutgoing(this.#db, client.id, messageId);
-    if (!row) return undefined;
+    let row: PacketRow | undefined;
+    try { row = await mqttRepo.clearOutgoing(this.#db, client.id, messageId); } catch (e) {
+      // left queued: sent again at the client's next session (at least once)
+      if (!diskFull(e)) throw e;
+    }
+    if (!row) return this.#unhold(client.id, messageId);
     const n = (this.#queued.get(client.id) ?? 1) - 1;
     if (n > 0) this.#queued.set(client.id, n);
     else this.#queued.delete(client.id);
@@ -350,16 +423,84 @@ export class LibsqlPersistence {
    *  queued later are not included (aedes delivers those directly). */
   outgoingStream(client: ClientRef): Readable {
     const db = this.#db;
+    // then the packets held for a full disk, which came after the stored ones
+    const held = [...(this.#heldQueue.get(client.id) ?? [])];
     return Readable.from((async function* () {
       const last = await mqttRepo.lastOutgoing(db, client.id);
-      if (last === null) return;
-      for (let after = 0; ;) {
+      for (let after = 0; last !== null;) {
         const rows = await mqttRepo.outgoingPage(db, client.id, after, last, PAGE);
         for (const r of rows) yield decodePacket(r);
-        if (rows.length < PAGE) return;
+        if (rows.length < PAGE) break;
         after = rows[rows.length - 1]!.seq;
       }
+      yield* held;
     })());
+  }
+
+  // -- held for a full disk ----------------------------------------------------------------------
+
+  /** Holds a queued packet the database refused; past the queue limit the oldest held goes. */
+  #hold(clientId: string, packet: MqttPacket) {
+    let q = this.#heldQueue.get(clientId);
+    if (!q) this.#heldQueue.set(clientId, (q = []));
+    q.push({ ...packet });
+    if (q.length > this.offlineQueueLimit) q.shift();
+    this.#holding();
+  }
+
+  /** Removes and returns the client's held packet with this messageId. */
+  #unhold(clientId: string, messageId: number): MqttPacket | undefined {
+    const q = this.#heldQueue.get(clientId);
+    const i = q ? q.findIndex((h) => h.messageId === messageId) : -1;
+    if (i < 0) return undefined;
+    const [p] = q!.splice(i, 1);
+    if (q!.length === 0) this.#heldQueue.delete(clientId);
+    return p;
+  }
+
+  /** Something is held: try writing it in a moment (said once per spell of a full disk). */
+  #holding() {
+    if (this.#heldTimer || this.#destroyed) return;
+    this.#log?.warn("mqtt: the disk under the database is full; retained and queued messages are held in memory until it takes writes again");
+    this.#retryHeld();
+  }
+
+  /** Writes what is held, in one transaction; what was held meanwhile waits for the next try. */
+  async #writeHeld() {
+    const retained = [...this.#heldRetained];
+    const queues = [...this.#heldQueue].map(([id, q]) => [id, [...q]] as const);
+    try {
+      await this.#db.tx(async (tx) => {
+        for (const [topic, p] of retained) {
+          if (p) await mqttRepo.putRetained(tx, topic, encodePacket(p));
+          else await mqttRepo.deleteRetained(tx, topic);
+        }
+        for (const [id, q] of queues) for (const p of q) { const s = mqttRepo.enqueue(id, p, encodePacket(p)); await tx.run(s.sql, s.args); }
+      });
+    } catch (e) {
+      if (!diskFull(e)) this.#log?.error("mqtt: messages held for a full disk could not be written", { err: e });
+      this.#retryHeld();
+      return;
+    }
+    for (const [topic, p] of retained) if (this.#heldRetained.get(topic) === p) this.#heldRetained.delete(topic);
+    let packets = 0;
+    for (const [id, written] of queues) {
+      // the ones written go (a held one acknowledged meanwhile was written all the same: it is
+      // sent again at most)
+      const q = (this.#heldQueue.get(id) ?? []).filter((h) => !written.includes(h));
+      if (q.length) this.#heldQueue.set(id, q); else this.#heldQueue.delete(id);
+      packets += written.length;
+    }
+    await this.#recount(queues.map(([id]) => id));
+    this.#log?.info("mqtt: messages held for a full disk are written", { retained: retained.length, queued: packets });
+    // what was held meanwhile, in the next try
+    this.#heldTimer = null;
+    if (this.#heldRetained.size || this.#heldQueue.size) this.#retryHeld();
+  }
+
+  #retryHeld() {
+    this.#heldTimer = this.#destroyed ? null : setTimeout(() => void this.#writeHeld(), HELD_RETRY_MS);
+    this.#heldTimer?.unref?.();
   }
 
   // -- incoming QoS 2 ----------------------------------------------------------------------------
@@ -367,22 +508,29 @@ export class LibsqlPersistence {
   async incomingStorePacket(client: ClientRef, packet: MqttPacket): Promise<void> {
     const p = new Packet(packet);
     p.messageId = packet.messageId;
-    await mqttRepo.putIncoming(this.#db, client.id, packet.messageId as number, encodePacket(p));
+    try { await mqttRepo.putIncoming(this.#db, client.id, packet.messageId as number, encodePacket(p)); } catch (e) {
+      if (!diskFull(e)) throw e;
+      this.#heldIncoming.set(`${client.id}\u0000${packet.messageId}`, decodePacket(encodePacket(p)));
+    }
   }
 
   async incomingGetPacket(client: ClientRef, packet: MqttPacket): Promise<MqttPacket> {
+    const held = this.#heldIncoming.get(`${client.id}\u0000${packet.messageId}`);
+    if (held) return held;
     const row = await mqttRepo.incoming(this.#db, client.id, packet.messageId as number);
     if (!row) throw new Error("no such packet");
     return decodePacket(row);
   }
 
   async incomingDelPacket(client: ClientRef, packet: MqttPacket): Promise<void> {
+    if (this.#heldIncoming.delete(`${client.id}\u0000${packet.messageId}`)) return;
     const r = await mqttRepo.deleteIncoming(this.#db, client.id, packet.messageId as number);
     if (r.changes === 0) throw new Error("no such packet");
   }
 
   /** Forgets the client's inbound QoS 2 packets (a clean session starts). */
   async cleanIncoming(client: ClientRef): Promise<void> {
+    for (const k of this.#heldIncoming.keys()) if (k.startsWith(`${client.id}\u0000`)) this.#heldIncoming.delete(k);
     await mqttRepo.deleteIncomingOf(this.#db, client.id);
   }
 

@@ -158,10 +158,13 @@ async function fleet(f: Record<string, string | true>, io: StatusIo): Promise<nu
       const shown = f.failed ? assets.filter((a) => a.status === "failed") : assets;
       if (f.json) {
         io.stdout.write(JSON.stringify({ system_key: sk, edge: { name: rec.name, connected: rec.isConnected === true, last_talked: rec.last_talked ?? null, sync_lag: rec.sync_lag ?? null,
+          template: rec.template ?? "", last_refusal: rec.last_refusal ?? "", last_refusal_at: rec.last_refusal_at ?? null,
           pending: countOf(assets, "pending"), synced: countOf(assets, "synced"), failed: countOf(assets, "failed") }, assets: shown }, null, 2) + "\n");
       } else {
         io.stdout.write(`edge ${rec.name}: ${rec.isConnected ? "connected" : "UNREACHABLE"}, last talked ${ago(rec.last_talked, now)}, sync lag ${rec.sync_lag ?? "-"}; ` +
           `${countOf(assets, "pending")} pending, ${countOf(assets, "synced")} synced, ${countOf(assets, "failed")} failed\n`);
+        if (rec.template) io.stdout.write(`named template ${rec.template}\n`);
+        if (rec.last_refusal) io.stdout.write(`last refused ${ago(rec.last_refusal_at, now)}: ${rec.last_refusal}\n`);
         if (shown.length) io.stdout.write(table(["TYPE", "NAME", "STATUS", "DESIRED", "APPLIED", "ATTEMPTS", "LAST ERROR"],
           shown.map((a) => [a.asset_type, a.asset_name, a.status, a.desired_version ?? "", a.applied_version ?? "", a.attempts ?? "", a.last_error || "-"])));
       }
@@ -173,6 +176,7 @@ async function fleet(f: Record<string, string | true>, io: StatusIo): Promise<nu
     const edges = records.map((r) => {
       const assets = assetsOf.get(r.name) ?? [];
       return { name: r.name as string, connected: r.isConnected === true, last_talked: (r.last_talked ?? null) as number | null, sync_lag: (r.sync_lag ?? null) as number | null,
+        last_refusal: (r.last_refusal ?? "") as string, last_refusal_at: (r.last_refusal_at ?? null) as number | null,
         pending: countOf(assets, "pending"), synced: countOf(assets, "synced"), failed: countOf(assets, "failed"), assets };
     }).sort((a, b) => a.name.localeCompare(b.name));
     const shown = f.failed ? edges.filter((e) => e.failed > 0) : edges;
@@ -183,6 +187,9 @@ async function fleet(f: Record<string, string | true>, io: StatusIo): Promise<nu
         shown.map((e) => [e.name, e.connected ? "yes" : "NO", ago(e.last_talked, now), e.sync_lag ?? "-", e.pending, e.synced, e.failed])));
       const failed = shown.flatMap((e) => e.assets.filter((a) => a.status === "failed").map((a) => [e.name, a.asset_type, a.asset_name, a.attempts ?? "", a.last_error || "-"]));
       if (failed.length) io.stdout.write("\n" + table(["EDGE", "TYPE", "NAME", "ATTEMPTS", "LAST ERROR"], failed));
+      // why an unreachable edge is: the platform's last refusal of it (a wrong token, a version)
+      const refused = shown.filter((e) => !e.connected && e.last_refusal).map((e) => [e.name, ago(e.last_refusal_at, now), e.last_refusal]);
+      if (refused.length) io.stdout.write("\n" + table(["EDGE", "LAST REFUSED", "WHY"], refused));
       io.stdout.write(`\n${edges.length} edge${edges.length === 1 ? "" : "s"}: ${edges.filter((e) => e.connected).length} connected, ${edges.filter((e) => e.failed > 0).length} with failed assets\n`);
     }
     return edges.some((e) => !e.connected) ? EXIT.unreachable : edges.some((e) => e.failed > 0) ? EXIT.failed : EXIT.ok;
@@ -236,8 +243,10 @@ async function local(f: Record<string, string | true>, rest: string[], io: Statu
   const assets = (st.assets as Asset[]).filter((a) => !f.failed || a.status === "failed");
   if (f.json) io.stdout.write(JSON.stringify({ ...st, assets }, null, 2) + "\n");
   else {
+    const failing = st.link_error as { cause: string; message: string; since: number; attempts: number } | null | undefined;
     const link = st.connected ? "connected" : st.refused ? `REFUSED (${st.refused})` : "UNREACHABLE";
-    io.stdout.write(`edge ${st.edge} (system ${st.system_key})\nplatform ${st.platform_url}: ${link}, last contact ${ago(st.last_contact, now)}\n` +
+    io.stdout.write(`edge ${st.edge} (system ${st.system_key})${st.template ? `, named template ${st.template}` : ""}\nplatform ${st.platform_url}: ${link}, last contact ${ago(st.last_contact, now)}\n` +
+      (failing && !st.connected ? `  ${failing.cause}: ${failing.message} (${failing.attempts} tries since ${ago(failing.since, now)})\n` : "") +
       `outbox ${st.outbox} waiting; ${st.synced} synced, ${st.failed} failed\n`);
     if (assets.length) io.stdout.write("\n" + table(["TYPE", "NAME", "STATUS", "LAST ERROR"], assets.map((a) => [a.asset_type, a.asset_name, a.status, a.last_error || "-"])));
   }

@@ -19,7 +19,7 @@ import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, R
 export type { EngineDeps, ExecOptions, ExecResult };
 import { type Instance, instanceToWire, Instances } from "./instances.ts";
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
-import { outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
+import { needsBlocking, outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
 const SERVICE_CACHE_MS = 5_000;
 const SOURCE_CACHE_MS = 600_000;
@@ -99,6 +99,7 @@ export class CodeEngine {
       source: {
         libraries: [...missingNatives(parseDependencies(s.dependencies)), ...libs.map((l) => ({ name: l.name, code: l.code }))],
         service: { name: s.name, code: s.code },
+        blocking: needsBlocking({ libraries: libs, service: s }),
         meta: {
           is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: platformHost(this.e.d.config),
           node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,
@@ -335,7 +336,9 @@ export class CodeEngine {
     const loop = async () => {
       while (!stopped && !this.stopped) {
         const svc = await this.e.services.get(systemKey, name);
-        const system = svc && svc.execution_timeout === -1 && svc.auto_restart ? await this.e.systems.find(systemKey) : undefined;
+        // a stream service set not to run here is not started here (it failed every second)
+        const here = svc && (this.e.d.config.mode === "edge" ? svc.run_on_edge : svc.run_on_platform);
+        const system = svc && here && svc.execution_timeout === -1 && svc.auto_restart ? await this.e.systems.find(systemKey) : undefined;
         if (!system || stopped) break;
         const owner: Principal = { kind: "developer", id: system.owner_id, email: "", admin: false, tokenHash: "" };
         await this.execute(owner, systemKey, name, {}, { internal: true }).catch((err) => this.e.d.log.warn("stream service failed", { service: name, err }));

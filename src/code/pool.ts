@@ -23,7 +23,7 @@ import { fail, failFor } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
-import { compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
+import { type CompiledQuickJS, compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
 
 export interface PoolOptions {
   workers: number;
@@ -36,6 +36,8 @@ export interface PoolOptions {
   maxShare: number;
   /** runs of one system waiting for a worker */
   queueMax: number;
+  /** warm sandboxes kept over all workers (WARM_MAX unless given) */
+  warmMax?: number;
   log: Logger;
   /** counts workers replaced, by reason */
   restarts?: Counter;
@@ -112,8 +114,8 @@ interface Slot {
 const WORKER_URL = import.meta.url.startsWith("file:///$bunfs/") ? "/$bunfs/root/code/worker.ts" : new URL("./worker.ts", import.meta.url).href;
 /** steps in one batch: enough to carry a burst in one post, few enough that a batch ends soon */
 const BATCH_MAX = 64;
-/** warm sandboxes over all workers */
-const WARM_MAX = 64;
+/** warm sandboxes over all workers (each also within its worker's memory share) */
+const WARM_MAX = 256;
 /** sources one worker keeps */
 const SOURCES_MAX = 256;
 /** how long past its deadline a stretch of user code may run before its worker is terminated */
@@ -146,7 +148,7 @@ export class WorkerPool {
   private readonly readyWaiters: (() => void)[] = [];
   /** the QuickJS wasm, compiled once, with the first worker (compiled code is memory an idle node
    *  would hold for nothing): a worker's start then takes tens of ms, not hundreds */
-  private compiled: Promise<WebAssembly.Module | undefined> | null = null;
+  private compiled: Promise<CompiledQuickJS | undefined> | null = null;
   /** workers terminated for not coming back (for tests and metrics) */
   killed = 0;
 
@@ -257,7 +259,7 @@ export class WorkerPool {
     slot.worker.onerror = (e) => { this.o.log.error("a code worker failed", { err: e.message }); this.lost(slot); };
     slot.worker.addEventListener("close", () => this.lost(slot));
     const init: InitMessage = {
-      t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil(WARM_MAX / this.workers),
+      t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil((this.o.warmMax ?? WARM_MAX) / this.workers),
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb * MB, this.shareBytes), sliceMs: this.o.sliceMs },
     };
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });

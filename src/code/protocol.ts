@@ -2,7 +2,7 @@
 // every message is one JSON string: Bun posts a string without structured cloning, and one
 // message carries a whole batch of steps, so a run costs about one post each way however many
 // runs share it.
-import type { RunOutcome, SandboxLimits, SandboxSource } from "./sandbox.ts";
+import type { CompiledQuickJS, RunOutcome, SandboxLimits, SandboxSource } from "./sandbox.ts";
 
 /** main -> worker, once, as an object (it carries the shared watch buffer) */
 export interface InitMessage {
@@ -16,8 +16,8 @@ export interface InitMessage {
   heapMaxBytes: number;
   /** idle sandboxes this worker may keep */
   warmMax: number;
-  /** the QuickJS wasm compiled once for all workers (absent: the worker compiles it) */
-  module?: WebAssembly.Module;
+  /** QuickJS's builds compiled once for all workers (absent: the worker compiles them) */
+  module?: CompiledQuickJS;
 }
 
 /** A run to start. */

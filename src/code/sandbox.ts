@@ -20,16 +20,32 @@
 // from code the interrupt cannot reach.
 import {
   type QuickJSAsyncContext, type QuickJSAsyncRuntime, type QuickJSAsyncWASMModule, type QuickJSDeferredPromise, type QuickJSHandle,
-  RELEASE_ASYNC, newQuickJSAsyncWASMModuleFromVariant, newVariant,
+  RELEASE_ASYNC, RELEASE_SYNC, newQuickJSAsyncWASMModuleFromVariant, newQuickJSWASMModuleFromVariant, newVariant,
 } from "quickjs-emscripten";
-import wasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
+import blockingWasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
+import plainWasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
 import { DirectCall } from "./ffi.ts";
 import { PRELUDE } from "./prelude/index.ts";
 import { local } from "./local.ts";
 
-/** The QuickJS wasm, compiled (compiled code is shared between threads and lanes). */
-export const compileQuickJS = async (): Promise<WebAssembly.Module> => WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer());
-let compiledHere: Promise<WebAssembly.Module> | undefined;
+/** QuickJS's two builds, compiled (compiled code is shared between threads and lanes): the
+ *  asyncify build for services that may block (a classic call, waitForMessage, sleep), and the
+ *  plain one, twice as fast, for the others (see needsBlocking). */
+export interface CompiledQuickJS { blocking: WebAssembly.Module; plain: WebAssembly.Module }
+export const compileQuickJS = async (): Promise<CompiledQuickJS> => ({
+  blocking: await WebAssembly.compile(await Bun.file(blockingWasmPath).arrayBuffer()),
+  plain: await WebAssembly.compile(await Bun.file(plainWasmPath).arrayBuffer()),
+});
+let compiledHere: Promise<CompiledQuickJS> | undefined;
+
+/** Whether a service (its code and its libraries') may make a blocking call: ClearBlade's classic
+ *  API lives under `ClearBlade.`, and `Requests` and `sleep` block too. A service that names none
+ *  of them runs on the plain build; if it reaches one anyway (through a name built at run time),
+ *  the call fails saying so. */
+export function needsBlocking(src: Pick<SandboxSource, "libraries" | "service">): boolean {
+  const blocks = /\bClearBlade\b|\bRequests\b|\bsleep\b/;
+  return blocks.test(src.service.code) || src.libraries.some((l) => blocks.test(l.code));
+}
 
 /** A lane's heap starts at what the module's build asks for (16 MiB, mostly untouched). */
 const INITIAL_PAGES = 256;
@@ -39,11 +55,14 @@ export const LANE_BASE_BYTES = 1_400_000;
 /** Room above the runtime's memory limit for the module's own data and stacks. */
 const LANE_HEADROOM_PAGES = 128;
 
-/** A new lane: an instance of the module with a heap of its own, bounded by `maxBytes`. */
-async function newLane(maxBytes: number, compiled?: WebAssembly.Module): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
-  const wasmModule = compiled ?? (await (compiledHere ??= compileQuickJS()));
+/** A new lane: an instance of a build with a heap of its own, bounded by `maxBytes`. (The plain
+ *  build is typed as the asyncify one: it offers the same calls, none of which suspends.) */
+export async function newLane(maxBytes: number, blocking: boolean, compiled?: CompiledQuickJS): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
+  const both = compiled ?? (await (compiledHere ??= compileQuickJS()));
   const memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: INITIAL_PAGES + LANE_HEADROOM_PAGES + Math.ceil(maxBytes / 65536) });
-  const qjs = await newQuickJSAsyncWASMModuleFromVariant(newVariant(RELEASE_ASYNC, { wasmModule, wasmMemory: memory }));
+  const qjs = blocking
+    ? await newQuickJSAsyncWASMModuleFromVariant(newVariant(RELEASE_ASYNC, { wasmModule: both.blocking, wasmMemory: memory }))
+    : (await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule: both.plain, wasmMemory: memory }))) as unknown as QuickJSAsyncWASMModule;
   return { qjs, memory };
 }
 
@@ -58,6 +77,8 @@ export function publishDeadlines(view: Float64Array, contention?: Int32Array) { 
 export interface SandboxSource {
   libraries: { name: string; code: string }[];
   service: { name: string; code: string };
+  /** it may make blocking calls (needsBlocking): its lanes are the asyncify build's */
+  blocking?: boolean;
   /** the `cbmeta` global */
   meta: Record<string, unknown>;
 }
@@ -102,6 +123,13 @@ export function paramsJson(p: unknown): string | null {
 /** Thrown when the source itself cannot be loaded (syntax errors, a library throwing). */
 export class SourceError extends Error {}
 
+/** The longest a service's and its libraries' code may take to load (compile and run its top level). */
+export const LOAD_MAX_MS = 10_000;
+
+/** The reply a blocking call gets in a sandbox of the plain build (a service that names none of the
+ *  blocking calls, and reached one through a name made at run time). */
+const NOT_BLOCKING = JSON.stringify({ ok: false, error: { detail: "this service's code names no blocking call (ClearBlade., Requests, sleep), so it runs where calls cannot block: name it plainly in the code, or use ClearBladeAsync" } });
+
 /** The reply a blocking call gets when there is no run to answer it (code run while loading). */
 const NO_RUN = JSON.stringify({ ok: false, error: { detail: "this call needs a running service: it cannot be made while the code is being loaded" } });
 
@@ -122,6 +150,8 @@ export class Sandbox {
   private disposed = false;
   /** set when a run left state behind (a failure, a suspended stack, pending work): not reused */
   broken = false;
+  /** the asyncify build: its runs may block */
+  private blocking = true;
 
   // the current run
   private hooks: RunHooks | null = null;
@@ -153,9 +183,11 @@ export class Sandbox {
   }
 
   /** A sandbox holding `src` in a lane of its own. Throws SourceError when it does not load. */
-  static async open(src: SandboxSource, limits: SandboxLimits, compiled?: WebAssembly.Module): Promise<Sandbox> {
+  static async open(src: SandboxSource, limits: SandboxLimits, compiled?: CompiledQuickJS): Promise<Sandbox> {
     const s = new Sandbox(limits);
-    const lane = await newLane(limits.memoryBytes, compiled);
+    const blocking = src.blocking ?? needsBlocking(src);
+    s.blocking = blocking;
+    const lane = await newLane(limits.memoryBytes, blocking, compiled);
     s.memory = lane.memory;
     s.rt = lane.qjs.newRuntime();
     s.rt.setMemoryLimit(limits.memoryBytes);
@@ -218,6 +250,9 @@ export class Sandbox {
 
   private load(what: string, code: string) {
     this.enter();
+    // compiling a large bundle (ClearBlade's exported libraries reach megabytes) takes longer than
+    // a slice, more so on a busy machine: loading has a bound of its own
+    this.sliceDeadline = Date.now() + LOAD_MAX_MS;
     const r = this.vm.evalCode(code, `${what}.js`);
     this.quiet();
     if (r.error) {
@@ -257,6 +292,7 @@ export class Sandbox {
     // this build, whose type would not allow the immediate answer given when there is no run)
     vm.newFunction("__hostSync", (opH, argsH): QuickJSHandle => {
       const hooks = this.hooks;
+      if (!this.blocking) return vm.newString(NOT_BLOCKING);
       if (!hooks || this.outcome) return vm.newString(NO_RUN);
       const op = vm.getString(opH), json = vm.getString(argsH);
       return new Promise<QuickJSHandle>((resolve) => {

@@ -9,20 +9,21 @@
 // at most), and batches one after the other, even when a step had to wait for a lane to be made.
 import { LruMap } from "../core/cache.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
-import { LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
+import { type CompiledQuickJS, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
 declare const self: Worker;
 
 /** Warm sandboxes of one service at one version. */
 interface Pool { st: string; idle: Sandbox[] }
 
-/** At most this many warm sandboxes of one service. */
-const POOL_MAX = 16;
+/** At most this many warm sandboxes of one service: as many as its runs may wait in calls at once
+ *  (each holds one), so a steady load does not make new ones (about 10 ms each). */
+const POOL_MAX = 64;
 const LOG_LINES_MAX = 1000;
 const WARM_UP_RUNS = 6;
 const BATCH_BUDGET_MS = 20;
 
-let compiled: WebAssembly.Module | undefined;
+let compiled: CompiledQuickJS | undefined;
 let limits: SandboxLimits;
 /** what this worker's sandboxes may take together (its share of --code-memory-mb) */
 let budgetBytes = Infinity;

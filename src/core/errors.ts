@@ -29,6 +29,8 @@ export const ErrorKinds = {
   PAYLOAD_TOO_LARGE: kind(112, 413, "Router", "Request body too large"),
   // the shared database (PostgreSQL) cannot be reached: answered with Retry-After
   DB_UNAVAILABLE: kind(113, 503, "Router", "Database unavailable"),
+  // the disk under the database is full: nothing was written (answered with Retry-After)
+  STORAGE_FULL: kind(114, 507, "Router", "Insufficient storage"),
   PERMISSION_DENIED: kind(200, 401, "User Permissions", "Permission denied"),
   FORBIDDEN: kind(200, 403, "User Permissions", "Forbidden"),
   NOT_AUTHORIZED_FOR_SYSTEM: kind(201, 401, "User Permissions", "Not authorized for this system"),

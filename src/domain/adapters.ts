@@ -14,7 +14,9 @@ import type { DomainDeps } from "./deps.ts";
 import type { Edges } from "./edges.ts";
 import type { Systems } from "./systems.ts";
 
-const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$/;
+/** Adapter and file names: a directory and a file on the edge, so no '/', no leading '.' or '-'
+ *  (never '..', never read as an option by the commands run there). */
+const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** A file's owner or group: a user or group name as useradd takes it, or a number. */
 const ACCOUNT_RE = /^(?:[A-Za-z_][A-Za-z0-9_.-]{0,31}|\d{1,10})$/;
 const TEXT_FIELDS = ["description", "protocol", "architecture", "os", "deploy_command", "start_command", "stop_command", "status_command", "undeploy_command", "logs_command"] as const;
@@ -113,7 +115,7 @@ export class Adapters {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const b = objectBody(body);
     const name = b.name;
-    if (typeof name !== "string" || !NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", "name is required: letters, digits, _ and . (no spaces or '-')");
+    if (typeof name !== "string" || !NAME_RE.test(name)) throw fail("INVALID_ARGUMENT", "name is required: letters, digits, _, - and . (no spaces; not starting with - or .)");
     const now = nowIso();
     const blank = { system_key: s.system_key, name, ...Object.fromEntries(TEXT_FIELDS.map((k) => [k, ""])), ...Object.fromEntries(FLAG_FIELDS.map((k) => [k, 0])), version: 1, created_at: now, updated_at: now } as AdapterRow;
     const row = this.parse(b, blank);
@@ -174,7 +176,7 @@ export class Adapters {
   private async writeFile(tx: Executor, systemKey: string, adapter: AdapterRow, fileName: string, b: Record<string, unknown>, requireContent: boolean) {
     for (const k of Object.keys(b)) if (!["name", "adaptor_name", "adapter_name", "path_name", "owner", "group", "permissions", "file", "version", "size", "sha256", "created_at", "current"].includes(k))
       throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
-    if (!NAME_RE.test(fileName)) throw fail("INVALID_ARGUMENT", `file name '${fileName}' must be letters, digits, _ and . (no spaces or '-')`);
+    if (!NAME_RE.test(fileName)) throw fail("INVALID_ARGUMENT", `file name '${fileName}' must be letters, digits, _, - and . (no spaces; not starting with - or .)`);
     for (const k of ["adaptor_name", "adapter_name"]) if (b[k] !== undefined && b[k] !== adapter.name) throw fail("INVALID_ARGUMENT", `${k} '${String(b[k])}' differs from the adapter in the path`);
     const prev = await adapterFilesRepo.get(tx, systemKey, adapter.name, fileName);
     const text = (k: string, dflt: string) => {
@@ -188,8 +190,9 @@ export class Adapters {
     if (!safe) throw fail("INVALID_ARGUMENT", `path_name '${pathName}' must be a relative path inside the adapter's directory (no '..', not absolute)`);
     const owner = text("owner", prev?.owner ?? ""), group = text("group", prev?.group_name ?? "");
     for (const [k, v] of [["owner", owner], ["group", group]] as const) if (v && !ACCOUNT_RE.test(v)) throw fail("INVALID_ARGUMENT", `${k} '${v}' must be a user or group name, or a number`);
+    // "" is what ClearBlade exports for a file whose mode was never set: the default mode, kept as ""
     const permissions = text("permissions", prev?.permissions ?? "0644");
-    if (permissionBits(permissions) === null) throw fail("INVALID_ARGUMENT", `permissions '${permissions}' must be octal like 0755 or 644`);
+    if (permissions !== "" && permissionBits(permissions) === null) throw fail("INVALID_ARGUMENT", `permissions '${permissions}' must be octal like 0755 or 644, or empty for the default (0644)`);
     let content: Buffer | null = null;
     if (b.file !== undefined && b.file !== null) {
       if (typeof b.file !== "string") throw fail("INVALID_ARGUMENT", "file must be the content as a base64 string");
@@ -229,7 +232,13 @@ export class Adapters {
     await this.adapter(this.d.db, s.system_key, name);
     const f = await adapterFilesRepo.get(this.d.db, s.system_key, name, file, v);
     if (!f) throw notFound(v === undefined ? "adapter file" : `version ${v} of adapter file`, file, "Adaptors");
-    return this.fileToWire(f, await blobsRepo.get(this.d.db, f.hash));
+    const content = await blobsRepo.get(this.d.db, f.hash);
+    if (!content) {
+      // the file went (and its content with it) between the two reads
+      if (!(await adapterFilesRepo.get(this.d.db, s.system_key, name, file, f.version))) throw notFound("adapter file", file, "Adaptors");
+      throw fail("INTERNAL", `adapter '${name}': the content of file '${file}' (version ${f.version}, sha256 ${f.hash}) is missing from the database`);
+    }
+    return this.fileToWire(f, content);
   }
 
   /** `{file}` overwrites the content (a new version); answers with the configuration and content. */
@@ -299,12 +308,24 @@ export class Adapters {
 
 /** An adapter with its current files and their contents (the sync body, and a deploy's files). */
 export async function adapterBody(ex: Executor, a: AdapterRow): Promise<AdapterBody> {
+  // files and contents in one read: read apart, a change committed in between (a new version, a
+  // content no version refers to any more collected) would pair a file with no content
   const files = [];
-  for (const f of await adapterFilesRepo.current(ex, a.system_key, a.name)) {
-    const content = await blobsRepo.get(ex, f.hash);
-    files.push({ ...f, content: content ? Buffer.from(content).toString("base64") : "" });
+  for (const { content, ...f } of await adapterFilesRepo.currentWithContent(ex, a.system_key, a.name)) {
+    // an empty file in its place would be deployed without a word
+    if (!content) throw fail("INTERNAL", `adapter '${a.name}': the content of file '${f.name}' (version ${f.version}, sha256 ${f.hash}) is missing from the database`);
+    files.push({ ...f, content: Buffer.from(content).toString("base64") });
   }
   return { adapter: a, files };
+}
+
+/** Why a file as the sync channel carries it cannot be taken (its content is not what its hash
+ *  says), or null. */
+export function fileContentProblem(adapter: string, f: AdapterBody["files"][number]): string | null {
+  const content = decodeBase64(f.content);
+  if (!content) return `adapter '${adapter}': file '${f.name}' is not valid base64`;
+  if (sha256(content) !== f.hash) return `adapter '${adapter}': the content of file '${f.name}' (version ${f.version}) does not match its sha256 ${f.hash}`;
+  return null;
 }
 
 /** The files of an adapter as a deploy writes them. */

@@ -96,7 +96,7 @@ export class ChangeRecorder {
   /** A definition (service, library, trigger, timer, collection schema, role, user, device). */
   async record(tx: Executor, systemKey: string, type: AssetType, name: string, op: "upsert" | "delete", body: unknown, origin = "") {
     if (!this.logs(systemKey)) return;
-    const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: type, asset_name: name, item_id: null, op, version: 0, hlc: this.clock.now(), origin, body: body === null ? null : JSON.stringify(body) });
+    const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: type, asset_name: name, item_id: null, op, hlc: this.clock.now(), origin, body: body === null ? null : JSON.stringify(body) });
     await changesRepo.noteLatest(tx, systemKey, type, name, seq);
     this.notify(systemKey, type, name);
   }
@@ -107,7 +107,7 @@ export class ChangeRecorder {
     if (this.mode === "platform") {
       if (!this.logs(systemKey)) return;
       const latest = new Map<string, number>();
-      const seqs = await changesRepo.appendMany(tx, changes.map((c) => ({ system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, version: 0, hlc: c.hlc, origin, body: JSON.stringify(c) })));
+      const seqs = await changesRepo.appendMany(tx, changes.map((c) => ({ system_key: systemKey, asset_type: "row", asset_name: c.collection, item_id: c.item_id, op: c.op, hlc: c.hlc, origin, body: JSON.stringify(c) })));
       changes.forEach((c, i) => latest.set(c.collection, Math.max(latest.get(c.collection) ?? 0, seqs[i]!)));
       for (const [name, seq] of latest) { await changesRepo.noteLatest(tx, systemKey, "row", name, seq); this.notify(systemKey, "row", name); }
       return;

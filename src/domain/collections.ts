@@ -13,7 +13,7 @@ import {
 } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
-import { type Executor, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
+import { type Executor, schemaMissing, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "./changes.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -45,7 +45,9 @@ const COMPILED_MAX = 200;
 /** Totals kept per collection and filter, while the collection's write version is unchanged. */
 const TOTALS_MAX = 1_000;
 
-const COLLECTION_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
+/** A collection's name is a value, never an SQL identifier (its table is named by its id), so it
+ *  may hold spaces as ClearBlade's do ("John Doe"); not at either end, where they would not show. */
+const COLLECTION_NAME_RE = /^[A-Za-z0-9_](?:[A-Za-z0-9_.\- ]{0,98}[A-Za-z0-9_.-])?$/;
 const META_CACHE_MS = 5_000;
 /** Rows per insert request; a bigger array is a 400, not an out-of-memory. */
 export const MAX_INSERT_ROWS = 100_000;
@@ -55,7 +57,7 @@ const dataError = (detail: string) => new ApiError({ ...ErrorKinds.INVALID_ARGUM
 
 function collectionName(v: unknown): string {
   if (typeof v !== "string" || !COLLECTION_NAME_RE.test(v))
-    throw dataError(`invalid collection name '${String(v)}': use letters, digits, '_', '-' and '.' (max 100)`);
+    throw dataError(`invalid collection name '${String(v)}': use letters, digits, '_', '-', '.' and spaces inside (max 100)`);
   return v;
 }
 
@@ -389,6 +391,20 @@ export class Collections {
     return out;
   }
 
+  /** Runs an operation on a collection's rows as the collection was read; when its table or a
+   *  column the operation names has gone meanwhile (sync or another request changed the schema
+   *  since: an edge starting over drops what its new template lacks), once more on the
+   *  collection as it is now, or not found when it is gone. */
+  private async onCurrent<T>(c: Collection, op: (c: Collection) => Promise<T>): Promise<T> {
+    try { return await op(c); } catch (e) {
+      if (c.row.connection !== null || !schemaMissing(e)) throw e;
+      this.forgetId(c.row.collection_id);
+      const now = await this.load(c.row.collection_id);
+      if (!now) throw notFound("collection", c.row.name, "Data");
+      return op(now);
+    }
+  }
+
   /** fetch() without waiting: the page when the caller's rights, the compiled query and a result
    *  still valid are all cached (a client polling the same query); undefined: ask fetch(). */
   fetchNow(p: Principal, c: Collection, queryParam: string | null, pageBase: string): FetchPage | undefined {
@@ -406,7 +422,11 @@ export class Collections {
   }
 
   /** GET items: one page of rows matching the query, with the total and page links. */
-  async fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+  fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+    return this.onCurrent(c, (c) => this.fetchFrom(p, c, queryParam, pageBase));
+  }
+
+  private async fetchFrom(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
     await this.require(p, c, LEVEL.READ);
     if (c.row.connection !== null) {
       const q = parseQuery(queryParam);
@@ -508,7 +528,11 @@ export class Collections {
     return out;
   }
 
-  async count(p: Principal, c: Collection, queryParam: unknown) {
+  count(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.countIn(p, c, queryParam));
+  }
+
+  private async countIn(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.READ);
     const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
@@ -528,7 +552,11 @@ export class Collections {
     return { itemId, values };
   }
 
-  async insert(p: Principal, c: Collection, body: unknown) {
+  insert(p: Principal, c: Collection, body: unknown) {
+    return this.onCurrent(c, (c) => this.insertInto(p, c, body));
+  }
+
+  private async insertInto(p: Principal, c: Collection, body: unknown) {
     await this.require(p, c, LEVEL.CREATE);
     // a missing body is a mistake, not an empty row ({} is an empty row)
     if (body === undefined) throw fail("BODY_REQUIRED", "the body is required: an item (object of column values) or an array of items");
@@ -561,20 +589,38 @@ export class Collections {
 
   /** PUT items: `{query, $set}` where query is a full query object or a bare FILTERS array. */
   async update(p: Principal, c: Collection, body: unknown) {
+    const r = await this.updateItems(p, c, body);
+    return { count: typeof r === "number" ? r : r.length };
+  }
+
+  /** Updates the items a query matches: their ids (the count, for an external table, which has
+   *  none to give). */
+  updateItems(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
+    return this.onCurrent(c, (c) => this.updateIn(p, c, body));
+  }
+
+  private async updateIn(p: Principal, c: Collection, body: unknown): Promise<string[] | number> {
     await this.require(p, c, LEVEL.UPDATE);
     const b = objectBody(body);
     knownFields(b, ITEM_UPDATE_FIELDS);
     if (b.query === undefined) throw fail("INVALID_ARGUMENT", "query is required (use [] to match every row)");
     const set = objectBody(b.$set, "$set");
-    if (c.row.connection !== null) return { count: await this.tables().tableUpdate(c.row, parseQuery(b.query), set) };
+    if (c.row.connection !== null) return this.tables().tableUpdate(c.row, parseQuery(b.query), set);
     const pairs: [string, SqlValue][] = [];
+    // a client writing back a whole row sends its own item_id along (cb-cli does): that is no
+    // change, so it is accepted for the rows that have it; any other row refuses the update
+    let ownId: string | undefined;
     for (const [k, v] of Object.entries(set)) {
-      if (k === "item_id") throw dataError("item_id cannot be changed");
+      if (k === "item_id") {
+        if (typeof v !== "string") throw dataError("item_id cannot be changed");
+        ownId = v;
+        continue;
+      }
       const t = c.types.get(k);
       if (!t) throw dataError(`unknown column '${k}'`);
       pairs.push([k, toSql(t, v, k)]);
     }
-    if (!pairs.length) throw fail("INVALID_ARGUMENT", "$set needs at least one column");
+    if (!pairs.length) throw fail("INVALID_ARGUMENT", `$set needs at least one column${ownId === undefined ? "" : " besides item_id"}`);
     const q = parseQuery(b.query);
     const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     let ids: string[];
@@ -582,6 +628,7 @@ export class Collections {
     try {
       ids = await this.d.db.tx(async (tx) => {
         const { ids, stamp } = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        if (ownId !== undefined && ids.some((id) => id !== ownId)) throw dataError("item_id cannot be changed: the query matches a row whose item_id differs from $set.item_id");
         // a row stored with a later stamp than the clock's got the next one after it
         this.d.changes.clock.restore(stamp);
         await this.logRows(tx, c, ids, "upsert", hlc);
@@ -591,11 +638,15 @@ export class Collections {
     catch (e) { throw sqlToApi(e); }
     this.written(c.row.collection_id, 0);
     if (ids.length) this.d.events.emit("Data::ItemUpdated", c.row.system_key, { collectionId: c.row.collection_id, collectionName: c.row.name, items: ids.map((item_id) => ({ item_id })), query: b.query });
-    return { count: ids.length };
+    return ids;
   }
 
   /** DELETE items: the query is required (an empty FILTERS list deletes everything, on purpose). */
-  async delete(p: Principal, c: Collection, queryParam: unknown) {
+  delete(p: Principal, c: Collection, queryParam: unknown) {
+    return this.onCurrent(c, (c) => this.deleteFrom(p, c, queryParam));
+  }
+
+  private async deleteFrom(p: Principal, c: Collection, queryParam: unknown) {
     await this.require(p, c, LEVEL.DELETE);
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
@@ -616,7 +667,11 @@ export class Collections {
   }
 
   /** PUT upsert?conflictColumn=: needs a unique index on that column (an upsert without one is refused). */
-  async upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+  upsert(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
+    return this.onCurrent(c, (c) => this.upsertInto(p, c, conflictColumn, body));
+  }
+
+  private async upsertInto(p: Principal, c: Collection, conflictColumn: string | null, body: unknown) {
     await this.require(p, c, LEVEL.CREATE | LEVEL.UPDATE);
     this.assertTable(c);
     if (!conflictColumn) throw fail("INVALID_ARGUMENT", "conflictColumn is required");

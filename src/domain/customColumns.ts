@@ -24,11 +24,15 @@ const SCHEMA_CACHE_MS = 5_000;
 export class CustomColumns {
   private readonly cache = new TtlCache<string, CustomSchema>(SCHEMA_CACHE_MS, 1_000);
   private readonly reserved: Set<string>;
+  private readonly unlisted: Set<string>;
 
   /**
    * @param fixed    real table columns (name -> SQL column and type)
    * @param standard columns every row has, kept in the data document
    * @param reserved names that may not become custom columns besides those two
+   * @param unlisted built-in columns that are a row's settings or its record's fields rather than
+   *                 its data: left out of the column listing, as ClearBlade's exports leave them
+   *                 out (cb-cli would take them for columns of the developer's and delete them)
    */
   constructor(
     private readonly db: Db,
@@ -37,8 +41,10 @@ export class CustomColumns {
     private readonly standard: Record<string, ColumnType>,
     reserved: string[] = [],
     private readonly pk = "",
+    unlisted: string[] = [],
   ) {
     this.reserved = new Set([...reserved, ...Object.keys(fixed), ...Object.keys(standard)]);
+    this.unlisted = new Set(unlisted);
   }
 
   async schema(ex: Executor, systemKey: string): Promise<CustomSchema> {
@@ -84,21 +90,30 @@ export class CustomColumns {
     return rows.map((r) => Object.fromEntries(q.select!.map((c) => [c, r[c]])));
   }
 
+  /** The type of a fixed or standard column. */
+  private builtinType(name: string): ColumnType | undefined {
+    if (Object.hasOwn(this.fixed, name)) return this.fixed[name]!.type;
+    return Object.hasOwn(this.standard, name) ? this.standard[name] : undefined;
+  }
+
   /** `[{ColumnName, ColumnType, PK, UserDefined}]` */
   async list(systemKey: string) {
     const s = await this.schema(this.db, systemKey);
     const builtins = new Set([...Object.keys(this.fixed), ...Object.keys(this.standard)]);
-    return [...Object.entries(this.fixed).map(([n, f]) => [n, f.type] as const), ...Object.entries(s.custom)].map(([n, t]) => ({
-      ColumnName: n, ColumnType: t, PK: n === this.pk, UserDefined: !builtins.has(n),
-    }));
+    return [...Object.entries(this.fixed).map(([n, f]) => [n, f.type] as const), ...Object.entries(s.custom)]
+      .filter(([n]) => !this.unlisted.has(n))
+      .map(([n, t]) => ({ ColumnName: n, ColumnType: t, PK: n === this.pk, UserDefined: !builtins.has(n) }));
   }
 
-  /** `{column_name, type}` (also `name`). */
+  /** `{column_name, type}` (also `name`). A built-in column asked for with its own type exists as
+   *  asked: nothing to do (a system exported elsewhere may list it among its columns, and an import
+   *  creates every one of those). */
   async add(systemKey: string, body: unknown) {
     const b = objectBody(body);
     knownFields(b, ADD_FIELDS);
     const name = checkName(b.column_name ?? b.name, "column");
     const type = parseColumnType(b.type, name);
+    if (this.builtinType(name) === type) return;
     if (this.reserved.has(name)) throw fail("ALREADY_EXISTS", `column '${name}' is a built-in column`);
     await this.db.tx(async (tx) => {
       if ((await customColumnsRepo.list(tx, systemKey, this.table)).some((c) => c.name === name)) throw fail("ALREADY_EXISTS", `column '${name}' already exists`);
@@ -110,6 +125,7 @@ export class CustomColumns {
   /** Removes a column; `dropValues` clears its values from the rows in the same transaction. */
   async remove(systemKey: string, name: string | null, dropValues: (tx: Executor, name: string) => Promise<unknown>) {
     if (!name) throw fail("INVALID_ARGUMENT", "column: the column name is required");
+    if (this.reserved.has(name)) throw fail("INVALID_ARGUMENT", `column '${name}' is a built-in column and cannot be deleted`);
     await this.db.tx(async (tx) => {
       if (!(await customColumnsRepo.list(tx, systemKey, this.table)).some((c) => c.name === name))
         throw new ApiError("NOT_FOUND", `column '${name}' does not exist`);

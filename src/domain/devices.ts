@@ -14,7 +14,7 @@ import { type DeviceChanges, type DeviceRow, devicesRepo } from "../store/device
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
-import { roleToWire, type Roles } from "./roles.ts";
+import { rolesToWire, type Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
 import { rolesRepo } from "../store/roles.ts";
 
@@ -73,7 +73,7 @@ export class Devices {
 
   /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null)) {
-    this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name");
+    this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name", ["cb_ttl_override"]);
     d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
   }
 
@@ -431,7 +431,7 @@ export class Devices {
     await this.find(this.d.db, systemKey, name);
     const ids = await this.roles.rolesOf(this.d.db, systemKey, "device", name);
     const rows = await Promise.all(ids.map((id) => rolesRepo.byId(this.d.db, systemKey, id)));
-    return { roles: rows.filter((r) => !!r).map((r) => roleToWire(r!)) };
+    return { roles: await rolesToWire(this.d.db, systemKey, rows.filter((r) => !!r).map((r) => r!)) };
   }
 
   async changeRoles(p: Principal, systemKey: string, name: string, body: unknown) {

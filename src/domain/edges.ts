@@ -11,6 +11,7 @@ import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/qu
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
+import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { DEFINITION_TYPES } from "./changes.ts";
 import { CustomColumns } from "./customColumns.ts";
@@ -28,13 +29,23 @@ export type SyncModule = (typeof SYNC_MODULES)[number];
 export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
 export type SyncMode = (typeof SYNC_MODES)[number];
 
-export interface TemplateEntry { def_module: SyncModule; def_name: string; mode: SyncMode; rows?: boolean }
+export interface TemplateEntry {
+  def_module: SyncModule; def_name: string; mode: SyncMode; rows?: boolean;
+  /** where the entry comes from: "edge" (the edge's own entries) or "template:<name>" (its named
+   *  template); set by templateOf, not taken from clients */
+  source?: string;
+}
+
+/** The mode an edge's own entry has when it takes an entry of its named template away (stored
+ *  only; never part of a template an edge receives). */
+const EXCLUDED = "excluded";
 
 const FIXED = {
   name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
   template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
   first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
   last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
+  last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
 } as const;
 /** Edge fields clients send and read that live in the data document. */
 const STANDARD = {
@@ -43,8 +54,37 @@ const STANDARD = {
   broker_ws_auth_port: "string", communication_style: "string", policy_name: "string", resolver_func: "string", sync_edge_tables: "string",
 } as const;
 const IGNORED = new Set(["edge_key", "system_key", "system_secret", "novi_system_key", "isConnected", "first_talked", "last_talked",
-  "last_seen_version", "last_seen_os", "last_seen_architecture", "created_date", "sync_lag", "cursor", "clock_skew_ms"]);
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "created_date", "sync_lag", "cursor", "clock_skew_ms", "last_refusal", "last_refusal_at"]);
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+
+/** Why a topic filter is not one ("" : it is): levels split by /, + a whole level, # the last one. */
+function topicFilterProblem(f: string): string {
+  const levels = f.split("/");
+  for (const [i, l] of levels.entries()) {
+    if (l.includes("#") && (l !== "#" || i !== levels.length - 1)) return "# must be a whole level and the last one";
+    if (l.includes("+") && l !== "+") return "+ must be a whole level";
+  }
+  return "";
+}
+
+/** The name closest to `name` among `names`, when a typo away (at most 2 edits), for "did you mean". */
+function closest(name: string, names: Iterable<string>): string | null {
+  let best: string | null = null, bestD = 3;
+  const a = name.toLowerCase();
+  for (const n of names) {
+    const b = n.toLowerCase();
+    if (Math.abs(a.length - b.length) >= bestD) continue;
+    // edit distance, one row at a time
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const row = [i];
+      for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = row;
+    }
+    if (prev[b.length]! < bestD) { bestD = prev[b.length]!; best = n; }
+  }
+  return best;
+}
 
 /** Parses a template entry list item. */
 export function templateEntry(v: unknown, where: string, requireMode = false): TemplateEntry {
@@ -53,6 +93,10 @@ export function templateEntry(v: unknown, where: string, requireMode = false): T
   if (typeof e.def_module !== "string" || !(SYNC_MODULES as readonly string[]).includes(e.def_module))
     throw fail("INVALID_ARGUMENT", `${where}.def_module must be one of ${SYNC_MODULES.join(", ")}`);
   if (typeof e.def_name !== "string" || !e.def_name) throw fail("INVALID_ARGUMENT", `${where}.def_name must be an asset name or *`);
+  if (e.def_module === "topic") {
+    const why = topicFilterProblem(e.def_name);
+    if (why) throw fail("INVALID_ARGUMENT", `${where}.def_name '${e.def_name}' is not a topic filter: ${why}`);
+  }
   if (e.mode !== undefined && (typeof e.mode !== "string" || !(SYNC_MODES as readonly string[]).includes(e.mode)))
     throw fail("INVALID_ARGUMENT", `${where}.mode must be one of ${SYNC_MODES.join(", ")}`);
   if (requireMode && e.mode === undefined) throw fail("INVALID_ARGUMENT", `${where}.mode is required`);
@@ -72,7 +116,9 @@ export class Edges {
   skewOf: (systemKey: string, edge: string) => number | null = () => null;
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
-    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name");
+    // an edge's template, connection, creation and platform are its record's, not columns ClearBlade lists
+    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name",
+      ["template", "isConnected", "created_date", "last_seen_os", "last_seen_architecture"]);
     d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
       const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
       return e ? { kind: "edge", systemKey: e.system_key, id: e.name, name: e.name, tokenHash: row.token_hash } : null;
@@ -97,6 +143,8 @@ export class Edges {
       first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
       last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
       cursor: e.cursor, sync_lag: await this.lagOf(e.system_key, e.name), clock_skew_ms: this.skewOf(e.system_key, e.name),
+      // why the platform last refused the edge's link, and when (epoch s; null: never)
+      last_refusal: e.last_refusal ?? "", last_refusal_at: e.last_refusal_at ?? null,
     });
   }
 
@@ -114,6 +162,7 @@ export class Edges {
     for (const [k, v] of Object.entries(b)) {
       if (k === "name" || IGNORED.has(k)) continue;
       if (k === "token") {
+        if (v === "") continue; // what a read shows (the token is never shown): not a new one
         if (typeof v !== "string" || v.length < 8) throw fail("INVALID_ARGUMENT", "token must be a string of at least 8 characters (the edge's secret)");
         token = v;
       } else if (k === "description") {
@@ -121,9 +170,10 @@ export class Edges {
         cols.description = v;
       } else if (k === "template") {
         if (typeof v !== "string") throw fail("INVALID_ARGUMENT", "template must be the name of a named template (or empty)");
-        if (v && !this.namedTemplate(v)) throw fail("INVALID_ARGUMENT", `template '${v}' does not exist in ${this.d.config.edgeTemplatesDir}`);
+        if (v) { const t = this.readNamedTemplate(v); if ("problem" in t) throw fail("INVALID_ARGUMENT", t.problem); }
         cols.template = v;
-      } else custom[k] = v === null ? null : typeof v === "number" ? String(v) : v;
+      // clients send the standard port fields as numbers: a string column takes a number as its text
+      } else custom[k] = typeof v === "number" && schema.custom[k] === "string" ? String(v) : v;
     }
     return { schema, cols, data: this.columnsOf.values(schema, custom, data), token };
   }
@@ -141,9 +191,12 @@ export class Edges {
       const row: EdgeRow = {
         system_key: systemKey, name, token_hash: hashToken(secret), description: cols.description ?? "", template: cols.template ?? "",
         is_connected: 0, first_talked: null, last_talked: null, last_seen_version: "", last_seen_os: "", last_seen_architecture: "",
-        cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data), incarnation: newKey(), applied_template: null,
+        cursor: 0, created_date: nowSeconds(), data: JSON.stringify(data), incarnation: newKey(), applied_template: null, last_refusal: "", last_refusal_at: null,
       };
       await edgesRepo.insert(tx, row);
+      // a system's first edge: what it holds is at its first version from now on (versions count
+      // changes, which are recorded only while a system has edges)
+      if ((await edgesRepo.count(tx, systemKey, { sql: "1 = 1", args: [] })) === 1) await changesRepo.countAssets(tx, systemKey);
       return row;
     });
     this.onChange(systemKey, name, "record");
@@ -231,24 +284,42 @@ export class Edges {
 
   // ---- authentication (the sync channel) ------------------------------------------------------
 
-  /** The edge, if the token is its secret. */
-  async authenticate(systemKey: string, name: string, token: string): Promise<EdgeRow | null> {
+  /** The edge of that name (none: no such edge), and whether the token is its secret. */
+  async authenticate(systemKey: string, name: string, token: string): Promise<{ edge: EdgeRow | undefined; tokenOk: boolean }> {
     const e = await edgesRepo.get(this.d.db, systemKey, name);
-    if (!e) return null;
+    if (!e) return { edge: undefined, tokenOk: false };
     const a = Buffer.from(e.token_hash), b = Buffer.from(hashToken(token));
-    return a.length === b.length && timingSafeEqual(a, b) ? e : null;
+    return { edge: e, tokenOk: a.length === b.length && timingSafeEqual(a, b) };
   }
 
   // ---- templates ------------------------------------------------------------------------------
 
   /** Named templates from the templates directory (read when asked; they are small files). */
   namedTemplate(name: string): TemplateEntry[] | null {
-    if (!/^[A-Za-z0-9_.-]+$/.test(name)) return null;
+    const t = this.readNamedTemplate(name);
+    return "entries" in t ? t.entries : null;
+  }
+
+  /** A named template's entries, or why it cannot be used (missing, not JSON, an entry of an
+   *  unknown kind or mode). Asset names are not checked: one template serves every system. */
+  readNamedTemplate(name: string): { entries: TemplateEntry[] } | { problem: string } {
+    const dir = this.d.config.edgeTemplatesDir;
+    if (!/^[A-Za-z0-9_.-]+$/.test(name)) return { problem: `'${name}' is not a template name (letters, digits, _ . -)` };
+    let text: string;
+    try { text = readFileSync(join(dir, `${name}.json`), "utf8"); }
+    catch { return { problem: `template '${name}' does not exist in ${dir}` }; }
     try {
-      const raw = JSON.parse(readFileSync(join(this.d.config.edgeTemplatesDir, `${name}.json`), "utf8")) as { assets?: unknown };
-      if (!Array.isArray(raw.assets)) return null;
-      return raw.assets.map((a, i) => templateEntry(a, `${name}.assets[${i}]`));
-    } catch { return null; }
+      const raw = JSON.parse(text) as { assets?: unknown };
+      if (!Array.isArray(raw?.assets)) return { problem: `template '${name}' (${dir}/${name}.json) has no "assets" list` };
+      return { entries: raw.assets.map((a, i) => templateEntry(a, `template '${name}': assets[${i}]`)) };
+    } catch (e) {
+      return { problem: e instanceof SyntaxError ? `template '${name}' (${dir}/${name}.json) is not JSON: ${e.message}` : (e as Error).message };
+    }
+  }
+
+  /** Why each named template that cannot be used cannot be (the platform logs them at start). */
+  namedTemplateProblems(): string[] {
+    return this.namedTemplates().map((n) => this.readNamedTemplate(n)).flatMap((t) => ("problem" in t ? [t.problem] : []));
   }
 
   namedTemplates(): string[] {
@@ -256,12 +327,17 @@ export class Edges {
     catch { return []; }
   }
 
-  /** The edge's effective template: its named template, overridden entry by entry by its own. */
+  /** The edge's effective template: its named template, overridden entry by entry by its own
+   *  (an own entry may also take a named one away). Each entry says where it comes from. */
   async templateOf(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
     const out = new Map<string, TemplateEntry>();
-    for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, e);
-    for (const e of await edgesRepo.entries(ex, systemKey, edge.name))
-      out.set(`${e.def_module}\u0000${e.def_name}`, { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: e.mode as SyncMode, ...(e.def_module === "collection" ? { rows: e.rows === 1 } : {}) });
+    const source = `template:${edge.template}`;
+    for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
+    for (const e of await edgesRepo.entries(ex, systemKey, edge.name)) {
+      const k = `${e.def_module}\u0000${e.def_name}`;
+      if (e.mode === EXCLUDED) { out.delete(k); continue; }
+      out.set(k, { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: e.mode as SyncMode, ...(e.def_module === "collection" ? { rows: e.rows === 1 } : {}), source: "edge" });
+    }
     return [...out.values()];
   }
 
@@ -286,16 +362,41 @@ export class Edges {
     const remove = list(b.remove, "remove").map((e, i) => {
       const o = objectBody(e, `remove[${i}]`);
       if (typeof o.def_module !== "string" || typeof o.def_name !== "string") throw fail("INVALID_ARGUMENT", `remove[${i}] needs def_module and def_name`);
+      if (!(SYNC_MODULES as readonly string[]).includes(o.def_module)) throw fail("INVALID_ARGUMENT", `remove[${i}].def_module must be one of ${SYNC_MODULES.join(", ")}`);
       return { def_module: o.def_module, def_name: o.def_name };
     });
     const result = await this.d.db.tx(async (tx) => {
       const edge = await this.find(tx, systemKey, name);
-      for (const r of remove) await edgesRepo.removeEntry(tx, systemKey, name, r.def_module, r.def_name);
+      await this.checkNames(tx, systemKey, add);
+      const key = (e: { def_module: string; def_name: string }) => `${e.def_module}\u0000${e.def_name}`;
+      const named = new Set((edge.template ? this.namedTemplate(edge.template) ?? [] : []).map(key));
+      const current = new Set((await this.templateOf(tx, systemKey, edge)).map(key));
+      for (const [i, r] of remove.entries()) {
+        if (!current.has(key(r))) throw fail("INVALID_ARGUMENT", `remove[${i}]: the template of edge '${name}' has no entry ${r.def_module} '${r.def_name}'`);
+        // an entry of the named template is taken away by an entry of the edge's own that says so
+        if (named.has(key(r))) await edgesRepo.putEntry(tx, systemKey, name, { def_module: r.def_module, def_name: r.def_name, mode: EXCLUDED, rows: 0 });
+        else await edgesRepo.removeEntry(tx, systemKey, name, r.def_module, r.def_name);
+      }
       for (const a of add) await edgesRepo.putEntry(tx, systemKey, name, { def_module: a.def_module, def_name: a.def_name, mode: a.mode, rows: a.rows === false ? 0 : 1 });
       return this.templateOf(tx, systemKey, edge);
     });
     this.onChange(systemKey, name, "template");
     return { [name]: result };
+  }
+
+  /** Refuses entries naming an asset the system does not have (a misspelled name would bring
+   *  nothing, silently): * stands for every asset of its kind, topics are filters. */
+  private async checkNames(ex: Executor, systemKey: string, entries: TemplateEntry[]) {
+    if (!entries.some((e) => e.def_name !== "*" && e.def_module !== "topic")) return;
+    const byKind = new Map<string, Set<string>>();
+    for (const n of await assetNames(ex, systemKey)) (byKind.get(n.t) ?? byKind.set(n.t, new Set()).get(n.t)!).add(n.name);
+    for (const [i, e] of entries.entries()) {
+      if (e.def_name === "*" || e.def_module === "topic") continue;
+      const names = byKind.get(e.def_module) ?? new Set<string>();
+      if (names.has(e.def_name)) continue;
+      const near = closest(e.def_name, names);
+      throw fail("INVALID_ARGUMENT", `add[${i}]: this system has no ${e.def_module} '${e.def_name}'${near ? ` (did you mean '${near}'?)` : ""}: name one it has, or * for every ${e.def_module}`);
+    }
   }
 
   /** Sets an edge's own entries from a list (used when the platform hands its template over). */

@@ -9,6 +9,7 @@ import { newKey } from "../core/ids.ts";
 import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
+import { collectionsRepo } from "../store/collections.ts";
 import { type MemberKind, type RoleRow, rolesRepo } from "../store/roles.ts";
 import type { DomainDeps } from "./deps.ts";
 
@@ -40,22 +41,28 @@ const ROLE_COLUMNS: ColumnMap = {
 const ITEM_WIRE: Record<ItemKind, string> = {
   collections: "Collections", services: "CodeServices", topics: "Topics", portals: "Portals",
   servicecaches: "ServiceCaches", externaldatabases: "ExternalDatabases", edges: "Edges", adapters: "Adapters", webhooks: "Webhooks",
+  edgeremoteadmin: "EdgeRemoteAdmin",
 };
+/** ClearBlade's own spellings where it has the kind (cb-cli reads `adapters` and `usersecrets` in
+ *  lower case, and EdgeRemoteAdmin as the per-edge list above); the rest are Outpost's. */
 const SCALAR_WIRE: Record<ScalarKind, string> = {
   allcollections: "AllCollections", allservices: "AllServices", users: "UsersList", devices: "DevicesList",
   edges: "EdgesList", msgHistory: "MsgHistory", push: "Push", roles: "Roles", timers: "Timers", triggers: "Triggers",
   deployments: "Deployments", manageusers: "ManageUsers", allexternaldatabases: "AllExternalDatabases",
-  usersecrets: "UserSecrets", adapters: "AllAdapters", filestores: "Filestores", edgeremoteadmin: "EdgeRemoteAdmin",
+  usersecrets: "usersecrets", adapters: "adapters", filestores: "Filestores", edgeremoteadmin: "AllEdgeRemoteAdmin",
   webhooks: "AllWebhooks", allservicecaches: "AllServiceCaches",
 };
 
-export function roleToWire(r: RoleRow) {
+/** A role in its GET form. A collection grant is listed under the collection's current name
+ *  (`collectionNames`: id -> name), whether it was made by id or by name: clients that copy a
+ *  role elsewhere find the collection again by that name. */
+export function roleToWire(r: RoleRow, collectionNames: ReadonlyMap<string, string> = new Map()) {
   const p = parsePermissions(r.permissions);
   const Permissions: Record<string, unknown> = {};
   for (const k of ITEM_KINDS) {
     const grants = p.items[k] ?? [];
     Permissions[ITEM_WIRE[k]] = grants.map((g) =>
-      k === "collections" ? { ID: g.id ?? "", Name: g.name, Level: g.level, Columns: [], Items: [] }
+      k === "collections" ? { ID: g.id ?? "", Name: (g.id && collectionNames.get(g.id)) || g.name, Level: g.level, Columns: [], Items: [] }
         : k === "services" || k === "portals" ? { Name: g.name, SystemKey: r.system_key, Level: g.level }
           : { Name: g.name, Level: g.level });
   }
@@ -63,27 +70,56 @@ export function roleToWire(r: RoleRow) {
   return { ID: r.role_id, Name: r.name, Description: r.description, Permissions, role_id: r.role_id, name: r.name, description: r.description };
 }
 
+/** Roles in their GET form, with the system's collection names at hand. */
+export async function rolesToWire(ex: Executor, systemKey: string, rows: RoleRow[]) {
+  const names = rows.some((r) => r.permissions.includes('"collections"'))
+    ? new Map((await collectionsRepo.list(ex, systemKey)).map((c) => [c.collection_id, c.name]))
+    : undefined;
+  return rows.map((r) => roleToWire(r, names));
+}
+
+/** Permission kinds ClearBlade's clients send that name resources Outpost does not have yet
+ *  (files of bucket sets and file stores, system services): checked for shape, then left out. */
+const NO_RESOURCE_KINDS = new Set(["files", "filestorefiles", "system_services"]);
+
 const level = (v: unknown, where: string): number => {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > LEVEL.ALL)
     throw new ApiError("INVALID_ARGUMENT", `${where}: permissions must be an integer level between 0 and 15 (read 1, create 2, update 4, delete 8)`);
   return v;
 };
 
+/** An item grant of a change list: its id or name, and its level. */
+function itemChange(entry: unknown, where: string) {
+  const e = objectBody(entry, where);
+  const info = objectBody(e.itemInfo, `${where}.itemInfo`);
+  const id = typeof info.id === "string" && info.id ? info.id : undefined;
+  const name = typeof info.name === "string" && info.name ? info.name : undefined;
+  if (!id && !name) throw new ApiError("INVALID_ARGUMENT", `${where}.itemInfo needs an id or a name`);
+  return { id, name, lvl: level(e.permissions ?? e.level, where) };
+}
+
+/** The level of a whole-kind change: `{permissions}` (or a bare number). */
+function scalarChange(v: unknown, where: string): number {
+  if (typeof v === "number") return level(v, where);
+  const e = objectBody(v, where);
+  return level(e.permissions ?? e.level, where);
+}
+
 /** Applies a `changes` object (the body of a role update) to a permission set. List kinds take
  *  `[{itemInfo:{id|name}, permissions}]` (level 0 removes the grant); whole kinds take `{permissions}`. */
 export function applyPermissionChanges(base: RolePermissions, changes: Record<string, unknown>): RolePermissions {
   const out: RolePermissions = { items: structuredClone(base.items), scalars: { ...base.scalars } };
   for (const [kind, v] of Object.entries(changes)) {
+    if (NO_RESOURCE_KINDS.has(kind)) {
+      if (Array.isArray(v)) v.forEach((entry, i) => itemChange(entry, `changes.${kind}[${i}]`));
+      else if (v !== null) scalarChange(v, `changes.${kind}`);
+      continue;
+    }
     if (Array.isArray(v)) {
       if (!(ITEM_KINDS as readonly string[]).includes(kind)) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}: unknown permission list (one of ${ITEM_KINDS.join(", ")})`);
       const list: ItemGrant[] = out.items[kind as ItemKind] ?? [];
       for (const [i, entry] of v.entries()) {
-        const e = objectBody(entry, `changes.${kind}[${i}]`);
-        const info = objectBody(e.itemInfo, `changes.${kind}[${i}].itemInfo`);
-        const id = typeof info.id === "string" && info.id ? info.id : undefined;
-        const name = typeof info.name === "string" && info.name ? info.name : undefined;
-        if (!id && !name) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}[${i}].itemInfo needs an id or a name`);
-        const lvl = level(e.permissions ?? e.level, `changes.${kind}[${i}]`);
+        const { id, name, lvl } = itemChange(entry, `changes.${kind}[${i}]`);
         const at = list.findIndex((g) => (id && g.id === id) || (!id && g.name === name) || (id && !g.id && g.name === name));
         if (lvl === 0) { if (at >= 0) list.splice(at, 1); }
         else if (at >= 0) list[at] = { ...list[at]!, level: lvl, ...(name ? { name } : {}), ...(id ? { id } : {}) };
@@ -92,8 +128,7 @@ export function applyPermissionChanges(base: RolePermissions, changes: Record<st
       out.items[kind as ItemKind] = list;
     } else {
       if (!(SCALAR_KINDS as readonly string[]).includes(kind)) throw new ApiError("INVALID_ARGUMENT", `changes.${kind}: unknown permission kind`);
-      const e = typeof v === "number" ? { permissions: v } : objectBody(v, `changes.${kind}`);
-      out.scalars[kind as ScalarKind] = level(e.permissions ?? e.level, `changes.${kind}`);
+      out.scalars[kind as ScalarKind] = scalarChange(v, `changes.${kind}`);
     }
   }
   return out;
@@ -121,12 +156,12 @@ export class Roles {
       const kind: MemberKind = params.user ? "user" : "device";
       const ids = await rolesRepo.rolesOf(this.d.db, systemKey, kind, (params.user ?? params.device)!);
       const rows = await Promise.all(ids.map((id) => rolesRepo.byId(this.d.db, systemKey, id)));
-      return rows.filter((r): r is RoleRow => !!r).map(roleToWire);
+      return rolesToWire(this.d.db, systemKey, rows.filter((r): r is RoleRow => !!r));
     }
     const q = parseQuery(params.query ?? undefined, { defaultPageSize: 0 });
     const where = compileWhere(q.filters, ROLE_COLUMNS, this.d.db.dialect);
     const rows = await rolesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, ROLE_COLUMNS, "rowid", this.d.db.dialect) + compileLimit(q));
-    return rows.map(roleToWire);
+    return rolesToWire(this.d.db, systemKey, rows);
   }
 
   async count(p: Principal, systemKey: string, query?: string | null) {

@@ -81,11 +81,29 @@ export function checkRunAs(p: Principal, runAs: string, what: string): void {
 
 export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
 
+/** Why code does not compile, and where (1-based, as QuickJS counts). */
+export interface CompileProblem { message: string; line?: number; column?: number }
+/** Compiles code as the code engine loads it, without running it: null when it compiles. `file`
+ *  names it in the engine's messages ("service calc.js"). Provided by the code engine
+ *  (code/syntax.ts). */
+export type CompileCheck = (code: string, file: string) => Promise<CompileProblem | null>;
+
+/** A problem as text: "SyntaxError: expecting ';' (line 2, column 7)". */
+export const problemText = (p: CompileProblem) => p.line ? `${p.message} (line ${p.line}, column ${p.column})` : p.message;
+
 export class CodeServices {
   /** Called after any service or library change (the engine drops its warm sandboxes). */
   onChange: (c: ServiceChange) => void = () => {};
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  /** `compile`: code that does not compile is refused at upload with where it fails (none: not
+   *  checked, as in tests of other parts). */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly compile?: CompileCheck) {}
+
+  /** Refuses code that does not compile, naming the line and column. */
+  private async compiles(kind: "service" | "library", name: string, code: string) {
+    const p = this.compile && (await this.compile(code, `${kind} ${name}.js`));
+    if (p) throw fail("INVALID_ARGUMENT", `${kind} '${name}' does not compile: ${problemText(p)}`, { error: p.message, line: p.line ?? null, column: p.column ?? null });
+  }
 
   // ---- access ---------------------------------------------------------------------------------
 
@@ -173,6 +191,7 @@ export class CodeServices {
       system_key: systemKey, name, code: "", params: "[]", dependencies: "", run_user: "", execution_timeout: 60, concurrency: 0,
       logging_enabled: 0, auto_restart: 0, auto_balance: 0, log_ttl_minutes: 10080, run_on_edge: 1, run_on_platform: 1, version: 1, created_at: now, updated_at: now,
     });
+    await this.compiles("service", name, row.code);
     await this.d.db.tx(async (tx) => {
       if (await servicesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `service '${name}' already exists`);
       this.checkDependencies(row.dependencies);
@@ -186,6 +205,8 @@ export class CodeServices {
   async update(p: Principal, systemKey: string, name: string, body: unknown) {
     await this.manage(p, systemKey, LEVEL.UPDATE);
     const b = objectBody(body);
+    // compiled before the transaction (it holds the database's writer on libSQL meanwhile)
+    if (typeof b.code === "string" && b.code.length <= MAX_CODE) await this.compiles("service", name, b.code);
     const row = await this.d.db.tx(async (tx) => {
       const cur = await servicesRepo.get(tx, systemKey, name);
       if (!cur) throw notFound("service", name, "Code");
@@ -276,6 +297,7 @@ export class CodeServices {
     if (typeof b.code !== "string") throw fail("INVALID_ARGUMENT", "code is required");
     const now = nowIso();
     const row = this.libraryFields(b, { system_key: systemKey, name, code: "", dependencies: "", description: "", api: "", visibility: "system", version: 1, created_at: now, updated_at: now });
+    await this.compiles("library", name, row.code);
     await this.d.db.tx(async (tx) => {
       if (await librariesRepo.get(tx, systemKey, name)) throw fail("ALREADY_EXISTS", `library '${name}' already exists`);
       this.checkDependencies(row.dependencies);
@@ -290,6 +312,7 @@ export class CodeServices {
   async updateLibrary(p: Principal, systemKey: string, name: string, body: unknown) {
     await this.manage(p, systemKey, LEVEL.UPDATE);
     const b = objectBody(body);
+    if (typeof b.code === "string" && b.code.length <= MAX_CODE) await this.compiles("library", name, b.code);
     const row = await this.d.db.tx(async (tx) => {
       const cur = await librariesRepo.get(tx, systemKey, name);
       if (!cur) throw notFound("library", name, "Code");

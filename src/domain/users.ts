@@ -23,8 +23,10 @@ const MANAGE_FIELDS = new Set(["user", "changes"]);
 const MANAGE_CHANGES = new Set(["password", "roles"]);
 const ADMIN_UPDATE_FIELDS = new Set(["user", "user_id", "changes"]);
 
-/** Columns every user row has besides the table's own, kept in its data document. */
-const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int", phone: "string" };
+/** Columns every user row has besides the table's own, kept in its data document. (A phone number
+ *  is a column of the developer's, as in ClearBlade's exports: a system pushed without one would
+ *  have cb-cli delete it.) */
+const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int" };
 const FIXED_COLUMNS = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } } as const;
 
 const AuthBody = z.union([
@@ -78,7 +80,7 @@ export class Users {
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly box: SecretBox | null = null) {
-    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id");
+    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id", PRIVILEGED_COLUMNS);
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
       if (!u) return null;

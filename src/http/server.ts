@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";
 import { ApiError, envelope, ErrorKinds, fail } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { uniqueViolation } from "../store/db.ts";
+import { diskFull, uniqueViolation } from "../store/db.ts";
 import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
 import { developerRoutes } from "./routes/developer.ts";
@@ -29,13 +29,19 @@ import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
-import { VERSION } from "../version.ts";
+import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
+
+const STORAGE_FULL_DETAIL = "the server's disk is full: nothing was written; try again once space has been freed";
+const STORAGE_FULL_RETRY_S = 30;
+/** A full disk is said in the log once a minute, not once per refused write. */
+const STORAGE_FULL_LOG_MS = 60_000;
 
 export function errorResponse(e: unknown): Response {
   // a unique key no check before the write caught (another node wrote the same name meanwhile)
   if (!(e instanceof ApiError) && uniqueViolation(e)) e = new ApiError("ALREADY_EXISTS", "it already exists (written at the same time by another request)");
+  if (!(e instanceof ApiError) && diskFull(e)) e = Object.assign(new ApiError("STORAGE_FULL", STORAGE_FULL_DETAIL), { retryAfterS: STORAGE_FULL_RETRY_S });
   const env = envelope(e);
   const after = e instanceof ApiError ? e.retryAfterS ?? (e.kind === ErrorKinds.DB_UNAVAILABLE ? 1 : undefined) : undefined;
   const headers = after !== undefined ? { ...JSON_HEADERS, "retry-after": String(after) } : JSON_HEADERS;
@@ -97,6 +103,7 @@ export function createHttpApp(s: Services) {
   // one per process: the HTTP and HTTPS listeners count into the same series
   const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics, s.config.metricsSystemLabels));
   const access = new AccessLog(s, requests, (request) => app.server?.requestIP(request)?.address);
+  let diskFullLoggedAt = 0;
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -135,17 +142,21 @@ export function createHttpApp(s: Services) {
       const e = fromElysia(code, error);
       const r = errorResponse(e);
       const sent = errorOf(request, r)!;
+      // the id the client got, to find its line from its report
       noteError(request, sent);
-      // the id the client got, to find this line from its report
-      if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e, errorId: sent.id, method: request.method, route: requests.routeOf(request.method, pathOf(request.url)).label });
+      if (diskFull(e)) {
+        const now = Date.now();
+        if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e, errorId: sent.id }); }
+      } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e, errorId: sent.id, method: request.method, route: requests.routeOf(request.method, pathOf(request.url)).label });
       return r;
     })
     .get("/health", async () => {
-      const r = s.health ? await s.health.report() : { status: "ok" };
+      // with the build, so a fleet's versions can be read where its health is
+      const r = { ...(s.health ? await s.health.report() : { status: "ok" }), version: VERSION, commit: COMMIT };
       return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
     })
     .get("/metrics", ({ request }) => metricsAnswer(s.metrics, s.config.metricsToken, request))
-    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION }))
+    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))
     .use(userRoutes(s))
@@ -167,17 +178,40 @@ export function createHttpApp(s: Services) {
 }
 
 
-export interface HttpServer { port: number; stop(): Promise<void> }
+export interface HttpServer {
+  port: number;
+  stop(): Promise<void>;
+  /** An HTTPS listener: a new certificate and key for the connections it accepts from now on. */
+  reloadTls?(tls: { cert: string; key: string }): void;
+}
 
 export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, tls?: { cert: string; key: string }): HttpServer {
   // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
   // reusePort off: Elysia turns SO_REUSEPORT on by default, and a second instance on the same port
   // would then start and take half the connections instead of failing.
-  app.listen({ port, hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false, ...(tls ? { tls } : {}) });
+  const options = { hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false };
+  app.listen({ port, ...options, ...(tls ? { tls } : {}) });
   const server = app.server!;
+  /** servers a certificate reload replaced, finishing the connections they had */
+  const retired = new Set<NonNullable<typeof app.server>>();
   return {
     port: server.port!,
-    stop: async () => { await app.stop(true); },
+    stop: async () => {
+      for (const old of retired) void old.stop(true);
+      await app.stop(true);
+    },
+    // Bun cannot change a listening server's certificate: the server stops listening and keeps
+    // its connections until they end (an edge's sync link stays up), and the app listens again on
+    // the port with the new one (straight on the Bun server: Elysia's own stop would wait for
+    // those connections, then forget the new server)
+    ...(tls ? {
+      reloadTls: (next: { cert: string; key: string }) => {
+        const old = app.server!;
+        retired.add(old);
+        void old.stop(false).then(() => retired.delete(old));
+        app.listen({ port: server.port!, ...options, tls: next });
+      },
+    } : {}),
   };
 }
 

@@ -30,11 +30,13 @@ export const adapterFilesRepo = {
   /** Every version of every file, oldest first. */
   versions: (ex: Executor, systemKey: string, adapter: string) =>
     ex.all<AdapterFileRow>(`SELECT * FROM adapter_files WHERE system_key = ? AND adapter_name = ? ORDER BY name, version`, [systemKey, adapter]),
-  /** The newest version of each file. */
-  current: (ex: Executor, systemKey: string, adapter: string) =>
-    ex.all<AdapterFileRow>(`SELECT f.* FROM adapter_files f WHERE system_key = ? AND adapter_name = ?
-      AND version = (SELECT MAX(version) FROM adapter_files g WHERE g.system_key = f.system_key AND g.adapter_name = f.adapter_name AND g.name = f.name)
-      ORDER BY name`, [systemKey, adapter]),
+  /** The newest version of each file with its content (null: the content is missing), read in
+   *  one statement: a file and its content as they were at one moment. */
+  currentWithContent: (ex: Executor, systemKey: string, adapter: string) =>
+    ex.all<AdapterFileRow & { content: Uint8Array | null }>(`SELECT f.*, b.content FROM adapter_files f LEFT JOIN blobs b ON b.hash = f.hash
+      WHERE f.system_key = ? AND f.adapter_name = ?
+      AND f.version = (SELECT MAX(version) FROM adapter_files g WHERE g.system_key = f.system_key AND g.adapter_name = f.adapter_name AND g.name = f.name)
+      ORDER BY f.name`, [systemKey, adapter]),
   get: (ex: Executor, systemKey: string, adapter: string, name: string, version?: number) =>
     version === undefined
       ? ex.get<AdapterFileRow>(`SELECT * FROM adapter_files WHERE system_key = ? AND adapter_name = ? AND name = ? ORDER BY version DESC LIMIT 1`, [systemKey, adapter, name])

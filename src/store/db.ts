@@ -413,6 +413,22 @@ export function statementTooLarge(e: unknown): boolean {
   return /too many SQL variables|string or blob too big/i.test(String((e as { message?: unknown })?.message ?? e));
 }
 
+/** Whether a statement named a table or a column that does not exist (any more): SQLite's
+ *  messages, PostgreSQL's undefined_table and undefined_column. */
+export function schemaMissing(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  if (code === "42P01" || code === "42703") return true;
+  return /no such table|no such column|has no column named/i.test(String((e as { message?: unknown })?.message ?? e));
+}
+
+/** Whether a write failed for want of space: SQLite's SQLITE_FULL ("database or disk is full"),
+ *  PostgreSQL's disk_full, or the file system's ENOSPC. */
+export function diskFull(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  if (code === "SQLITE_FULL" || code === "53100" || code === "ENOSPC") return true;
+  return /database or disk is full|no space left on device/i.test(String((e as { message?: unknown })?.message ?? ""));
+}
+
 /** A statement that only reads (a SELECT; not a data-modifying WITH or a locking read). */
 const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
 

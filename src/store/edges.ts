@@ -12,12 +12,14 @@ export interface EdgeRow {
   /** the template the edge last completed a snapshot of (JSON); null: none yet; '*': synced by a
    *  version that did not record it (taken as the current template) */
   applied_template: string | null;
+  /** why the platform last refused the edge's link ("" : never), and when (epoch s) */
+  last_refusal: string; last_refusal_at: number | null;
 }
 export type EdgeChanges = Partial<Omit<EdgeRow, "system_key" | "name" | "created_date">>;
 export interface TemplateEntryRow { def_module: string; def_name: string; mode: string; rows: number }
 
 const COLS = ["system_key", "name", "token_hash", "description", "template", "is_connected", "first_talked", "last_talked",
-  "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data", "incarnation", "applied_template"] as const;
+  "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data", "incarnation", "applied_template", "last_refusal", "last_refusal_at"] as const;
 
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),

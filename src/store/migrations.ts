@@ -7,6 +7,7 @@
 // functions the engines spell differently is written as a function of the dialect. A function
 // may return null: nothing to do on that engine.
 import { refuse } from "../core/errors.ts";
+import { VERSION } from "../version.ts";
 import type { Db, Executor } from "./db.ts";
 import type { Dialect } from "../core/dialect.ts";
 import { MQTT_MIGRATION, MQTT_SCOPE_MIGRATION } from "./mqtt.ts";
@@ -578,6 +579,37 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX code_logs_service ON code_logs(system_key, service_name, started_at)`,
     ],
   },
+  {
+    version: 21,
+    name: "per-asset sync versions, an edge's last refusal",
+    up: [
+      // an asset's version counts its changes (sync status showed log sequence numbers); what the
+      // systems with edges hold now is at version 1, and so is what their edges were told of
+      `ALTER TABLE sync_asset_seqs ADD COLUMN version INTEGER NOT NULL DEFAULT 1`,
+      ...Object.entries({ service: "services:name", library: "libraries:name", trigger: "triggers:name", timer: "timers:name", collection: "collections:name",
+        row: "collections:name", role: "roles:name", user: "users:email", device: "devices:name", adapter: "adapters:name" }).map(([type, at]) => {
+        const [table, column] = at.split(":");
+        return `INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq, version) SELECT system_key, '${type}', ${column}, 0, 1 FROM ${table}
+          WHERE system_key IN (SELECT system_key FROM edges) ON CONFLICT DO NOTHING`;
+      }),
+      `UPDATE sync_status SET applied_version = CASE WHEN applied_version > 0 AND applied_version >= desired_version THEN 1 ELSE 0 END, desired_version = 1`,
+      // why the platform last refused the edge's link (a wrong token, a sync protocol or version
+      // it does not serve), and when (epoch s)
+      `ALTER TABLE edges ADD COLUMN last_refusal TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE edges ADD COLUMN last_refusal_at BIGINT`,
+    ],
+  },
+  {
+    version: 22,
+    name: "phone as a user column of the developer's",
+    up: [
+      // phone was a column of every user; now a system has it when made: the systems whose users
+      // hold a phone number get it, so none is hidden
+      `INSERT INTO custom_columns(system_key, tbl, name, type)
+        SELECT DISTINCT system_key, 'users', 'phone', 'string' FROM users WHERE data LIKE '%"phone":%'
+        ON CONFLICT DO NOTHING`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
@@ -592,8 +624,8 @@ export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Pro
   // a newer version's migrations ran on it: this code would misread what they changed
   const known = Math.max(0, ...migrations.map((m) => m.version)), found = Math.max(0, ...done);
   if (found > known)
-    throw refuse(`the database ${db.url} was written by a newer version of Outpost (schema version ${found}; this one knows up to ${known}): ` +
-      "run that version or a newer one, or restore a backup made by this one (outpost restore)");
+    throw refuse(`the database ${db.url} was written by a newer version of Outpost (schema version ${found}; this one, ${VERSION}, knows up to ${known}): ` +
+      "run that version or a newer one, or restore a backup made by this one (outpost restore; a package upgrade leaves one in /var/backups/outpost)");
   const applied: number[] = [];
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue;

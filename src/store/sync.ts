@@ -20,24 +20,26 @@ export const changesRepo = {
    *  appending transaction therefore first takes the system's change-log lock (dialect), held to
    *  its commit: seqs are drawn in commit order, at the price of one appender per system at a time
    *  across nodes (their other work runs alongside until they reach the log). */
-  async append(ex: Executor, c: Omit<ChangeRow, "seq">): Promise<RunResult> {
+  /*  An entry's version is its asset's next one (see noteLatest, which counts it), read under
+   *  that same lock. */
+  async append(ex: Executor, c: Omit<ChangeRow, "seq" | "version">): Promise<RunResult> {
     if (ex.dialect.changeLogLock) await ex.get(ex.dialect.changeLogLock, [c.system_key]);
-    const row = await ex.get<{ seq: number }>(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES (?,?,?,?,?,?,?,?,?) RETURNING seq`,
-      [c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.version, c.hlc, c.origin, c.body]);
+    const row = await ex.get<{ seq: number }>(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES (?,?,?,?,?,${NEXT_VERSION},?,?,?) RETURNING seq`,
+      [c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.system_key, c.asset_type, c.asset_name, c.hlc, c.origin, c.body]);
     return { changes: 1, lastInsertRowid: row!.seq };
   },
   /** Appends changes as append does, several per statement (a write of many rows is one round
    *  trip per few hundred of them, not per row); their seqs, in order. */
-  async appendMany(ex: Executor, cs: Omit<ChangeRow, "seq">[]): Promise<number[]> {
+  async appendMany(ex: Executor, cs: Omit<ChangeRow, "seq" | "version">[]): Promise<number[]> {
     if (!cs.length) return [];
     if (ex.dialect.changeLogLock) await ex.get(ex.dialect.changeLogLock, [cs[0]!.system_key]);
     const seqs: number[] = [];
     for (let i = 0; i < cs.length; i += 500) {
       const chunk = cs.slice(i, i + 500);
       const args: unknown[] = [];
-      for (const c of chunk) args.push(c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.version, c.hlc, c.origin, c.body);
+      for (const c of chunk) args.push(c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.system_key, c.asset_type, c.asset_name, c.hlc, c.origin, c.body);
       const rows = await ex.all<{ seq: number }>(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES
-        ${chunk.map(() => "(?,?,?,?,?,?,?,?,?)").join(", ")} RETURNING seq`, args);
+        ${chunk.map(() => `(?,?,?,?,?,${NEXT_VERSION},?,?,?)`).join(", ")} RETURNING seq`, args);
       // the statement's rows in the order of its VALUES (both engines number them in that order)
       for (const r of rows) seqs.push(r.seq);
     }
@@ -62,19 +64,37 @@ export const changesRepo = {
    *  it never was since the horizon is recorded. */
   horizon: async (ex: Executor, systemKey: string) =>
     (await ex.get<{ n: number }>(`SELECT compacted_through AS n FROM sync_horizons WHERE system_key = ?`, [systemKey]))?.n ?? null,
-  /** Notes an asset's latest change (rows: their collection's). */
+  /** Notes an asset's latest change (rows: their collection's), and counts it: an asset's version
+   *  goes up by one per change (a write of many rows of a collection is one change of its rows),
+   *  the number its entries in the log carry. Called once per change, after its entries. */
   noteLatest: (ex: Executor, systemKey: string, type: string, name: string, seq: number) =>
-    ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) VALUES (?,?,?,?)
-      ON CONFLICT(system_key, asset_type, asset_name) DO UPDATE SET seq = ${ex.dialect.greatest("sync_asset_seqs.seq", "excluded.seq")}`, [systemKey, type, name, seq]),
-  /** Each asset's latest change: an edge whose cursor is before it is owed it. */
+    ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq, version) VALUES (?,?,?,?,1)
+      ON CONFLICT(system_key, asset_type, asset_name) DO UPDATE SET seq = ${ex.dialect.greatest("sync_asset_seqs.seq", "excluded.seq")}, version = sync_asset_seqs.version + 1`, [systemKey, type, name, seq]),
+  /** Each asset's latest change: an edge whose cursor is before it is owed it; and its version. */
   latest: (ex: Executor, systemKey: string) =>
-    ex.all<{ asset_type: string; asset_name: string; seq: number }>(`SELECT asset_type, asset_name, seq FROM sync_asset_seqs WHERE system_key = ?`, [systemKey]),
+    ex.all<{ asset_type: string; asset_name: string; seq: number; version: number }>(`SELECT asset_type, asset_name, seq, version FROM sync_asset_seqs WHERE system_key = ?`, [systemKey]),
+  /** An asset's current version (0: none counted, as for the rows of a collection never written). */
+  versionOf: async (ex: Executor, systemKey: string, type: string, name: string) =>
+    (await ex.get<{ version: number }>(`SELECT version FROM sync_asset_seqs WHERE system_key = ? AND asset_type = ? AND asset_name = ?`, [systemKey, type, name]))?.version ?? 0,
+  /** The version the log entry at `seq` carries if it is one of this asset's (0: none, gone, or
+   *  from before versions were counted). */
+  versionAt: async (ex: Executor, systemKey: string, seq: number, type: string, name: string) =>
+    (await ex.get<{ version: number }>(`SELECT version FROM changes WHERE system_key = ? AND seq = ? AND asset_type = ? AND asset_name = ?`, [systemKey, seq, type, name]))?.version ?? 0,
+  /** Every asset of a system counted at its first version, unless counted already: done when a
+   *  system gets its first edge (changes are counted only while a system has edges, so what was
+   *  made before is at its first version then). */
+  countAssets: (ex: Executor, systemKey: string) =>
+    ex.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq, version) SELECT ?1, t, name, 0, 1 FROM (${ASSET_NAMES_SQL}
+      UNION ALL SELECT 'row' AS t, name FROM collections WHERE system_key = ?1) a WHERE true ON CONFLICT DO NOTHING`, [systemKey]),
   /** How many changes follow `seq` (an index range: the log's tail only). */
   countAfter: async (ex: Executor, systemKey: string, seq: number) =>
     (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM changes WHERE system_key = ? AND seq > ?`, [systemKey, seq]))!.n,
 };
 
-/** Names of every syncable asset of a system, by type (for sync status). */
+/** The version the next change of an asset takes: its counted one plus one (three parameters:
+ *  system key, asset type, asset name). */
+const NEXT_VERSION = `coalesce((SELECT v.version FROM sync_asset_seqs v WHERE v.system_key = ? AND v.asset_type = ? AND v.asset_name = ?), 0) + 1`;
+
 /** Where each kind of definition edge sync moves keeps its assets' names (the sync kinds'
  *  table, sync/kinds.ts, is checked to match it kind for kind). */
 export const ASSET_NAME_COLUMNS: Readonly<Record<string, { table: string; column: string }>> = {

@@ -7,7 +7,7 @@ import { later } from "../core/hlc.ts";
 import { type ColumnType, toSql } from "../core/columns.ts";
 import { collectionsRepo, type ColumnDef } from "../store/collections.ts";
 import type { Executor, SqlValue } from "../store/db.ts";
-import { assetNames, tombstonesRepo } from "../store/sync.ts";
+import { assetNames, changesRepo, tombstonesRepo } from "../store/sync.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { AssetType, RowChange } from "../domain/changes.ts";
 import { type CollectionBody, isDefinitionType, KINDS, SNAPSHOT_ORDER } from "./kinds.ts";
@@ -90,7 +90,9 @@ export async function* snapshot(ex: Executor, systemKey: string, scope: Snapshot
   const { template, live, only } = scope;
   const wanted = (type: AssetType, name: string) => goesDown(template, type, name, live) && (!only || only(type, name));
   const page = new Page();
-  const mk = (type: AssetType, name: string, body: unknown): WireChange => ({ seq, type, name, op: "upsert", hlc, body });
+  // each asset as it is now: at its current version
+  const versions = new Map((await changesRepo.latest(ex, systemKey)).map((v) => [`${v.asset_type}\u0000${v.asset_name}`, v.version]));
+  const mk = (type: AssetType, name: string, body: unknown): WireChange => ({ seq, type, name, op: "upsert", hlc, body, version: versions.get(`${type}\u0000${name}`) ?? 0 });
   const add = (c: WireChange) => page.add(c, jsonSize(c.body));
   for (const type of SNAPSHOT_ORDER) {
     if (type === "collection") { yield* collections(); continue; }
@@ -125,7 +127,7 @@ export async function* snapshot(ex: Executor, systemKey: string, scope: Snapshot
           const values = wireValues(columns, stored);
           const stamp = (_hlc as string | null) ?? hlc;
           const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: values.item_id as string, op: "upsert", values, hlc: stamp };
-          if (page.add({ seq, type: "row", name: c.name, item: body.item_id, op: "upsert", hlc: stamp, body }, jsonSize(values))) yield page.take();
+          if (page.add({ seq, type: "row", name: c.name, item: body.item_id, op: "upsert", hlc: stamp, body, version: versions.get(`row\u0000${c.name}`) ?? 0 }, jsonSize(values))) yield page.take();
         }
       }
       // deletes too: an edge that holds rows from an earlier, interrupted snapshot (or a cursor the
@@ -137,7 +139,7 @@ export async function* snapshot(ex: Executor, systemKey: string, scope: Snapshot
         afterId = tombs[tombs.length - 1]!.item_id;
         for (const x of tombs) {
           const body: RowChange = { collection_id: c.collection_id, collection: c.name, item_id: x.item_id, op: "delete", values: null, hlc: x.hlc };
-          if (page.add({ seq, type: "row", name: c.name, item: x.item_id, op: "delete", hlc: x.hlc, body }, 0)) yield page.take();
+          if (page.add({ seq, type: "row", name: c.name, item: x.item_id, op: "delete", hlc: x.hlc, body, version: versions.get(`row\u0000${c.name}`) ?? 0 }, 0)) yield page.take();
         }
       }
     }

@@ -8,6 +8,7 @@ import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import type { UpstreamVerdict } from "../domain/developers.ts";
+import { type CompileCheck, problemText } from "../domain/services.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
@@ -16,18 +17,21 @@ import { outboxRepo, snapshotSeenRepo, syncedAssetsRepo, syncStateRepo, tombston
 import { systemsRepo, type SystemRow } from "../store/systems.ts";
 import { adaptersRepo } from "../store/adapters.ts";
 import { adapterBody, controlFiles } from "../domain/adapters.ts";
-import { VERSION } from "../version.ts";
+import { BUILD } from "../version.ts";
 import { AdapterRunner } from "../adapters/runner.ts";
-import { applyDefinition, applyRows, relayFilters, upCollections } from "./assets.ts";
+import { applyDefinition, applyRows, entryFor, relayFilters, upCollections } from "./assets.ts";
 import { isDefinitionType, KINDS } from "./kinds.ts";
-import type { ChangeRecorder, RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, SYNC_PATH } from "./protocol.ts";
+import type { AssetType, ChangeRecorder, RowChange } from "../domain/changes.ts";
+import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH, type WireChange } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
   /** caches to drop after assets of a system changed underneath them */
   invalidate(systemKey: string, types: Set<string>, collections: Set<string>): void;
+  /** compiles code as the engine would load it: a service or library that does not compile is
+   *  not applied, and reported failed (it may come from an older platform, which did not check) */
+  compileCheck?: CompileCheck;
 }
 
 /** Reconnect delays: doubling from the least to the most, each a random part of it (so a fleet
@@ -82,8 +86,20 @@ export class EdgeSync {
   private trimming = false;
   /** outbox items dropped past its bounds since the process started (/metrics) */
   outboxDropped = 0;
-  /** why the platform (or this edge) refused the link's protocol version ("" : it did not) */
+  /** why the platform (or this edge) refused the link ("" : it did not): a wrong name or token, a
+   *  sync protocol or version the other side does not serve */
   refusal = "";
+  /** what kind of refusal it was: an incompatible peer is tried again only after a while */
+  private refusalReason: RefusalReason | "" = "";
+  /** how reaching the platform fails, while it does: the latest cause, since when, how many tries
+   *  (null: the last try was welcomed) */
+  linkFailure: { cause: LinkCause; message: string; since: number; last: number; attempts: number } | null = null;
+  /** the failure last logged, when, and the tries counted then (failures are logged at once, and
+   *  the same one again only once per --sync-log-ms) */
+  private linkLogged = { key: "", at: 0, attempts: 0 };
+  /** why each socket's try failed, as far as it said (the error event comes before the close);
+   *  `byEdge`: this edge refused the platform (its protocol) */
+  private readonly failureOf = new WeakMap<WebSocket, { cause: LinkCause; message: string; byEdge?: boolean; platformBuild?: string }>();
   /** a full snapshot is coming or under way: the platform's clock at its welcome (rows stamped
    *  before it that the snapshot does not bring go at its end) */
   private fullSince: string | null = null;
@@ -146,7 +162,8 @@ export class EdgeSync {
   private connect() {
     if (this.stopped) return;
     let ws: WebSocket;
-    try { ws = new WebSocket(this.url(), this.tls || this.proxy ? { ...(this.tls ? { tls: this.tls } : {}), ...(this.proxy ? { proxy: this.proxy } : {}) } : undefined); } catch (err) { this.d.log.warn("sync connect failed", { err }); this.retry(); return; }
+    try { ws = new WebSocket(this.url(), this.tls || this.proxy ? { ...(this.tls ? { tls: this.tls } : {}), ...(this.proxy ? { proxy: this.proxy } : {}) } : undefined); }
+    catch (err) { this.attemptFailed(linkCause(err, this.d.config.platformUrl!)); this.retry(); return; }
     this.ws = ws;
     const started = Date.now();
     let opened = false;
@@ -162,8 +179,8 @@ export class EdgeSync {
       const failures = Object.values(await this.failures(this.d.db));
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
-      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: VERSION, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: PROTOCOL_VERSION, outbox: await this.outboxSize() });
+      this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: BUILD, os: process.platform, arch: process.arch, failures, synced,
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize() });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -180,7 +197,8 @@ export class EdgeSync {
       });
     };
     ws.onclose = (ev) => this.lost(ws, `closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ""})`);
-    ws.onerror = () => { /* onclose follows */ };
+    // onclose follows; the error says why the socket did not open (DNS, TCP, TLS, HTTP)
+    ws.onerror = (ev) => { if (!opened && !this.failureOf.has(ws)) this.failureOf.set(ws, linkCause((ev as ErrorEvent).error ?? ev, this.d.config.platformUrl!)); };
   }
 
   /** Watches a socket: it must open within OPEN_TIMEOUT_MS, be welcomed within two ping periods,
@@ -194,7 +212,12 @@ export class EdgeSync {
       const now = Date.now();
       const dead = !opened() ? now - started > OPEN_TIMEOUT_MS : now - this.lastHeard > 2 * this.pingMs;
       if (dead) {
-        this.d.log.warn("sync link silent, reconnecting", { opened: opened(), welcomed: this.connected, silentMs: now - this.lastHeard });
+        // a try that did not get through is reported with the others (attemptFailed); a link that
+        // was up and went silent is said at once
+        if (this.connected) this.d.log.warn("sync link silent, reconnecting", { silentMs: now - this.lastHeard });
+        else if (!this.failureOf.has(ws)) this.failureOf.set(ws, opened()
+          ? { cause: "timeout", message: `the platform did not answer the sync hello within ${Math.round((now - started) / 1000)} s` }
+          : { cause: "timeout", message: `${hostOf(this.d.config.platformUrl!)} did not answer within ${OPEN_TIMEOUT_MS / 1000} s (a firewall or a dead route may drop the connection)` });
         ws.terminate();
         this.lost(ws, "silent");
         return;
@@ -218,15 +241,17 @@ export class EdgeSync {
       this.connected = false;
       this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
       this.d.log.warn("platform disconnected", { why });
-    }
+    } else this.attemptFailed(this.failureOf.get(ws) ?? { cause: "closed", message: `the link ${why} before the platform welcomed the edge` });
     this.retry();
   }
 
   /** Reconnects after a growing, jittered delay (so a fleet does not come back all at once). */
   private retry() {
     if (this.stopped) return;
-    // a platform that refused this edge's protocol version will not take it a second later
-    const delay = this.refusal ? REFUSED_RETRY_MS : this.backoff * (0.5 + Math.random() / 2);
+    // a platform that refused this edge's protocol or version will not take it a second later (a
+    // refused token may be put right on the platform at any time)
+    const incompatible = this.refusalReason === "protocol" || this.refusalReason === "version";
+    const delay = incompatible ? REFUSED_RETRY_MS : this.backoff * (0.5 + Math.random() / 2);
     this.backoff = Math.min(BACKOFF_MAX_MS, this.backoff * 2);
     this.timer = setTimeout(() => this.connect(), delay);
   }
@@ -249,12 +274,16 @@ export class EdgeSync {
         if (this.ws !== ws) return;
         const refusal = protocolRefusal(m.protocol ?? 1, "platform");
         if (refusal) {
-          this.refusal = refusal;
-          this.d.log.error("the platform's sync protocol is not one this edge speaks", { message: refusal });
-          ws.close(4004, "protocol version");
+          this.refused(ws, "protocol", refusal, true, m.version);
+          // the reason goes with the close, so the platform can log and show it
+          ws.close(PROTOCOL_REFUSED_CLOSE, refusal.slice(0, 120));
           return;
         }
         this.refusal = "";
+        this.refusalReason = "";
+        if (this.linkFailure) this.d.log.info("the platform is reachable again", { after: this.linkFailure.attempts, lastCause: this.linkFailure.cause, failingForS: Math.round((Date.now() - this.linkFailure.since) / 1000) });
+        this.linkFailure = null;
+        this.linkLogged = { key: "", at: 0, attempts: 0 };
         await this.d.db.tx(async (tx) => {
           // another incarnation of this edge's record (deleted and made again): what this one
           // knows of the old one's position counts for nothing; the platform sends a full snapshot
@@ -269,6 +298,7 @@ export class EdgeSync {
           await developersRepo.putProfile(tx, m.owner);
           await systemsRepo.put(tx, m.system as unknown as SystemRow);
           await syncStateRepo.set(tx, "template", JSON.stringify(m.template));
+          await syncStateRepo.set(tx, "template_name", m.templateName ?? "");
           this.d.changes.clock.observe(m.hlc);
           await this.d.changes.saveClock(tx);
         });
@@ -283,7 +313,7 @@ export class EdgeSync {
         this.lastConnectedAt = Date.now();
         this.backoff = BACKOFF_MIN_MS;
         this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
-        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq });
+        this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
         void this.sendOutbox();
         return;
       }
@@ -291,6 +321,7 @@ export class EdgeSync {
       case "snapshot_end": return this.endSnapshot(ws, m);
       case "template": {
         await syncStateRepo.set(this.d.db, "template", JSON.stringify(m.template));
+        await syncStateRepo.set(this.d.db, "template_name", m.templateName ?? "");
         this.useTemplate(m.template);
         await this.refreshUpCollections();
         return;
@@ -307,12 +338,36 @@ export class EdgeSync {
         return;
       }
       case "error": {
-        this.d.log.error("the platform refused the edge", { message: m.message });
-        if (/sync protocol/.test(m.message)) this.refusal = m.message;
+        // a platform that does not say what kind of refusal it is: its message does
+        const reason = m.reason ?? (/sync protocol/.test(m.message) ? "protocol" : /token|unknown edge/.test(m.message) ? "credentials" : "message");
+        this.refused(ws, reason, m.message);
         return;
       }
       case "pong": return;
     }
+  }
+
+  /** The platform refused the link (or this edge refused the platform's protocol): the socket's
+   *  try failed for that reason (logged as the socket closes, see attemptFailed). */
+  private refused(ws: WebSocket, reason: RefusalReason, message: string, byEdge = false, platformBuild?: string) {
+    this.refusal = message;
+    this.refusalReason = reason;
+    this.failureOf.set(ws, { cause: "refused", message: reason === "credentials" ? `the platform refused this edge's name or token: ${message}` : message, byEdge, platformBuild });
+  }
+
+  /** A try to reach the platform failed: counted, and logged with its cause at once, then the same
+   *  failure only once per --sync-log-ms (with the tries in between), a new one at once. */
+  private attemptFailed({ byEdge, platformBuild, ...f }: { cause: LinkCause; message: string; byEdge?: boolean; platformBuild?: string }) {
+    const now = Date.now();
+    if (f.cause !== "refused") { this.refusal = ""; this.refusalReason = ""; }
+    const l = this.linkFailure = this.linkFailure ? { ...this.linkFailure, ...f, last: now, attempts: this.linkFailure.attempts + 1 } : { ...f, since: now, last: now, attempts: 1 };
+    const key = `${f.cause}\u0000${f.message}`;
+    if (key === this.linkLogged.key && now - this.linkLogged.at < this.d.config.syncLogMs) return;
+    const fields = { cause: f.cause, message: f.message, url: this.d.config.platformUrl, ...(platformBuild ? { platform: platformBuild } : {}), attempts: l.attempts,
+      failingForS: Math.round((now - l.since) / 1000), ...(this.linkLogged.key ? { attemptsSinceLastLine: l.attempts - this.linkLogged.attempts } : {}) };
+    if (f.cause === "refused") this.d.log.error(byEdge ? "the platform's sync protocol is not one this edge speaks" : "the platform refused the edge", fields);
+    else this.d.log.warn("cannot reach the platform", fields);
+    this.linkLogged = { key, at: now, attempts: l.attempts };
   }
 
   /** An adapter control command from the platform; the answer goes back on the same channel. */
@@ -335,17 +390,17 @@ export class EdgeSync {
   }
 
   /** Assets whose last application failed, by type and name (kept until they apply). */
-  private async failures(ex: Executor): Promise<Record<string, { type: string; name: string; seq: number; error: string }>> {
+  private async failures(ex: Executor): Promise<Record<string, AssetResult & { error: string }>> {
     return JSON.parse((await syncStateRepo.get(ex, "failures")) ?? "{}");
   }
 
-  private async noteFailures(tx: Executor, results: { type: string; name: string; seq: number; error?: string }[]) {
+  private async noteFailures(tx: Executor, results: AssetResult[]) {
     if (!results.length) return;
     const f = await this.failures(tx);
     let changed = false;
     for (const r of results) {
       const k = `${r.type}\u0000${r.name}`;
-      if (r.error) { f[k] = { type: r.type, name: r.name, seq: r.seq, error: r.error }; changed = true; }
+      if (r.error) { f[k] = { type: r.type, name: r.name, seq: r.seq, ...(r.version ? { version: r.version } : {}), error: r.error }; changed = true; }
       else if (f[k]) { delete f[k]; changed = true; }
     }
     if (changed) await syncStateRepo.set(tx, "failures", JSON.stringify(f));
@@ -353,21 +408,26 @@ export class EdgeSync {
 
   /** One batch: every change in its own savepoint, the cursor with them, one transaction. */
   private async applyBatch(ws: WebSocket, m: Extract<PlatformMessage, { t: "batch" }>) {
-    const results: { type: string; name: string; seq: number; error?: string }[] = [];
+    const results: AssetResult[] = [];
     const types = new Set<string>(), collections = new Set<string>(), adapters = new Set<string>();
+    // compiled before the transaction, which holds the edge's database writer while it lasts
+    const notCompiling = await this.notCompiling(m.changes);
     await this.d.db.tx(async (tx) => {
       // rows of one collection in a batch are applied together (last writer wins)
       const rowGroups = new Map<string, RowChange[]>();
-      const rowSeq = new Map<string, number>();
+      const rowSeq = new Map<string, number>(), rowVersion = new Map<string, number>();
       for (const ch of m.changes) {
         this.d.changes.clock.observe(ch.hlc);
         if (ch.type === "row") {
           const body = ch.body as RowChange;
           (rowGroups.get(body.collection_id) ?? rowGroups.set(body.collection_id, []).get(body.collection_id)!).push(body);
           rowSeq.set(body.collection_id, Math.max(rowSeq.get(body.collection_id) ?? 0, ch.seq));
+          if (ch.version) rowVersion.set(body.collection_id, Math.max(rowVersion.get(body.collection_id) ?? 0, ch.version));
           continue;
         }
         const error = await this.savepoint(tx, async () => {
+          const problem = notCompiling.get(ch);
+          if (problem) throw new Error(problem);
           await applyDefinition(tx, this.systemKey, ch);
           if (ch.op === "delete") await syncedAssetsRepo.remove(tx, ch.type, ch.name);
           else await syncedAssetsRepo.add(tx, ch.type, ch.name);
@@ -375,7 +435,7 @@ export class EdgeSync {
         types.add(ch.type);
         if (ch.type === "collection") collections.add((ch.body as { collection_id: string }).collection_id);
         if (ch.type === "adapter" && !error) adapters.add(ch.name);
-        results.push({ type: ch.type, name: ch.name, seq: ch.seq, ...(error ? { error } : {}) });
+        results.push({ type: ch.type, name: ch.name, seq: ch.seq, ...(ch.version ? { version: ch.version } : {}), ...(error ? { error } : {}) });
       }
       for (const [id, rows] of rowGroups) {
         const name = rows[0]!.collection;
@@ -387,7 +447,7 @@ export class EdgeSync {
           if (m.snapshot && this.fullSince) await snapshotSeenRepo.add(tx, id, rows.map((r) => r.item_id));
         });
         collections.add(id);
-        results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(error ? { error } : {}) });
+        results.push({ type: "row", name, seq: rowSeq.get(id)!, ...(rowVersion.has(id) ? { version: rowVersion.get(id)! } : {}), ...(error ? { error } : {}) });
       }
       await this.noteFailures(tx, results);
       if (!m.snapshot) await syncStateRepo.set(tx, "cursor", String(m.upTo));
@@ -398,8 +458,21 @@ export class EdgeSync {
     this.d.invalidate(this.systemKey, types, collections);
     if (adapters.size) await this.redeploy(adapters);
     this.appliedBatches++;
-    for (const r of results) if (r.error) this.d.log.warn("asset failed to apply", r);
+    for (const r of results) if (r.error) this.d.log.warn("asset failed to apply", { ...r });
     this.send(ws, { t: "ack", upTo: m.upTo, snapshot: m.snapshot, results });
+  }
+
+  /** The services and libraries of a batch that do not compile, with why. */
+  private async notCompiling(changes: WireChange[]): Promise<Map<WireChange, string>> {
+    const out = new Map<WireChange, string>();
+    if (!this.d.compileCheck) return out;
+    for (const ch of changes) {
+      if (ch.op !== "upsert" || (ch.type !== "service" && ch.type !== "library")) continue;
+      const code = (ch.body as { code?: unknown } | null)?.code;
+      const p = typeof code === "string" ? await this.d.compileCheck(code, `${ch.type} ${ch.name}.js`) : null;
+      if (p) out.set(ch, `${ch.type} '${ch.name}' does not compile: ${problemText(p)}`);
+    }
+    return out;
   }
 
   private async savepoint(tx: Executor, fn: () => Promise<void>): Promise<string | undefined> {
@@ -571,17 +644,54 @@ export class EdgeSync {
     const db = this.d.db;
     const failures = Object.values(await this.failures(db));
     const failed = new Map(failures.map((f) => [`${f.type}\u0000${f.name}`, f]));
-    const assets: { asset_type: string; asset_name: string; status: "synced" | "failed"; last_error: string }[] = [];
+    const assets: { asset_type: string; asset_name: string; status: "synced" | "failed"; last_error: string; source: string; entry: string }[] = [];
+    // the template entry that brings each, and where it comes from (the edge's own, its named template)
+    const from = (type: string, name: string) => {
+      const e = isDefinitionType(type) || type === "row" ? entryFor(this.template, type as AssetType, name) : undefined;
+      return { source: e?.source ?? "", entry: e ? `${e.def_module}/${e.def_name}` : "" };
+    };
     for (const type of SYNCED_TYPES)
       for (const name of (await syncedAssetsRepo.ofType(db, type)).sort())
-        if (!failed.has(`${type}\u0000${name}`)) assets.push({ asset_type: type, asset_name: name, status: "synced", last_error: "" });
-    for (const f of failures) assets.push({ asset_type: f.type, asset_name: f.name, status: "failed", last_error: f.error });
+        if (!failed.has(`${type}\u0000${name}`)) assets.push({ asset_type: type, asset_name: name, status: "synced", last_error: "", ...from(type, name) });
+    for (const f of failures) assets.push({ asset_type: f.type, asset_name: f.name, status: "failed", last_error: f.error, ...from(f.type, f.name) });
     return {
       connected: this.connected, lastConnectedAt: this.lastConnectedAt, lastContactAt: this.lastContactAt,
       cursor: Number((await syncStateRepo.get(db, "cursor")) ?? "0"), snapshotDone: (await syncStateRepo.get(db, "snapshot")) === "done",
       outbox: await this.outboxSize(), outboxDropped: this.outboxDropped, ...(this.refusal ? { refused: this.refusal } : {}), assets,
+      linkFailure: this.linkFailure, template: (await syncStateRepo.get(db, "template_name")) ?? "",
     };
   }
+}
+
+/** How applying an asset's change went (the platform records it): the change's position and
+ *  the asset's version it brought, and the error when it failed. */
+interface AssetResult { type: string; name: string; seq: number; version?: number; error?: string }
+
+/** What failed when the edge tried to reach its platform: the name did not resolve (dns), no
+ *  TCP connection (tcp: refused, reset, unreachable), none in time (timeout), the TLS handshake
+ *  (tls: the certificate, the CA), an HTTP answer that is not the sync channel (http), a refusal
+ *  by the platform (refused: name or token, protocol, version), the link closed before the
+ *  welcome (closed). */
+export type LinkCause = "dns" | "tcp" | "timeout" | "tls" | "http" | "refused" | "closed";
+
+const hostOf = (url: string) => { try { return new URL(url).host; } catch { return url; } };
+
+/** A socket's error (Bun's: "WebSocket connection to '<url>' failed: <why>", with a code) as a cause. */
+export function linkCause(err: unknown, platformUrl: string): { cause: LinkCause; message: string } {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === "string" ? e.code : "";
+  const text = String(e?.message ?? err ?? "").replace(/^WebSocket connection to '[^']*' failed: /, "");
+  const host = hostOf(platformUrl);
+  if (/^(ENOTFOUND|EAI_AGAIN|EAI_NONAME|EAI_FAIL|EAI_NODATA)$/.test(code) || /getaddrinfo|DNS/i.test(text))
+    return { cause: "dns", message: `the platform's host name in ${host} does not resolve (${code || text})` };
+  if (code === "ETIMEDOUT") return { cause: "timeout", message: `no connection to ${host} in time (${code})` };
+  if (/^(ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|EPIPE)$/.test(code))
+    return { cause: "tcp", message: `${code === "ECONNREFUSED" ? `connection refused by ${host}: nothing listens there` : `${text} (${code})`}` };
+  if (/TLS|SSL|certificate|CERT|self.signed/i.test(`${code} ${text}`) || code === "EPROTO")
+    return { cause: "tls", message: `TLS with ${host} failed: ${text}${code ? ` (${code})` : ""}` };
+  const http = /Expected 101 status code: (\d+)/.exec(text);
+  if (http) return { cause: "http", message: `${host} answered HTTP ${http[1]} instead of opening the sync channel (is --platform-url the platform's address?)` };
+  return { cause: "tcp", message: text || "the connection failed" };
 }
 
 /** The kinds of definitions the platform sends an edge. */

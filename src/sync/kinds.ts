@@ -11,7 +11,7 @@ import { librariesRepo, servicesRepo, type LibraryRow, type ServiceRow } from ".
 import { tombstonesRepo } from "../store/sync.ts";
 import { timersRepo, triggersRepo, type TimerRow, type TriggerRow } from "../store/triggers.ts";
 import { usersRepo, type UserRow } from "../store/users.ts";
-import { adapterBody, type AdapterBody, decodeBase64 } from "../domain/adapters.ts";
+import { adapterBody, type AdapterBody, decodeBase64, fileContentProblem } from "../domain/adapters.ts";
 import { userForEdge } from "../domain/users.ts";
 import { DEFINITION_TYPES, type DefinitionType } from "../domain/changes.ts";
 
@@ -124,9 +124,10 @@ const adapter: DefinitionKind<Awaited<ReturnType<typeof adaptersRepo.list>>[numb
   apply: async (ex, sk, _n, { adapter: a, files }: AdapterBody) => {
     await adaptersRepo.put(ex, { ...a, system_key: sk });
     for (const f of files) {
-      const content = decodeBase64(f.content);
-      if (!content) throw new Error(`adapter file '${f.name}' is not valid base64`);
-      await blobsRepo.put(ex, f.hash, content);
+      // a content that is not what its hash says would stay under that hash for every file that has it
+      const problem = fileContentProblem(a.name, f);
+      if (problem) throw new Error(problem);
+      await blobsRepo.put(ex, f.hash, decodeBase64(f.content)!);
     }
     // an edge keeps the current version of each file
     await adapterFilesRepo.replaceAll(ex, sk, a.name, files.map(({ content: _c, ...f }) => ({ ...f, system_key: sk })));

@@ -25,15 +25,20 @@ import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../adapters/runner.ts";
 import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
 import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
-import { BATCH_BYTES, BATCH_CHANGES, EdgeMessage, type PlatformMessage, PROTOCOL_VERSION, protocolRefusal, type WireChange } from "./protocol.ts";
+import { BATCH_BYTES, BATCH_CHANGES, CLAIMED_PROTOCOL, EdgeMessage, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
+import { BUILD } from "../version.ts";
 
-export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void }
+export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
+  /** the peer's address, for the log */
+  remote?: string }
 
 export interface HubDeps {
   db: Db; log: Logger; events: EventBus; changes: ChangeRecorder; edges: Edges; collections: Collections;
   broker: () => Broker | null;
   /** row stamps further ahead of this clock are refused (ms) */
   maxClockSkewMs: number;
+  /** a refused edge is logged once per this period (ms; --sync-log-ms) */
+  logMs: number;
   /** how often the change log is compacted (ms) */
   compactMs: number;
   /** this platform node: the edges whose connections it holds carry it */
@@ -47,9 +52,21 @@ export interface ElsewhereHub {
   retry(sk: string, edge: string, only?: { type: string; name: string }[]): Promise<{ edge: string; connected: boolean; queued: number } | null>;
 }
 
-/** Status of one asset on one edge. */
-export interface AssetStatus { asset_type: string; asset_name: string; status: "pending" | "synced" | "failed"; desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string }
+/** How applying an asset's change went, as an edge reports it. */
+type AssetResult = { type: string; name: string; seq: number; version?: number; error?: string };
 
+/** Status of one asset on one edge. */
+export interface AssetStatus {
+  asset_type: string; asset_name: string; status: "pending" | "synced" | "failed";
+  /** the asset's version (its changes counted) and the one the edge holds */
+  desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string;
+  /** the template entry that brings it ("service/*") and where that comes from ("edge", or
+   *  "template:<name>" for the edge's named template); "" for an asset no entry brings any more */
+  source: string; entry: string;
+}
+
+/** How often at most a refused edge's record is written again for the same reason (its time). */
+const REFUSAL_RECORD_MS = 5_000;
 /** How often sessions are checked for a silent link. */
 const SWEEP_MS = 250;
 /** The kinds of definitions an edge receives (rows are not definitions; topics are relays). */
@@ -82,7 +99,7 @@ interface RunningSnapshot {
   /** the template the edge holds once done (full, diff) */
   template: TemplateEntry[] | null;
   /** outcomes per asset, recorded when the edge acknowledges the end */
-  results: Map<string, { type: string; name: string; seq: number; error?: string }>;
+  results: Map<string, AssetResult>;
 }
 
 /** A template's entries in one canonical text (to see whether an edge holds its template). */
@@ -110,6 +127,8 @@ class EdgeSession {
   private again = false;
   lastHeard = Date.now();
   pingMs = 15_000;
+  /** the edge's build, as its hello said */
+  version = "";
   /** rows and messages waiting in the edge's outbox, as its last ping said */
   outbox = 0;
   /** adapter control commands waiting for the edge's answer */
@@ -264,6 +283,9 @@ export class SyncHub {
   private readonly skews = new Map<string, number>();
   /** edges refused at their last hello for the protocol they speak: why, and when */
   private readonly refused = new Map<string, { reason: string; at: string }>();
+  /** per refused edge (by system key and name as its hello gave them): when it was last logged
+   *  and its record last updated, and how many refusals followed unlogged */
+  private readonly refusals = new LruMap<string, { why: string; loggedAt: number; more: number; recordedAt: number; recordedWhy: string }>(10_000);
 
   /** set in a cluster: reaches the edges other nodes hold */
   elsewhere: ElsewhereHub | null = null;
@@ -286,6 +308,8 @@ export class SyncHub {
       if (what === "template") void this.retemplate(s);
     };
     this.d.edges.lagOf = (sk, edge) => this.lag(sk, edge);
+    // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
+    for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });
     this.d.edges.liveOf = (sk, edge) => this.isConnected(sk, edge);
     this.d.edges.skewOf = (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null;
     this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), this.d.compactMs);
@@ -313,7 +337,7 @@ export class SyncHub {
   wireText(r: ChangeRow): string {
     let t = this.wire.get(r.seq);
     if (t === undefined) {
-      t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},"body":${r.body ?? "null"}}`;
+      t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},${r.version ? `"version":${r.version},` : ""}"body":${r.body ?? "null"}}`;
       this.wire.set(r.seq, t);
     }
     return t;
@@ -353,14 +377,44 @@ export class SyncHub {
   }
 
   private reject(s: EdgeSession, message: string) {
-    s.send({ t: "error", message });
+    s.send({ t: "error", message, reason: "message" });
     s.ws.close(4000, message.slice(0, 100));
   }
 
-  async close(ws: Socket) {
+  /** Refuses an edge's hello: tells the edge `message` and what kind of refusal it is, logs `why`
+   *  (said precisely here: the edge is told no more than it needs) as `reason`, at once and then
+   *  once per --sync-log-ms per edge with the count in between, and keeps `why` and when on the
+   *  edge's record when it has one (written when it changes, else at most every REFUSAL_RECORD_MS).
+   *  Every refusal of a hello goes through here (a version refusal too). */
+  private async refuse(s: EdgeSession, who: string, edge: EdgeRow | undefined, reason: RefusalReason, message: string, why: string, fields: Record<string, unknown> = {}, logMsg = "edge refused") {
+    const now = Date.now();
+    let r = this.refusals.get(who);
+    if (!r || r.why !== why || now - r.loggedAt >= this.d.logMs) {
+      this.d.log.warn(logMsg, { edge: who, reason: why, ...(s.ws.remote ? { from: s.ws.remote } : {}), ...(r?.more ? { refusedSinceLastLine: r.more } : {}), ...fields });
+      r = { why, loggedAt: now, more: 0, recordedAt: r?.recordedAt ?? 0, recordedWhy: r?.recordedWhy ?? "" };
+      this.refusals.set(who, r);
+    } else r.more++;
+    if (edge && (r.recordedWhy !== why || now - r.recordedAt >= REFUSAL_RECORD_MS)) {
+      r.recordedAt = now;
+      r.recordedWhy = why;
+      await edgesRepo.update(this.d.db, edge.system_key, edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+    }
+    s.send({ t: "error", message, reason });
+    s.ws.close(4000, message.slice(0, 100));
+  }
+
+  async close(ws: Socket, code?: number, reason?: string) {
     const s = this.bySocket.get(ws);
     if (!s || !s.edge) return;
     s.closed = true;
+    if (code === PROTOCOL_REFUSED_CLOSE) {
+      // the edge refused this platform's protocol: its reason is shown here as at the edge
+      const why = `the edge refused this platform: ${reason || "sync protocol version"}`;
+      this.refused.set(s.key, { reason: why, at: nowIso() });
+      this.d.log.warn("edge refused this platform: its sync protocol is not one the edge speaks", { edge: s.key, reason: reason ?? "", version: s.version });
+      // and on the edge's record, as a refusal by the platform is
+      await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+    }
     for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
@@ -385,24 +439,26 @@ export class SyncHub {
 
   private async hello(s: EdgeSession, m: Extract<EdgeMessage, { t: "hello" }>) {
     if (s.edge) return this.reject(s, "hello twice");
-    const edge = await this.d.edges.authenticate(m.systemKey, m.edge, m.token);
-    if (!edge) return this.reject(s, "unknown edge or wrong token");
+    const { edge, tokenOk } = await this.d.edges.authenticate(m.systemKey, m.edge, m.token);
+    const who = `${m.systemKey}/${m.edge}`;
+    // the edge is not told which of the two it got wrong; the platform's log and record say
+    if (!edge) return this.refuse(s, `${m.systemKey}/?`, undefined, "credentials", "unknown edge or wrong token", `no edge '${m.edge}' in system ${m.systemKey}`, { edgeName: m.edge, version: m.version });
+    if (!tokenOk) return this.refuse(s, who, edge, "credentials", "unknown edge or wrong token", "wrong token", { version: m.version });
     // an edge speaking a protocol this platform does not: refused, and its status says why
     const refusal = protocolRefusal(m.protocol, "edge");
-    const who = `${edge.system_key}/${edge.name}`;
     if (refusal) {
       this.refused.set(who, { reason: refusal, at: nowIso() });
-      this.d.log.warn("edge refused: sync protocol", { edge: who, protocol: m.protocol, version: m.version });
       await edgesRepo.update(this.d.db, edge.system_key, edge.name, { last_talked: nowSeconds(), last_seen_version: m.version });
-      return this.reject(s, refusal);
+      return this.refuse(s, who, edge, "protocol", refusal, refusal, { protocol: m.protocol, version: m.version }, "edge refused: its sync protocol is not one this platform speaks");
     }
     this.refused.delete(who);
     const system = await systemsRepo.byKey(this.d.db, m.systemKey);
     const owner = system && (await developersRepo.byId(this.d.db, system.owner_id));
-    if (!system || !owner) return this.reject(s, "unknown system");
+    if (!system || !owner) return this.refuse(s, who, edge, "system", "unknown system", "the edge's system has no owner");
     const sk = edge.system_key;
     s.edge = edge;
     s.pingMs = m.pingMs;
+    s.version = m.version;
     s.outbox = m.outbox;
     s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
     s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
@@ -434,12 +490,14 @@ export class SyncHub {
       const failedNow = new Map((await statusRepo.failedFor(tx, sk, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
       for (const f of m.failures) {
         const type = f.type === "row" ? "collection_rows" : f.type;
-        if (failedNow.get(`${type}\u0000${f.name}`) !== f.seq) await statusRepo.failed(tx, sk, edge.name, type, f.name, f.seq, (f.error ?? "").slice(0, 2000), at);
+        // a failure already recorded (its acknowledgement arrived) counts once
+        const version = await this.versionOf(tx, sk, f);
+        if (failedNow.get(`${type}\u0000${f.name}`) !== version) await statusRepo.failed(tx, sk, edge.name, type, f.name, version, (f.error ?? "").slice(0, 2000), at);
       }
     });
     // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
     s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
-      incarnation: edge.incarnation, hlc: this.d.changes.clock.now(), protocol: PROTOCOL_VERSION });
+      incarnation: edge.incarnation, hlc: this.d.changes.clock.now(), protocol: CLAIMED_PROTOCOL, version: BUILD, templateName: edge.template });
     if (full) s.jobs.push({ kind: "full", seq: head });
     else {
       // a template changed while the edge was away: what it added comes, what it dropped goes
@@ -498,13 +556,22 @@ export class SyncHub {
     await s.pump();
   }
 
-  private async record(tx: Executor, s: EdgeSession, results: { type: string; name: string; seq: number; error?: string }[], at: string) {
+  private async record(tx: Executor, s: EdgeSession, results: AssetResult[], at: string) {
     const sk = s.edge.system_key, edge = s.edge.name;
     for (const r of results) {
       const type = r.type === "row" ? "collection_rows" : r.type;
-      if (r.error) await statusRepo.failed(tx, sk, edge, type, r.name, r.seq, r.error.slice(0, 2000), at);
-      else await statusRepo.applied(tx, sk, edge, type, r.name, r.seq, at);
+      const version = await this.versionOf(tx, sk, r);
+      if (r.error) await statusRepo.failed(tx, sk, edge, type, r.name, version, r.error.slice(0, 2000), at);
+      else await statusRepo.applied(tx, sk, edge, type, r.name, version, at);
     }
+  }
+
+  /** The asset version an edge's result is about: as the change carried it and the edge echoes
+   *  it, else the version of the log entry at its position, else (a snapshot's position, or an
+   *  entry compacted away) the asset's current version. */
+  private async versionOf(ex: Executor, sk: string, r: AssetResult): Promise<number> {
+    if (r.version) return r.version;
+    return (await changesRepo.versionAt(ex, sk, r.seq, r.type, r.name)) || changesRepo.versionOf(ex, sk, r.type, r.name);
   }
 
   /** Rows and messages an edge sends up: applied (last writer wins) and passed on to other edges.
@@ -602,7 +669,7 @@ export class SyncHub {
   private async retemplate(s: EdgeSession) {
     s.edge = (await edgesRepo.get(this.d.db, s.edge.system_key, s.edge.name)) ?? s.edge;
     s.template = await this.d.edges.templateOf(this.d.db, s.edge.system_key, s.edge);
-    s.send({ t: "template", template: s.template });
+    s.send({ t: "template", template: s.template, templateName: s.edge.template });
     // what the change added comes as a snapshot, what it dropped goes at its end
     s.wantTemplate();
     await s.pump();
@@ -667,10 +734,13 @@ export class SyncHub {
     const template = await this.d.edges.templateOf(this.d.db, sk, edge);
     const held = edge.applied_template === null ? null : edge.applied_template === "*" ? template : JSON.parse(edge.applied_template) as TemplateEntry[];
     const { valid } = await this.position(sk, edge.cursor, held !== null, "", "");
-    const changed = new Map<string, number>();
-    for (const r of await changesRepo.latest(this.d.db, sk))
-      if (r.seq > edge.cursor && goesDown(template, r.asset_type as AssetType, r.asset_name, false)) changed.set(`${r.asset_type === "row" ? "collection_rows" : r.asset_type}\u0000${r.asset_name}`, r.seq);
-    return { template, held: held ?? [], full: !valid || held === null, changed };
+    const changed = new Map<string, number>(), versions = new Map<string, number>();
+    for (const r of await changesRepo.latest(this.d.db, sk)) {
+      const k = `${r.asset_type === "row" ? "collection_rows" : r.asset_type}\u0000${r.asset_name}`;
+      versions.set(k, r.version);
+      if (r.seq > edge.cursor && goesDown(template, r.asset_type as AssetType, r.asset_name, false)) changed.set(k, r.seq);
+    }
+    return { template, held: held ?? [], full: !valid || held === null, changed, versions };
   }
 
   /** How many changes the edge has not acknowledged (more while it needs a snapshot). */
@@ -704,24 +774,32 @@ export class SyncHub {
       const tail = o.changed.get(own);
       const inTemplate = followsSchema ? goesDown(o.template, "collection", name, false) : goesDown(o.template, wire, name, false);
       const held = followsSchema ? goesDown(o.held, "collection", name, false) : goesDown(o.held, wire, name, false);
-      const desired = Math.max(tail ?? 0, r?.desired_version ?? 0, r?.applied_version ?? 0);
+      // versions count the asset's changes (see changesRepo.noteLatest)
+      const desired = Math.max(o.versions.get(own) ?? 0, r?.desired_version ?? 0, r?.applied_version ?? 0);
       const behind = inTemplate && (o.full || !held || tail !== undefined);
-      const failed = r?.status === "failed" && !followsSchema;
+      // the rows of a collection that failed to apply cannot be on the edge either
+      const schema = type === "collection_rows" ? recorded.get(`collection\u0000${name}`) : undefined;
+      const ownFailed = !followsSchema && r?.status === "failed", schemaFailed = schema?.status === "failed";
+      const failed = ownFailed || schemaFailed;
       // rows written on the edge that have not come up yet: the platform is the one behind
       const upWaiting = type === "collection_rows" && waitingUp && upCollections(o.template, [name]).length > 0;
       const status: AssetStatus["status"] = failed ? "failed" : behind || upWaiting || (!inTemplate && r?.status === "pending") ? "pending" : "synced";
+      const entry = entryFor(o.template, wire, name);
       out.push({ asset_type: type, asset_name: name, status, desired_version: desired, applied_version: status === "synced" ? desired : r?.applied_version ?? 0,
-        last_error: failed ? r?.last_error ?? "" : "", attempts: r?.attempts ?? 0, updated_at: r?.updated_at ?? "" });
+        // the collection's failure is the cause (rows' own failure then says only it is missing)
+        last_error: schemaFailed ? `its collection failed to apply: ${schema!.last_error}` : ownFailed ? r!.last_error : "",
+        attempts: (schemaFailed ? schema : r)?.attempts ?? 0, updated_at: (schemaFailed ? schema : r)?.updated_at ?? "",
+        source: entry?.source ?? "", entry: entry ? `${entry.def_module}/${entry.def_name}` : "" });
     };
     for (const a of await this.templateAssets(sk, o.template)) add(a.type, a.name);
     // assets no longer present but still recorded (deleted on the platform) keep showing their state
     for (const r of recorded.values()) if (!seen.has(`${r.asset_type}\u0000${r.asset_name}`)) add(r.asset_type, r.asset_name);
     // an edge whose clock runs further ahead than the platform accepts has its row stamps replaced
     const refused = this.refused.get(`${sk}/${edgeName}`);
-    if (refused) out.push({ asset_type: "protocol", asset_name: "version", status: "failed", desired_version: PROTOCOL_VERSION, applied_version: 0, attempts: 0, updated_at: refused.at, last_error: refused.reason });
+    if (refused) out.push({ asset_type: "protocol", asset_name: "version", status: "failed", desired_version: PROTOCOL_VERSION, applied_version: 0, attempts: 0, updated_at: refused.at, last_error: refused.reason, source: "", entry: "" });
     const skew = this.skews.get(`${sk}/${edgeName}`);
     if (skew !== undefined && skew > this.d.maxClockSkewMs)
-      out.push({ asset_type: "clock", asset_name: "skew", status: "failed", desired_version: 0, applied_version: 0, attempts: 0, updated_at: nowIso(),
+      out.push({ asset_type: "clock", asset_name: "skew", status: "failed", desired_version: 0, applied_version: 0, attempts: 0, updated_at: nowIso(), source: "", entry: "",
         last_error: `the edge's clock is ${Math.round(skew / 1000)} s ahead of the platform's, more than --max-clock-skew (${Math.round(this.d.maxClockSkewMs / 1000)} s): the platform stamps the edge's row writes itself` });
     return out.sort((a, b) => a.asset_type.localeCompare(b.asset_type) || a.asset_name.localeCompare(b.asset_name));
   }

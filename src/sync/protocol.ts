@@ -8,7 +8,10 @@ import type { ControlAdapter, ControlCommand, ControlFile } from "../adapters/ru
 import type { AssetType } from "../domain/changes.ts";
 
 /** A change as it travels: from the log, or made up from current state for a snapshot. */
-export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any }
+export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any;
+  /** the asset's version this change brings (its changes counted; rows: their collection's rows';
+   *  absent from a platform that did not count them) */
+  version?: number }
 
 export const SYNC_PATH = "/api/v/4/sync";
 /** Most changes and most bytes per batch. */
@@ -20,6 +23,12 @@ export const PING_MS = 15_000;
  *  version was exchanged (no incarnation, template comparison or clock in the hello); 2: those. */
 export const PROTOCOL_VERSION: number = 2;
 export const PROTOCOL_MIN: number = 1;
+/** The protocol this build says it speaks at hello and welcome: PROTOCOL_VERSION, unless the
+ *  test-only OUTPOST_TEST_SYNC_PROTOCOL claims another (a black-box test of a refused pair: an
+ *  edge or platform "from another release"; never set it in production). */
+export const CLAIMED_PROTOCOL: number = Number(process.env.OUTPOST_TEST_SYNC_PROTOCOL) || PROTOCOL_VERSION;
+/** The WebSocket close code of a side that refuses its peer's sync protocol (the reason says why). */
+export const PROTOCOL_REFUSED_CLOSE = 4004;
 /** Why a peer speaking `theirs` is refused by one speaking PROTOCOL_MIN..PROTOCOL_VERSION ("" : not refused). */
 export function protocolRefusal(theirs: number, who: "edge" | "platform"): string {
   if (theirs >= PROTOCOL_MIN && theirs <= PROTOCOL_VERSION) return "";
@@ -27,7 +36,9 @@ export function protocolRefusal(theirs: number, who: "edge" | "platform"): strin
   return `the ${who} speaks sync protocol ${theirs}; this ${who === "edge" ? "platform" : "edge"} speaks ${range}`;
 }
 
-const result = z.object({ type: z.string(), name: z.string(), seq: z.number(), error: z.string().optional() });
+// version: the asset version applied (or that failed), as the change carried it (absent from an
+// edge that does not echo it: the platform finds it from seq)
+const result = z.object({ type: z.string(), name: z.string(), seq: z.number(), version: z.number().int().min(0).optional(), error: z.string().optional() });
 
 /** What an edge sends. */
 export const EdgeMessage = z.discriminatedUnion("t", [
@@ -66,8 +77,10 @@ export type PlatformMessage =
   | { t: "welcome"; system: Record<string, unknown>; owner: DeveloperProfile; template: TemplateEntry[]; snapshot: boolean; seq: number;
       /** the edge record's identity (an edge holding another one starts over); the platform's clock */
       incarnation: string; hlc: string;
-      /** the sync protocol the platform speaks (absent: 1) */
-      protocol?: number }
+      /** the sync protocol the platform speaks (absent: 1); its build ("0.2.0 (commit 1a2b3c4)") */
+      protocol?: number; version?: string;
+      /** the edge's named template ("" : none), which the template's entries may come from */
+      templateName?: string }
   | { t: "batch"; changes: WireChange[]; upTo: number; snapshot: boolean }
   /** A snapshot is complete: the edge takes position `seq` and drops what it got from the platform
    *  of the kinds in `keep` that `keep` does not name. */
@@ -75,8 +88,14 @@ export type PlatformMessage =
       /** a full snapshot: the collections whose every row it brought (the edge drops the rows of
        *  them it holds that it did not bring, unless written since the welcome or still to go up) */
       rows?: string[] }
-  | { t: "template"; template: TemplateEntry[] }
+  | { t: "template"; template: TemplateEntry[]; templateName?: string }
   | { t: "up_ack"; upTo: number }
   | { t: "pong" }
   | { t: "control"; id: string; adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }
-  | { t: "error"; message: string };
+  /** The platform refuses the link (then closes it): why, and (absent from a platform that did
+   *  not say) what kind of refusal it is, for the edge to report and to pace its next try. */
+  | { t: "error"; message: string; reason?: RefusalReason };
+
+/** Why a platform refuses an edge's link: its name or token ("credentials"), the sync protocol it
+ *  speaks, its version, its system; "message": it broke the protocol (not JSON, no hello first). */
+export type RefusalReason = "credentials" | "protocol" | "version" | "system" | "message";

@@ -3,3 +3,7 @@ declare module "@jitl/quickjs-wasmfile-release-asyncify/wasm" {
   const path: string;
   export default path;
 }
+declare module "@jitl/quickjs-wasmfile-release-sync/wasm" {
+  const path: string;
+  export default path;
+}

@@ -1,13 +1,18 @@
 // Adapters with a real platform and a
 // real edge: definitions, files with versions, command mapping, control of an edge over the sync
 // channel (deploy a shell script, start, status, logs, stop, undeploy), the edge's files on disk
-// (inside --adapters-dir, with their permissions), sync of adapters to an edge that was offline,
-// and the failure paths.
+// (inside --adapters-dir, with their permissions; replaced whole, never seen cut short), sync of
+// adapters to an edge that was offline, and the failure paths (a file's content missing from the
+// platform's database is an error naming the file).
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Worker } from "node:worker_threads";
 import t from "tap";
-import { Client, devWithSystem, isEnvelope, newUser, type Outpost, request, startOutpost, uniq, waitFor } from "./harness.ts";
+import pg from "pg";
+import { Client, devWithSystem, isEnvelope, newUser, type Outpost, pgDatabaseOf, request, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { pgUrlFor } from "../pgdb.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
@@ -71,7 +76,7 @@ t.test("adapter CRUD on both path families, with the wire fields", async (t) => 
   t.equal(u.status, 200, u.text);
   t.match(u.body, { stop_command: "./stop.sh", description: "changed", start_command: "./start.sh", version: 2 });
 
-  for (const [what, body] of [["no name", {}], ["name with a dash", { name: "a-b" }], ["name with a space", { name: "a b" }], ["unknown field", { name: uniq("x"), colour: 1 }], ["flag not boolean", { name: uniq("x"), run_start_on_deploy: "yes" }], ["already exists", { name }]] as const) {
+  for (const [what, body] of [["no name", {}], ["name starting with a dash", { name: "-ab" }], ["name with a space", { name: "a b" }], ["unknown field", { name: uniq("x"), colour: 1 }], ["flag not boolean", { name: uniq("x"), run_start_on_deploy: "yes" }], ["already exists", { name }]] as const) {
     const r = await s.dev.post(base, body);
     t.equal(r.status, 400, `${what}: ${r.text}`);
     t.ok(isEnvelope(r.body, 400));
@@ -127,7 +132,7 @@ t.test("files: versions, content stored once, download, overwrite, delete, comma
     ["bad permissions", "POST", { name: "x.sh", permissions: "rwx", file: b64("x") }, 400],
     ["no content", "POST", { name: "x.sh" }, 400],
     ["no name", "POST", { file: b64("x") }, 400],
-    ["file name with a dash", "POST", { name: "x-y.sh", file: b64("x") }, 400],
+    ["file name starting with a dash", "POST", { name: "-x.sh", file: b64("x") }, 400],
     ["PUT without file", "PUT", { permissions: "0755" }, 400],
     ["PUT bad base64", "PUT", { file: "%%%" }, 400],
   ];
@@ -244,6 +249,83 @@ t.test("files are confined to the adapters directory on the edge too", async (t)
   t.match(r.body[EDGE], { err: true, output: /symbolic link/ }, "a write through a link is refused");
   t.notOk(existsSync(join(outside, "esc.txt")), "nothing was written outside");
 });
+
+t.test("a deployed adapter's files are replaced whole as they change: a reader never sees one empty or cut short", async (t) => {
+  const name = uniq("whole");
+  const BIG = 4 * 1024 * 1024;
+  const big = Buffer.alloc(BIG, "outpost adapter file ");
+  t.equal((await s.dev.post(base, { name })).status, 200);
+  // written in name order: big.bin before tick.txt, so tick.txt's last content on disk means the
+  // big file was written again after every change before it
+  t.equal((await s.dev.post(`${base}/${name}/files`, { name: "big.bin", file: big.toString("base64") })).status, 200);
+  t.equal((await s.dev.post(`${base}/${name}/files`, { name: "tick.txt", file: b64("0") })).status, 200);
+  t.equal((await control(name, "deploy")).body[EDGE]?.err, false, "deployed");
+  const file = join(adaptersDir, name, "big.bin"), tick = join(adaptersDir, name, "tick.txt");
+  t.ok(await waitFor(() => existsSync(tick) && statSync(file).size === BIG), "on the edge's disk");
+
+  // another thread watches the file's size as fast as it can while every change of the adapter
+  // makes the edge write its files again
+  const stop = new SharedArrayBuffer(4);
+  const watcher = new Worker(`
+    const { parentPort, workerData } = require("node:worker_threads");
+    const { statSync } = require("node:fs");
+    const flag = new Int32Array(workerData.stop);
+    const seen = new Set();
+    let looks = 0;
+    while (Atomics.load(flag, 0) === 0) {
+      let size;
+      try { size = statSync(workerData.file).size; } catch (e) { size = e.code; }
+      seen.add(size);
+      looks++;
+    }
+    parentPort.postMessage({ seen: [...seen], looks });`, { eval: true, workerData: { file, stop } });
+  const result = new Promise<{ seen: (number | string)[]; looks: number }>((r) => watcher.once("message", r));
+  const CHANGES = 12;
+  for (let i = 1; i <= CHANGES; i++) {
+    t.equal((await s.dev.put(`${base}/${name}/files/tick.txt`, { file: b64(String(i)) })).status, 200);
+    // one change at a time reaches the edge (each is one more rewrite)
+    t.ok(await waitFor(() => readFileSync(tick, "utf8") === String(i), 20_000), `change ${i} written on the edge`);
+  }
+  Atomics.store(new Int32Array(stop), 0, 1);
+  const { seen, looks } = await result;
+  await watcher.terminate();
+  t.ok(looks > 100, `the size was looked at ${looks} times`);
+  t.same(seen, [BIG], "only ever the whole file");
+  t.equal(readFileSync(file).compare(big), 0, "its content");
+});
+
+t.test("a file whose content is missing from the platform's database is an error naming it, never an empty file on the edge", async (t) => {
+  const name = uniq("lost");
+  await scriptedAdapter(name);
+  t.equal((await control(name, "deploy")).body[EDGE]?.err, false, "deployed");
+  const conf = join(adaptersDir, name, "conf/config.json");
+  t.equal(readFileSync(conf, "utf8"), `{"port": 502}`);
+  // a content of its own (the others' config.json is shared), then taken away behind the platform's back
+  const lost = `{"port": ${Date.now()}}`;
+  t.equal((await s.dev.put(`${base}/${name}/files/config.json`, { file: b64(lost) })).status, 200);
+  t.ok(await waitFor(() => readFileSync(conf, "utf8") === lost), "the change reached the deployed adapter on the edge");
+  await deleteBlob(createHash("sha256").update(lost).digest("hex"));
+  const r = await control(name, "deploy");
+  t.equal(r.status, 500, r.text);
+  t.match(r.body.error?.detail, new RegExp(`adapter '${name}': the content of file 'config\\.json' \\(version 2, sha256 [0-9a-f]{64}\\) is missing`), "naming the file");
+  const dl = await s.dev.get(`${base}/${name}/files/config.json`);
+  t.equal(dl.status, 500, "a download of it too");
+  t.match(dl.body.error?.detail, /the content of file 'config\.json'/);
+  t.equal(readFileSync(conf, "utf8"), lost, "the edge's file is left as it was");
+});
+
+/** Deletes a content from the platform's database, as damage would. */
+async function deleteBlob(hash: string) {
+  if (TEST_DB === "postgres") {
+    const c = new pg.Client({ connectionString: pgUrlFor(pgDatabaseOf(platform.dataDir)) });
+    await c.connect();
+    try { await c.query("DELETE FROM blobs WHERE hash = $1", [hash]); } finally { await c.end(); }
+    return;
+  }
+  const { default: Database } = await import("libsql");
+  const db = new Database(join(platform.dataDir, "outpost.db"), { timeout: 5000 });
+  try { db.prepare("DELETE FROM blobs WHERE hash = ?").run(hash); } finally { db.close(); }
+}
 
 t.test("adapters sync to the edge; an edge that was offline gets the current versions; edges of an adapter", async (t) => {
   const name = uniq("synced");

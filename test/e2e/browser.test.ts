@@ -150,7 +150,7 @@ t.test("an origin left out of --cors-origins cannot read answers; a listed one c
 // ---- the console ------------------------------------------------------------------------------
 
 t.test("the console: sign in, edges live, a failed asset retried, template, throttling, history, an edge's own view", skip, async (t) => {
-  const platform = await startOutpost();
+  const platform = await startOutpost({ args: ["--edge-templates-dir", resolve("edge-templates")] });
   stops.push(() => platform.stop());
   browser ??= await launch();
   const s = await devWithSystem(platform, "plant-north");
@@ -210,7 +210,7 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   await page.waitForSelector('tr[data-edge="gw-a"][data-connected="true"]');
   await page.waitForSelector('tr[data-edge="gw-b"][data-connected="true"]');
   t.ok(await page.waitForSelector('tr[data-edge="gw-c"][data-connected="false"]'), "the edges table shows gw-a and gw-b connected, gw-c never started");
-  t.ok(await page.waitForFunction(() => (globalThis as any).document.querySelector('tr[data-edge="gw-a"] td.failed')?.textContent === "1", { timeout: 20_000 }), "gw-a counts one failed asset");
+  t.ok(await page.waitForFunction(() => (globalThis as any).document.querySelector('tr[data-edge="gw-a"] td.failed')?.textContent === "2", { timeout: 20_000 }), "gw-a counts two failed assets: the collection, and its rows with it");
   await shot(page, "03-edges");
 
   // the process of gw-b dies: the table follows without a reload
@@ -232,10 +232,12 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   ok200(t, await edgeDev.del(`/admin/collectionmanagement?id=${local.body.collectionID}`), "the cause removed on the edge");
   await page.click(`${row} button.retry`);
   t.ok(await page.waitForSelector(`${row}[data-status="synced"]`, { timeout: 30_000 }), "retried from the console: synced");
+  t.ok(await page.waitForSelector(`tr[data-asset="collection_rows/${clash}"][data-status="synced"]`, { timeout: 30_000 }), "and its rows with it");
   await shot(page, "06-edge-retried");
 
-  // the template: add an entry, change its mode, remove it
+  // the template: add an entry (it names a library the system has), change its mode, remove it
   const lib = uniq("lib");
+  ok200(t, await s.dev.post(`/codeadmin/v/2/library/${SK}/${lib}`, { code: "var x = 1;" }), "a library");
   await page.select("#tpl-module", "library");
   await page.type("#tpl-name", lib);
   await page.select("#tpl-mode", "deploy");
@@ -249,6 +251,21 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   await page.click(`tr[data-entry="library/${lib}"] button.remove`);
   await page.waitForFunction((sel) => !(globalThis as any).document.querySelector(sel), {}, `tr[data-entry="library/${lib}"]`);
   t.equal(await tpl(), undefined, "and removed");
+
+  // an edge with a named template: the page names it, each entry says where it comes from, and
+  // Remove takes an entry of the named template away
+  ok200(t, await s.dev.put(`/admin/edges/${SK}/gw-c`, { template: "gateway-basic" }), "gw-c gets the named template gateway-basic");
+  await page.goto(`${platform.url}/console#/s/${SK}/edge/gw-c`, { waitUntil: "load" });
+  await page.waitForSelector('tr[data-entry="library/*"][data-source="template:gateway-basic"]');
+  t.equal(await page.$eval("#edge-template", (el) => el.textContent), "gateway-basic", "the page names the named template");
+  t.equal(await page.$eval('tr[data-entry="library/*"] td.source', (el) => el.textContent), "template gateway-basic", "an entry shows its source");
+  t.equal(await page.$eval('tr[data-entry="service/*"] td.source', (el) => el.textContent), "this edge", "the edge's own entry over the named one shows that");
+  await page.click('tr[data-entry="library/*"] button.remove');
+  await page.waitForFunction(() => !(globalThis as any).document.querySelector('tr[data-entry="library/*"]'));
+  const gwc = (await s.dev.get(`/admin/edges/template/${SK}`)).body["gw-c"] as any[];
+  t.notOk(gwc.some((e) => e.def_module === "library" && e.def_name === "*"), "an entry of the named template is removed");
+  t.ok(gwc.some((e) => e.def_module === "trigger" && e.source === "template:gateway-basic"), "the rest of it stays");
+  await shot(page, "07b-named-template");
 
   // throttling cases of the system
   const kase = uniq("case");

@@ -5,7 +5,7 @@
 // logs, each with its failure paths.
 import t from "tap";
 import mqtt from "mqtt";
-import { Client, collectionWith, type DevSystem, devWithSystem, isErr, newUser, type Outpost, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
+import { Client, collectionWith, type DevSystem, devWithSystem, isErr, newUser, type Outpost, request, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const o: Outpost = await startOutpost({ args: ["--code-streams-max", "2"] });
 t.teardown(() => Promise.race([o.stop(), sleep(5000).then(() => o.kill())]));
@@ -168,4 +168,97 @@ t.test("kept logs: a service with logging_enabled keeps its runs' output, listed
   t.ok([401, 403].includes((await u.client.get(base)).status), "a user without the all-services right");
   t.equal((await s.dev.del(svcPath(s, name))).status, 200);
   isErr(t, await s.dev.get(base), 404, "gone with the service");
+});
+
+t.test("a promise library loaded as a system library, used with classic and async calls together", async (t) => {
+  // a small deferred-style library, as services use one (a global Q with defer, all and when)
+  const lib = uniq("PromiseKit"), name = uniq("usesPromises"), col = await collectionWith(s, [["v", "int"]]);
+  t.equal((await s.dev.post(`/codeadmin/v/2/library/${s.systemKey}/${lib}`, { code: `
+    var Q = (function () {
+      function defer() { var d = {}; d.promise = new Promise(function (res, rej) { d.resolve = res; d.reject = rej; }); return d; }
+      return { defer: defer, all: function (ps) { return Promise.all(ps); }, when: function (v) { return Promise.resolve(v); } };
+    })();
+    function fetchCount(name) {
+      var d = Q.defer();
+      ClearBlade.Collection({ collectionName: name }).count(null, function (err, data) { if (err) d.reject(data); else d.resolve(data.count); });
+      return d.promise;
+    }` })).status, 200, "the library");
+  await service(name, `function ${name}(req, resp) {
+    var rows = ClearBladeAsync.Collection({ collectionName: "${col.name}" });
+    Q.all([rows.create([{ v: 1 }, { v: 2 }]), Q.when(3)])
+      .then(function () { return fetchCount("${col.name}"); })
+      .then(function (n) { resp.success({ count: n }); })
+      .catch(function (e) { resp.error(String(e && e.message || e)); });
+  }`, { dependencies: lib });
+  t.same((await exec(name)).body, { success: true, results: { count: 2 } }, "the deferreds settle through classic and async calls");
+  // its failure path: a rejection reaches the service's catch
+  const bad = uniq("badPromises");
+  await service(bad, `function ${bad}(req, resp) { fetchCount("${uniq("nocollection")}").then(function () { resp.success("no"); }, function (e) { resp.error({ rejected: true }); }); }`, { dependencies: lib });
+  t.same((await exec(bad)).body, { success: false, results: { rejected: true } }, "a failed call rejects the deferred");
+});
+
+t.test("ClearBladeAsync's update answers the updated rows, as ClearBlade's does; the classic one its count", async (t) => {
+  const col = await collectionWith(s, [["v", "int"], ["tag", "string"]]);
+  t.equal((await s.dev.post(`/api/v/1/data/${col.id}`, [{ v: 1, tag: "a" }, { v: 2, tag: "a" }, { v: 3, tag: "b" }])).status, 200);
+  const name = uniq("upd");
+  await service(name, `async function ${name}(req, resp) {
+    var c = ClearBladeAsync.Collection({ collectionName: "${col.name}" });
+    var rows = await c.update(ClearBladeAsync.Query({ collectionName: "${col.name}" }).equalTo("tag", "a"), { tag: "z" });
+    var none = await c.update(ClearBladeAsync.Query({ collectionName: "${col.name}" }).equalTo("tag", "nope"), { tag: "y" });
+    var classic;
+    ClearBlade.Collection({ collectionName: "${col.name}" }).update(ClearBlade.Query({ collectionName: "${col.name}" }).equalTo("tag", "b"), { v: 30 }, function (e, d) { classic = d; });
+    resp.success({ rows: rows.map(function (r) { return [r.v, r.tag]; }).sort(), none: none, classic: classic });
+  }`);
+  t.same((await exec(name)).body, { success: true, results: { rows: [[1, "z"], [2, "z"]], none: [], classic: { count: 1 } } });
+  // its failure path: an unknown column is the promise's rejection
+  const bad = uniq("badupd");
+  await service(bad, `function ${bad}(req, resp) { ClearBladeAsync.Collection({ collectionName: "${col.name}" }).update(ClearBladeAsync.Query({ collectionName: "${col.name}" }), { nope: 1 }).then(function () { resp.success("no") }, function (e) { resp.error(e.message) }); }`);
+  const r = await exec(bad);
+  t.equal(r.body.success, false);
+  t.match(r.body.results, /unknown column 'nope'/);
+});
+
+t.test("hostile arguments to sleep, timers and crypto are errors the code can catch; the server carries on", async (t) => {
+  const name = uniq("hostile");
+  await service(name, `function ${name}(req, resp) {
+    var out = [];
+    function tryIt(f) { try { f(); out.push("no error"); } catch (e) { out.push(String(e.message || e)); } }
+    tryIt(function () { sleep(-5); });
+    tryIt(function () { setTimeout("not a function", 10); });
+    tryIt(function () { for (var i = 0; i < 1001; i++) setTimeout(function () {}, 60000); });
+    tryIt(function () { crypto.createHash("sha256").update(new Array(2.5e6).join("xxxx")).digest("hex"); });
+    tryIt(function () { crypto.create_jwt("claims", "HS256", "k"); });
+    tryIt(function () { crypto.randomBytes(-1); });
+    resp.success(out);
+  }`, { execution_timeout: 20 });
+  const r = await exec(name);
+  t.equal(r.body.success, true, JSON.stringify(r.body).slice(0, 300));
+  const out = r.body.results as string[];
+  t.match(out[0], /0 or more/, "a negative sleep");
+  t.match(out[1], /must be a function/, "a timer without a function");
+  t.match(out[2], /at most 1000 timers/, "more than 1,000 timers at once");
+  t.match(out[3], /longer than 8388608 bytes/, "a 10 MB hash input");
+  t.match(out[4], /claims must be an object/, "JWT claims that are not an object");
+  t.match(out[5], /up to 1 MiB/, "a negative byte count");
+  t.equal((await request(o.url, "GET", "/health")).status, 200, "the server is fine");
+});
+
+t.test("loading takes as long as large code needs, beyond a slice; a stream service set not to run here is not started here", async (t) => {
+  // a library whose top level runs 800 ms (a large bundle compiling on a busy machine takes that)
+  const lib = uniq("Heavy"), name = uniq("usesHeavy");
+  t.equal((await s.dev.post(`/codeadmin/v/2/library/${s.systemKey}/${lib}`, { code: "var t0 = Date.now(); while (Date.now() - t0 < 800) {} var HEAVY_READY = true;" })).status, 200);
+  await service(name, `function ${name}(req, resp) { resp.success(HEAVY_READY); }`, { dependencies: lib });
+  t.same((await exec(name)).body, { success: true, results: true }, "loads and runs (it was interrupted at the 500 ms slice)");
+  // an edge-only stream service with auto_restart: saving it starts nothing on the platform
+  const edgeOnly = uniq("edgeOnly"), probe = uniq("probeStream");
+  await service(edgeOnly, `function ${edgeOnly}(req, resp) { ClearBlade.Messaging().subscribe("e/x", function () {}); while (true) { ClearBlade.Messaging().waitForMessage(["e/x"], function () {}); } }`,
+    { execution_timeout: -1, auto_restart: true, run_on_platform: false, run_on_edge: true });
+  // a witness saved after it: once the witness runs, the edge-only one would have been started too
+  await service(probe, `function ${probe}(req, resp) { ClearBlade.Messaging().subscribe("p/x", function () {}); while (true) { ClearBlade.Messaging().waitForMessage(["p/x"], function () {}); } }`,
+    { execution_timeout: -1, auto_restart: true });
+  t.ok(await waitFor(async () => (await instancesOf(probe)).length === 1, 10_000), "the witness runs");
+  t.same(await instancesOf(edgeOnly), [], "the edge-only service is not started on the platform");
+  const failed = (await s.dev.get(`/api/v/3/code/${s.systemKey}/failed`)).body as any[];
+  t.notOk(failed.some((f) => f.service_name === edgeOnly), "and nothing failed for it");
+  await s.dev.del(svcPath(s, probe));
 });

@@ -451,7 +451,8 @@ t.test("runtime: ClearBladeAsync.Collection and Query (promise API)", async (t) 
   t.same(out.ge, ["q", "r"], "greaterThanEqualTo + ascending");
   t.equal(out.total, 2, "TOTAL");
   t.same(out.re, ["p", "q"], "matches (regexp)");
-  t.same(out.upd, { count: 1 });
+  t.ok(Array.isArray(out.upd) && out.upd.length === 1, "update answers the updated rows, as ClearBlade does");
+  t.match(out.upd[0], { k: "r", score: 9 });
   t.same(out.cnt, { count: 1 }, "count after update");
   t.same(out.rm, { count: 1 });
   t.match(out.bad, /no_such_collection_here|not exist|not found/i, "a missing collection rejects with a message");
@@ -855,11 +856,12 @@ t.test("sandbox: memory bomb, big strings, thrown errors", async (t) => {
   const te = await exec(s.dev, typeErr);
   t.equal(te.body.success, false);
   t.match(String(te.body.results), /TypeError/, "a TypeError is reported as such");
-  // a syntax error in the code is caught at run time, with the service named
-  await service(syntax, `function ${syntax}(req, resp) { resp.success( }`);
-  const se = await exec(s.dev, syntax);
-  t.equal(se.body.success, false, "a service that does not parse fails");
-  t.match(String(se.body.results), /SyntaxError|expect|unexpected/i, `a syntax error (${se.body.results})`);
+  // a syntax error is refused at upload, with where it is (QuickJS's message, line and column)
+  const se = await s.dev.post(adminSvc(s, syntax), { code: `function ${syntax}(req, resp) {\n  resp.success( }`, parameters: [] });
+  isErr(t, se, 400, 111, "a service that does not compile is refused");
+  t.match(se.body.error.detail, new RegExp(`service '${syntax}' does not compile: SyntaxError: .*\\(line 2, column 17\\)`), `named, with line and column (${se.body.error.detail})`);
+  t.same(se.body.error.lowLevelError, { error: "SyntaxError: unexpected token in expression: '}'", line: 2, column: 17 }, "line and column as fields too");
+  t.equal((await s.dev.get(adminSvc(s, syntax))).status, 404, "and nothing was stored");
   const mis = uniq("misnamed");
   await service(mis, `function somethingElse(req, resp) { resp.success(1); }`);
   const mr = await exec(s.dev, mis);

@@ -78,7 +78,7 @@ t.test("collection management: create, list, describe, columns, rename, delete",
 t.test("collection management failures", async (t) => {
   const { id, name } = await collection([["v", "int"]]);
   const bad: [unknown, RegExp][] = [
-    [{ name: "has space", appID: s.systemKey }, /invalid collection name/],
+    [{ name: " leading space", appID: s.systemKey }, /invalid collection name/],
     [{ name: "q'uote", appID: s.systemKey }, /invalid collection name/],
     [{ name: "x; DROP TABLE users;--", appID: s.systemKey }, /invalid collection name/],
     [{ name, appID: s.systemKey }, /already exists/],

@@ -270,13 +270,14 @@ t.test("edge columns: the standard set, custom columns added and dropped (UserDe
   ok200(t, cols, "GET /api/v/3/edges/{sk}/columns");
   t.ok(Array.isArray(cols.body), "an array");
   const col = (list: any[], n: string) => list.find((c) => c.ColumnName === n);
-  for (const [n, type] of [["name", "string"], ["description", "string"], ["isConnected", "bool"], ["first_talked", "int"], ["last_talked", "int"], ["last_seen_version", "string"]] as const) {
+  for (const [n, type] of [["name", "string"], ["description", "string"], ["first_talked", "int"], ["last_talked", "int"], ["last_seen_version", "string"]] as const) {
     const c = col(cols.body, n);
     t.ok(c, `column ${n} listed`);
     t.equal(c?.ColumnType, type, `${n} is ${type}`);
     t.equal(c?.UserDefined, false, `${n} is not user defined`);
   }
   t.ok(cols.body.every((c: any) => typeof c.ColumnName === "string" && typeof c.ColumnType === "string" && typeof c.UserDefined === "boolean"), "each {ColumnName, ColumnType, UserDefined}");
+  for (const n of ["template", "isConnected", "created_date"]) t.notOk(col(cols.body, n), `${n}: the record's, not a listed column`);
   t.same((await s.dev.get(`/admin/edges/${SK}/columns`)).body, cols.body, "GET /admin/edges/{sk}/columns is the same");
 
   const name = uniq("colled");
@@ -299,7 +300,7 @@ t.test("edge columns: the standard set, custom columns added and dropped (UserDe
   t.same(f.body.map((e: any) => e.name), [other], "lists filter on a custom column");
 
   isErr(t, await s.dev.post(`/admin/edges/${SK}/columns`, { column_name: cn, type: "string" }), 400, "duplicate column");
-  isErr(t, await s.dev.post(`/admin/edges/${SK}/columns`, { column_name: "description", type: "string" }), 400, "a built-in column name");
+  isErr(t, await s.dev.post(`/admin/edges/${SK}/columns`, { column_name: "description", type: "int" }), 400, "a built-in column name with another type");
   isErr(t, await s.dev.post(`/admin/edges/${SK}/columns`, { column_name: uniq("c"), type: "weird" }), 400, "unknown type");
   isErr(t, await s2.dev.post(`/admin/edges/${SK}/columns`, { column_name: uniq("c"), type: "string" }), 401, "other system's developer");
   const user = await userWith({ edges: { permissions: 15 } });
@@ -325,6 +326,9 @@ t.test("templates: GET per edge, PUT add/remove with default mode, validation", 
   t.same(g.body[a], [], "a new edge has an empty template");
   t.same(g.body[b], [], "so does the other");
 
+  // entries name assets the system has
+  must(await s.dev.post(`/admin/code/v/1/${SK}/svcX`, { code: "function svcX(req, resp) { resp.success(1); }", parameters: [] }), "service svcX");
+  const c1 = must(await s.dev.post("/admin/collectionmanagement", { name: "c1", appID: SK }), "collection c1").body.collectionID as string;
   const put = await s.dev.put(`/admin/edges/template/${SK}/${a}`, {
     add: [
       { def_module: "service", def_name: "svcX" },
@@ -337,12 +341,12 @@ t.test("templates: GET per edge, PUT add/remove with default mode, validation", 
   const key = (e: any) => `${e.def_module}/${e.def_name}`;
   const byKey = (list: any[]) => Object.fromEntries(list.map((e) => [key(e), e]));
   const want = {
-    "service/svcX": { def_module: "service", def_name: "svcX", mode: "sync_to_edge" },
-    "collection/c1": { def_module: "collection", def_name: "c1", mode: "sync", rows: false },
-    "topic/telemetry/#": { def_module: "topic", def_name: "telemetry/#", mode: "sync_to_platform" },
-    "user/*": { def_module: "user", def_name: "*", mode: "deploy" },
+    "service/svcX": { def_module: "service", def_name: "svcX", mode: "sync_to_edge", source: "edge" },
+    "collection/c1": { def_module: "collection", def_name: "c1", mode: "sync", rows: false, source: "edge" },
+    "topic/telemetry/#": { def_module: "topic", def_name: "telemetry/#", mode: "sync_to_platform", source: "edge" },
+    "user/*": { def_module: "user", def_name: "*", mode: "deploy", source: "edge" },
   };
-  t.same(byKey(put.body[a]), want, "the answer is {edge: entries}; mode defaults to sync_to_edge");
+  t.same(byKey(put.body[a]), want, "the answer is {edge: entries}; mode defaults to sync_to_edge; each says it is the edge's own");
   const g2 = await s.dev.get(`/admin/edges/template/${SK}`);
   t.same(byKey(g2.body[a]), want, "GET shows the entries");
   t.same(g2.body[b], [], "the other edge is untouched");
@@ -358,6 +362,8 @@ t.test("templates: GET per edge, PUT add/remove with default mode, validation", 
 
   const bad = (body: unknown, what: string) => s.dev.put(`/admin/edges/template/${SK}/${a}`, body).then((r) => isErr(t, r, 400, what));
   await bad({ add: [{ def_module: "widget", def_name: "x" }] }, "unknown def_module");
+  await bad({ add: [{ def_module: "service", def_name: "svcY" }] }, "a service the system does not have");
+  await bad({ remove: [{ def_module: "service", def_name: "svcY" }] }, "removing an entry the template does not have");
   await bad({ add: [{ def_module: "service", def_name: "x", mode: "sometimes" }] }, "unknown mode");
   await bad({ add: [{ def_module: "service" }] }, "no def_name");
   await bad({ add: [{ def_module: "service", def_name: "" }] }, "empty def_name");
@@ -375,6 +381,9 @@ t.test("templates: GET per edge, PUT add/remove with default mode, validation", 
   isErr(t, await user.client.put(`/admin/edges/template/${SK}/${a}`, { add: [] }), 401, "a user token: PUT");
   await s.dev.del(edgePath(a));
   await s.dev.del(edgePath(b));
+  // the assets named above go too: the edges of later tests take every service and collection
+  await s.dev.del(`/admin/code/v/1/${SK}/svcX`);
+  await s.dev.del(`/admin/collectionmanagement?id=${c1}`);
 });
 
 t.test("templates: named templates from --edge-templates-dir, overridden entry by entry", async (t) => {
@@ -393,20 +402,23 @@ t.test("templates: named templates from --edge-templates-dir, overridden entry b
   t.equal(u.body.template, "gateway-basic");
   t.same(norm((await s.dev.get(`/admin/edges/template/${SK}`)).body[b]), norm(GATEWAY_BASIC), "the second edge shares it");
 
-  const o = await s.dev.put(`/admin/edges/template/${SK}/${b}`, { add: [{ def_module: "service", def_name: "*", mode: "sync_to_edge" }, { def_module: "service", def_name: "extra" }] });
+  const extra = uniq("extra");
+  must(await s.dev.post(`/admin/code/v/1/${SK}/${extra}`, { code: `function ${extra}(req, resp) { resp.success(1); }`, parameters: [] }), "a service");
+  const o = await s.dev.put(`/admin/edges/template/${SK}/${b}`, { add: [{ def_module: "service", def_name: "*", mode: "sync_to_edge" }, { def_module: "service", def_name: extra }] });
   ok200(t, o, "the edge's own entries");
   const eff = (await s.dev.get(`/admin/edges/template/${SK}`)).body;
   const svc = eff[b].filter((e: any) => key(e) === "service/*");
   t.equal(svc.length, 1, "one entry for service *");
   t.equal(svc[0]?.mode, "sync_to_edge", "the edge's entry overrides the named one");
-  t.ok(eff[b].some((e: any) => key(e) === "service/extra"), "an own entry is added");
+  t.ok(eff[b].some((e: any) => key(e) === `service/${extra}`), "an own entry is added");
   t.ok(eff[b].some((e: any) => key(e) === "collection/*" && e.mode === "sync"), "the named entries still apply");
   t.same(norm(eff[a]), norm(GATEWAY_BASIC), "the other edge with the named template is untouched");
 
   ok200(t, await s.dev.put(edgePath(b), { template: "" }), "unassign");
-  t.same(norm((await s.dev.get(`/admin/edges/template/${SK}`)).body[b]), ["service/*:sync_to_edge", "service/extra:sync_to_edge"], "only the own entries remain");
+  t.same(norm((await s.dev.get(`/admin/edges/template/${SK}`)).body[b]), ["service/*:sync_to_edge", `service/${extra}:sync_to_edge`], "only the own entries remain");
   await s.dev.del(edgePath(a));
   await s.dev.del(edgePath(b));
+  await s.dev.del(`/admin/code/v/1/${SK}/${extra}`);
 });
 
 // ---- 3.–8. a platform and an edge -------------------------------------------------------------
@@ -837,10 +849,11 @@ t.test("an edge with a wrong token is refused", async (t) => {
   running.add(bad);
   // the platform refuses the hello before it touches the edge record: once the edge is told, the
   // record is as the refusal left it
-  t.ok(await waitFor(() => /"msg":"the platform refused the edge"[^\n]*"message":"unknown edge or wrong token"/.test(bad.logs()), 15_000), "the edge is told it is refused");
+  t.ok(await waitFor(() => /"msg":"the platform refused the edge"[^\n]*"message":"the platform refused this edge's name or token: unknown edge or wrong token"/.test(bad.logs()), 15_000), "the edge is told it is refused");
   const rec = must(await s.dev.get(edgePath(name)), "record").body;
   t.equal(rec.isConnected, false, "not connected");
   t.equal(rec.first_talked, null, "never talked");
+  t.equal(rec.last_refusal, "wrong token", "the record keeps why it was refused");
   isErr(t, await request(bad.url, "POST", "/admin/auth", { body: { email: s.email, password: s.password } }).then((r) => r), 401, "nothing synced: the developer is unknown there");
   await bad.stop();
   running.delete(bad);

@@ -227,7 +227,7 @@ t.test("edge columns: add, use, query, delete (UserDefined)", async (t) => {
   ok200(t, await s.dev.del(`${adminEdge()}/columns?column=${col}`), "delete the column");
   t.notOk((await s.dev.get(`${adminEdge()}/columns`)).body.some((c: any) => c.ColumnName === col), "gone from the columns");
   t.notOk(col in (await s.dev.get(adminEdge(a))).body, "gone from the record");
-  isErr(t, await s.dev.del(`${adminEdge()}/columns?column=description`), 404, "a standard column is not a custom column to delete");
+  isErr(t, await s.dev.del(`${adminEdge()}/columns?column=description`), 400, "a standard column is not a custom column to delete");
   await s.dev.del(adminEdge(a));
   await s.dev.del(adminEdge(b));
 });
@@ -235,13 +235,18 @@ t.test("edge columns: add, use, query, delete (UserDefined)", async (t) => {
 // ---- templates --------------------------------------------------------------------------------
 
 t.test("templates: GET and PUT add/remove, `*`, default mode, the older sync paths, named templates", async (t) => {
+  // a system of its own: entries name assets it has (a service, two collections)
+  const ts = await devWithSystem(platform, "edges-templates");
+  const TS = ts.systemKey;
+  ok200(t, await ts.dev.post(`/admin/code/v/1/${TS}/svcA`, { code: "function svcA(req, resp) { resp.success(1); }", parameters: [] }), "service svcA");
+  for (const c of ["readings", "both"]) ok200(t, await ts.dev.post("/admin/collectionmanagement", { name: c, appID: TS }), `collection ${c}`);
   const name = uniq("tpl");
-  await createEdge(name, { token: "template-token-1" });
-  const empty = await s.dev.get(tplPath());
+  await createEdge(name, { token: "template-token-1" }, ts);
+  const empty = await ts.dev.get(tplPath(undefined, TS));
   ok200(t, empty, "GET template");
   t.same(empty.body[name], [], "a new edge has an empty template");
 
-  const p = await s.dev.put(tplPath(name), { add: [
+  const p = await ts.dev.put(tplPath(name, TS), { add: [
     { def_module: "service", def_name: "svcA" },
     { def_module: "library", def_name: "*", mode: "deploy" },
     { def_module: "collection", def_name: "readings", mode: "sync_to_platform" },
@@ -257,22 +262,22 @@ t.test("templates: GET and PUT add/remove, `*`, default mode, the older sync pat
   for (const e of p.body[name]) {
     for (const k of ["def_module", "def_name", "mode"]) t.type(e[k], "string", `${e.def_module}/${e.def_name}: ${k}`);
   }
-  const g = await s.dev.get(tplPath());
+  const g = await ts.dev.get(tplPath(undefined, TS));
   t.same(byKey(g.body[name]), byKey(p.body[name]), "GET returns what PUT set");
 
-  const r = await s.dev.put(tplPath(name), { remove: [{ def_module: "service", def_name: "svcA" }, { def_module: "trigger", def_name: "*" }], add: [{ def_module: "service", def_name: "*", mode: "sync" }] });
+  const r = await ts.dev.put(tplPath(name, TS), { remove: [{ def_module: "service", def_name: "svcA" }, { def_module: "trigger", def_name: "*" }], add: [{ def_module: "service", def_name: "*", mode: "sync" }] });
   ok200(t, r, "PUT remove and add");
   t.same(byKey(r.body[name]), { "library/*": "deploy", "collection/readings": "sync_to_platform", "collection/both": "sync", "service/*": "sync" }, "removed and added");
-  const again = await s.dev.put(tplPath(name), { add: [{ def_module: "library", def_name: "*", mode: "sync_to_edge" }] });
+  const again = await ts.dev.put(tplPath(name, TS), { add: [{ def_module: "library", def_name: "*", mode: "sync_to_edge" }] });
   t.equal(byKey(again.body[name])["library/*"], "sync_to_edge", "adding an existing entry changes its mode");
   t.equal(again.body[name].filter((e: any) => e.def_module === "library").length, 1, "no duplicate entry");
 
   // the older "sync" paths are the same resource
-  const old = await s.dev.get(`/admin/edges/sync/${SK}`);
+  const old = await ts.dev.get(`/admin/edges/sync/${TS}`);
   ok200(t, old, "GET /admin/edges/sync");
   t.same(byKey(old.body[name]), byKey(again.body[name]), "same template on the sync path");
-  ok200(t, await s.dev.put(`/admin/edges/sync/${SK}/${name}`, { add: [{ def_module: "timer", def_name: "*" }] }), "PUT on the sync path");
-  t.equal(byKey((await s.dev.get(tplPath())).body[name])["timer/*"], "sync_to_edge", "visible on the template path");
+  ok200(t, await ts.dev.put(`/admin/edges/sync/${TS}/${name}`, { add: [{ def_module: "timer", def_name: "*" }] }), "PUT on the sync path");
+  t.equal(byKey((await ts.dev.get(tplPath(undefined, TS))).body[name])["timer/*"], "sync_to_edge", "visible on the template path");
 
   // bad bodies
   const bad: [unknown, string][] = [
@@ -286,29 +291,29 @@ t.test("templates: GET and PUT add/remove, `*`, default mode, the older sync pat
     [{ replace: [] }, "an unknown top-level field"],
     ["[1,2", "broken JSON"],
   ];
-  for (const [body, what] of bad) isErr(t, await s.dev.put(tplPath(name), body), 400, what);
-  t.same(byKey((await s.dev.get(tplPath())).body[name]), { "library/*": "sync_to_edge", "collection/readings": "sync_to_platform", "collection/both": "sync", "service/*": "sync", "timer/*": "sync_to_edge" }, "bad bodies changed nothing");
-  isErr(t, await s.dev.put(tplPath("no-such-edge"), { add: [{ def_module: "service", def_name: "*" }] }), 404, "PUT for an unknown edge");
+  for (const [body, what] of bad) isErr(t, await ts.dev.put(tplPath(name, TS), body), 400, what);
+  t.same(byKey((await ts.dev.get(tplPath(undefined, TS))).body[name]), { "library/*": "sync_to_edge", "collection/readings": "sync_to_platform", "collection/both": "sync", "service/*": "sync", "timer/*": "sync_to_edge" }, "bad bodies changed nothing");
+  isErr(t, await ts.dev.put(tplPath("no-such-edge", TS), { add: [{ def_module: "service", def_name: "*" }] }), 404, "PUT for an unknown edge");
 
   // named templates from edge-templates/ (the repository's examples), overridden by the edge's own entries
   t.ok(existsSync(join(TEMPLATES_DIR, "telemetry-uplink.json")), "the repository ships telemetry-uplink.json");
   const fleet = uniq("fleet");
-  await createEdge(fleet, { token: "template-token-2", template: "telemetry-uplink" });
-  const named = byKey((await s.dev.get(tplPath())).body[fleet]);
+  await createEdge(fleet, { token: "template-token-2", template: "telemetry-uplink" }, ts);
+  const named = byKey((await ts.dev.get(tplPath(undefined, TS))).body[fleet]);
   t.same(named, { "collection/readings": "sync_to_platform", "collection/sites": "sync_to_edge", "service/*": "sync_to_edge", "device/*": "sync_to_edge" }, "the named template's entries");
-  await s.dev.put(tplPath(fleet), { add: [{ def_module: "service", def_name: "*", mode: "deploy" }, { def_module: "user", def_name: "*" }] });
-  const over = byKey((await s.dev.get(tplPath())).body[fleet]);
+  await ts.dev.put(tplPath(fleet, TS), { add: [{ def_module: "service", def_name: "*", mode: "deploy" }, { def_module: "user", def_name: "*" }] });
+  const over = byKey((await ts.dev.get(tplPath(undefined, TS))).body[fleet]);
   t.equal(over["service/*"], "deploy", "the edge's own entry overrides the named template's");
   t.equal(over["user/*"], "sync_to_edge", "and adds to it");
   t.equal(over["collection/sites"], "sync_to_edge", "the rest of the named template stays");
-  const sw = await s.dev.put(adminEdge(fleet), { template: "gateway-basic" });
+  const sw = await ts.dev.put(adminEdge(fleet, TS), { template: "gateway-basic" });
   ok200(t, sw, "switch the named template");
   t.equal(sw.body.template, "gateway-basic", "the record names its template");
-  const gb = byKey((await s.dev.get(tplPath())).body[fleet]);
+  const gb = byKey((await ts.dev.get(tplPath(undefined, TS))).body[fleet]);
   t.equal(gb["collection/*"], "sync", "gateway-basic's entries");
   t.equal(gb["service/*"], "deploy", "own entries still override");
-  await s.dev.del(adminEdge(name));
-  await s.dev.del(adminEdge(fleet));
+  await ts.dev.del(adminEdge(name, TS));
+  await ts.dev.del(adminEdge(fleet, TS));
 });
 
 // ---- failure paths without an edge process ----------------------------------------------------
@@ -523,7 +528,7 @@ t.test("the edge record and the sync status of a connected, synced edge", async 
 
   const st = await status(EDGE);
   for (const a of st) {
-    t.same(Object.keys(a).sort(), ["applied_version", "asset_name", "asset_type", "attempts", "desired_version", "last_error", "status", "updated_at"], `${a.asset_type}/${a.asset_name}: fields`);
+    t.same(Object.keys(a).sort(), ["applied_version", "asset_name", "asset_type", "attempts", "desired_version", "entry", "last_error", "source", "status", "updated_at"], `${a.asset_type}/${a.asset_name}: fields`);
     t.equal(a.status, "synced", `${a.asset_type}/${a.asset_name}: synced`);
     t.ok(a.applied_version >= a.desired_version, `${a.asset_type}/${a.asset_name}: applied ${a.applied_version} >= desired ${a.desired_version}`);
     t.equal(a.last_error, "", "no error");

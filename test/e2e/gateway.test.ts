@@ -137,7 +137,10 @@ t.test("a database written by a newer schema version is refused: exit 2, nothing
   db.close();
   const r = await runBin(["--data-dir", dataDir, ...(await ports())], { timeoutMs: 8000 });
   t.equal(r.code, 2, "exit 2");
-  t.match(r.stderr, /written by a newer version of Outpost \(schema version 100000; this one knows up to \d+\)/);
+  const [, version] = /^outpost (\S+)/.exec((await runBin(["--version"])).stdout) ?? [];
+  t.ok(r.stderr.startsWith("outpost: the database "), `one line saying why: ${r.stderr}`);
+  t.match(r.stderr, `written by a newer version of Outpost (schema version 100000; this one, ${version}, knows up to `, "naming the schema versions and this binary's version");
+  t.match(r.stderr, /run that version or a newer one, or restore a backup made by this one \(outpost restore; a package upgrade leaves one in \/var\/backups\/outpost\)/, "and what to do");
   t.notMatch(r.stderr, NO_STACK, "no stack trace");
   t.notMatch(r.stderr, /outpost started/, "nothing started");
 });

@@ -21,7 +21,8 @@ t.test("a healthy node answers 200 ok", async (t) => {
   t.teardown(() => o.stop());
   const r = await request(o.url, "GET", "/health");
   t.equal(r.status, 200);
-  t.same(r.body, { status: "ok" });
+  t.match(r.body, { status: "ok", version: /^\d+\.\d+\.\d+/, commit: /\S/ }, "ok, with the build");
+  t.notOk("reasons" in r.body, "no reasons");
 });
 
 t.test("the database cannot write: 503 naming it, and 200 again once it can", async (t) => {

@@ -1,12 +1,15 @@
 // HTTPS, black-box: with --tls-cert/--tls-key the API answers on --https-port (plain HTTP too,
 // unless --http-port 0), WebSocket MQTT works over TLS, an edge reaches an https:// platform with
 // --platform-ca (sync and developer sign-in through the platform), and the failure paths: an
-// untrusted certificate, an edge without the CA, a missing CA or key file, a bad --cors-origins.
+// untrusted certificate, an edge without the CA, a missing CA or key file, a bad --cors-origins;
+// SIGHUP gives every TLS port a renewed certificate (a bad one is refused).
 // Certificates are made here with openssl (a test CA and a server certificate for 127.0.0.1).
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
 import mqtt from "mqtt";
 import t from "tap";
 import { devWithSystem, freePort, hasCommand, needs, ok200, request, runBin, startOutpost, testCertificates, uniq, waitFor } from "./harness.ts";
@@ -131,6 +134,62 @@ t.test("an edge syncs with an https:// platform through --platform-ca; without i
     t.equal((await request(e.url, "GET", "/health")).status, 200, `${name}: the edge keeps serving locally`);
   }
 });
+
+t.test("SIGHUP reloads the TLS certificate: new connections on every TLS port get it, open ones stay; a bad one is refused and the running one kept", skip, async (t) => {
+  // the files the instance reads, replaced between reloads as a renewal would
+  const live = mkdtempSync(join(dir, "live-"));
+  const certFile = join(live, "cert.pem"), keyFile = join(live, "key.pem");
+  copyFileSync(certs.cert, certFile);
+  copyFileSync(certs.key, keyFile);
+  const [httpsPort, wss, mqtts] = await Promise.all([freePort(), freePort(), freePort()]);
+  const o = await startOutpost({ args: ["--tls-cert", certFile, "--tls-key", keyFile, "--https-port", String(httpsPort), "--mqtt-wss-port", String(wss), "--mqtt-tls-port", String(mqtts)], logLevel: "info" });
+  t.teardown(() => o.stop());
+  const ports = { https: httpsPort, "mqtt-tls": mqtts, "mqtt-wss": wss };
+  const served = async () => Object.fromEntries(await Promise.all(Object.entries(ports).map(async ([k, port]) => [k, await fingerprintAt(port)])));
+  const first = new X509Certificate(readFileSync(certs.cert)).fingerprint256;
+  t.same(await served(), { https: first, "mqtt-tls": first, "mqtt-wss": first }, "the first certificate on every TLS port");
+
+  // clients connected before the reload
+  const s = await devWithSystem(o, "tls-reload");
+  const opts = { ca: caPem(), username: s.devToken, password: s.systemKey, protocolVersion: 4 as const, reconnectPeriod: 0, connectTimeout: 10_000 };
+  const before = await Promise.all([`mqtts://127.0.0.1:${mqtts}`, `wss://127.0.0.1:${wss}/mqtt`].map((url) => mqtt.connectAsync(url, { ...opts, clientId: uniq("before") })));
+  t.teardown(() => { for (const c of before) c.end(true); });
+
+  // a renewed certificate: another key, signed by another CA
+  const next = testCertificates(mkdtempSync(join(dir, "next-")), "Renewal CA");
+  copyFileSync(next.cert, certFile);
+  copyFileSync(next.key, keyFile);
+  o.proc.kill("SIGHUP");
+  t.ok(await waitFor(() => /TLS certificate reloaded/.test(o.logs()), 10_000), "the reload is logged");
+  const renewed = new X509Certificate(readFileSync(next.cert)).fingerprint256;
+  t.same(await served(), { https: renewed, "mqtt-tls": renewed, "mqtt-wss": renewed }, "new connections get the new certificate on every TLS port");
+  t.equal((await httpsGet(httpsPort, "/health", { ca: readFileSync(next.ca, "utf8") })).status, 200, "HTTPS serves with it");
+  for (const [i, c] of before.entries()) {
+    const topic = `reload/${i}`;
+    const got = new Promise<string>((res) => c.on("message", (tp, p) => { if (tp === topic) res(p.toString()); }));
+    await c.subscribeAsync(topic, { qos: 1 });
+    await c.publishAsync(topic, "still here", { qos: 1 });
+    t.equal(await got, "still here", `a client connected before the reload is still served (${i ? "wss" : "mqtts"})`);
+  }
+
+  // a key that is not the certificate's: refused, the running certificate kept
+  copyFileSync(certs.key, keyFile);
+  o.proc.kill("SIGHUP");
+  t.ok(await waitFor(() => /TLS certificate could not be loaded; keeping the running one/.test(o.logs()), 10_000), "a bad pair is reported");
+  t.same(await served(), { https: renewed, "mqtt-tls": renewed, "mqtt-wss": renewed }, "and the running certificate kept");
+  t.equal(o.proc.exitCode, null, "the process runs on");
+});
+
+/** The SHA-256 fingerprint of the certificate a TLS port presents. */
+function fingerprintAt(port: number): Promise<string> {
+  return new Promise((res, rej) => {
+    const sock = tlsConnect({ host: "127.0.0.1", port, rejectUnauthorized: false }, () => {
+      res(new X509Certificate(sock.getPeerCertificate().raw).fingerprint256);
+      sock.end();
+    });
+    sock.on("error", rej);
+  });
+}
 
 t.test("bad TLS settings stop the start with a reason", skip, async (t) => {
   const ports = async () => ["--http-port", String(await freePort()), "--https-port", String(await freePort()), "--mqtt-port", String(await freePort()), "--mqtt-ws-port", String(await freePort()),

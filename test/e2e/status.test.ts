@@ -105,15 +105,16 @@ t.test("a failed asset: exit 1, shown with its error; --failed and --edge narrow
 
   const r = await status([...fleet, "--dev-token", s.devToken]);
   t.equal(r.code, 1, "exit 1");
-  t.match(r.stdout, /^gw-1\s+yes\s.*\s1$/m, "gw-1 counts one failed");
+  t.match(r.stdout, /^gw-1\s+yes\s.*\s2$/m, "gw-1 counts two failed: the collection, and its rows with it");
   t.match(r.stdout, new RegExp(`^EDGE\\s+TYPE\\s+NAME\\s+ATTEMPTS\\s+LAST ERROR\\ngw-1\\s+collection\\s+${clash}\\s+\\d+\\s+.*exists`, "m"), "the failed asset with its error");
   const failedOnly = await status([...fleet, "--dev-token", s.devToken, "--failed"]);
   t.equal(failedOnly.code, 1);
   t.notMatch(failedOnly.stdout, /^gw-2/m, "--failed: gw-2 is left out");
   const j = JSON.parse((await status([...fleet, "--dev-token", s.devToken, "--failed", "--json"])).stdout);
   t.same(j.edges.map((e: any) => e.name), ["gw-1"], "--failed --json: gw-1 only");
-  t.same(j.edges[0].assets.map((x: any) => [x.asset_type, x.asset_name, x.status]), [["collection", clash, "failed"]], "with its failed asset");
+  t.same(j.edges[0].assets.map((x: any) => [x.asset_type, x.asset_name, x.status]), [["collection", clash, "failed"], ["collection_rows", clash, "failed"]], "with its failed assets");
   t.match(j.edges[0].assets[0].last_error, /exists/, "and the error");
+  t.match(j.edges[0].assets[1].last_error, /^its collection failed to apply: .*exists/, "the rows' error is the collection's");
   const one = await status([...fleet, "--dev-token", s.devToken, "--edge", "gw-1", "--failed"]);
   t.equal(one.code, 1, "--edge gw-1: exit 1");
   t.match(one.stdout, new RegExp(`^collection\\s+${clash}\\s+failed\\s+\\d+\\s+0\\s+\\d+\\s+.*exists`, "m"), "the failed asset's row");

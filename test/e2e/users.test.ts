@@ -786,7 +786,7 @@ t.test("user columns: GET / POST / DELETE /admin/user/{sk}/columns", async (t) =
     [{ column_name: "", type: "string" }, "empty name"],
     [{ type: "string" }, "no name"],
     [{ column_name: "shoe", type: "int" }, "duplicate"],
-    [{ column_name: "email", type: "string" }, "built-in name"],
+    [{ column_name: "email", type: "int" }, "built-in name with another type"],
   ] as const) {
     isErr(t, await sc.dev.post(`/admin/user/${sc.systemKey}/columns`, body), 400, undefined, what);
   }

@@ -41,11 +41,24 @@ function bulkItems(columns: unknown, rows: unknown): Record<string, unknown>[] {
   });
 }
 
+/** An update answers its rows up to this many (its count past it). */
+const UPDATED_ROWS_MAX = 1_000;
+
 export const data: LibraryArea = {
   ops: {
     "collection.fetch": async (x, a) => x.e.collections.fetch(x.p, await collection(x, a.collection), queryText(a.query), ""),
     "collection.create": async (x, a) => x.e.collections.insert(x.p, await collection(x, a.collection), a.items),
-    "collection.update": async (x, a) => x.e.collections.update(x.p, await collection(x, a.collection), { query: a.query ?? [], $set: a.changes }),
+    "collection.update": async (x, a) => {
+      const c = await collection(x, a.collection);
+      if (a.rows !== true) return x.e.collections.update(x.p, c, { query: a.query ?? [], $set: a.changes });
+      // ClearBladeAsync's update answers the rows as they are now, as ClearBlade's does
+      const r = await x.e.collections.updateItems(x.p, c, { query: a.query ?? [], $set: a.changes });
+      if (typeof r === "number") return { count: r };
+      if (r.length === 0) return [];
+      if (r.length > UPDATED_ROWS_MAX) return { count: r.length };
+      const page = await x.e.collections.fetch(x.p, c, JSON.stringify({ FILTERS: r.map((item_id) => [{ EQ: [{ item_id }] }]), PAGESIZE: 0, PAGENUM: 0 }), "");
+      return (page as { DATA: unknown[] }).DATA;
+    },
     "collection.remove": async (x, a) => x.e.collections.delete(x.p, await collection(x, a.collection), queryText(a.query) ?? "[]"),
     "collection.count": async (x, a) => x.e.collections.count(x.p, await collection(x, a.collection), queryText(a.query)),
     "collection.upsert": async (x, a) => x.e.collections.upsert(x.p, await collection(x, a.collection), a.conflictColumn ?? null, a.item),

@@ -23,8 +23,9 @@ const SCALAR_TYPES: Record<string, ScalarKind> = {
   adaptors: "adapters", adapters: "adapters", filestores: "filestores", edgeremoteadmin: "edgeremoteadmin", webhooks: "webhooks",
   allservicecaches: "allservicecaches",
 };
-/** How a listing names each kind (the first ClearBlade name of it). */
-const ITEM_NAME = Object.fromEntries(Object.entries(ITEM_TYPES).reverse().map(([t, k]) => [k, t])) as Record<ItemKind, string>;
+/** How a listing names each kind (the first ClearBlade name of it); edgeremoteadmin is both, per
+ *  edge with an edge's name and the whole kind without. */
+const ITEM_NAME = { ...Object.fromEntries(Object.entries(ITEM_TYPES).reverse().map(([t, k]) => [k, t])), edgeremoteadmin: "edgeremoteadmin" } as Record<ItemKind, string>;
 const SCALAR_NAME = Object.fromEntries(Object.entries(SCALAR_TYPES).reverse().map(([t, k]) => [k, t])) as Record<ScalarKind, string>;
 
 /** A permission as ClearBladeAsync writes it: a resource type, an item name for item types, a level. */
@@ -37,7 +38,7 @@ const PERMS_MAX = 1000;
 function targetOf(type: unknown, name: unknown): Target {
   if (typeof type !== "string") throw fail("INVALID_ARGUMENT", "a permission's type (resource type) must be a string");
   const t = type.toLowerCase();
-  const item = ITEM_TYPES[t];
+  const item = ITEM_TYPES[t] ?? (t === "edgeremoteadmin" && name !== undefined ? "edgeremoteadmin" : undefined);
   if (item) {
     if (typeof name !== "string" || !name || name.length > 1024) throw fail("INVALID_ARGUMENT", `a '${type}' permission needs the ${type}'s name`);
     return { item, name };

@@ -4,7 +4,7 @@
 import { fail } from "../../core/errors.ts";
 import { parseQuery, selectRows } from "../../core/query.ts";
 import { objectBody } from "../../core/validate.ts";
-import type { HostContext, LibraryArea } from "./types.ts";
+import type { HostContext, HostOp, LibraryArea } from "./types.ts";
 
 /** The fields a read, update or delete by query may filter and sort on. */
 const TRIGGER_FIELDS = new Set(["name", "system_key", "def_module", "def_name", "service_name", "namespace", "disabled"]);
@@ -37,57 +37,60 @@ const rfc3339 = (s: string) => (/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2}(\.\d+)?)?
 
 const query = (q: unknown) => parseQuery(q ?? undefined, { defaultPageSize: 0 });
 
-async function triggersMatching(x: HostContext, q: unknown) {
-  return selectRows(await x.e.triggers.listTriggers(x.p, x.systemKey), query(q), TRIGGER_FIELDS);
+/** What the ops of one kind of definition call in the triggers domain. */
+interface Definitions {
+  fields: ReadonlySet<string>;
+  list(x: HostContext): Promise<{ name: string }[]>;
+  get(x: HostContext, name: string): Promise<unknown>;
+  create(x: HostContext, name: string, body: Record<string, unknown>): Promise<unknown>;
+  update(x: HostContext, name: string, body: Record<string, unknown>): Promise<unknown>;
+  remove(x: HostContext, name: string): Promise<unknown>;
 }
-async function timersMatching(x: HostContext, q: unknown) {
-  return selectRows(await x.e.triggers.listTimers(x.p, x.systemKey), query(q), TIMER_FIELDS);
+
+/** The single (`trigger.create`...) and by-query (`triggers.read`...) ops of one kind. */
+function definitionOps(what: "trigger" | "timer", d: Definitions): Record<string, HostOp> {
+  const matching = async (x: HostContext, q: unknown) => selectRows(await d.list(x), query(q), d.fields);
+  return {
+    [`${what}.create`]: (x, a) => {
+      const name = nameArg(a.name, what);
+      return d.create(x, name, definitionBody(x, what, name, a.options));
+    },
+    [`${what}.get`]: (x, a) => d.get(x, nameArg(a.name, what)),
+    [`${what}.update`]: (x, a) => {
+      const name = nameArg(a.name, what);
+      return d.update(x, name, definitionBody(x, what, name, a.changes));
+    },
+    [`${what}.delete`]: (x, a) => d.remove(x, nameArg(a.name, what)),
+    [`${what}s.read`]: (x, a) => matching(x, a.query),
+    [`${what}s.update`]: async (x, a) => {
+      const out = [];
+      for (const t of await matching(x, a.query)) out.push(await d.update(x, t.name, definitionBody(x, what, t.name, a.changes)));
+      return out;
+    },
+    [`${what}s.delete`]: async (x, a) => {
+      for (const t of await matching(x, a.query)) await d.remove(x, t.name);
+      return null;
+    },
+  };
 }
 
 export const triggers: LibraryArea = {
   ops: {
-    "trigger.create": (x, a) => {
-      const name = nameArg(a.name, "trigger");
-      return x.e.triggers.createTrigger(x.p, x.systemKey, name, definitionBody(x, "trigger", name, a.options));
-    },
-    "trigger.get": (x, a) => x.e.triggers.getTrigger(x.p, x.systemKey, nameArg(a.name, "trigger")),
-    "trigger.update": (x, a) => {
-      const name = nameArg(a.name, "trigger");
-      return x.e.triggers.updateTrigger(x.p, x.systemKey, name, definitionBody(x, "trigger", name, a.changes));
-    },
-    "trigger.delete": (x, a) => x.e.triggers.deleteTrigger(x.p, x.systemKey, nameArg(a.name, "trigger")),
-    "triggers.read": (x, a) => triggersMatching(x, a.query),
-    "triggers.update": async (x, a) => {
-      const out = [];
-      for (const t of await triggersMatching(x, a.query))
-        out.push(await x.e.triggers.updateTrigger(x.p, x.systemKey, t.name, definitionBody(x, "trigger", t.name, a.changes)));
-      return out;
-    },
-    "triggers.delete": async (x, a) => {
-      for (const t of await triggersMatching(x, a.query)) await x.e.triggers.deleteTrigger(x.p, x.systemKey, t.name);
-      return null;
-    },
-
-    "timer.create": (x, a) => {
-      const name = nameArg(a.name, "timer");
-      return x.e.triggers.createTimer(x.p, x.systemKey, name, definitionBody(x, "timer", name, a.options));
-    },
-    "timer.get": (x, a) => x.e.triggers.getTimer(x.p, x.systemKey, nameArg(a.name, "timer")),
-    "timer.update": (x, a) => {
-      const name = nameArg(a.name, "timer");
-      return x.e.triggers.updateTimer(x.p, x.systemKey, name, definitionBody(x, "timer", name, a.changes));
-    },
-    "timer.delete": (x, a) => x.e.triggers.deleteTimer(x.p, x.systemKey, nameArg(a.name, "timer")),
-    "timers.read": (x, a) => timersMatching(x, a.query),
-    "timers.update": async (x, a) => {
-      const out = [];
-      for (const t of await timersMatching(x, a.query))
-        out.push(await x.e.triggers.updateTimer(x.p, x.systemKey, t.name, definitionBody(x, "timer", t.name, a.changes)));
-      return out;
-    },
-    "timers.delete": async (x, a) => {
-      for (const t of await timersMatching(x, a.query)) await x.e.triggers.deleteTimer(x.p, x.systemKey, t.name);
-      return null;
-    },
+    ...definitionOps("trigger", {
+      fields: TRIGGER_FIELDS,
+      list: (x) => x.e.triggers.listTriggers(x.p, x.systemKey),
+      get: (x, name) => x.e.triggers.getTrigger(x.p, x.systemKey, name),
+      create: (x, name, body) => x.e.triggers.createTrigger(x.p, x.systemKey, name, body),
+      update: (x, name, body) => x.e.triggers.updateTrigger(x.p, x.systemKey, name, body),
+      remove: (x, name) => x.e.triggers.deleteTrigger(x.p, x.systemKey, name),
+    }),
+    ...definitionOps("timer", {
+      fields: TIMER_FIELDS,
+      list: (x) => x.e.triggers.listTimers(x.p, x.systemKey),
+      get: (x, name) => x.e.triggers.getTimer(x.p, x.systemKey, name),
+      create: (x, name, body) => x.e.triggers.createTimer(x.p, x.systemKey, name, body),
+      update: (x, name, body) => x.e.triggers.updateTimer(x.p, x.systemKey, name, body),
+      remove: (x, name) => x.e.triggers.deleteTimer(x.p, x.systemKey, name),
+    }),
   },
 };

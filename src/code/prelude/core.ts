@@ -127,9 +127,13 @@ export const CORE_JS = String.raw`
     else finish(kind, json);
     throw DONE; // success and error end the service
   }
-  Resp.prototype.success = function (v) { end(this, "success", v); };
-  Resp.prototype.error = function (v) { end(this, "error", v); };
-  Resp.prototype.send = function (v) { end(this, "success", v); };
+  // resp's methods also work detached (promise.then(resp.success)): without a Resp for this, they
+  // answer the run under way
+  var current = null;
+  function own(r) { return r instanceof Resp ? r : current; }
+  Resp.prototype.success = function (v) { end(own(this), "success", v); };
+  Resp.prototype.error = function (v) { end(own(this), "error", v); };
+  Resp.prototype.send = function (v) { end(own(this), "success", v); };
   Resp.prototype.set = function (h) { finish("headers", JSON.stringify(h || {})); };
   Resp.prototype.status = function (code) { finish("status", JSON.stringify(code)); return this; };
   var entry = null;
@@ -153,7 +157,7 @@ export const CORE_JS = String.raw`
       entry = globalThis[name];
       if (typeof entry !== "function") { entry = null; finish("missing", JSON.stringify(name)); return; }
     }
-    var resp = new Resp();
+    var resp = current = new Resp();
     var returned;
     try {
       returned = entry(req, resp);

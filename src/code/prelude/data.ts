@@ -67,7 +67,7 @@ const js = String.raw`
     return {
       fetch: function (q) { return call("collection.fetch", { collection: ref, query: plainQuery(q) }); },
       create: function (items) { return call("collection.create", { collection: ref, items: items }); },
-      update: function (q, changes) { return call("collection.update", { collection: ref, query: plainQuery(q), changes: changes }); },
+      update: function (q, changes) { return call("collection.update", { collection: ref, query: plainQuery(q), changes: changes, rows: true }); },
       remove: function (q) { return call("collection.remove", { collection: ref, query: plainQuery(q) }); },
       count: function (q) { return call("collection.count", { collection: ref, query: plainQuery(q) }); },
       upsert: function (item, col) { return call("collection.upsert", { collection: ref, item: item, conflictColumn: col }); },
@@ -81,7 +81,14 @@ const js = String.raw`
     };
   };
   function nothing() {}
-  ClearBladeAsync.Query = function (opts) { return new Query(opts); };
+  // the same query, whose fetch/update/remove answer promises (never blocking)
+  ClearBladeAsync.Query = function (opts) {
+    var q = new Query(opts);
+    q.fetch = function () { return call("collection.fetch", { collection: q.collection, query: plainQuery(q) }); };
+    q.update = function (changes) { return call("collection.update", { collection: q.collection, query: plainQuery(q), changes: changes, rows: true }); };
+    q.remove = function () { return call("collection.remove", { collection: q.collection, query: plainQuery(q) }); };
+    return q;
+  };
   ClearBladeAsync.newCollection = function (name) { return call("collections.create", { name: name }).then(function (r) { return { name: name, id: r.collectionID }; }); };
 `;
 

@@ -12,16 +12,19 @@ const js = String.raw`
   // keeps it going until resp.success/error or its deadline, as a pending promise does)
   globalThis.sleep = function (ms) { callSync("timer.wait", { ms: Number(ms) || 0 }); };
   var timers = {}, nextTimer = 1;
+  var pendingTimers = 0, TIMERS_MAX = 1000;
   function startTimer(fn, ms, args, repeat) {
     if (typeof fn !== "function") throw new TypeError("the timer's callback must be a function");
+    if (pendingTimers >= TIMERS_MAX) throw new RangeError("a run has at most " + TIMERS_MAX + " timers waiting at once");
     var id = nextTimer++;
     timers[id] = true;
+    pendingTimers++;
     (function tick() {
       call("timer.wait", { ms: Number(ms) || 0, id: id }).then(function () {
-        if (!timers[id]) return;
-        if (!repeat) delete timers[id];
+        if (!timers[id]) { pendingTimers--; return; }
+        if (!repeat) { delete timers[id]; pendingTimers--; }
         fn.apply(null, args);
-        if (repeat && timers[id]) tick();
+        if (repeat) { if (timers[id]) tick(); else pendingTimers--; }
       });
     })();
     return id;
@@ -109,7 +112,11 @@ const js = String.raw`
     return out;
   }
   // data given as a string (UTF-8) or bytes, as hex for the worker
+  // what one call hashes, encodes or signs at most (checked before the text is turned into bytes)
+  var BYTES_MAX = 8 * 1024 * 1024;
   function hexOf(data) {
+    var n = typeof data === "string" ? data.length : data && data.byteLength;
+    if (n > BYTES_MAX) throw new RangeError("the data is longer than " + BYTES_MAX + " bytes");
     if (typeof data === "string") return toHex(utf8Encode(data));
     if (data instanceof ArrayBuffer) return toHex(new Uint8Array(data));
     if (ArrayBuffer.isView(data)) return toHex(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
@@ -125,7 +132,12 @@ const js = String.raw`
 
   // ---- crypto -------------------------------------------------------------------------------
   function Digest(kind, algorithm, keyHex) { this._kind = kind; this._alg = algorithm; this._key = keyHex; this._parts = []; }
-  Digest.prototype.update = function (data) { this._parts.push(hexOf(data)); return this; };
+  Digest.prototype.update = function (data) {
+    this._size = (this._size || 0) + (typeof data === "string" ? data.length : (data && data.byteLength) || 0);
+    if (this._size > BYTES_MAX) throw new RangeError("the data is longer than " + BYTES_MAX + " bytes");
+    this._parts.push(hexOf(data));
+    return this;
+  };
   Digest.prototype.digest = function (encoding) {
     var enc = encoding === "binary" || encoding === "latin1" ? "latin1" : encoding === "base64" ? "base64" : encoding === undefined ? "bytes" : "hex";
     var args = { algorithm: this._alg, data: this._parts.join(""), inputEncoding: "hex", encoding: enc === "bytes" ? "hex" : enc };

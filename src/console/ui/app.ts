@@ -218,8 +218,10 @@ async function systemName(sk: string) {
 
 // ---- platform: a system's edges ---------------------------------------------------------------
 
-interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string }
-interface EdgeRecord { name: string; isConnected: boolean; last_talked: number | null; sync_lag: number | null }
+interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string; source?: string; entry?: string }
+interface EdgeRecord { name: string; isConnected: boolean; last_talked: number | null; sync_lag: number | null; template?: string; last_refusal?: string; last_refusal_at?: number | null }
+/** Where a template entry (or the asset it brings) comes from, as the API names it. */
+const sourceText = (source: string | undefined) => (!source ? "–" : source === "edge" ? "this edge" : source.startsWith("template:") ? `template ${source.slice(9)}` : source);
 const count = (assets: Asset[], status: string) => assets.filter((a) => a.status === status).length;
 
 let failedOnly = false;
@@ -276,7 +278,7 @@ async function edges(main: HTMLElement, sk: string) {
 /** The kinds of assets a template names and how they go (as the API takes them). */
 const MODULES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "topic"];
 const MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"];
-interface Entry { def_module: string; def_name: string; mode: string; rows?: boolean }
+interface Entry { def_module: string; def_name: string; mode: string; rows?: boolean; source?: string }
 
 async function edgePage(main: HTMLElement, sk: string, edge: string) {
   const name = await systemName(sk);
@@ -298,18 +300,19 @@ async function edgePage(main: HTMLElement, sk: string, edge: string) {
     catch (e) { show(msg, errorBox(e)); }
     finally { button.disabled = false; }
   };
-  const tbl = liveTable(["Type", "Name", "Status", ["Desired", "num"], ["Applied", "num"], ["Attempts", "num"], "Last error", ""], { id: "assets-table" });
+  const tbl = liveTable(["Type", "Name", "Status", ["Desired", "num"], ["Applied", "num"], ["Attempts", "num"], "Source", "Last error", ""], { id: "assets-table" });
   show(assetsBox, tbl.el);
   const renderAssets = () => {
     const shown = failedOnly ? assets.filter((a) => a.status === "failed") : assets;
     tbl.update(shown.map((a) => ({
-      key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.desired_version, a.applied_version, a.attempts, a.last_error]),
+      key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.desired_version, a.applied_version, a.attempts, a.last_error, a.source, a.entry]),
       make: () => {
         const b = h("button", { class: "retry" }, "Retry");
         b.addEventListener("click", () => void retry({ asset_class: a.asset_type, asset_id: a.asset_name }, b));
         return h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
           h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", { class: "status" }, statusPill(a.status)),
           h("td", { class: "num" }, a.desired_version), h("td", { class: "num" }, a.applied_version), h("td", { class: "num" }, a.attempts),
+          h("td", { class: "source", title: a.entry ?? "" }, sourceText(a.source), a.entry ? h("span", { class: "muted" }, ` (${a.entry})`) : null),
           h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–"), h("td", {}, a.status === "failed" ? b : null));
       },
     })));
@@ -326,6 +329,8 @@ async function edgePage(main: HTMLElement, sk: string, edge: string) {
       h("dt", {}, "Link"), h("dd", { id: "edge-link" }, linkPill(rec.isConnected)),
       h("dt", {}, "Last talked"), h("dd", { title: when(rec.last_talked) }, ago(rec.last_talked)),
       h("dt", {}, "Sync lag"), h("dd", {}, rec.sync_lag ?? "–"),
+      h("dt", {}, "Named template"), h("dd", { id: "edge-template" }, rec.template || "none (its own entries only)"),
+      rec.last_refusal ? [h("dt", {}, "Last refused"), h("dd", { id: "edge-refusal", class: "err", title: when(rec.last_refusal_at) }, `${ago(rec.last_refusal_at)}: ${rec.last_refusal}`)] : null,
       h("dt", {}, "Assets"), h("dd", {}, `${count(list, "pending")} pending, ${count(list, "synced")} synced, ${count(list, "failed")} failed`)));
     assets = list;
     renderAssets();
@@ -352,12 +357,13 @@ async function template(box: HTMLElement, sk: string, edge: string) {
       e.preventDefault();
       if (nameIn.value.trim()) void change({ add: [{ def_module: module.value, def_name: nameIn.value.trim(), mode: mode.value }] });
     });
-    show(box, msg, table(["Module", "Name", "Mode", ""], entries.map((en) => {
+    show(box, msg, table(["Module", "Name", "Mode", "Source", ""], entries.map((en) => {
       const m = select(MODES, en.mode);
       m.addEventListener("change", () => void change({ add: [{ def_module: en.def_module, def_name: en.def_name, mode: m.value, ...(en.rows !== undefined ? { rows: en.rows } : {}) }] }));
       const rm = h("button", { class: "remove" }, "Remove");
       rm.addEventListener("click", () => void change({ remove: [{ def_module: en.def_module, def_name: en.def_name }] }));
-      return h("tr", { "data-entry": `${en.def_module}/${en.def_name}` }, h("td", {}, en.def_module), h("td", {}, en.def_name), h("td", {}, m), h("td", {}, rm));
+      return h("tr", { "data-entry": `${en.def_module}/${en.def_name}`, "data-source": en.source ?? "" },
+        h("td", {}, en.def_module), h("td", {}, en.def_name), h("td", {}, m), h("td", { class: "source" }, sourceText(en.source)), h("td", {}, rm));
     }), { id: "template-table" }), h("div", { class: "card" }, h("strong", {}, "Add to the template"), add));
   };
   try {
@@ -417,7 +423,7 @@ async function edgeSelf(main: HTMLElement) {
   const assetsBox = h("div", { id: "assets" });
   const msg = h("div");
   show(main, h("h1", {}, "This edge"), msg, head, h("h2", {}, "Assets"), assetsBox);
-  const tbl = liveTable(["Type", "Name", "Status", "Last error"], { id: "assets-table" });
+  const tbl = liveTable(["Type", "Name", "Status", "Source", "Last error"], { id: "assets-table" });
   show(assetsBox, tbl.el);
   let named = false;
   every(2000, async () => {
@@ -429,14 +435,18 @@ async function edgeSelf(main: HTMLElement) {
         h("dt", {}, "Edge"), h("dd", {}, st.edge),
         h("dt", {}, "System"), h("dd", {}, h("code", {}, st.system_key)),
         h("dt", {}, "Platform"), h("dd", {}, st.platform_url),
+        h("dt", {}, "Named template"), h("dd", { id: "edge-template" }, st.template || "none"),
         h("dt", {}, "Link"), h("dd", { id: "edge-link" }, linkPill(st.connected)),
+        st.link_error && !st.connected ? [h("dt", {}, "Why"), h("dd", { id: "link-error", class: "err" }, `${st.link_error.cause}: ${st.link_error.message} (${st.link_error.attempts} tries since ${ago(st.link_error.since)})`)] : null,
         h("dt", {}, "Last contact"), h("dd", { title: when(st.last_contact) }, ago(st.last_contact)),
         h("dt", {}, "Outbox"), h("dd", { id: "outbox" }, `${st.outbox} waiting`),
         h("dt", {}, "Assets"), h("dd", {}, `${st.synced} synced, ${st.failed} failed`)));
       tbl.update((st.assets as Asset[]).map((a) => ({
-        key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.last_error]),
+        key: `${a.asset_type}/${a.asset_name}`, sig: JSON.stringify([a.status, a.last_error, a.source, a.entry]),
         make: () => h("tr", { "data-asset": `${a.asset_type}/${a.asset_name}`, "data-status": a.status },
-          h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", {}, statusPill(a.status)), h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–")),
+          h("td", {}, a.asset_type), h("td", {}, a.asset_name), h("td", {}, statusPill(a.status)),
+          h("td", { class: "source" }, sourceText(a.source), a.entry ? h("span", { class: "muted" }, ` (${a.entry})`) : null),
+          h("td", { class: a.last_error ? "err" : "muted" }, a.last_error || "–")),
       })));
     } catch (e) { show(msg, errorBox(e)); }
   });

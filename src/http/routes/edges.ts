@@ -61,17 +61,21 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void }>();
+    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void; remote?: string }>();
     const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
       let x = sockets.get(ws.raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
-      if (!x) { x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); } }; sockets.set(ws.raw, x); }
+      if (!x) {
+        x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); },
+          remote: (ws.raw as { remoteAddress?: string }).remoteAddress };
+        sockets.set(ws.raw, x);
+      }
       return x;
     };
     app = app.ws(SYNC_PATH, {
       open(ws: unknown) { hub.open(socket(ws as never)); },
       message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
-      close(ws: unknown) { void hub.close(socket(ws as never)); },
+      close(ws: unknown, code?: number, reason?: string) { void hub.close(socket(ws as never), code, reason); },
     } as never) as unknown as Elysia;
   }
   if (s.edgeSync) {
@@ -88,8 +92,14 @@ export const edgeRoutes = (s: Services) => {
       return {
         edge: c.edgeName, system_key: c.systemKey, platform_url: c.platformUrl, connected: st.connected,
         last_connected: seconds(st.lastConnectedAt), last_contact: seconds(st.lastContactAt), cursor: st.cursor, snapshot_done: st.snapshotDone,
-        // why the link is refused for its sync protocol version (by the platform, or by this edge), "" when it is not
+        // why the link is refused (by the platform: name or token, protocol, version; or by this
+        // edge: the platform's protocol), "" when it is not
         refused: st.refused ?? "",
+        // while reaching the platform fails: the latest cause (dns, tcp, timeout, tls, http,
+        // refused, closed), since when, the last try and how many (null: the last try was welcomed)
+        link_error: st.linkFailure ? { cause: st.linkFailure.cause, message: st.linkFailure.message, since: seconds(st.linkFailure.since), last_attempt: seconds(st.linkFailure.last), attempts: st.linkFailure.attempts } : null,
+        // the edge's named template ("" : none); each asset says which entry brings it and from where
+        template: st.template,
         outbox: st.outbox, synced: st.assets.filter((a) => a.status === "synced").length, failed: st.assets.filter((a) => a.status === "failed").length, assets: st.assets,
       };
     }) as unknown as Elysia;

@@ -3,7 +3,7 @@
 // hands out one message per call, sleep and timers wait, and a run blocked in a call holds only its
 // own sandbox: others run meanwhile.
 import { afterAll, describe, expect, test } from "bun:test";
-import { outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
+import { needsBlocking, outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
 
 const LIMITS = { memoryBytes: 32 << 20, sliceMs: 500 };
 const opened: Sandbox[] = [];
@@ -161,5 +161,33 @@ describe("sleep, timers and globals", () => {
     expect((o as { value: string[] }).value).toEqual([
       expect.stringContaining("unknown hash algorithm 'nope'"), expect.stringContaining("up to 1 MiB"), expect.stringContaining("unsupported algorithm 'XX256'"), expect.stringContaining("not base64"),
     ]);
+  });
+});
+
+describe("resp", () => {
+  test("resp.success and resp.error passed detached answer every run, not only the first", async () => {
+    const sb = await sandbox("function svc(req, resp){ var f = req.params.err ? resp.error : resp.success; Promise.resolve(req.params.n).then(f); }");
+    for (let n = 0; n < 4; n++) {
+      expect(await run(sb, later(() => null).hooks, { n, err: n % 2 === 1 })).toEqual({ kind: n % 2 === 1 ? "error" : "success", value: n });
+    }
+  });
+});
+
+describe("the plain build", () => {
+  test("a service naming no blocking call runs on the plain build; one that reaches a blocking call anyway is told why", async () => {
+    expect([
+      { service: { name: "a", code: "function a(req, resp){ resp.success(1) }" }, libraries: [] },
+      { service: { name: "b", code: "function b(req, resp){ ClearBlade.init({}) }" }, libraries: [] },
+      { service: { name: "c", code: "function c(req, resp){ helper() }" }, libraries: [{ name: "l", code: "function helper(){ sleep(1) }" }] },
+      { service: { name: "d", code: "async function d(req, resp){ await ClearBladeAsync.Collection('x').fetch() }" }, libraries: [] },
+    ].map((s) => needsBlocking(s))).toEqual([false, true, true, false]);
+    const plain = await Sandbox.create({ libraries: [], service: { name: "svc", code: 'function svc(req, resp){ var cb = globalThis["Clear" + "Blade"]; var got; cb.Collection("c").count(null, function (e, d) { got = [e, d && d.detail]; }); resp.success(got) }' }, meta: {}, blocking: false }, LIMITS);
+    opened.push(plain);
+    const o = await run(plain, later(() => 1).hooks);
+    expect(o.kind).toBe("success");
+    expect((o as { value: [boolean, string] }).value[0]).toBe(true);
+    expect((o as { value: [boolean, string] }).value[1]).toMatch(/names no blocking call/);
+    const async = await sandbox("async function svc(req, resp){ var n = await ClearBladeAsync.Collection('c').count(); resp.success(n) }");
+    expect(await run(async, later(() => 7).hooks)).toEqual({ kind: "success", value: 7 });
   });
 });

@@ -132,8 +132,9 @@ describe("WorkerPool", () => {
 
   test("a worker stuck past its deadline in code the interrupt does not reach is terminated and replaced; the runs behind it run elsewhere", async () => {
     const p = await pool({ memoryMb: 1024, sandboxMemoryMb: 256 });
-    // changing the case of a long string runs in C: seconds without an interrupt check
-    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var s = 'ab'.repeat(5e7).toUpperCase(); resp.success(s.length) }", { timeoutMs: 1_000 }));
+    // a naive substring search runs in C and never checks the interrupt: a needle of 150,000 'a's and
+    // a 'b' in 300,000 'a's is ~2e10 comparisons, tens of seconds on any machine, in under 1 MB
+    const stuck = p.submit(spec("a", "sorter", "function sorter(req, resp){ var h = 'a'.repeat(3e5), n = 'a'.repeat(1.5e5) + 'b'; resp.success(h.indexOf(n)) }", { timeoutMs: 1_000 }));
     const behind = p.submit(spec("a", "after", "function after(req, resp){ resp.success('after') }"));
     const t0 = performance.now();
     const o = await stuck.done;
@@ -175,13 +176,13 @@ describe("WorkerPool", () => {
   });
 
   test("warm sandboxes are bounded over the pool, least recently used go first", async () => {
-    const p = await pool({ workers: 1 });
+    const p = await pool({ workers: 1, warmMax: 8 });
     const counter = (i: number) => spec("a", `c${i}`, `var n = 0; function c${i}(req, resp){ resp.success(++n) }`);
     expect(await run(p, counter(0))).toEqual({ kind: "success", value: 1 });
     expect(await run(p, counter(0))).toEqual({ kind: "success", value: 2 }); // warm
-    for (let i = 1; i <= 64; i++) await run(p, counter(i));
-    expect(p.stats().warm).toBe(64);
-    expect(await run(p, counter(64))).toEqual({ kind: "success", value: 2 }); // recent: still warm
+    for (let i = 1; i <= 8; i++) await run(p, counter(i));
+    expect(p.stats().warm).toBe(8);
+    expect(await run(p, counter(8))).toEqual({ kind: "success", value: 2 }); // recent: still warm
     expect(await run(p, counter(0))).toEqual({ kind: "success", value: 1 }); // oldest: was evicted
   });
 

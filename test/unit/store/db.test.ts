@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fromSql, toSql } from "../../../src/core/columns.ts";
 import { Refusal } from "../../../src/core/errors.ts";
-import { databaseBytes, openDb, redactedUrl, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
+import { VERSION } from "../../../src/version.ts";
+import { databaseBytes, openDb, redactedUrl, schemaMissing, statementTooLarge, type Db, type Executor } from "../../../src/store/db.ts";
 import { migrate, MIGRATIONS, type Migration } from "../../../src/store/migrations.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
 import { available } from "../services.ts";
@@ -422,6 +423,18 @@ for (const d of DRIVERS) {
       expect(statementTooLarge(await db.run(`INSERT INTO nosuch VALUES (1)`).then(() => null, (e: unknown) => e))).toBe(false);
     }));
 
+    test("a statement naming a table or column that is not there is told apart from other failures", () => withDb(async (db) => {
+      const failure = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => e);
+      await db.run(db.dialect.ddl(`CREATE TABLE probe (id INTEGER PRIMARY KEY, name TEXT UNIQUE)`));
+      expect(schemaMissing(await failure(db.all(`SELECT * FROM nosuch`)))).toBe(true);
+      expect(schemaMissing(await failure(db.all(`SELECT gone FROM probe`)))).toBe(true);
+      expect(schemaMissing(await failure(db.run(`INSERT INTO probe (id, gone) VALUES (1, 2)`)))).toBe(true);
+      expect(schemaMissing(await failure(db.tx((tx) => tx.all(`SELECT * FROM nosuch`))))).toBe(true);
+      await db.run(`INSERT INTO probe (id, name) VALUES (1, 'a')`);
+      expect(schemaMissing(await failure(db.run(`INSERT INTO probe (id, name) VALUES (2, 'a')`)))).toBe(false);
+      expect(schemaMissing(await failure(db.all(`SELEC 1`)))).toBe(false);
+    }));
+
     if (d.file) {
       test("data persists across close and reopen, and the other driver reads the same file", async () => {
         const path = d.path();
@@ -487,8 +500,39 @@ for (const d of DRIVERS) {
           await db.run(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (7, 'from a newer version', '')`);
           const err = await migrate(db, [...ms, { version: 2, name: "b", up: [`CREATE TABLE b (v TEXT)`] }]).catch((e) => e);
           expect(err).toBeInstanceOf(Refusal);
-          expect(String(err.message)).toContain("newer version of Outpost (schema version 7; this one knows up to 2)");
+          expect(String(err.message)).toContain(`newer version of Outpost (schema version 7; this one, ${VERSION}, knows up to 2): run that version or a newer one, or restore a backup`);
           expect((await db.all<{ name: string }>(db.dialect.tablesSql)).map((r) => r.name)).not.toContain("b");
+        } finally { await db.close(); }
+      });
+
+      test("per-asset sync versions: what systems with edges hold is at version 1, statuses too; a refusal's columns", async () => {
+        const db = await d.open();
+        try {
+          const NAME = "per-asset sync versions, an edge's last refusal";
+          expect(MIGRATIONS.some((m) => m.name === NAME)).toBe(true);
+          await migrate(db, MIGRATIONS.filter((m) => m.name !== NAME));
+          const now = new Date().toISOString();
+          await db.run(`INSERT INTO developers(id, email, email_lower, password_hash, creation_date) VALUES ('d', 'd@x', 'd@x', 'h', ?)`, [now]);
+          for (const sk of ["withedge", "without"]) {
+            await db.run(`INSERT INTO systems(system_key, system_secret, name, owner_id, created_at) VALUES (?, 's', ?, 'd', ?)`, [sk, sk, now]);
+            for (const svc of ["calc", "fresh"]) await db.run(`INSERT INTO services(system_key, name, code, created_at, updated_at) VALUES (?, ?, '', ?, ?)`, [sk, svc, now, now]);
+          }
+          await db.run(`INSERT INTO edges(system_key, name, token_hash, created_date) VALUES ('withedge', 'gw', 'h', 1)`);
+          // calc changed while the system had its edge (its latest change noted); statuses in log sequence numbers
+          await db.run(`INSERT INTO sync_asset_seqs(system_key, asset_type, asset_name, seq) VALUES ('withedge', 'service', 'calc', 41)`);
+          await db.run(`INSERT INTO sync_status(system_key, edge_name, asset_type, asset_name, desired_version, applied_version, status, updated_at) VALUES
+            ('withedge', 'gw', 'service', 'calc', 41, 41, 'synced', ?), ('withedge', 'gw', 'service', 'fresh', 45, 30, 'pending', ?)`, [now, now]);
+          expect(await migrate(db)).toEqual([MIGRATIONS.find((m) => m.name === NAME)!.version]);
+          const seqs = await db.all<{ system_key: string; asset_type: string; asset_name: string; seq: number; version: number }>(
+            `SELECT system_key, asset_type, asset_name, seq, version FROM sync_asset_seqs ORDER BY system_key, asset_type, asset_name`);
+          expect(seqs).toEqual([
+            { system_key: "withedge", asset_type: "service", asset_name: "calc", seq: 41, version: 1 },
+            { system_key: "withedge", asset_type: "service", asset_name: "fresh", seq: 0, version: 1 },
+          ]);
+          const st = await db.all<{ asset_name: string; desired_version: number; applied_version: number }>(`SELECT asset_name, desired_version, applied_version FROM sync_status ORDER BY asset_name`);
+          expect(st).toEqual([{ asset_name: "calc", desired_version: 1, applied_version: 1 }, { asset_name: "fresh", desired_version: 1, applied_version: 0 }]);
+          const e = await db.get<{ last_refusal: string; last_refusal_at: number | null }>(`SELECT last_refusal, last_refusal_at FROM edges`);
+          expect(e).toEqual({ last_refusal: "", last_refusal_at: null });
         } finally { await db.close(); }
       });
 

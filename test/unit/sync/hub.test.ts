@@ -31,12 +31,13 @@ afterAll(() => app.stop());
 class FakeEdge {
   got: any[] = [];
   closed = false;
-  constructor(readonly name: string) {}
+  /** `report`: the results the edge acknowledges a batch's changes with (none by default) */
+  constructor(readonly name: string, readonly report: (changes: any[]) => unknown[] = () => []) {}
   readonly socket = {
     send: (text: string) => {
       const m = JSON.parse(text);
       this.got.push(m);
-      if (m.t === "batch") void hub.message(this.socket, JSON.stringify({ t: "ack", upTo: m.upTo, snapshot: m.snapshot, results: [] }));
+      if (m.t === "batch") void hub.message(this.socket, JSON.stringify({ t: "ack", upTo: m.upTo, snapshot: m.snapshot, results: this.report(m.changes) }));
       if (m.t === "snapshot_end") void hub.message(this.socket, JSON.stringify({ t: "ack", upTo: m.seq, snapshot: true, results: [] }));
     },
     close: () => { this.closed = true; },
@@ -125,5 +126,28 @@ describe("sync hub", () => {
     const [later] = await c.insert(dev, await t.col(), [{ v: 3 }]);
     await settle(() => again.liveRows().some((r: any) => r.item === later!.item_id && r.op === "upsert"));
     expect(again.got.filter((m) => m.t === "batch" && m.snapshot)).toEqual([]);
+  });
+
+  test("versions count each asset's changes; an edge that does not echo them is placed by the change's seq", async () => {
+    const code = (n: number) => ({ code: `function vcalc(req, resp) { resp.success(${n}); }` });
+    await app.services.services.create(dev, sk, "vcalc", { ...code(1), parameters: [] });
+    await app.services.services.create(dev, sk, "vbad", { code: "function vbad(req, resp) {}", parameters: [] });
+    await app.services.edges.create(dev, sk, "versions", { token: "versions-token" });
+    await app.services.edges.changeTemplate(dev, sk, "versions", { add: [{ def_module: "service", def_name: "vcalc", mode: "sync_to_edge" }, { def_module: "service", def_name: "vbad", mode: "sync_to_edge" }] });
+    // as an edge from before versions: results carry the change's seq only; vbad fails to apply
+    const e = new FakeEdge("versions", (changes) => changes.map((c) => ({ type: c.type, name: c.name, seq: c.seq, ...(c.name === "vbad" ? { error: "does not apply" } : {}) })));
+    await e.connect();
+    const st = async (name: string) => (await hub.status(sk, "versions")).find((a) => a.asset_name === name)!;
+    await settle(async () => (await st("vcalc")).status === "synced");
+    // made after the system had edges: version 1, carried by the snapshot
+    expect(e.got.filter((m) => m.t === "batch").flatMap((m) => m.changes).find((c: any) => c.name === "vcalc").version).toBe(1);
+    for (const n of [2, 3]) await app.services.services.update(dev, sk, "vcalc", code(n));
+    await settle(async () => (await st("vcalc")).applied_version === 3);
+    expect(await st("vcalc")).toMatchObject({ status: "synced", desired_version: 3, applied_version: 3, source: "edge", entry: "service/vcalc" });
+    const live = e.got.filter((m) => m.t === "batch" && !m.snapshot).flatMap((m) => m.changes).filter((c: any) => c.name === "vcalc");
+    expect(live.map((c: any) => c.version)).toEqual([2, 3]);
+    await app.services.services.update(dev, sk, "vbad", { code: "function vbad(req, resp) { resp.success(2); }" });
+    await settle(async () => (await st("vbad")).desired_version === 2);
+    expect(await st("vbad")).toMatchObject({ status: "failed", desired_version: 2, last_error: "does not apply" });
   });
 });

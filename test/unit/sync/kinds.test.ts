@@ -90,6 +90,21 @@ describe("the kinds of definitions", () => {
     });
   }
 
+  test("an adapter file whose content is not what its sha256 says is refused, naming the file, and nothing of it is kept", async () => {
+    await app.services.adapters.putFile(dev, sk, "modbus", { name: "config.json", file: Buffer.from('{"port": 502}').toString("base64") });
+    const a = (await KINDS.adapter.list(app.db, sk)).find((r) => r.name === "modbus");
+    const body = JSON.parse(JSON.stringify(await KINDS.adapter.body(app.db, sk, a)));
+    expect(body.files.map((f: { name: string }) => f.name)).toEqual(["config.json"]);
+    for (const content of ["", Buffer.from("something else").toString("base64"), "not base64!"]) {
+      const bad = { ...body, files: [{ ...body.files[0], content }] };
+      const err = await other.tx((tx) => KINDS.adapter.apply(tx, sk, "modbus", bad)).then(() => null, (e: Error) => e);
+      expect(String(err?.message)).toMatch(/adapter 'modbus': (the content of )?file 'config\.json'/);
+      expect(await other.get(`SELECT 1 AS x FROM blobs WHERE hash = ?`, [body.files[0].hash])).toBeUndefined();
+    }
+    await other.tx((tx) => KINDS.adapter.apply(tx, sk, "modbus", body));
+    expect(await other.get(`SELECT 1 AS x FROM blobs WHERE hash = ?`, [body.files[0].hash])).toBeDefined();
+  });
+
   test("a node's built-in roles are never removed as missing from a snapshot", async () => {
     for (const name of ["Administrator", "Authenticated", "Anonymous"]) expect(await KINDS.role.deleteBody(app.db, sk, name)).toBeUndefined();
   });

@@ -5,7 +5,10 @@
 // operator graphs (build info, database latency, connected edges, failed assets, per system). The
 // access log: a line per request with its route pattern, the error id of a 5xx the client got;
 // refused and throttled sign-ins, MQTT connects, refusals and disconnects, and developers' changes.
+// And every metric the shipped dashboard and alert rules use has series on a live platform or edge.
+import { readFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
+import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
 import { type DevSystem, devWithSystem, freePort, METRICS_TOKEN, metrics, must, newUser, type Outpost, request, startOutpost, uniq, waitFor } from "./harness.ts";
@@ -152,7 +155,8 @@ t.test("refused and throttled sign-ins are logged with the login they named, nev
   for (let i = 0; i < 4; i++) statuses.push((await s.app.post("/api/v/1/user/auth", { email: u.email, password: "wrong-password-2" })).status);
   t.same(statuses, [401, 401, 401, 429], "the 4th user sign-in is throttled");
   t.equal((await request(o.url, "POST", `/api/v/2/devices/${s.systemKey}/auth`, { body: { deviceName: "no-such-device", activeKey: "wrong-key-3" } })).status, 401);
-  t.ok(await waitFor(() => logLines(o, "sign-in throttled").length > 0, 10_000), "the throttled sign-in");
+  // (a refusal's line is written once its body is read: after the answer)
+  t.ok(await waitFor(() => logLines(o, "sign-in throttled").length > 0 && logLines(o, "sign-in refused").some((l) => l.kind === "device"), 10_000), "the throttled sign-in and the last refusal");
   const refused = logLines(o, "sign-in refused");
   t.match(refused.find((l) => l.kind === "developer"), { level: "warn", login: s.email, ip: "127.0.0.1" }, "the developer's");
   t.equal(refused.filter((l) => l.kind === "user" && l.login === u.email && l.systemKey === s.systemKey).length, 3, "the user's three");
@@ -192,4 +196,59 @@ t.test("changes by developers are logged: who, what, where", async (t) => {
   t.match(lines[1], { action: "delete", method: "DELETE" });
   t.ok(logLines(platform, "admin change").some((l) => l.route === "/admin/systemmanagement" && l.action === "create" && l.developer === s.email), "the system's creation");
   t.notOk(platform.logs().includes("pump-key-123"), "no key");
+});
+
+/** The metric names the shipped dashboard's and alert rules' queries use (a histogram's series as
+ *  their family: outpost_x_bucket is outpost_x). */
+function deployedMetricNames(): string[] {
+  const text = readFileSync(join(process.cwd(), "deploy/grafana/outpost.json"), "utf8") + readFileSync(join(process.cwd(), "deploy/prometheus/alerts.yml"), "utf8");
+  return [...new Set(text.match(/\boutpost_[a-z0-9_]+/g) ?? [])];
+}
+
+t.test("deploy/: every metric the dashboard and the alert rules use has series on a live platform's or edge's /metrics", async (t) => {
+  const p = await start({ defaultThrottlers: true, args: ["--metrics-system-labels", "3", "--code-workers", "2"] });
+  const s = await devWithSystem(p, "deploy");
+  // services: one that answers, one that throws, one stuck in C past its timeout (its worker is replaced)
+  const fine = uniq("fine"), thrower = uniq("thrower"), stuck = uniq("stuck");
+  await must(s.dev.post(`/admin/code/v/1/${s.systemKey}/${fine}`, { code: `function ${fine}(req, resp) { resp.success("ok") }` }), "service");
+  await must(s.dev.post(`/admin/code/v/1/${s.systemKey}/${thrower}`, { code: `function ${thrower}(req, resp) { throw new Error("no") }` }), "service");
+  await must(s.dev.post(`/admin/code/v/1/${s.systemKey}/${stuck}`, { code: `function ${stuck}(req, resp) { var h = "a".repeat(3e5), n = "a".repeat(1.5e5) + "b"; resp.success(h.indexOf(n)) }`, execution_timeout: 1 }), "service");
+  const run = (name: string) => s.dev.post(`/api/v/1/code/${s.systemKey}/${name}`, {});
+  t.equal((await run(fine)).status, 200);
+  t.equal((await run(thrower)).body?.success, false, "a failed run");
+  t.equal((await run(stuck)).status, 504, "a stuck run");
+  // MQTT: a client (the developer) that receives its own publish
+  const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${p.mqttPort}`, { username: s.devToken, password: s.systemKey, clientId: uniq("c"), protocolVersion: 4, reconnectPeriod: 0 });
+  await c.subscribeAsync("deploy/t");
+  const got = new Promise((res) => c.once("message", res));
+  await c.publishAsync("deploy/t", "x");
+  await got;
+  // throttling: the 4th wrong sign-in of a user
+  const u = await newUser(s);
+  for (let i = 0; i < 4; i++) await s.app.post("/api/v/1/user/auth", { email: u.email, password: "wrong" });
+  // an edge, connected, holding a collection of its own that the platform's of the same name clashes with (failed)
+  const edgeName = uniq("gw"), token = `${edgeName}-token`;
+  await must(s.dev.post(`/admin/edges/${s.systemKey}/${edgeName}`, { token }), "edge");
+  const edge = await start({ args: ["--mode", "edge", "--platform-url", p.url, "--system-key", s.systemKey, "--edge-name", edgeName, "--edge-token", token, "--sync-ping-ms", "500"] });
+  const connected = async () => (await s.dev.get(`/admin/edges/${s.systemKey}/${edgeName}`)).body.isConnected === true;
+  t.ok(await waitFor(connected, 20_000), "the edge is connected");
+  let edgeToken = "";
+  t.ok(await waitFor(async () => {
+    const a = await request(edge.url, "POST", "/admin/auth", { body: { email: s.email, password: s.password } });
+    edgeToken = a.body?.dev_token ?? "";
+    return a.status === 200;
+  }, 20_000), "a developer signs in on the edge");
+  await must(request(edge.url, "POST", "/admin/collectionmanagement", { headers: { "ClearBlade-DevToken": edgeToken }, body: { name: "clash", appID: s.systemKey } }), "the edge's own collection");
+  await must(s.dev.post("/admin/collectionmanagement", { name: "clash", appID: s.systemKey }), "the platform's");
+  await must(s.dev.put(`/admin/edges/template/${s.systemKey}/${edgeName}`, { add: [{ def_module: "collection", def_name: "clash", mode: "sync" }] }), "template");
+  const failedLine = /^outpost_sync_failed_assets\{asset_type="collection"\} 1$/m;
+  t.ok(await waitFor(async () => failedLine.test((await metrics(p)).text) && failedLine.test((await metrics(edge)).text), 20_000), "the failed collection counts on both sides");
+
+  const [platformText, edgeText] = [(await metrics(p)).text, (await metrics(edge)).text];
+  c.end(true);
+  const families = new Set([...seriesOf(platformText), ...seriesOf(edgeText)].map((x) => x.replace(/\{.*$/, "")));
+  const names = deployedMetricNames();
+  t.ok(names.length > 25, `the dashboard and alerts use ${names.length} metrics`);
+  t.same(names.filter((n) => !families.has(n)), [], "each has series");
+  t.notOk(families.has("outpost_no_such_metric"), "(a name without series is not found)");
 });

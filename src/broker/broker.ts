@@ -61,12 +61,17 @@ interface Session {
   allowed: Map<string, { ok: boolean; until: number }>;
   /** gives back a concurrency slot of the MQTT Connections throttler when the client goes */
   release?: () => void;
+  /** why the connection ended, as far as the broker saw (for its log line) */
+  endedBy?: string;
 }
 
 const DECISION_MS = 5_000;
 /** Longest a stop waits for publishes in flight. */
 const DRAIN_MS = 2_000;
 const DECISIONS_MAX = 500;
+/** A client refused again and again is logged once per this long, with the count in between. */
+const REFUSAL_LOG_MS = 60_000;
+const REFUSALS_KEPT = 10_000;
 
 /** Longest client id a client may send (the system key and a slash come in front of it). */
 const CLIENT_ID_MAX = 128;
@@ -99,6 +104,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   readonly messagesIn = [0, 0, 0];
   readonly messagesOut = [0, 0, 0];
   private readonly servers: { name: string; close(): Promise<void> }[] = [];
+  /** refusals logged lately, by system and client id: when the next may be, and how many were not */
+  private readonly refusals = new Map<string, { until: number; skipped: number }>();
   private webSockets: ReturnType<typeof Bun.serve>[] = [];
   /** what a SIGHUP calls to give the TLS listeners a new certificate (reloadTls) */
   private readonly tlsReloads: ((creds: { cert: Buffer; key: Buffer }) => void)[] = [];
@@ -148,7 +155,12 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     a.on("clientDisconnect", (client) => this.disconnected(client));
     a.on("subscribe", (subs, client) => this.subscribed(client, subs.map((s) => s.topic), "Messaging::Subscribe"));
     a.on("unsubscribe", (topics, client) => this.subscribed(client, topics, "Messaging::Unsubscribe"));
-    a.on("clientError", (client, err) => this.d.log.debug("mqtt client error", { client: client?.id, err }));
+    a.on("clientError", (client, err) => {
+      const s = client && this.sessions.get(client);
+      if (s) s.endedBy ??= err.message;
+      this.d.log.debug("mqtt client error", { client: client?.id, err });
+    });
+    a.on("keepaliveTimeout", (client) => { const s = this.sessions.get(client); if (s) s.endedBy ??= "keepalive timeout"; });
 
     const c = this.d.config;
     await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
@@ -257,6 +269,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       const s = this.sessions.get(client);
       if (!s) return;
       if (packet.cmd === "publish") packet.topic = s.prefix + packet.topic;
+      else if (packet.cmd === "disconnect") s.endedBy ??= "DISCONNECT";
       else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
       else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
     });
@@ -278,23 +291,47 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
   private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
     const s = this.sessions.get(client);
-    if (!s || !username || !password || !s.systemKey) throw authError("username (a token) and password (the system key) are required");
-    if (s.clientId.length > CLIENT_ID_MAX) throw Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED });
+    if (!s) throw authError("username (a token) and password (the system key) are required");
+    if (!username || !password || !s.systemKey) this.refuse(s, authError("username (a token) and password (the system key) are required"));
+    if (s.clientId.length > CLIENT_ID_MAX) this.refuse(s, Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED }));
     const p = await this.d.tokens.resolve(username);
-    // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
-    const release = await this.admit(s, p);
+    let release: (() => void) | undefined;
     try {
+      // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
+      release = await this.admit(s, p);
       if (!p) throw authError("invalid token");
       const system = await this.d.systems.find(s.systemKey);
       if (!system) throw authError("unknown system");
       if (p.kind === "developer" ? !developerReaches(p, system) : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
     } catch (err) {
       release?.();
+      this.refused(s, p, (err as Error).message);
       throw err;
     }
     s.principal = p;
     s.release = release;
     s.connectedAt = new Date().toISOString();
+  }
+
+  private refuse(s: Session, err: Error): never {
+    this.refused(s, null, err.message);
+    throw err;
+  }
+
+  /** A refused CONNECT, logged at most once a minute per system, address and reason (a client
+   *  retrying every second, or many with made-up ids, would otherwise fill the log). */
+  private refused(s: Session, p: Principal | null, reason: string) {
+    if (!this.d.log.enabled("warn")) return;
+    const key = `${s.systemKey}\u0000${s.ip}\u0000${reason}`;
+    const now = Date.now();
+    const seen = this.refusals.get(key);
+    if (seen && seen.until > now) { seen.skipped++; return; }
+    if (this.refusals.size >= REFUSALS_KEPT) this.refusals.clear();
+    this.refusals.set(key, { until: now + REFUSAL_LOG_MS, skipped: 0 });
+    this.d.log.warn("mqtt connect refused", {
+      clientId: s.clientId, systemKey: s.systemKey, principal: p?.kind ?? "unknown", ...(p ? { who: principalEmail(p) } : {}), ip: s.ip, reason,
+      ...(seen?.skipped ? { refusedSinceLastLine: seen.skipped } : {}),
+    });
   }
 
   /** The MQTT Connections throttler; developers are never throttled. */
@@ -407,6 +444,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     if (!set) this.bySystem.set(s.systemKey, (set = new Set()));
     set.add(client);
     const p = s.principal;
+    this.d.log.info("mqtt connected", { clientId: s.clientId, systemKey: s.systemKey, principal: p.kind, who: principalEmail(p), ip: s.ip });
     if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceConnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
     else this.d.events.emit("Messaging::MQTTUserConnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
@@ -418,6 +456,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const set = this.bySystem.get(s.systemKey);
     if (set?.delete(client) && set.size === 0) this.bySystem.delete(s.systemKey);
     const p = s.principal;
+    this.d.log.info("mqtt disconnected", { clientId: s.clientId, systemKey: s.systemKey, principal: p.kind, who: principalEmail(p), reason: s.endedBy ?? "connection closed" });
     if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceDisconnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
     else this.d.events.emit("Messaging::MQTTUserDisconnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
@@ -476,6 +515,11 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       out.set(s.principal.name, list);
     }
     return out;
+  }
+
+  /** Clients connected per system (for /metrics). */
+  connectionsBySystem(): [string, number][] {
+    return [...this.bySystem].map(([k, set]) => [k, set.size]);
   }
 
   clientCount(systemKey?: string) {

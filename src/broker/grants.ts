@@ -50,12 +50,13 @@ export class Grants {
     return max;
   }
 
-  /** aedes' client.subscriptions (filter -> {qos, ...}), with every change also made here. */
-  track<T extends { qos?: number }>(subscriptions: Record<string, T>): Record<string, T> {
+  /** aedes' client.subscriptions (filter -> {qos, ...}), with every change also made here (and
+   *  told to `onSet`). */
+  track<T extends { qos?: number }>(subscriptions: Record<string, T>, onSet?: (filter: string, sub: T) => void): Record<string, T> {
     return new Proxy(subscriptions, {
       set: (target, filter, sub: T) => {
         target[filter as string] = sub;
-        if (typeof filter === "string") this.set(filter, sub?.qos ?? 0);
+        if (typeof filter === "string") { this.set(filter, sub?.qos ?? 0); onSet?.(filter, sub); }
         return true;
       },
       deleteProperty: (target, filter) => {

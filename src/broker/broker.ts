@@ -28,7 +28,7 @@ import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
 import { Grants } from "./grants.ts";
 import { fastPublishIn, fastPublishOut } from "./publish.ts";
-import { dollarBlocked, type Handler, parseShare, SharedSubscriptions } from "./shared.ts";
+import { dollarBlocked, type Handler, parseShare, SharedSubscriptions, startsWithWildcard } from "./shared.ts";
 import { coalesceWrites } from "./writes.ts";
 
 export interface BrokerDeps {
@@ -538,12 +538,6 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     await Promise.all(this.servers.map((s) => s.close()));
     this.servers.length = 0;
   }
-}
-
-/** Whether a filter in a system's space ("<systemKey>/...") starts with a wildcard after the key. */
-function startsWithWildcard(filter: string): boolean {
-  const c = filter.charCodeAt(filter.indexOf("/") + 1);
-  return c === 43 /* + */ || c === 35; /* # */
 }
 
 /** A client's topic or filter in its system's space ($share/group/ keeps its place in front). */

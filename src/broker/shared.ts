@@ -59,10 +59,13 @@ export function parseShare(topic: string): { group: string; filter: string } | n
 /** [MQTT-4.7.2-1] in a system's space: whether a filter whose first level after the system key is a
  *  wildcard would be offered a topic whose first level after the key starts with "$". */
 export function dollarBlocked(filter: string, topic: string): boolean {
-  const f = filter.indexOf("/");
-  const c = filter.charCodeAt(f + 1);
-  if (c !== 43 /* + */ && c !== 35 /* # */) return false;
-  return topic.charCodeAt(topic.indexOf("/") + 1) === 36; /* $ */
+  return startsWithWildcard(filter) && topic.charCodeAt(topic.indexOf("/") + 1) === 36; /* $ */
+}
+
+/** Whether a filter in a system's space starts with a wildcard after the system key. */
+export function startsWithWildcard(filter: string): boolean {
+  const c = filter.charCodeAt(filter.indexOf("/") + 1);
+  return c === 43 /* + */ || c === 35; /* # */
 }
 
 const NEWS = (node: string) => `$SYS/${node}/outpost/share/groups`;

@@ -176,7 +176,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log, scoped: true });
     // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
     const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });

@@ -25,6 +25,8 @@ import { HttpThrottle, throttledError } from "./throttle.ts";
 import { RequestMetrics } from "./metrics.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
+import { relayedEdge, relayToEdge } from "./edgeRelay.ts";
+import { fleetRoutes } from "./routes/fleet.ts";
 import type { Services } from "./services.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
@@ -96,7 +98,9 @@ export function createHttpApp(s: Services) {
     // every answer, an error or a refusal too, says which origin may read it.
     //
     // Outermost, the request counts on /metrics by route and status, with its latency.
-    .wrap((handle: (r: Request) => unknown) => (request: Request) => {
+    .wrap((next: (r: Request) => unknown) => (request: Request) => {
+      // a request for one of the platform's edges (ClearBlade-Edge) is the edge's to answer
+      const handle = (r: Request) => { const edge = relayedEdge(s, r); return edge ? relayToEdge(s, r, edge).catch(errorResponse) : next(r); };
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
       // a re-routed "//" request is counted as the original
@@ -143,6 +147,7 @@ export function createHttpApp(s: Services) {
     .use(codeRoutes(s))
     .use(handlerRoutes(s))
     .use(edgeRoutes(s))
+    .use(fleetRoutes(s))
     .use(webhookRoutes(s))
     .use(throttlerRoutes(s))
     .use(adapterRoutes(s))
@@ -156,6 +161,9 @@ export function createHttpApp(s: Services) {
 export interface HttpServer {
   port: number;
   stop(): Promise<void>;
+  /** Answers a request in this process, as if it came through the listener (a request an edge's
+   *  platform relays to it). */
+  handle(req: Request): Promise<Response>;
   /** An HTTPS listener: a new certificate and key for the connections it accepts from now on. */
   reloadTls?(tls: { cert: string; key: string }): void;
 }
@@ -171,6 +179,7 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
   const retired = new Set<NonNullable<typeof app.server>>();
   return {
     port: server.port!,
+    handle: (req) => app.handle(req),
     stop: async () => {
       for (const old of retired) void old.stop(true);
       await app.stop(true);

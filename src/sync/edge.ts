@@ -24,6 +24,8 @@ import { isDefinitionType, KINDS } from "./kinds.ts";
 import type { AssetType, ChangeRecorder, RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH, type WireChange } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
+import { FLEET_FEATURE } from "./fleet.ts";
+import type { FleetAgent } from "./fleetAgent.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
@@ -32,6 +34,8 @@ export interface EdgeSyncDeps {
   /** compiles code as the engine would load it: a service or library that does not compile is
    *  not applied, and reported failed (it may come from an older platform, which did not check) */
   compileCheck?: CompileCheck;
+  /** runs the requests and remote operations the platform relays (fleet control) */
+  fleet?: FleetAgent;
 }
 
 /** Reconnect delays: doubling from the least to the most, each a random part of it (so a fleet
@@ -180,7 +184,8 @@ export class EdgeSync {
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
       this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: BUILD, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize() });
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize(),
+        features: this.d.fleet ? [FLEET_FEATURE] : [] });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -190,6 +195,8 @@ export class EdgeSync {
       catch { return; }
       // adapter commands run beside sync, so a long one does not hold up changes
       if (m.t === "control") { void this.control(ws, m); return; }
+      // so do relayed requests and remote operations
+      if (this.d.fleet?.handle(m, (x) => this.send(ws, x))) return;
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });

@@ -27,6 +27,8 @@ import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot
 import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, CLAIMED_PROTOCOL, EdgeMessage, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
 import { BUILD } from "../version.ts";
+import { ApiError, fail } from "../core/errors.ts";
+import { AnswerSink, BODY_MAX_BYTES, chunked, type EdgeOp, FLEET_FEATURE, type RelayedAnswer, type VouchedCaller } from "./fleet.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
   /** the peer's address, for the log */
@@ -50,6 +52,16 @@ export interface HubDeps {
 export interface ElsewhereHub {
   control(sk: string, edge: string, req: Parameters<SyncHub["control"]>[2]): Promise<ControlResult | null>;
   retry(sk: string, edge: string, only?: { type: string; name: string }[]): Promise<{ edge: string; connected: boolean; queued: number } | null>;
+  /** a relayed request (its body whole, within BODY_MAX_BYTES) through the node holding the edge */
+  relay(sk: string, edge: string, req: RelayRequest & { body: Uint8Array | null }): Promise<RelayedAnswer | null>;
+  op(sk: string, edge: string, op: EdgeOp, timeoutMs: number): Promise<{ result: unknown } | null>;
+}
+
+/** An API request to relay to an edge: the caller the platform vouches for, and how long the
+ *  edge may stay silent (before its answer begins, and between its chunks). */
+export interface RelayRequest {
+  method: string; path: string; headers: [string, string][]; caller: VouchedCaller;
+  body: ReadableStream<Uint8Array> | Uint8Array | null; timeoutMs: number;
 }
 
 /** How applying an asset's change went, as an edge reports it. */
@@ -102,6 +114,16 @@ interface RunningSnapshot {
   results: Map<string, AssetResult>;
 }
 
+/** The errors an edge's answer to a remote operation may name (any other is a bad argument). */
+const ERROR_KINDS_OF_OPS = { EDGE_OFFLINE: 1, EDGE_TIMEOUT: 1, COMMAND_NOT_ALLOWED: 1, INVALID_ARGUMENT: 1, NOT_FOUND: 1 } as const;
+
+/** A stream read whole (bounded: a relay through another node carries the body in one message). */
+async function wholeBody(body: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  if (!(await chunked(body, BODY_MAX_BYTES, (c) => parts.push(c)))) throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  return Buffer.concat(parts);
+}
+
 /** A template's entries in one canonical text (to see whether an edge holds its template). */
 function templateKey(t: TemplateEntry[]): string {
   return t.map((e) => `${e.def_module}\u0000${e.def_name}\u0000${e.mode}\u0000${e.def_module === "collection" ? e.rows !== false : ""}`).sort().join("\u0001");
@@ -133,6 +155,11 @@ class EdgeSession {
   outbox = 0;
   /** adapter control commands waiting for the edge's answer */
   readonly controls = new Map<string, (r: ControlResult) => void>();
+  /** what the edge handles beyond sync, as its hello said */
+  features: string[] = [];
+  /** relayed requests and remote operations waiting for the edge's answer */
+  readonly relays = new Map<string, AnswerSink>();
+  readonly ops = new Map<string, (r: { result?: unknown; error?: { kind: string; message: string } }) => void>();
 
   constructor(readonly hub: SyncHub, readonly ws: Socket) {}
 
@@ -370,6 +397,12 @@ export class SyncHub {
         await s.pump();
       }
       if (m.t === "control_result") { const done = s.controls.get(m.id); s.controls.delete(m.id); done?.({ err: m.err, command: m.command, output: m.output }); }
+      if (m.t === "response") s.relays.get(m.id)?.head(m.status, m.headers);
+      if (m.t === "response_body") {
+        const sink = s.relays.get(m.id);
+        if (sink && (!sink.chunk(m.chunk) || m.end)) { sink.end(); s.relays.delete(m.id); if (!m.end) s.send({ t: "request_cancel", id: m.id }); }
+      }
+      if (m.t === "op_result") { const done = s.ops.get(m.id); s.ops.delete(m.id); done?.(m); }
     } catch (err) {
       this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
       ws.close(1011, "sync error");
@@ -416,6 +449,8 @@ export class SyncHub {
       await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
     }
     for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
+    for (const [id, sink] of s.relays) { s.relays.delete(id); sink.fail(fail("EDGE_OFFLINE", `edge '${s.edge.name}' disconnected before it answered`)); }
+    for (const [id, done] of s.ops) { s.ops.delete(id); done({ error: { kind: "EDGE_OFFLINE", message: `edge '${s.edge.name}' disconnected before it answered` } }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.bySystem.get(s.edge.system_key)?.delete(s);
@@ -460,6 +495,7 @@ export class SyncHub {
     s.pingMs = m.pingMs;
     s.version = m.version;
     s.outbox = m.outbox;
+    s.features = m.features;
     s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
     s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
     const old = this.sessions.get(s.key);
@@ -694,6 +730,97 @@ export class SyncHub {
       s.send({ t: "control", id, command: req.command, timeoutMs: req.timeoutMs, ...(req.files ? { files: req.files } : {}),
         adapter: { name, deploy_command, start_command, stop_command, status_command, undeploy_command, logs_command, run_stop_on_deploy, run_start_on_deploy, run_deploy_on_deploy } });
     });
+  }
+
+  // ---- fleet control: relayed requests, remote operations ------------------------------------
+
+  /** The live session of an edge that handles fleet control, here; null when another node (or
+   *  none) holds its link. An edge too old for it is refused at once. */
+  private fleetSession(sk: string, edge: string): EdgeSession | null {
+    const s = this.sessions.get(`${sk}/${edge}`);
+    if (!s || s.closed) return null;
+    if (!s.features.includes(FLEET_FEATURE)) throw fail("EDGE_UNSUPPORTED", `edge '${edge}' runs ${s.version || "a version"} that does not take relayed requests or remote operations`);
+    return s;
+  }
+
+  /** Relays an API request to an edge, wherever its link is held, and gives the edge's answer as it
+   *  comes: its head once the edge sends it, then its body in a stream. The request body goes in
+   *  chunks as it is read. An edge that is not connected, stays silent longer than the request's
+   *  limit, or drops its link is an error, never a wait. */
+  async relay(sk: string, edge: string, req: RelayRequest): Promise<RelayedAnswer> {
+    const s = this.fleetSession(sk, edge);
+    if (!s) {
+      if (this.elsewhere) {
+        const body = req.body instanceof Uint8Array || req.body === null ? req.body : await wholeBody(req.body);
+        const r = await this.elsewhere.relay(sk, edge, { ...req, body });
+        if (r) return r;
+      }
+      throw fail("EDGE_OFFLINE", `edge '${edge}' is not connected`);
+    }
+    const id = newUuid();
+    const sink = new AnswerSink();
+    s.relays.set(id, sink);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = () => { clearTimeout(timer); s.relays.delete(id); };
+    sink.onActivity = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        if (!s.relays.has(id)) return;
+        done();
+        s.send({ t: "request_cancel", id });
+        sink.fail(fail("EDGE_TIMEOUT", `edge '${edge}' did not answer within ${Math.round(req.timeoutMs / 1000)} s`));
+      }, req.timeoutMs);
+    };
+    sink.onActivity();
+    // a failure while the body still goes up is read below
+    sink.answer.catch(() => {});
+    s.send({ t: "request", id, method: req.method, path: req.path, headers: req.headers, caller: req.caller });
+    const send = (chunk: Uint8Array, end: boolean) => s.send({ t: "request_body", id, chunk: Buffer.from(chunk).toString("base64"), end });
+    if (req.body instanceof Uint8Array) {
+      if (req.body.byteLength > BODY_MAX_BYTES) { done(); s.send({ t: "request_cancel", id }); throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`); }
+      await chunked(new Blob([req.body]).stream(), BODY_MAX_BYTES, (c) => send(c, false));
+    } else if (!(await chunked(req.body, BODY_MAX_BYTES, (c) => send(c, false)))) {
+      done();
+      s.send({ t: "request_cancel", id });
+      throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+    }
+    send(new Uint8Array(0), true);
+    try {
+      const answer = await sink.answer;
+      // the limit also holds between chunks; the wait ends with the body
+      const reader = answer.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        pull: async (c) => {
+          try {
+            const { done: end, value } = await reader.read();
+            if (end) { done(); c.close(); } else c.enqueue(value);
+          } catch (err) { done(); c.error(err); }
+        },
+        cancel: () => { if (s.relays.has(id)) { done(); s.send({ t: "request_cancel", id }); } },
+      });
+      return { ...answer, body };
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  /** Runs a remote operation on an edge, wherever its link is held, waiting at most `timeoutMs`. */
+  async op(sk: string, edge: string, op: EdgeOp, timeoutMs: number): Promise<unknown> {
+    const s = this.fleetSession(sk, edge);
+    if (!s) {
+      const r = this.elsewhere ? await this.elsewhere.op(sk, edge, op, timeoutMs) : null;
+      if (r) return r.result;
+      throw fail("EDGE_OFFLINE", `edge '${edge}' is not connected`);
+    }
+    const id = newUuid();
+    const r = await new Promise<{ result?: unknown; error?: { kind: string; message: string } }>((resolve) => {
+      const timer = setTimeout(() => { s.ops.delete(id); resolve({ error: { kind: "EDGE_TIMEOUT", message: `edge '${edge}' did not answer within ${Math.round(timeoutMs / 1000)} s` } }); }, timeoutMs);
+      s.ops.set(id, (m) => { clearTimeout(timer); resolve(m); });
+      s.send({ t: "op", id, ...op });
+    });
+    if (r.error) throw new ApiError(r.error.kind in ERROR_KINDS_OF_OPS ? r.error.kind as keyof typeof ERROR_KINDS_OF_OPS : "INVALID_ARGUMENT", r.error.message);
+    return r.result;
   }
 
   // ---- status ---------------------------------------------------------------------------------

@@ -175,12 +175,14 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log });
-    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
-    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
+    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the
+    // broker); on a platform, messages whose suffix names edges go down through the sync hub
+    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey!, edgeName: config.edgeName! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
+    let toEdges: ((sk: string, topic: string, payload: Buffer, qos: number) => void) | null = null;
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
-      relay: relay?.relay });
+      relay: relay?.relay ?? ((sk, topic, payload, qos) => toEdges?.(sk, topic, payload, qos)) });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.connections = broker;
@@ -201,12 +203,15 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
+      toEdges = (sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos).catch((err) => log.warn("relay to edges failed", { err })); };
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
       if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
       const edgeSync = new EdgeSync({
         db, config, log, events, changes, compileCheck,
+        // as from the edge itself: its broker does not relay it up again
+        deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
@@ -238,6 +243,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     if (hub) {
       metrics.gauge("outpost_sync_edge_lag", "changes each connected edge has not acknowledged", async () =>
         (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.lag]));
+      metrics.readCounter("outpost_sync_relay_dropped_total", "relayed messages for one edge that was connected to no platform node, or whose link was too far behind", () => [[{}, hub.relayDropped]]);
       metrics.gauge("outpost_sync_edge_outbox_items", "rows and messages waiting in each connected edge's outbox (as its last ping said)", async () =>
         (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.outbox]));
     }

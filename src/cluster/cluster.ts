@@ -10,7 +10,8 @@
 //    once rather than after the caches' lifetimes.
 //  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
 //    every node; an edge's connection is held by one node (its record names the node), and control
-//    commands and retries for it go to that node.
+//    commands, retries and relayed messages for it go to that node (relayed messages for every
+//    edge go to every node).
 import Redis from "ioredis";
 import MQEmitterRedis from "mqemitter-redis";
 import type { Permissions } from "../auth/permissions.ts";
@@ -138,7 +139,16 @@ export function joinCluster(p: ClusterParts) {
       if (!node) return null;
       return bus.request<{ edge: string; connected: boolean; queued: number } | null>(node, "edge.retry", { sk, edge, only }, RETRY_TIMEOUT_MS).catch(() => null);
     },
+    // relayed messages: for one edge, to the node holding it; for every edge, to every node
+    relay: async (sk, edge, except, text) => {
+      if (!edge) { bus.send({ kind: "edge.relay", body: { sk, edge, except, text } }); return true; }
+      const node = await holder(sk, edge);
+      if (!node) return false;
+      bus.send({ kind: "edge.relay", to: node, body: { sk, edge, except, text } });
+      return true;
+    },
   };
+  bus.on("edge.relay", (b: { sk: string; edge: string; except: string; text: string }) => { hub.deliverHere(b.sk, b.edge, b.except, b.text); });
   bus.serve("edge.control", async (b: { sk: string; edge: string; req: Parameters<SyncHub["control"]>[2] }) =>
     hub.isConnected(b.sk, b.edge) ? hub.control(b.sk, b.edge, b.req) : null);
   bus.serve("edge.retry", async (b: { sk: string; edge: string; only?: { type: string; name: string }[] }) =>

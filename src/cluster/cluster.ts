@@ -142,7 +142,10 @@ export function joinCluster(p: ClusterParts) {
     // relayed messages: for one edge, to the node holding it; for every edge, to every node
     relay: async (sk, edge, except, text) => {
       if (!edge) { bus.send({ kind: "edge.relay", body: { sk, edge, except, text } }); return true; }
-      const node = await holder(sk, edge);
+      // sent without waiting for an answer, so also to a node this one has not yet seen beat (a
+      // node that joined within the last heartbeat): one that died gets nothing and says nothing
+      const h = await clusterRepo.holderOf(p.db, sk, edge);
+      const node = h?.is_connected && h.node_id && h.node_id !== p.nodeId ? h.node_id : null;
       if (!node) return false;
       bus.send({ kind: "edge.relay", to: node, body: { sk, edge, except, text } });
       return true;

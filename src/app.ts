@@ -203,7 +203,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
-      toEdges = (sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos).catch((err) => log.warn("relay to edges failed", { err })); };
+      toEdges = (sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); };
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
       if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
     } else {

@@ -703,17 +703,18 @@ export class SyncHub {
    *  _edgeAndPlatform/<name>; see relay.ts) goes to them, topic unchanged: to those connected
    *  here, and through the cluster to those connected to other nodes; never to the edge it came
    *  from (`from`). Live only, as ClearBlade's relay: an edge connected to no node does not get it. */
-  async relayDown(sk: string, topic: string, payload: Buffer, qos: number, from = ""): Promise<void> {
+  relayDown(sk: string, topic: string, payload: Buffer, qos: number, from = ""): Promise<void> | undefined {
+    // every publish on the platform comes here: most leave at once, without a promise
     const target = relayTarget(topic);
     if (!target || target.to === "platform" || !this.d.changes.logs(sk)) return;
     const text = JSON.stringify({ t: "relay", topic, payload: payload.toString("base64"), qos } satisfies PlatformMessage);
     if (target.to === "broadcast") {
       this.deliverHere(sk, "", from, text);
-      await this.elsewhere?.relay(sk, "", from, text);
-      return;
+      return this.elsewhere?.relay(sk, "", from, text).then(() => {});
     }
     if (target.edge === from || this.deliverHere(sk, target.edge, "", text)) return;
-    if (!(await this.elsewhere?.relay(sk, target.edge, "", text).catch(() => false))) this.relayDropped++;
+    if (!this.elsewhere) { this.relayDropped++; return; }
+    return this.elsewhere.relay(sk, target.edge, "", text).catch(() => false).then((sent) => { if (!sent) this.relayDropped++; });
   }
 
   /** Sends a relayed message to the edge `edge` of a system if connected here (with `edge` "":

@@ -25,6 +25,7 @@ const BROADCAST: RelayTarget = { to: "broadcast" };
 /** The relay target a topic's suffix names, or null (a topic without one stays where it is
  *  published, unless the edge's template relays it). */
 export function relayTarget(topic: string): RelayTarget | null {
+  if (!topic.includes("/_")) return null; // most topics: asked of every publish on a platform
   const last = topic.lastIndexOf("/");
   if (last < 0) return null;
   const tail = topic.slice(last + 1);

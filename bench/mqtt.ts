@@ -1,7 +1,10 @@
 // bench/mqtt.ts: one publisher and one subscriber, 100,000 QoS 0 messages of 64 bytes, through
 // Outpost's broker (authenticated user, history on for the topic), a bare aedes and Mosquitto
 // (Debian package), on loopback. Targets: Outpost >= 0.8 of bare aedes and >= 0.8 of Mosquitto.
-// Then 10,000 concurrent authenticated connections to Outpost and the memory per connection.
+// Then shared subscriptions: the same messages to three members of one group ($share/<group>/...)
+// against one plain subscriber, at QoS 0 and 1, in the same run (target >= 0.8). Then 10,000
+// concurrent authenticated connections to Outpost and the memory per connection.
+// `bun bench/mqtt.ts shared` runs the shared-subscription part alone.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,6 +42,67 @@ async function throughput(url: string, opts: mqtt.IClientOptions = {}, n = N): P
   const rate = n / ((performance.now() - t0) / 1000);
   await Promise.all([pub.endAsync(), sub.endAsync()]);
   return rate;
+}
+
+/** Messages per second from the first publish to the last message received by any of the
+ *  subscribers, each subscribed to its filter (one plain filter, or members of a group). */
+async function spread(url: string, opts: mqtt.IClientOptions, filters: string[], n: number, qos: 0 | 1): Promise<{ rate: number; shares: number[] }> {
+  const topic = "bench/shared";
+  const subs = await Promise.all(filters.map((_, i) => connect(url, { ...opts, clientId: `sub${i}-${Math.random()}` })));
+  const pub = await connect(url, { ...opts, clientId: `pub${Math.random()}` });
+  for (const [i, f] of filters.entries()) await subs[i]!.subscribeAsync(f, { qos });
+  let got = 0;
+  const shares = filters.map(() => 0);
+  const done = new Promise<void>((res) => subs.forEach((c, i) => c.on("message", () => { shares[i]!++; if (++got === n) res(); })));
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    pub.publish(topic, PAYLOAD, { qos });
+    if (i % 1000 === 999) await new Promise((r) => setImmediate(r));
+  }
+  const timeout = new Promise<void>((_, rej) => setTimeout(() => rej(new Error(`only ${got}/${n} received`)), 120_000));
+  await Promise.race([done, timeout]);
+  const rate = n / ((performance.now() - t0) / 1000);
+  await Promise.all([pub.endAsync(), ...subs.map((c) => c.endAsync())]);
+  return { rate, shares };
+}
+
+/** Shared subscriptions (three members) against a plain subscription, same broker, same run. */
+async function sharedVsPlain(url: string, opts: mqtt.IClientOptions, rounds: number) {
+  const rows: [string, string][] = [];
+  for (const qos of [0, 1] as const) {
+    const n = qos === 0 ? N : Math.round(N / 5);
+    const group = ["$share/workers/bench/shared", "$share/workers/bench/shared", "$share/workers/bench/shared"];
+    await spread(url, opts, group, n / 5, qos); // warm-up
+    const plain: number[] = [], shared: number[] = [];
+    let shares: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      plain.push((await spread(url, opts, ["bench/shared"], n, qos)).rate);
+      const s = await spread(url, opts, group, n, qos);
+      shared.push(s.rate);
+      shares = s.shares;
+    }
+    const ratio = median(shared.map((v, i) => v / plain[i]!));
+    rows.push(
+      [`QoS ${qos}, ${fmt(n)} messages: plain msg/s`, fmt(median(plain))],
+      [`QoS ${qos}: shared (3 members) msg/s`, `${fmt(median(shared))}  (split ${shares.map((x) => fmt(x)).join(" / ")})`],
+      [`QoS ${qos}: shared / plain`, `${fmt(ratio, 2)}  ${verdict(ratio, 0.8)}`],
+    );
+  }
+  report(`MQTT shared subscriptions: 1 publisher -> a group of 3 members vs 1 plain subscriber (medians of ${rounds} rounds)`, rows);
+}
+
+export async function benchMqttShared() {
+  const o = await startOutpost();
+  try {
+    const s = await setupSystem(o.url);
+    const dev = { "ClearBlade-DevToken": s.devToken };
+    const role = await json(`${o.url}/admin/user/${s.systemKey}/roles`, "POST", { name: "bench", topics: [{ itemInfo: { name: "bench/#" }, permissions: 3 }] }, dev);
+    await json(`${o.url}/admin/user/${s.systemKey}`, "PUT", { user: "u@example.com", changes: { roles: { add: [role.role_id] } } }, dev);
+    await sharedVsPlain(`mqtt://127.0.0.1:${o.mqttPort}`, { username: s.userToken, password: s.systemKey }, Number(process.env.BENCH_ROUNDS ?? 3));
+  } finally {
+    await o.stop();
+    rmSync(o.dataDir, { recursive: true, force: true });
+  }
 }
 
 function startProc(cmd: string[]) {
@@ -102,6 +166,8 @@ export async function benchMqtt() {
       ["outpost / mosquitto", mosq ? `${fmt(ratio(r.mosquitto!), 2)}  ${verdict(ratio(r.mosquitto!), 0.8)}` : "-"],
     ]);
 
+    await sharedVsPlain(`mqtt://127.0.0.1:${o.mqttPort}`, ours, rounds);
+
     // many idle authenticated connections
     const before = o.rssKb();
     const clients: mqtt.MqttClient[] = [];
@@ -131,4 +197,4 @@ export async function benchMqtt() {
   }
 }
 
-if (import.meta.main) await benchMqtt();
+if (import.meta.main) await (process.argv[2] === "shared" ? benchMqttShared() : benchMqtt());

@@ -32,7 +32,7 @@ import { ConnectorPool } from "./external/pool.ts";
 import { DeviceKeys } from "./auth/deviceKeys.ts";
 import { SecretBox } from "./auth/secrets.ts";
 import { Throttle } from "./throttle/throttle.ts";
-import { Metrics } from "./core/metrics.ts";
+import { largest, Metrics, OTHER } from "./core/metrics.ts";
 import { newUuid } from "./core/ids.ts";
 import { TriggerDispatcher } from "./triggers/dispatcher.ts";
 import { TimerScheduler } from "./triggers/scheduler.ts";
@@ -41,7 +41,7 @@ import { LibsqlPersistence } from "./broker/persistence.ts";
 import { Roles } from "./domain/roles.ts";
 import { Systems } from "./domain/systems.ts";
 import { Users } from "./domain/users.ts";
-import { type HttpServer, listenApi } from "./http/server.ts";
+import { type HttpServer, listenApi, listenMetrics } from "./http/server.ts";
 import { Health } from "./domain/health.ts";
 import type { Services } from "./http/services.ts";
 import { type Db, databaseBytes, openDb, redactedUrl } from "./store/db.ts";
@@ -131,6 +131,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
     const codeServices = new CodeServices(deps, systems, compileCheck);
     const metrics = new Metrics();
+    db.latency = metrics.histogram("outpost_db_query_seconds", "Database statement duration (each statement, in a transaction or not)",
+      [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]);
     // what code services share (cache values, locks): this process's memory, or on a cluster the
     // nodes' Redis (an edge always keeps its own)
     const shared = clustered ? new SharedRedis(config.redisUrl!, log) : null;
@@ -174,7 +176,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
 
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
-    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log });
+    const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log, scoped: true });
     // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the
     // broker); on a platform, messages whose suffix names edges go down through the sync hub
     const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey!, edgeName: config.edgeName! }) : null;
@@ -231,6 +233,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const edgeLink = services.edgeSync;
     // read when /metrics is asked
     const dbFile = config.db.startsWith("file:") ? config.db.slice("file:".length) : null;
+    metrics.gauge("outpost_build_info", "1, labelled with this binary's version, commit and mode", () => [[{ version: VERSION, commit: COMMIT, mode: config.mode }, 1]]);
     metrics.gauge("outpost_mqtt_connections", "MQTT clients connected", () => [[{}, broker.clientCount()]]);
     const byQos = (counts: number[]): [Record<string, string>, number][] => counts.map((n, qos) => [{ qos: String(qos) }, n]);
     metrics.readCounter("outpost_mqtt_messages_in_total", "PUBLISH packets received from MQTT clients, by QoS", () => byQos(broker.messagesIn));
@@ -239,18 +242,33 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     if (dbFile) metrics.gauge("outpost_db_bytes", "size of the database file with its write-ahead log", () =>
       [[{}, [dbFile, `${dbFile}-wal`].reduce((n, f) => n + (existsSync(f) ? statSync(f).size : 0), 0)]]);
     else metrics.gauge("outpost_db_bytes", "size of the database (as its server reports it)", async () => [[{}, await databaseBytes(db)]]);
+    // system keys and edge names in labels only when the operator asks, for that many at most
+    const systemLabels = config.metricsSystemLabels;
+    type Reading = [Record<string, string>, number][];
+    if (systemLabels > 0)
+      metrics.gauge("outpost_system_mqtt_connections", "MQTT clients connected per system (--metrics-system-labels systems with most, the rest as other)", () =>
+        largest(broker.connectionsBySystem().map(([k, n]): [Record<string, string>, number] => [{ system_key: k }, n]), systemLabels, { system_key: OTHER }));
+    const failedByType = (by: Record<string, number>): Reading => Object.entries(by).map(([type, n]) => [{ asset_type: type }, n]);
     const hub = services.sync;
     if (hub) {
-      metrics.gauge("outpost_sync_edge_lag", "changes each connected edge has not acknowledged", async () =>
-        (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.lag]));
       metrics.readCounter("outpost_sync_relay_dropped_total", "relayed messages for one edge that was connected to no platform node, or whose link was too far behind", () => [[{}, hub.relayDropped]]);
-      metrics.gauge("outpost_sync_edge_outbox_items", "rows and messages waiting in each connected edge's outbox (as its last ping said)", async () =>
-        (await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.outbox]));
+      metrics.gauge("outpost_sync_edges_connected", "edges with a live sync session on this node", () => [[{}, hub.connectedEdges().length]]);
+      metrics.gauge("outpost_sync_edges_outbox_items", "rows and messages waiting in the outboxes of the connected edges, together (as their last pings said)", () =>
+        [[{}, hub.connectedEdges().reduce((n, e) => n + e.outbox, 0)]]);
+      metrics.gauge("outpost_sync_failed_assets", "assets that failed to apply on an edge (every edge), by asset type", async () => failedByType(await hub.failedAssets()));
+      // each edge's lag costs a count in the change log: read only for the labelled series
+      if (systemLabels > 0) {
+        metrics.gauge("outpost_sync_edge_lag", "changes a connected edge has not acknowledged (--metrics-system-labels edges with most)", async () =>
+          largest((await hub.linkMetrics()).map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.lag]), systemLabels));
+        metrics.gauge("outpost_sync_edge_outbox_items", "rows and messages waiting in a connected edge's outbox, as its last ping said (--metrics-system-labels edges with most)", () =>
+          largest(hub.connectedEdges().map((e): [Record<string, string>, number] => [{ system_key: e.systemKey, edge: e.edge }, e.outbox]), systemLabels));
+      }
     }
     if (edgeLink) {
       metrics.gauge("outpost_sync_link_up", "1 while the edge has a live session with its platform", () => [[{}, edgeLink.connected ? 1 : 0]]);
       metrics.gauge("outpost_sync_outbox_items", "rows and messages waiting to go up to the platform", async () => [[{}, await edgeLink.outboxSize()]]);
       metrics.readCounter("outpost_sync_outbox_dropped_total", "outbox items dropped past --outbox-max-mb or --outbox-max-age", () => [[{}, edgeLink.outboxDropped]]);
+      metrics.gauge("outpost_sync_failed_assets", "assets that failed to apply on this edge, by asset type", async () => failedByType(await edgeLink.failedAssets()));
     }
     services.health = new Health({
       db, dbFile, minFreeMb: config.minFreeMb,
@@ -259,7 +277,9 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const { http, https } = listenApi(services);
     started.push({ name: "http", stop: () => http.stop() });
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
-    log.info("outpost started", { version: VERSION, commit: COMMIT, http: http.port, https: https?.port, mqtt: broker.ports, db: config.db.startsWith("file:") ? config.db : "remote" });
+    const metricsServer = config.metricsPort ? listenMetrics(metrics, config.metricsPort) : null;
+    if (metricsServer) started.push({ name: "metrics", stop: () => metricsServer.stop() });
+    log.info("outpost started", { version: VERSION, commit: COMMIT, http: http.port, https: https?.port, mqtt: broker.ports, ...(metricsServer ? { metrics: metricsServer.port } : {}), db: config.db.startsWith("file:") ? config.db : "remote" });
 
     for (const key of await systems.keys())
       events.emit(config.mode === "edge" ? "StartConnectDisconnect::EdgeStarted" : "StartConnectDisconnect::PlatformStarted", key, {});

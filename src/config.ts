@@ -32,6 +32,17 @@ export const ConfigSchema = z.object({
   // PostgreSQL: connections each node holds open at most
   dbPoolMax: intText.pipe(z.number().int().min(2).max(1000)).default(10),
   logLevel: z.enum(LOG_LEVELS).default("info"),
+  // the access log (one line per HTTP request, at info): every request, only answers >= 400, or
+  // none; and the share of the successful ones written when it is "all"
+  accessLog: z.enum(["all", "errors", "off"]).default("all"),
+  accessLogSample: fraction.default(1),
+  // /metrics: on the API port only with this bearer token; without one, only on --metrics-port
+  // (127.0.0.1; 0: no such listener)
+  metricsToken: z.string().min(16, "must be at least 16 characters").optional(),
+  metricsPort: port.default(0),
+  // system keys in metric labels: the N busiest systems get their own series, the others "other"
+  // (0: no system keys in labels)
+  metricsSystemLabels: intText.pipe(z.number().int().min(0).max(1000)).default(0),
   developmentMode: bool.default(false),
   adminEmail: z.string().email().optional(),
   adminPassword: z.string().min(1).optional(),
@@ -278,6 +289,9 @@ General
   --db-pool-max N             PostgreSQL: connections held open at most (10)
   --config FILE               JSON or TOML file with any of these settings
   --log-level LEVEL           debug|info|warn|error|silent (info)
+  --access-log all|errors|off one line per HTTP request at info (5xx at warn): all of them,
+                              only answers >= 400, or none (all)
+  --access-log-sample F       with --access-log all: the share of answers < 400 written, 0 < F <= 1 (1)
   --development-mode          development mode (disables the built-in throttling cases)
   --admin-email E --admin-password P
                               create a platform admin developer on first start
@@ -306,6 +320,13 @@ Edge
   --outbox-max-mb N           edge: most the outbox (writes waiting for the platform) holds; past it
                               the oldest are dropped, logged and counted on /metrics (256)
   --outbox-max-age SECONDS    edge: outbox items older than this are dropped the same way (0: never)
+
+Metrics (Prometheus text on GET /metrics)
+  --metrics-token TOKEN       serve /metrics on the API port to Authorization: Bearer TOKEN only
+                              (at least 16 characters); without it the API port answers 404
+  --metrics-port N            serve /metrics without a token on 127.0.0.1:N (0: not at all) (0)
+  --metrics-system-labels N   give the N busiest systems their own series (system_key label),
+                              the others "other" (0: no system keys in labels) (0)
 
 Health (GET /health answers 503 with the reasons)
   --min-free-mb N             free disk under the database below which the node is unhealthy (100)
@@ -346,8 +367,8 @@ Every flag can also be set as OUTPOST_<NAME> in the environment (e.g. OUTPOST_HT
 or in the config file. Precedence: flags > environment > config file > defaults.
 Single or double dashes both work; --name=value and --name value both work.
 
-SIGHUP reads the settings again and applies --log-level, the throttling flags and
---cors-origins (others at the next start); SIGTERM stops after draining (at most 20 s).
+SIGHUP reads the settings again and applies --log-level, --access-log, --access-log-sample,
+the throttling flags and --cors-origins (others at the next start); SIGTERM stops after draining (at most 20 s).
 One instance per --data-dir: a second one exits with status 2, as does a port already taken.
 
   --help, --version

@@ -28,6 +28,7 @@ import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
 import { Grants } from "./grants.ts";
 import { fastPublishIn, fastPublishOut } from "./publish.ts";
+import { dollarBlocked, type Handler, parseShare, SharedSubscriptions, startsWithWildcard } from "./shared.ts";
 import { coalesceWrites } from "./writes.ts";
 
 export interface BrokerDeps {
@@ -62,12 +63,19 @@ interface Session {
   allowed: Map<string, { ok: boolean; until: number }>;
   /** gives back a concurrency slot of the MQTT Connections throttler when the client goes */
   release?: () => void;
+  /** why the connection ended, as far as the broker saw (for its log line) */
+  endedBy?: string;
+  /** sent no client id and asked to keep its session ([MQTT-3.1.3-8]: refused) */
+  keptWithoutId?: boolean;
 }
 
 const DECISION_MS = 5_000;
 /** Longest a stop waits for publishes in flight. */
 const DRAIN_MS = 2_000;
 const DECISIONS_MAX = 500;
+/** A client refused again and again is logged once per this long, with the count in between. */
+const REFUSAL_LOG_MS = 60_000;
+const REFUSALS_KEPT = 10_000;
 
 /** Longest client id a client may send (the system key and a slash come in front of it). */
 const CLIENT_ID_MAX = 128;
@@ -84,6 +92,12 @@ function authError(message: string) {
 
 export class MqttBroker implements ConnectionView, MessagingBroker {
   aedes!: Aedes;
+  /** shared subscriptions ($share/<group>/<filter>), which aedes hands here (see start) */
+  shared!: SharedSubscriptions;
+  /** the client and granted QoS of each `$share/` subscription's aedes handler */
+  private readonly shareMembers = new WeakMap<Handler, { client: Client; qos: number }>();
+  /** wildcard-first subscriptions' handlers as given to the emitter ([MQTT-4.7.2-1], see start) */
+  private readonly dollarGuards = new WeakMap<Handler, Handler>();
   private readonly sessions = new WeakMap<Client, Session>();
   /** each client's subscriptions by filter, for the QoS it was granted on a topic */
   private readonly grants = new WeakMap<Client, Grants>();
@@ -100,6 +114,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   readonly messagesIn = [0, 0, 0];
   readonly messagesOut = [0, 0, 0];
   private readonly servers: { name: string; close(): Promise<void> }[] = [];
+  /** refusals logged lately, by system and client id: when the next may be, and how many were not */
+  private readonly refusals = new Map<string, { until: number; skipped: number }>();
   private webSockets: ReturnType<typeof Bun.serve>[] = [];
   /** what a SIGHUP calls to give the TLS listeners a new certificate (reloadTls) */
   private readonly tlsReloads: ((creds: { cert: Buffer; key: Buffer }) => void)[] = [];
@@ -127,6 +143,9 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
         this.allowed(client, packet.topic, LEVEL.CREATE).then(then, cb);
       },
       authorizeSubscribe: (client, sub, cb) => {
+        // "$share/" without a group name (or with a wildcard in it) and a filter is refused
+        const own = ownTopic(this.sessions.get(client)?.prefix ?? "", sub.topic);
+        if (own?.startsWith("$share/") && !parseShare(own)) return cb(null, null);
         this.allowed(client, sub.topic, LEVEL.READ).then((ok) => cb(null, ok ? sub : null), (err) => cb(err));
       },
       authorizeForward: (client, packet) => this.forward(client, packet),
@@ -145,11 +164,39 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       if (this.publishedEarly.has(packet as object)) { this.publishedEarly.delete(packet as object); return (done ?? (client as typeof done))?.(null); }
       return publish(packet, client, done);
     };
+    // Subscriptions reach the emitter through aedes.subscribe (clients' and this process' own):
+    // a `$share/` one joins its group instead, and one whose filter starts with a wildcard in the
+    // system's space skips topics starting with "$" there ([MQTT-4.7.2-1]: aedes checks the first
+    // level, which here is the system key)
+    this.shared = new SharedSubscriptions(a, { nodeId: a.id, clustered: this.d.mq !== undefined, log: this.d.log });
+    type Sub = (topic: string, func: Handler, done?: (err?: Error) => void) => void;
+    const am = a as unknown as { subscribe: Sub; unsubscribe: Sub };
+    const subscribe = am.subscribe.bind(a), unsubscribe = am.unsubscribe.bind(a);
+    am.subscribe = (topic, func, done) => {
+      if (topic.startsWith("$share/")) {
+        const m = this.shareMembers.get(func);
+        return this.shared.join(topic, m?.client ?? null, m?.qos ?? 2, func, done);
+      }
+      if (!startsWithWildcard(topic)) return subscribe(topic, func, done);
+      const guarded: Handler = (packet, cb) => (dollarBlocked(topic, packet.topic) ? cb() : func(packet, cb));
+      this.dollarGuards.set(func, guarded);
+      return subscribe(topic, guarded, done);
+    };
+    am.unsubscribe = (topic, func, done) => {
+      if (topic.startsWith("$share/")) return this.shared.leave(topic, func, done);
+      return unsubscribe(topic, this.dollarGuards.get(func) ?? func, done);
+    };
+    this.shared.start();
     a.on("clientReady", (client) => this.connected(client));
-    a.on("clientDisconnect", (client) => this.disconnected(client));
+    a.on("clientDisconnect", (client) => { this.shared.gone(client); this.disconnected(client); });
     a.on("subscribe", (subs, client) => this.subscribed(client, subs.map((s) => s.topic), "Messaging::Subscribe"));
     a.on("unsubscribe", (topics, client) => this.subscribed(client, topics, "Messaging::Unsubscribe"));
-    a.on("clientError", (client, err) => this.d.log.debug("mqtt client error", { client: client?.id, err }));
+    a.on("clientError", (client, err) => {
+      const s = client && this.sessions.get(client);
+      if (s) s.endedBy ??= err.message;
+      this.d.log.debug("mqtt client error", { client: client?.id, err });
+    });
+    a.on("keepaliveTimeout", (client) => { const s = this.sessions.get(client); if (s) s.endedBy ??= "keepalive timeout"; });
 
     const c = this.d.config;
     await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
@@ -250,7 +297,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
         const prefix = `${key}/`;
         // aedes makes up an id for a client that sent none; this does the same, in the system's space
         const clientId: string = packet.clientId || `aedes_${randomUUID()}`;
-        this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: new Map() });
+        this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: new Map(),
+          keptWithoutId: !packet.clientId && packet.clean === false });
         packet.clientId = prefix + clientId;
         if (packet.will) packet.will.topic = prefix + packet.will.topic;
         return;
@@ -258,6 +306,8 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       const s = this.sessions.get(client);
       if (!s) return;
       if (packet.cmd === "publish") packet.topic = s.prefix + packet.topic;
+      else if (packet.cmd === "disconnect") s.endedBy ??= "DISCONNECT";
+      else if (packet.cmd === "puback" || packet.cmd === "pubrec") this.shared.acked(client, packet.messageId);
       else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
       else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
     });
@@ -272,30 +322,59 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     this.grants.set(client, grants);
     type Deliver = (packet: { topic: string; qos: number }, cb: () => void) => void;
     const c = client as unknown as { subscriptions: Record<string, { qos?: number }>; deliver0: Deliver; deliverQoS: Deliver };
-    c.subscriptions = grants.track(c.subscriptions);
+    c.subscriptions = grants.track(c.subscriptions, (filter, sub) => {
+      const func = (sub as { func?: Handler } | undefined)?.func;
+      if (func && filter.startsWith("$share/")) this.shareMembers.set(func, { client, qos: sub?.qos ?? 0 });
+    });
     const deliver0 = c.deliver0;
     c.deliver0 = (packet, cb) => (packet.qos > 0 && grants.granted(packet.topic) > 0 ? c.deliverQoS(packet, cb) : deliver0(packet, cb));
   }
 
   private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
     const s = this.sessions.get(client);
-    if (!s || !username || !password || !s.systemKey) throw authError("username (a token) and password (the system key) are required");
-    if (s.clientId.length > CLIENT_ID_MAX) throw Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED });
+    if (!s) throw authError("username (a token) and password (the system key) are required");
+    // [MQTT-3.1.3-8]: a session needs a client id to be found again
+    if (s.keptWithoutId) this.refuse(s, Object.assign(new Error("a client without a client id must set CleanSession"), { returnCode: IDENTIFIER_REJECTED }));
+    if (!username || !password || !s.systemKey) this.refuse(s, authError("username (a token) and password (the system key) are required"));
+    if (s.clientId.length > CLIENT_ID_MAX) this.refuse(s, Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED }));
     const p = await this.d.tokens.resolve(username);
-    // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
-    const release = await this.admit(s, p);
+    let release: (() => void) | undefined;
     try {
+      // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
+      release = await this.admit(s, p);
       if (!p) throw authError("invalid token");
       const system = await this.d.systems.find(s.systemKey);
       if (!system) throw authError("unknown system");
       if (p.kind === "developer" ? !developerReaches(p, system) : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
     } catch (err) {
       release?.();
+      this.refused(s, p, (err as Error).message);
       throw err;
     }
     s.principal = p;
     s.release = release;
     s.connectedAt = new Date().toISOString();
+  }
+
+  private refuse(s: Session, err: Error): never {
+    this.refused(s, null, err.message);
+    throw err;
+  }
+
+  /** A refused CONNECT, logged at most once a minute per system, address and reason (a client
+   *  retrying every second, or many with made-up ids, would otherwise fill the log). */
+  private refused(s: Session, p: Principal | null, reason: string) {
+    if (!this.d.log.enabled("warn")) return;
+    const key = `${s.systemKey}\u0000${s.ip}\u0000${reason}`;
+    const now = Date.now();
+    const seen = this.refusals.get(key);
+    if (seen && seen.until > now) { seen.skipped++; return; }
+    if (this.refusals.size >= REFUSALS_KEPT) this.refusals.clear();
+    this.refusals.set(key, { until: now + REFUSAL_LOG_MS, skipped: 0 });
+    this.d.log.warn("mqtt connect refused", {
+      clientId: s.clientId, systemKey: s.systemKey, principal: p?.kind ?? "unknown", ...(p ? { who: principalEmail(p) } : {}), ip: s.ip, reason,
+      ...(seen?.skipped ? { refusedSinceLastLine: seen.skipped } : {}),
+    });
   }
 
   /** The MQTT Connections throttler; developers are never throttled. */
@@ -357,11 +436,13 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     if (!s?.principal) return false;
     const own = ownTopic(s.prefix, topic);
     if (own === null) return false;
+    // a shared subscription needs the right to subscribe to its filter
+    const name = (level === LEVEL.READ ? parseShare(own)?.filter : undefined) ?? own;
     const key = level === LEVEL.READ ? "r" + topic : "w" + topic;
     const hit = s.allowed.get(key);
     const now = Date.now();
     if (hit && hit.until > now) return hit.ok;
-    const ok = await this.d.perms.can(s.principal, { kind: "topic", name: own }, level);
+    const ok = await this.d.perms.can(s.principal, { kind: "topic", name }, level);
     if (s.allowed.size >= DECISIONS_MAX) s.allowed.clear();
     s.allowed.set(key, { ok, until: now + DECISION_MS });
     return ok;
@@ -408,6 +489,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     if (!set) this.bySystem.set(s.systemKey, (set = new Set()));
     set.add(client);
     const p = s.principal;
+    this.d.log.info("mqtt connected", { clientId: s.clientId, systemKey: s.systemKey, principal: p.kind, who: principalEmail(p), ip: s.ip });
     if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceConnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
     else this.d.events.emit("Messaging::MQTTUserConnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
@@ -419,6 +501,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const set = this.bySystem.get(s.systemKey);
     if (set?.delete(client) && set.size === 0) this.bySystem.delete(s.systemKey);
     const p = s.principal;
+    this.d.log.info("mqtt disconnected", { clientId: s.clientId, systemKey: s.systemKey, principal: p.kind, who: principalEmail(p), reason: s.endedBy ?? "connection closed" });
     if (p.kind === "device") this.d.events.emit("Messaging::MQTTDeviceDisconnected", s.systemKey, { deviceName: p.name, clientId: s.clientId });
     else this.d.events.emit("Messaging::MQTTUserDisconnected", s.systemKey, { email: principalEmail(p), userId: principalId(p), clientId: s.clientId });
   }
@@ -479,6 +562,11 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     return out;
   }
 
+  /** Clients connected per system (for /metrics). */
+  connectionsBySystem(): [string, number][] {
+    return [...this.bySystem].map(([k, set]) => [k, set.size]);
+  }
+
   clientCount(systemKey?: string) {
     return systemKey ? (this.bySystem.get(systemKey)?.size ?? 0) : this.aedes.connectedClients;
   }
@@ -490,6 +578,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     // broker closes; bounded, so a publish that failed on its way cannot hold the stop
     const deadline = Date.now() + DRAIN_MS;
     while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    this.shared?.stop();
     await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
     await Promise.all(this.servers.map((s) => s.close()));
     this.servers.length = 0;

@@ -8,7 +8,11 @@
 // @ts-expect-error qlobber ships no types; the part used here is declared by Trie below
 import { Qlobber } from "qlobber";
 
-interface Grant { qos: number }
+import { startsWithWildcard } from "./shared.ts";
+
+/** `wildcardFirst`: the filter starts with a wildcard after the system key, so topics starting
+ *  with "$" there are not its ([MQTT-4.7.2-1]) */
+interface Grant { qos: number; wildcardFirst: boolean }
 interface Trie {
   add(filter: string, value: Grant): void;
   remove(filter: string, value: Grant): void;
@@ -30,7 +34,8 @@ export class Grants {
     if (had?.qos === qos) return;
     this.trie ??= newTrie();
     if (had) this.trie.remove(matchable(filter), had);
-    const g = { qos };
+    const m = matchable(filter);
+    const g = { qos, wildcardFirst: startsWithWildcard(m) };
     this.byFilter.set(filter, g);
     this.trie.add(matchable(filter), g);
   }
@@ -46,16 +51,18 @@ export class Grants {
   granted(topic: string): number {
     if (this.trie === null || this.byFilter.size === 0) return -1;
     let max = -1;
-    for (const g of this.trie.match(topic)) if (g.qos > max) max = g.qos;
+    const dollar = topic.charCodeAt(topic.indexOf("/") + 1) === 36;
+    for (const g of this.trie.match(topic)) if (g.qos > max && !(dollar && g.wildcardFirst)) max = g.qos;
     return max;
   }
 
-  /** aedes' client.subscriptions (filter -> {qos, ...}), with every change also made here. */
-  track<T extends { qos?: number }>(subscriptions: Record<string, T>): Record<string, T> {
+  /** aedes' client.subscriptions (filter -> {qos, ...}), with every change also made here (and
+   *  told to `onSet`). */
+  track<T extends { qos?: number }>(subscriptions: Record<string, T>, onSet?: (filter: string, sub: T) => void): Record<string, T> {
     return new Proxy(subscriptions, {
       set: (target, filter, sub: T) => {
         target[filter as string] = sub;
-        if (typeof filter === "string") this.set(filter, sub?.qos ?? 0);
+        if (typeof filter === "string") { this.set(filter, sub?.qos ?? 0); onSet?.(filter, sub); }
         return true;
       },
       deleteProperty: (target, filter) => {

@@ -41,6 +41,10 @@ export interface LibsqlPersistenceOptions {
   shared?: boolean;
   /** told when writes are held in memory for a full disk, and when they are written */
   log?: Logger;
+  /** topics start with a tenant's key ("<systemKey>/<topic>"): MQTT's rule on a topic's first
+   *  level ([MQTT-4.7.2-1]: a filter starting with a wildcard does not match a topic starting
+   *  with "$") applies to the level after the key */
+  scoped?: boolean;
 }
 
 interface ClientRef { id: string }
@@ -65,6 +69,16 @@ const Packet = PacketJs as unknown as new (p: object) => MqttPacket;
 const PAGE = 256;
 /** How often writes held for a full disk are tried again. */
 const HELD_RETRY_MS = 1_000;
+
+/** [MQTT-4.7.2-1] at level `root`: whether a filter (split on "/") starting there with a wildcard
+ *  meets a topic whose level there starts with "$". */
+function dollarBlocked(filter: string[], topic: string, root: number): boolean {
+  const f = filter[root];
+  if (f !== "+" && f !== "#") return false;
+  let at = 0;
+  for (let i = 0; i < root; i++) { at = topic.indexOf("/", at) + 1; if (at === 0) return false; }
+  return topic.charCodeAt(at) === 36;
+}
 
 /** Whether an MQTT topic filter (split on "/") matches a topic. */
 function matches(filter: string[], topic: string): boolean {
@@ -98,6 +112,8 @@ export class LibsqlPersistence {
   readonly #queued = new Map<string, number>();
   #destroyed = false;
   readonly #shared: boolean;
+  /** the level MQTT's first-level rules apply to (1 when topics carry a tenant's key) */
+  readonly #root: number;
   readonly #log: Logger | undefined;
   /** Writes the database refused for a full disk, in memory until it takes them: retained
    *  messages by topic (null: deleted), and each client's packets queued after its stored ones. */
@@ -113,6 +129,7 @@ export class LibsqlPersistence {
     this.#db = opts.db;
     this.offlineQueueLimit = limit;
     this.#shared = opts.shared ?? false;
+    this.#root = opts.scoped ? 1 : 0;
     this.#log = opts.log;
   }
 
@@ -226,7 +243,7 @@ export class LibsqlPersistence {
       if (!held) continue;
       const filter = pattern.split("/");
       for (const [topic, packet] of held) {
-        if (!packet || (topic.startsWith("$") && (filter[0] === "+" || filter[0] === "#")) || !matches(filter, topic)) continue;
+        if (!packet || dollarBlocked(filter, topic, this.#root) || !matches(filter, topic)) continue;
         if (first(topic)) yield packet;
       }
     }
@@ -257,7 +274,7 @@ export class LibsqlPersistence {
       const rows = await mqttRepo.retainedRange(this.#db, from, to, after, PAGE);
       for (const r of rows) {
         // [MQTT-4.7.2-1] a filter starting with a wildcard does not match topics starting with "$".
-        if (k === 0 && r.topic.startsWith("$")) continue;
+        if (k === this.#root && dollarBlocked(filter, r.topic, k)) continue;
         if (matches(filter, r.topic)) yield r;
       }
       if (rows.length < PAGE) return;
@@ -307,7 +324,10 @@ export class LibsqlPersistence {
 
   /** The QoS > 0 subscriptions matching a topic: memory only. */
   async subscriptionsByTopic(topic: string): Promise<TopicSubscription[]> {
-    return this.#trie.match(topic);
+    const subs = this.#trie.match(topic);
+    // [MQTT-4.7.2-1] (aedes checks the first level only, and for "$SYS" topics only)
+    if (this.#root === 0 || topic.charCodeAt(topic.indexOf("/") + 1) !== 36 /* $ */) return subs;
+    return subs.filter((s) => !dollarBlocked(s.topic.split("/"), topic, this.#root));
   }
 
   /** QoS > 0 subscriptions, and clients with any subscription. */

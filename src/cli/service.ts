@@ -8,7 +8,7 @@ import { type Config, ConfigError, loadConfig } from "../config.ts";
 import { Refusal } from "../core/errors.ts";
 import { LOG_LEVELS } from "../core/log.ts";
 
-const PORT_FLAGS = ["httpPort", "httpsPort", "mqttPort", "mqttWsPort", "mqttTlsPort", "mqttWssPort"] as const;
+const PORT_FLAGS = ["httpPort", "httpsPort", "mqttPort", "mqttWsPort", "mqttTlsPort", "mqttWssPort", "metricsPort"] as const;
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 
 /** The message for a start that cannot succeed as configured (exit 2: restarting will not help),
@@ -47,7 +47,7 @@ export function reloadOnHangup(argv: string[], app: () => App | undefined) {
  *  parts read these from the shared config object on use (throttling on its next reload of its
  *  cases, CORS on the next request). The certificate's files (--tls-cert, --tls-key) are read
  *  again at every reload; other files may be named while TLS stays on. */
-const RELOADABLE = new Set<string>(["logLevel", "developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "corsOrigins"]);
+const RELOADABLE = new Set<string>(["logLevel", "accessLog", "accessLogSample", "developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers", "corsOrigins"]);
 const TLS_FILES = ["tlsCert", "tlsKey"];
 const THROTTLING = ["developmentMode", "enableDefaultThrottlers", "enableGlobalThrottlers"];
 

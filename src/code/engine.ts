@@ -9,7 +9,7 @@ import { TtlCache } from "../core/cache.ts";
 import { randomUUID } from "node:crypto";
 import { ApiError, fail, failFor, notFound } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
-import type { Counter, Histogram } from "../core/metrics.ts";
+import { type Counter, type Histogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
 import { DEFAULT_EXECUTION_TIMEOUT_S, MISSING_LIBRARIES, parseDependencies, type ServiceChange } from "../domain/services.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { ServiceRow } from "../store/services.ts";
@@ -49,6 +49,8 @@ export class CodeEngine {
   /** on /metrics: runs by outcome (success, error: resp.error, failed: threw, timed out, could not run) and their durations */
   private readonly runs?: Counter;
   private readonly runSeconds?: Histogram;
+  /** and per service, with --metrics-system-labels */
+  private readonly perService: ServiceRunMetrics | null;
 
   constructor(private readonly e: EngineDeps) {
     e.services.onChange = (c) => this.changed(c);
@@ -60,6 +62,7 @@ export class CodeEngine {
     });
     this.runs = e.metrics?.counter("outpost_code_runs_total", "Service runs by outcome: success, error (resp.error), failed (threw, timed out or could not run)");
     this.runSeconds = e.metrics?.histogram("outpost_code_run_seconds", "Service run duration, queueing included", [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60]);
+    this.perService = e.metrics && c.metricsSystemLabels > 0 ? new ServiceRunMetrics(e.metrics, e.metrics.topLabels(c.metricsSystemLabels)) : null;
   }
 
   private changed(c: ServiceChange) {
@@ -191,8 +194,10 @@ export class CodeEngine {
       });
       id = submitted.id;
       outcome = await submitted.done;
+      const seconds = (performance.now() - t0) / 1000;
       this.runs?.inc({ outcome: outcome.kind });
-      this.runSeconds?.observe((performance.now() - t0) / 1000);
+      this.runSeconds?.observe(seconds);
+      this.perService?.count(systemKey, name, outcome.kind, seconds);
       this.instances.ended(instance, params, outcome, p.kind);
       if (svc.logging_enabled === 1) this.keepLog(svc, instance, outcome, t0);
     } finally {
@@ -390,4 +395,20 @@ function platformHost(c: EngineDeps["d"]["config"]): string {
   if (c.mode === "edge" && c.platformUrl) return new URL(c.platformUrl).host;
   const host = c.httpHost === "0.0.0.0" || c.httpHost === "::" ? "localhost" : c.httpHost;
   return `${host}:${c.tlsCert ? c.httpsPort : c.httpPort}`;
+}
+
+/** Runs and their time per service, for the services --metrics-system-labels gives series (the
+ *  busiest), the others together as "other". */
+class ServiceRunMetrics {
+  private readonly runs: Counter;
+  private readonly seconds: Counter;
+  constructor(metrics: Metrics, private readonly labels: TopLabels) {
+    this.runs = metrics.counter("outpost_service_runs_total", "Service runs per service by outcome (success, error, failed), for the busiest services (--metrics-system-labels), the rest as other");
+    this.seconds = metrics.counter("outpost_service_run_seconds_total", "Time spent in runs per service (seconds), for the same services");
+  }
+  count(systemKey: string, service: string, outcome: string, seconds: number) {
+    const l = this.labels.of(`${systemKey}/${service}`) === OTHER ? { system_key: OTHER, service: OTHER } : { system_key: systemKey, service };
+    this.runs.inc({ ...l, outcome });
+    this.seconds.inc(l, seconds);
+  }
 }

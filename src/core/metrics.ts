@@ -83,6 +83,52 @@ export class LabeledHistogram {
 
 type Reading = [Labels, number][];
 
+/** The label value of everything an open-ended label leaves out. */
+export const OTHER = "other";
+/** Keys waiting for a place, counted between two readings of /metrics, at most. */
+const WAITING_MAX = 10_000;
+
+/** Label values from an open-ended set (system keys, services), kept to a bound: at most `max`
+ *  keys get series of their own, the others count as "other". Places go, when /metrics is read,
+ *  to the keys counted most since the last reading, and are kept for the life of the process: a
+ *  key moved back into "other" would make its counter and "other" go down, which Prometheus
+ *  reads as a restart. A key counts into "other" until it has a place. */
+export class TopLabels {
+  private readonly placed = new Set<string>();
+  private readonly waiting = new Map<string, number>();
+  constructor(readonly max: number) {}
+
+  /** The label value of `key`: itself once it has a place, else "other". Only an `eligible` key
+   *  is considered for a place (a system key a request named but nothing showed to exist is not). */
+  of(key: string, eligible = true): string {
+    if (this.placed.has(key)) return key;
+    if (eligible && this.placed.size < this.max) {
+      const n = this.waiting.get(key);
+      if (n !== undefined) this.waiting.set(key, n + 1);
+      else if (this.waiting.size < WAITING_MAX) this.waiting.set(key, 1);
+    }
+    return OTHER;
+  }
+
+  /** Gives the free places to the keys counted most since the last call. */
+  promote() {
+    const free = this.max - this.placed.size;
+    if (free > 0 && this.waiting.size > 0)
+      for (const [k] of [...this.waiting].sort((a, b) => b[1] - a[1]).slice(0, free)) this.placed.add(k);
+    this.waiting.clear();
+  }
+}
+
+/** The `max` largest readings of a gauge, the rest summed into one with `rest` as its labels
+ *  (none: dropped). For gauges only: a counter needs TopLabels' stable places. */
+export function largest(readings: Reading, max: number, rest?: Labels): Reading {
+  if (readings.length <= max) return readings;
+  const sorted = [...readings].sort((a, b) => b[1] - a[1]);
+  const out = sorted.slice(0, max);
+  if (rest) out.push([rest, sorted.slice(max).reduce((n, r) => n + r[1], 0)]);
+  return out;
+}
+
 /** A value read when /metrics is asked (connections, queue sizes, file sizes): nothing on a hot
  *  path. Also a counter kept elsewhere as a plain number (the broker's messages). */
 export class Gauge {
@@ -95,12 +141,20 @@ export class Gauge {
 }
 
 export class Metrics {
-  private readonly all: { render(): string | Promise<string> }[] = [];
+  private readonly all: { name: string; render(): string | Promise<string> }[] = [];
+  private readonly bounded: TopLabels[] = [];
+  /** label values kept to `max` keys, their places given out as /metrics is read */
+  topLabels(max: number) { const t = new TopLabels(max); this.bounded.push(t); return t; }
   counter(name: string, help: string) { const c = new Counter(name, help); this.all.push(c); return c; }
   histogram(name: string, help: string, bounds: number[]) { const h = new Histogram(name, help, bounds); this.all.push(h); return h; }
   labeledHistogram(name: string, help: string, bounds: number[]) { const h = new LabeledHistogram(name, help, bounds); this.all.push(h); return h; }
   gauge(name: string, help: string, read: () => Reading | Promise<Reading>) { const g = new Gauge(name, help, read); this.all.push(g); return g; }
   /** a counter its owner keeps (a number incremented on a hot path), read when asked */
   readCounter(name: string, help: string, read: () => Reading) { const g = new Gauge(name, help, read, "counter"); this.all.push(g); return g; }
-  async render(): Promise<string> { return (await Promise.all(this.all.map((m) => m.render()))).join("\n") + "\n"; }
+  async render(): Promise<string> {
+    for (const t of this.bounded) t.promote();
+    return (await Promise.all(this.all.map((m) => m.render()))).join("\n") + "\n";
+  }
+  /** The metric names this registry exposes (the dashboard's and the alerts' test checks them). */
+  names(): string[] { return this.all.map((m) => m.name); }
 }

@@ -357,7 +357,11 @@ export class Messages {
   async maySubscribe(p: Principal, systemKey: string, filter: unknown): Promise<void> {
     await this.systems.access(p, systemKey);
     if (typeof filter !== "string" || !filter || filter.length > 1024 || !validFilter(filter)) throw fail("INVALID_ARGUMENT", "topic must be a topic filter ('+' for one level, '#' last for the rest)");
-    await this.d.perms.require(p, { kind: "topic", name: filter }, LEVEL.READ, `subscribe to topic '${filter}'`);
+    // a shared subscription ($share/<group>/<filter>) needs the right to subscribe to its filter
+    const share = /^\$share\/([^/+#]+)\/(.+)$/.exec(filter);
+    if (filter.startsWith("$share/") && !share) throw fail("INVALID_ARGUMENT", "a shared subscription is $share/<group>/<filter>, the group without wildcards");
+    const name = share ? share[2]! : filter;
+    await this.d.perms.require(p, { kind: "topic", name }, LEVEL.READ, `subscribe to topic '${name}'`);
   }
 
   /** Topics with history, with the query object's structure (src/core/query.ts; developer). */

@@ -1,71 +1,138 @@
 // HTTP requests on /metrics: a count by route and status and a latency histogram by route. The
-// route is the path's first four elements with ids and keys as ":id", so the series stay few
-// whatever callers send (a path no route answered is "unmatched", and beyond a bound "other").
-import type { Counter, CounterSeries, HistogramSeries, LabeledHistogram, Metrics } from "../core/metrics.ts";
+// route is the pattern the request matched, as registered (`/admin/edges/:systemKey/:name`),
+// never the path: ids and names a caller sends make no series, and a path no route matches is
+// "unmatched". With --metrics-system-labels, requests and server errors per system too.
+import { Memoirist } from "memoirist";
+import { type Counter, type CounterSeries, type HistogramSeries, type LabeledHistogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
+import { routedPath } from "./throttle.ts";
 
-// (short numbers stay: they are API versions, /api/v/1)
-const ID = /^(?:[0-9a-fA-F]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{3,})$/;
-/** Beyond this many routes new ones count as "other": a bound on the series, come what may. */
-const MAX_ROUTES = 500;
+/** Paths remembered with their route (paths are many, routes few): past this the memory starts over. */
 const MAX_PATHS = 10_000;
+export const UNMATCHED = "unmatched";
 
-export function routeLabel(path: string): string {
-  const parts = path.split("/").filter(Boolean).slice(0, 4);
-  return "/" + parts.map((p) => (ID.test(p) ? ":id" : p.length > 40 ? ":name" : p)).join("/");
+/** A route as requests are counted and logged under it. */
+export interface Route {
+  /** the pattern as registered, or "unmatched" */
+  readonly label: string;
+  /** the index of the path element that is the route's `:systemKey`, -1 when it has none */
+  readonly systemKeyAt: number;
+  readonly seconds: HistogramSeries;
+  readonly byStatus: Map<number, CounterSeries>;
+}
+
+/** Called with each answer counted (the access log, per-system counts). `path`: the request's
+ *  path, its repeated slashes collapsed. */
+export type AnswerListener = (request: Request, route: Route, path: string, status: number, ms: number, answer: unknown) => void;
+
+/** The path of an absolute URL, without its query. */
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  return q < 0 ? url.slice(start) : url.slice(start, q);
+}
+
+/** The element of a path at an index (0: the first after the leading slash), decoded. */
+export function pathElement(path: string, index: number): string {
+  const raw = path.split("/", index + 2)[index + 1] ?? "";
+  try { return decodeURIComponent(raw); } catch { return raw; }
 }
 
 export class RequestMetrics {
   private readonly requests: Counter;
   private readonly seconds: LabeledHistogram;
-  /** path -> its route's series, found once per path */
-  private readonly labels = new Map<string, RouteSeries>();
-  private readonly routes = new Map<string, RouteSeries>();
+  private router: Memoirist<string> | null = null;
+  /** per method, path -> its route, found once per path */
+  private readonly paths = new Map<string, Map<string, Route>>();
+  private readonly routes = new Map<string, Route>();
+  /** per system (with --metrics-system-labels) */
+  readonly systems: SystemRequestMetrics | null;
 
-  constructor(metrics: Metrics) {
-    this.requests = metrics.counter("outpost_http_requests_total", "HTTP requests answered, by route and status");
-    this.seconds = metrics.labeledHistogram("outpost_http_request_seconds", "HTTP request latency by route",
+  constructor(metrics: Metrics, systemLabels = 0) {
+    this.systems = systemLabels > 0 ? new SystemRequestMetrics(metrics, metrics.topLabels(systemLabels)) : null;
+    this.requests = metrics.counter("outpost_http_requests_total", "HTTP requests answered, by route pattern and status");
+    this.seconds = metrics.labeledHistogram("outpost_http_request_seconds", "HTTP request latency by route pattern",
       [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);
   }
 
-  /** requests no route answered (their paths are the caller's invention) */
-  readonly unmatched = new WeakSet<Request>();
-
-  /** Counts an answer (or, for a promise, the answer it settles to) and passes it on. */
-  observe<T>(request: Request, t0: number, answer: T): T {
-    if (answer instanceof Promise) return answer.then((r) => this.record(request, t0, r), (err) => { this.record(request, t0, undefined); throw err; }) as T;
-    return this.record(request, t0, answer);
+  /** The routes requests are counted under: the app's, given once it is built (the HTTP and
+   *  HTTPS listeners' apps have the same). A WebSocket route is reached by a GET. */
+  useRoutes(routes: readonly { method: string; path: string }[]) {
+    if (this.router) return;
+    const router = new Memoirist<string>();
+    for (const r of routes) router.add(r.method === "WS" ? "GET" : r.method, r.path, r.path);
+    this.router = router;
   }
 
-  private record<T>(request: Request, t0: number, answer: T): T {
-    const status = answer instanceof Response ? answer.status : 200;
-    const route = this.unmatched.has(request) ? this.ofRoute("unmatched") : this.route(request.url);
-    let count = route.byStatus.get(status);
-    if (!count) route.byStatus.set(status, (count = this.requests.series({ route: route.label, status: String(status) })));
-    count.n++;
-    route.seconds.observe((performance.now() - t0) / 1000);
-    return answer;
-  }
-
-  private route(url: string): RouteSeries {
-    const start = url.indexOf("/", url.indexOf("//") + 2);
-    const q = url.indexOf("?", start);
-    const path = start < 0 ? "/" : q < 0 ? url.slice(start) : url.slice(start, q);
-    let route = this.labels.get(path);
+  /** The route a request is counted under. */
+  routeOf(method: string, path: string): Route {
+    let byPath = this.paths.get(method);
+    if (!byPath) this.paths.set(method, (byPath = new Map()));
+    let route = byPath.get(path);
     if (route === undefined) {
-      const label = routeLabel(path);
-      route = this.ofRoute(this.routes.has(label) || this.routes.size < MAX_ROUTES ? label : "other");
-      if (this.labels.size >= MAX_PATHS) this.labels.clear(); // paths are many, routes few
-      this.labels.set(path, route);
+      const routed = routedPath(path);
+      const found = this.router?.find(method, routed) ?? (method === "HEAD" ? this.router?.find("GET", routed) : null);
+      route = this.ofRoute(found ? found.store : UNMATCHED);
+      if (byPath.size >= MAX_PATHS) byPath.clear();
+      byPath.set(path, route);
     }
     return route;
   }
 
-  private ofRoute(label: string): RouteSeries {
+  /** The values of a path's parameters under its route (only when a line needs them). */
+  params(method: string, path: string): Record<string, string> {
+    const found = this.router?.find(method, routedPath(path));
+    return (found?.params as Record<string, string> | undefined) ?? {};
+  }
+
+  /** Counts an answer (or, for a promise, the answer it settles to), tells `then` of it, and
+   *  passes it on. */
+  observe<T>(request: Request, t0: number, answer: T, then: AnswerListener | null): T {
+    if (answer instanceof Promise) return answer.then((r) => this.record(request, t0, r, then), (err) => { this.record(request, t0, undefined, then); throw err; }) as T;
+    return this.record(request, t0, answer, then);
+  }
+
+  private record<T>(request: Request, t0: number, answer: T, then: AnswerListener | null): T {
+    const status = answer instanceof Response ? answer.status : 200;
+    const path = pathOf(request.url);
+    const route = this.routeOf(request.method, path);
+    let count = route.byStatus.get(status);
+    if (!count) route.byStatus.set(status, (count = this.requests.series({ route: route.label, status: String(status) })));
+    count.n++;
+    const ms = performance.now() - t0;
+    route.seconds.observe(ms / 1000);
+    then?.(request, route, path, status, ms, answer);
+    return answer;
+  }
+
+  private ofRoute(label: string): Route {
     let r = this.routes.get(label);
-    if (!r) this.routes.set(label, (r = { label, seconds: this.seconds.series({ route: label }), byStatus: new Map() }));
+    if (!r) {
+      const systemKeyAt = label.split("/").indexOf(":systemKey") - 1;
+      this.routes.set(label, (r = { label, systemKeyAt: systemKeyAt < 0 ? -1 : systemKeyAt, seconds: this.seconds.series({ route: label }), byStatus: new Map() }));
+    }
     return r;
   }
 }
 
-/** The series of one route, kept so that counting a request builds no label text. */
-interface RouteSeries { label: string; seconds: HistogramSeries; byStatus: Map<number, CounterSeries> }
+/** Requests and server errors (5xx) per system, for the systems --metrics-system-labels gives a
+ *  label (the others are "other"). */
+export class SystemRequestMetrics {
+  private readonly requests: Counter;
+  private readonly errors: Counter;
+  private readonly series = new Map<string, { requests: CounterSeries; errors: CounterSeries }>();
+
+  constructor(metrics: Metrics, private readonly labels: TopLabels) {
+    this.requests = metrics.counter("outpost_system_http_requests_total", "HTTP requests answered per system (--metrics-system-labels busiest systems, the rest as other)");
+    this.errors = metrics.counter("outpost_system_http_errors_total", "HTTP answers with a 5xx status per system (--metrics-system-labels busiest systems, the rest as other)");
+  }
+
+  /** `known`: the system is known to exist (a token of it, or a successful answer), so it may get a place. */
+  count(systemKey: string, known: boolean, status: number) {
+    const label = systemKey ? this.labels.of(systemKey, known) : OTHER;
+    let s = this.series.get(label);
+    if (!s) this.series.set(label, (s = { requests: this.requests.series({ system_key: label }), errors: this.errors.series({ system_key: label }) }));
+    s.requests.n++;
+    if (status >= 500) s.errors.n++;
+  }
+}

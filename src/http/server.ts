@@ -1,9 +1,11 @@
 // The HTTP API: one Elysia app serving every route group (docs/api.md lists them), with the
 // conventions existing ClearBlade clients expect: repeated slashes normalised, one error envelope for every failure, CORS for
 // web apps on other origins, plain HTTP and HTTPS listeners, and the web console (/console).
+import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Elysia } from "elysia";
-import { ApiError, envelope, ErrorKinds } from "../core/errors.ts";
+import { ApiError, envelope, ErrorKinds, fail } from "../core/errors.ts";
+import type { Metrics } from "../core/metrics.ts";
 import { diskFull, uniqueViolation } from "../store/db.ts";
 import { codeRoutes } from "./routes/code.ts";
 import { dataRoutes } from "./routes/data.ts";
@@ -22,7 +24,8 @@ import { adapterRoutes } from "./routes/adapters.ts";
 import { externalDbRoutes } from "./routes/externalDbs.ts";
 import { serviceCacheRoutes } from "./routes/serviceCaches.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
-import { RequestMetrics } from "./metrics.ts";
+import { pathOf, RequestMetrics } from "./metrics.ts";
+import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import type { Services } from "./services.ts";
@@ -42,7 +45,22 @@ export function errorResponse(e: unknown): Response {
   const env = envelope(e);
   const after = e instanceof ApiError ? e.retryAfterS ?? (e.kind === ErrorKinds.DB_UNAVAILABLE ? 1 : undefined) : undefined;
   const headers = after !== undefined ? { ...JSON_HEADERS, "retry-after": String(after) } : JSON_HEADERS;
-  return new Response(JSON.stringify(env), { status: env.statusCode, headers });
+  const r = new Response(JSON.stringify(env), { status: env.statusCode, headers });
+  noteError(r, env.error);
+  return r;
+}
+
+const METRICS_HEADERS = { "content-type": "text/plain; version=0.0.4; charset=utf-8" };
+const sha256 = (s: string) => createHash("sha256").update(s).digest();
+
+/** GET /metrics on the API port: only with --metrics-token, and only to a caller bearing it. */
+async function metricsAnswer(metrics: Metrics, token: string | undefined, request: Request): Promise<Response> {
+  if (!token) throw fail("ROUTE_NOT_FOUND", "no such route");
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
+  if (!m) throw fail("AUTH_REQUIRED", "/metrics needs Authorization: Bearer <the --metrics-token>");
+  // compared as digests: in constant time, whatever the lengths
+  if (!timingSafeEqual(sha256(m[1]!), sha256(token))) throw fail("PERMISSION_DENIED", "wrong metrics token");
+  return new Response(await metrics.render(), { headers: METRICS_HEADERS });
 }
 
 /** Elysia's own error codes mapped onto the envelope. */
@@ -83,7 +101,8 @@ export function createHttpApp(s: Services) {
     return r.then((res) => { throttle.release(request, res); return res; }, (err) => { throttle.release(request); throw err; });
   };
   // one per process: the HTTP and HTTPS listeners count into the same series
-  const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics));
+  const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics, s.config.metricsSystemLabels));
+  const access = new AccessLog(s, requests, (request) => app.server?.requestIP(request)?.address);
   let diskFullLoggedAt = 0;
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
@@ -95,17 +114,19 @@ export function createHttpApp(s: Services) {
     // CORS around that: a preflight is answered here (never throttled: it carries no token), and
     // every answer, an error or a refusal too, says which origin may read it.
     //
-    // Outermost, the request counts on /metrics by route and status, with its latency.
+    // Outermost, the request counts on /metrics by route and status, with its latency, and is
+    // written to the access log.
     .wrap((handle: (r: Request) => unknown) => (request: Request) => {
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
       // a re-routed "//" request is counted as the original
       if (throttle.internal.has(request)) return handle(request);
       const t0 = performance.now();
+      access.before(request);
       const early = throttle.onRequest(request);
-      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))));
-      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))));
-      return requests.observe(request, t0, c.allow(request, early));
+      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))), access.answered);
+      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))), access.answered);
+      return requests.observe(request, t0, c.allow(request, early), access.answered);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -117,21 +138,24 @@ export function createHttpApp(s: Services) {
           throttle.internal.add(again);
           return app.handle(again);
         }
-        requests.unmatched.add(request);
       }
       const e = fromElysia(code, error);
+      const r = errorResponse(e);
+      const sent = errorOf(request, r)!;
+      // the id the client got, to find its line from its report
+      noteError(request, sent);
       if (diskFull(e)) {
         const now = Date.now();
-        if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e }); }
-      } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e });
-      return errorResponse(e);
+        if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e, errorId: sent.id }); }
+      } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e, errorId: sent.id, method: request.method, route: requests.routeOf(request.method, pathOf(request.url)).label });
+      return r;
     })
     .get("/health", async () => {
       // with the build, so a fleet's versions can be read where its health is
       const r = { ...(s.health ? await s.health.report() : { status: "ok" }), version: VERSION, commit: COMMIT };
       return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
     })
-    .get("/metrics", async () => new Response(await s.metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }))
+    .get("/metrics", ({ request }) => metricsAnswer(s.metrics, s.config.metricsToken, request))
     .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT }))
     .use(developerRoutes(s))
     .use(systemRoutes(s))
@@ -149,6 +173,7 @@ export function createHttpApp(s: Services) {
     .use(externalDbRoutes(s))
     .use(serviceCacheRoutes(s))
     .use(consoleRoutes()) as unknown as Elysia;
+  requests.useRoutes(app.routes);
   return app;
 }
 
@@ -188,6 +213,17 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
       },
     } : {}),
   };
+}
+
+/** /metrics without a token on 127.0.0.1 (--metrics-port), for a scraper on the same machine. */
+export function listenMetrics(metrics: Metrics, port: number): HttpServer {
+  const server = Bun.serve({
+    port, hostname: "127.0.0.1", reusePort: false,
+    fetch: async (request) => (request.method === "GET" && pathOf(request.url) === "/metrics"
+      ? new Response(await metrics.render(), { headers: METRICS_HEADERS })
+      : errorResponse(fail("ROUTE_NOT_FOUND", "no such route: this port serves GET /metrics"))),
+  });
+  return { port: server.port!, stop: async () => { await server.stop(true); } };
 }
 
 /** The API's listeners: plain HTTP, and HTTPS when a certificate is configured (then

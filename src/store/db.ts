@@ -39,9 +39,14 @@ export interface Executor {
   batch(stmts: readonly Stmt[]): Promise<RunResult[]>;
 }
 
+/** Where statement durations go (a histogram on /metrics). */
+export interface LatencySink { observe(seconds: number): void }
+
 export interface Db extends Executor {
   readonly driver: "native" | "client" | "postgres";
   readonly url: string;
+  /** told each statement's duration once app.ts sets it (a late dependency) */
+  latency: LatencySink | null;
   /** Runs `fn` in one write transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -166,6 +171,7 @@ class NativeDb implements Db {
   private readonly stmts = new LruMap<string, NativeStatement>(1_000);
   /** A single connection is shared: while a transaction is open, everyone else waits. */
   private readonly gate = new TxGate<NativeDb>();
+  latency: LatencySink | null = null;
 
   constructor(readonly url: string, path: string, Engine: typeof Database) {
     // milliseconds: how long a write waits for another process holding the file (platform nodes
@@ -187,7 +193,13 @@ class NativeDb implements Db {
       s = this.conn.prepare(sql);
       this.stmts.set(sql, s);
     }
-    try { return use(s); } catch (e) { this.stmts.delete(sql); throw e; }
+    const latency = this.latency;
+    const t0 = latency ? performance.now() : 0;
+    try {
+      const r = use(s);
+      if (latency) latency.observe((performance.now() - t0) / 1000);
+      return r;
+    } catch (e) { this.stmts.delete(sql); throw e; }
   }
 
   allSync<T>(sql: string, args?: readonly unknown[]): T[] {
@@ -255,15 +267,22 @@ function rowsOf(rs: { columns: string[]; rows: ArrayLike<unknown>[] }): Row[] {
 
 class ClientExecutor implements Executor {
   readonly dialect = sqlite;
+  latency: LatencySink | null = null;
   constructor(protected readonly c: Client | Transaction) {}
+  private async execute(sql: string, args: readonly unknown[] | undefined) {
+    const t0 = this.latency ? performance.now() : 0;
+    const r = await this.c.execute({ sql, args: toArgs(args) as InValue[] });
+    this.latency?.observe((performance.now() - t0) / 1000);
+    return r;
+  }
   async all<T = Row>(sql: string, args?: readonly unknown[]): Promise<T[]> {
-    return rowsOf(await this.c.execute({ sql, args: toArgs(args) as InValue[] })) as T[];
+    return rowsOf(await this.execute(sql, args)) as T[];
   }
   async get<T = Row>(sql: string, args?: readonly unknown[]): Promise<T | undefined> {
     return (await this.all<T>(sql, args))[0];
   }
   async run(sql: string, args?: readonly unknown[]): Promise<RunResult> {
-    const r = await this.c.execute({ sql, args: toArgs(args) as InValue[] });
+    const r = await this.execute(sql, args);
     return { changes: r.rowsAffected, lastInsertRowid: Number(r.lastInsertRowid ?? 0) };
   }
   async batch(stmts: readonly Stmt[]): Promise<RunResult[]> {
@@ -305,7 +324,7 @@ class ClientDb extends ClientExecutor implements Db {
     if (outer) return fn(outer);
     let t: Transaction | undefined;
     return this.gate.run(
-      async () => { t = await this.client.transaction("write"); return new ClientExecutor(t); },
+      async () => { t = await this.client.transaction("write"); return Object.assign(new ClientExecutor(t), { latency: this.latency }); },
       fn,
       async () => { await t!.commit(); t!.close(); },
       async () => { if (!t!.closed) await t!.rollback().catch(() => {}); t!.close(); },
@@ -447,6 +466,7 @@ class PgDb implements Db {
   private readonly text = new Map<string, { text: string; name?: string }>();
   private named = 0;
   private writes: Promise<unknown> = Promise.resolve();
+  latency: LatencySink | null = null;
 
   constructor(readonly url: string, private readonly pool: Pool) { this.direct = new PgExecutor(this, pool); }
 
@@ -464,8 +484,11 @@ class PgDb implements Db {
       if (/^\s*INSERT\b/i.test(sql)) throw fail("INVALID_ARGUMENT", "text holding a NUL character (\\u0000) cannot be stored");
       values = values.map((v) => (typeof v === "string" ? v.replaceAll("\u0000", "\uffff") : v));
     }
+    const t0 = this.latency ? performance.now() : 0;
     try {
-      return await client.query({ text: t.text, name: t.name, values });
+      const r = await client.query({ text: t.text, name: t.name, values });
+      this.latency?.observe((performance.now() - t0) / 1000);
+      return r;
     } catch (e) {
       // a table changed under a prepared statement (a column dropped and added again with another
       // type): parsed again under a new name

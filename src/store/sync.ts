@@ -143,6 +143,9 @@ export const statusRepo = {
       ON CONFLICT(system_key, edge_name, asset_type, asset_name) DO UPDATE SET status = 'failed', last_error = excluded.last_error,
       attempts = sync_status.attempts + 1, desired_version = ${ex.dialect.greatest("sync_status.desired_version", "excluded.desired_version")}, updated_at = excluded.updated_at`,
       [systemKey, edge, type, name, version, error, at]),
+  /** Failed assets of every edge, by asset type (for /metrics). */
+  failedByType: (ex: Executor) =>
+    ex.all<{ asset_type: string; n: number }>(`SELECT asset_type, count(*) AS n FROM sync_status WHERE status = 'failed' GROUP BY asset_type`),
   failedFor: (ex: Executor, systemKey: string, edge: string) =>
     ex.all<StatusRow>(`SELECT * FROM sync_status WHERE system_key = ? AND edge_name = ? AND status = 'failed'`, [systemKey, edge]),
   remove: (ex: Executor, systemKey: string, edge: string, type: string, name: string) =>

@@ -644,6 +644,13 @@ export class EdgeSync {
     }
   }
 
+  /** Assets whose last application failed, by type (for /metrics). */
+  async failedAssets(): Promise<Record<string, number>> {
+    const by: Record<string, number> = {};
+    for (const f of Object.values(await this.failures(this.d.db))) by[f.type] = (by[f.type] ?? 0) + 1;
+    return by;
+  }
+
   /** The link and the assets as this edge sees them (its local status endpoint): what it holds
    *  from the platform, and what failed to apply with the error. */
   async localStatus() {

@@ -765,6 +765,21 @@ export class SyncHub {
     return out;
   }
 
+  /** The edges connected to this node, with the outbox size each last reported (no database
+   *  work: read on every scrape of /metrics). */
+  connectedEdges(): { systemKey: string; edge: string; outbox: number }[] {
+    const out = [];
+    for (const s of this.sessions.values()) if (!s.closed && s.edge) out.push({ systemKey: s.edge.system_key, edge: s.edge.name, outbox: s.outbox });
+    return out;
+  }
+
+  /** Assets that failed to apply, on every edge, by type (for /metrics). */
+  async failedAssets(): Promise<Record<string, number>> {
+    const by: Record<string, number> = {};
+    for (const r of await statusRepo.failedByType(this.d.db)) by[r.asset_type] = Number(r.n);
+    return by;
+  }
+
   /** A live session, not a stored flag: a silent link ends the session (see sweep). */
   isConnected(sk: string, edge: string) { return this.sessions.has(`${sk}/${edge}`); }
 

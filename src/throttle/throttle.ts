@@ -28,6 +28,10 @@ const rowOf = ({ counts: _, ...c }: BuiltInCase): CaseRow => ({ ...c, created_at
 const INDEX_MAX = 200_000;
 /** Distinct resources remembered per case list (paths with ids in them would grow it forever). */
 const RESOURCES_MAX = 5_000;
+/** A refusal is logged once per this long per throttler, case, system and address, with the
+ *  count of those not logged (a client retrying in a loop would otherwise fill the log). */
+const REFUSAL_LOG_MS = 60_000;
+const REFUSALS_KEPT = 10_000;
 
 /** Cases in priority order, with the ones each resource can match remembered: a resource's
  *  filters give the same answer until the cases change, so most requests look at a few cases. */
@@ -68,6 +72,8 @@ export class Throttle {
   private shared: SharedStore | null = null;
   private readonly throttled;
   private readonly latency;
+  /** refusals logged lately: when the next may be, and how many were not */
+  private readonly refusals = new Map<string, { until: number; skipped: number }>();
 
   constructor(private readonly d: { db: Db; config: Config; log: Logger; metrics: Metrics; nodeId: string }) {
     this.throttled = d.metrics.counter("outpost_throttled_total", "Requests, connections and publishes refused by throttling, per throttler");
@@ -132,14 +138,32 @@ export class Throttle {
     const t0 = performance.now();
     const hit = this.find(t, s);
     const d = hit ? this.apply(hit.c, hit.key, t0) : ALLOW;
-    if (d instanceof Promise) return d.then((x) => this.done(t, t0, x));
-    return this.done(t, t0, d);
+    if (d instanceof Promise) return d.then((x) => this.done(t, s, t0, x));
+    return this.done(t, s, t0, d);
   }
 
-  private done(t: ThrottlerName, t0: number, d: Decision): Decision {
+  private done(t: ThrottlerName, s: Subject, t0: number, d: Decision): Decision {
     this.latency.observe((performance.now() - t0) / 1000);
-    if (!d.ok) this.throttled.inc({ throttler: t });
+    if (!d.ok) {
+      this.throttled.inc({ throttler: t });
+      this.refused(t, s, d);
+    }
     return d;
+  }
+
+  /** A refusal in the log (warn), rate-limited: throttler, case, system, address, resource. */
+  private refused(t: ThrottlerName, s: Subject, d: Decision) {
+    if (!this.d.log.enabled("warn")) return;
+    const key = `${t}\u0000${d.caseName}\u0000${s.systemKey}\u0000${s.ip}`;
+    const now = Date.now();
+    const seen = this.refusals.get(key);
+    if (seen && seen.until > now) { seen.skipped++; return; }
+    if (this.refusals.size >= REFUSALS_KEPT) this.refusals.clear();
+    this.refusals.set(key, { until: now + REFUSAL_LOG_MS, skipped: 0 });
+    this.d.log.warn("throttled", {
+      throttler: t, case: d.caseName, ...(s.systemKey ? { systemKey: s.systemKey } : {}), ip: s.ip, resource: s.resource,
+      ...(d.retryAfterS !== undefined ? { retryAfterS: d.retryAfterS } : {}), ...(seen?.skipped ? { refusedSinceLastLine: seen.skipped } : {}),
+    });
   }
 
   /** `now`: the monotonic clock (performance.now), which the buckets measure their refills by. */

@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import mqtt from "mqtt";
 import t from "tap";
-import { collectionWith, devWithSystem, type HttpResponse, isErr, type Outpost, request, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
+import { collectionWith, devWithSystem, type HttpResponse, isErr, type Outpost, request, sleep, startOutpost, uniq, waitFor, metrics } from "./harness.ts";
 
 const o = await startOutpost({ args: ["--code-workers", "2"] });
 t.teardown(() => Promise.race([o.stop(), sleep(5000).then(() => o.kill())]));
@@ -176,8 +176,8 @@ t.test("a run its worker cannot interrupt answers 504 at its timeout plus the gr
   t.match(r.body?.error?.detail, /timed out after 1 s/, `says it timed out (${r.body?.error?.detail})`);
   t.ok(ms >= 1_000 && ms < 1_000 + 1_000 + 3_000, `at its timeout plus the grace period (${ms} ms)`);
   t.same((await exec(s, after, srv)).body, { success: true, results: "after" }, "the next run works");
-  const metrics = await request(srv.url, "GET", "/metrics");
-  t.match(metrics.text, /outpost_code_worker_restarts_total\{reason="stuck"\} 1/, "the worker was replaced (/metrics)");
+  const m = await metrics(srv);
+  t.match(m.text, /outpost_code_worker_restarts_total\{reason="stuck"\} 1/, "the worker was replaced (/metrics)");
   const failed = await s.dev.get(`/api/v/4/${s.systemKey}/code/failed`);
   t.ok(Array.isArray(failed.body) && failed.body.some((f: any) => f.service_name === sorter && /timed out/.test(f.error)), "the run is recorded as failed");
 });

@@ -78,6 +78,8 @@ export interface StartOptions {
   mqttPort?: number;
   /** --log-level: "warn" unless a test reads the log */
   logLevel?: string;
+  /** --metrics-token: METRICS_TOKEN unless a test chooses (null: none) */
+  metricsToken?: string | null;
   healthTimeoutMs?: number;
 }
 
@@ -167,7 +169,8 @@ async function startOutpostOnce(opts: StartOptions): Promise<Outpost> {
   const args = [
     "--http-port", String(httpPort), "--http-host", "127.0.0.1", "--mqtt-port", String(mqttPort), "--mqtt-ws-port", String(mqttWsPort),
     "--mqtt-tls-port", String(tls), "--mqtt-wss-port", String(wss),
-    "--data-dir", dataDir, "--log-level", opts.logLevel ?? "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]), ...(opts.args ?? []),
+    "--data-dir", dataDir, "--log-level", opts.logLevel ?? "warn", ...(opts.defaultThrottlers ? [] : ["--enable-default-throttlers", "false"]),
+    ...(opts.metricsToken === null ? [] : ["--metrics-token", opts.metricsToken ?? METRICS_TOKEN]), ...(opts.args ?? []),
   ];
   if (!opts.defaultDb) args.push(...(await testDbArgs(dataDir, args, opts.env)));
   const proc = spawn(BIN, args, {
@@ -223,6 +226,14 @@ export function testCertificates(dir: string, caName = "Outpost test CA") {
   writeFileSync(join(dir, "ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
   openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf");
   return { ca, cert: join(dir, "server.pem"), key: join(dir, "server.key"), anotherCa: (cn: string) => selfSigned("other", cn) };
+}
+
+/** The --metrics-token of the processes the harness starts (unless a test chooses). */
+export const METRICS_TOKEN = "e2e-metrics-token-0123456789";
+
+/** GET /metrics with the harness' token (the API port answers it only to its bearer). */
+export function metrics(o: { url: string }, headers: Record<string, string> = {}): Promise<HttpResponse<string>> {
+  return request(o.url, "GET", "/metrics", { headers: { authorization: `Bearer ${METRICS_TOKEN}`, ...headers } });
 }
 
 export interface HttpResponse<T = any> { status: number; headers: http.IncomingHttpHeaders; text: string; body: T }

@@ -11,7 +11,7 @@ import { createRequire } from "node:module";
 import mqtt from "mqtt";
 import t from "tap";
 import pg from "pg";
-import { devWithSystem, freePort, pgDatabaseOf, request, startOutpost, TEST_DB, waitFor } from "./harness.ts";
+import { devWithSystem, freePort, pgDatabaseOf, request, startOutpost, TEST_DB, waitFor, metrics } from "./harness.ts";
 import { pgUrlFor } from "../pgdb.ts";
 
 const require = createRequire(import.meta.url);
@@ -83,7 +83,7 @@ t.test("an edge whose platform link is down past --link-grace is unhealthy; with
   t.ok(await waitFor(async () => (n = await request(e2.url, "GET", "/health")).body?.notes !== undefined, 10_000), "a note once the grace has passed");
   t.equal(n.status, 200, "still healthy");
   t.match(n.body.notes.join("\n"), /platform link has been down/);
-  const m = await request(e2.url, "GET", "/metrics");
+  const m = await metrics(e2);
   t.match(m.text, /^outpost_sync_link_up 0$/m, "the link is down on /metrics");
   t.match(m.text, /^outpost_sync_outbox_items 0$/m, "the outbox size");
 });
@@ -98,12 +98,12 @@ t.test("/metrics: HTTP requests by route and status with latency, MQTT connectio
   const svc = "metered";
   await s.dev.post(`/admin/code/v/1/${s.systemKey}/${svc}`, { code: `function ${svc}(req, resp) { resp.success("ok"); }` });
   await s.dev.post(`/api/v/1/code/${s.systemKey}/${svc}`, {});
-  const m = (await request(o.url, "GET", "/metrics")).text;
+  const m = (await metrics(o)).text;
   t.match(m, /^outpost_code_runs_total\{outcome="success"\} 1$/m, "code runs by outcome");
   t.match(m, /^outpost_code_run_seconds_count 1$/m, "code run durations");
   t.match(m, /^outpost_http_requests_total\{route="\/admin\/systemmanagement",status="200"\} 1$/m, "a route with its status");
-  t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/user",status="401"\} 1$/m, "a refused sign-in");
-  t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/data",status="\d{3}"\} 1$/m, "ids in the path do not make routes");
+  t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/user\/auth",status="401"\} 1$/m, "a refused sign-in");
+  t.match(m, /^outpost_http_requests_total\{route="\/api\/v\/1\/data\/:key",status="\d{3}"\} 1$/m, "ids in the path do not make routes: the route's pattern");
   t.match(m, /^outpost_http_requests_total\{route="unmatched",status="404"\} 1$/m, "a path no route answers");
   t.match(m, /^outpost_http_request_seconds_bucket\{route="\/admin\/systemmanagement",le="\+Inf"\} 1$/m, "latency by route");
   t.match(m, /^outpost_mqtt_connections 0$/m, "MQTT connections");
@@ -135,7 +135,7 @@ t.test("/metrics: MQTT messages in and out by QoS", async (t) => {
   t.equal(rest.status, 200, "REST publish");
   t.ok(await waitFor(() => got === 5, 10_000), "the subscriber got five messages");
   let m = "";
-  t.ok(await waitFor(async () => /^outpost_mqtt_messages_out_total\{qos="0"\} 3$/m.test(m = (await request(o.url, "GET", "/metrics")).text), 10_000), "sent at QoS 0");
+  t.ok(await waitFor(async () => /^outpost_mqtt_messages_out_total\{qos="0"\} 3$/m.test(m = (await metrics(o)).text), 10_000), "sent at QoS 0");
   t.match(m, /^# TYPE outpost_mqtt_messages_in_total counter$/m, "a counter");
   t.match(m, /^outpost_mqtt_messages_in_total\{qos="0"\} 3$/m, "received at QoS 0");
   t.match(m, /^outpost_mqtt_messages_in_total\{qos="1"\} 1$/m, "received at QoS 1");

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor, must } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor, must, metrics } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -20,7 +20,7 @@ t.teardown(async () => {
   for (const c of closers) await c().catch(() => {});
 });
 
-const platform = await startOutpost({ args: ["--log-level", "info", "--sync-compact-ms", "1000"] });
+const platform = await startOutpost({ args: ["--log-level", "info", "--sync-compact-ms", "1000", "--metrics-system-labels", "50"] });
 started.push(platform);
 
 /** A collection whose rows flow up (sync_to_platform) and an edge record holding it. */
@@ -53,7 +53,7 @@ async function edgeDev(o: Outpost, sys: DevSystem): Promise<Client> {
 }
 
 const metric = async (o: Outpost, name: string, labels = ""): Promise<number | null> => {
-  const text = (await request(o.url, "GET", "/metrics")).text;
+  const text = (await metrics(o)).text;
   const line = text.split("\n").find((l) => l.startsWith(name + (labels ? `{${labels}}` : "")) && (labels || /^[^{]+ /.test(l)));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : null;
 };

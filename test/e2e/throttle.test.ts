@@ -11,7 +11,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, mqttFlush, request, startOutpost, uniq, sleep, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isEnvelope, needs, newUser, type Outpost, mqttFlush, request, startOutpost, uniq, sleep, waitFor, metrics } from "./harness.ts";
 
 const enc = encodeURIComponent;
 const HTTP = "HTTP Requests", CONN = "MQTT Connections", PUB = "MQTT Publishes";
@@ -402,7 +402,7 @@ t.test("concurrency: in-flight requests per key, refused at once above max_num, 
   await create(s.dev, HTTP, kase({ resource: path, consumer: "?", limiter_type: "concurrency", max_num: 1, duration: undefined }));
   // the first holds its slot once its headers are evaluated: /metrics counts evaluations (a
   // developer's requests, such as these reads, are not evaluated)
-  const evals = async () => Number(/^outpost_throttle_evaluation_seconds_count (\d+)$/m.exec((await s.dev.get("/metrics")).text)?.[1] ?? NaN);
+  const evals = async () => Number(/^outpost_throttle_evaluation_seconds_count (\d+)$/m.exec((await metrics(o, s.dev.headers)).text)?.[1] ?? NaN);
   const evaluated = await evals();
   const first = slowRequest(o.url, path, { "ClearBlade-UserToken": u.token });
   t.ok(await waitFor(async () => (await evals()) > evaluated, 15_000), "the first is in flight, waiting for its body");
@@ -428,7 +428,7 @@ t.test("developers are never throttled", async (t) => {
 });
 
 t.test("/metrics: a counter of throttled requests per throttler and a histogram of evaluation time", async (t) => {
-  const before = await request(o.url, "GET", "/metrics");
+  const before = await metrics(o);
   t.equal(before.status, 200);
   t.match(before.headers["content-type"], /text\/plain/);
   const count = (text: string, throttler: string) => Number(new RegExp(`^outpost_throttled_total\\{throttler="${throttler}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
@@ -437,7 +437,7 @@ t.test("/metrics: a counter of throttled requests per throttler and a histogram 
   const u = await newUser(s);
   await create(s.dev, HTTP, kase({ resource: `/api/v/1/code/${s.systemKey}/${svc}`, consumer: u.email, max_num: 0 }));
   await statuses(4, () => run(s, u.client, svc));
-  const after = (await request(o.url, "GET", "/metrics")).text;
+  const after = (await metrics(o)).text;
   t.equal(count(after, HTTP) - count(before.text, HTTP), 4, "four more throttled HTTP requests");
   t.ok(evals(after) >= evals(before.text) + 4, "evaluations are timed");
   t.match(after, /# TYPE outpost_throttle_evaluation_seconds histogram/);
@@ -482,7 +482,7 @@ t.test("MQTT Connections: concurrency limits simultaneous connections and frees 
   const first = await open(tcp(o), { username: u.token, password: s2.systemKey });
   t.equal(await refusal(tcp(o), { username: u.token, password: s2.systemKey }), 3, "a second simultaneous connection is refused");
   // the broker gives the slot back as it counts the connection gone (/metrics)
-  const connections = async () => Number(/^outpost_mqtt_connections (\d+)$/m.exec((await request(o.url, "GET", "/metrics")).text)?.[1] ?? NaN);
+  const connections = async () => Number(/^outpost_mqtt_connections (\d+)$/m.exec((await metrics(o)).text)?.[1] ?? NaN);
   const connected = await connections();
   await new Promise<void>((r) => first.end(false, {}, () => r()));
   t.ok(await waitFor(async () => (await connections()) < connected, 15_000), "the broker saw the first go");
@@ -499,7 +499,7 @@ t.test("MQTT Publishes: a throttled publish is acknowledged but dropped and coun
   await new Promise((r, j) => sub.subscribe("#", { qos: 1 }, (e) => (e ? j(e) : r(null))));
   await create(s2.dev, PUB, kase({ system_key: s2.systemKey, resource: "devices/{deviceId}/*", consumer: "?", max_num: 0 }));
   await create(s2.dev, PUB, kase({ system_key: s2.systemKey, resource: "limited", consumer: "?", max_num: 2, duration: 60 }));
-  const before = (await request(o.url, "GET", "/metrics")).text;
+  const before = (await metrics(o)).text;
   const pub = await open(tcp(o), { username: u.token, password: s2.systemKey });
   const send = (topic: string, body: string, qos: 0 | 1 = 1) => new Promise<void>((r, j) => pub.publish(topic, body, { qos }, (e) => (e ? j(e) : r())));
   await send("devices/d1/temp", "blocked-1");
@@ -516,7 +516,7 @@ t.test("MQTT Publishes: a throttled publish is acknowledged but dropped and coun
   t.same(got.filter((m) => m.startsWith("other/")), ["other/topic:free-1", "other/topic:free-2"], "unmatched topics are delivered");
   t.notOk(got.some((m) => m.includes("blocked")), "publishes matching the blocking pattern are dropped");
   t.same(got.filter((m) => m.startsWith("limited")), ["limited:lim-1", "limited:lim-2"], "two of four within the limit");
-  const after = (await request(o.url, "GET", "/metrics")).text;
+  const after = (await metrics(o)).text;
   const n = (text: string) => Number(/^outpost_throttled_total\{throttler="MQTT Publishes"\} (\d+)$/m.exec(text)?.[1] ?? 0);
   t.equal(n(after) - n(before), 5, "five throttled publishes counted");
   const hist = await s2.dev.get(`/api/v/1/message/${s2.systemKey}?topic=${enc("devices/d1/temp")}&count=10`);

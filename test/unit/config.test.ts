@@ -321,3 +321,20 @@ describe("cluster flags", () => {
     expect(() => load(["--node-id", "x".repeat(129)])).toThrow(/--node-id/);
   });
 });
+
+describe("logs and metrics flags", () => {
+  test("defaults: every request logged, /metrics nowhere without a token, no system labels", () => {
+    const c = load([]);
+    expect([c.accessLog, c.accessLogSample, c.metricsToken, c.metricsPort, c.metricsSystemLabels]).toEqual(["all", 1, undefined, 0, 0]);
+    const set = load(["--access-log", "errors", "--access-log-sample", "0.25", "--metrics-port", "9464", "--metrics-system-labels", "20"], { OUTPOST_METRICS_TOKEN: "t".repeat(16) });
+    expect([set.accessLog, set.accessLogSample, set.metricsToken, set.metricsPort, set.metricsSystemLabels]).toEqual(["errors", 0.25, "t".repeat(16), 9464, 20]);
+  });
+
+  test("bad values name their flag", () => {
+    expect(configError(() => load(["--access-log", "some"])).message).toMatch(/--access-log/);
+    for (const f of ["0", "1.5", "-0.1", "half"]) expect(configError(() => load(["--access-log-sample", f])).message).toMatch(/--access-log-sample/);
+    expect(configError(() => load(["--metrics-token", "short"])).message).toMatch(/--metrics-token.*at least 16/);
+    expect(configError(() => load(["--metrics-port", "70000"])).message).toMatch(/--metrics-port/);
+    for (const n of ["-1", "1001", "2.5"]) expect(configError(() => load(["--metrics-system-labels", n])).message).toMatch(/--metrics-system-labels/);
+  });
+});

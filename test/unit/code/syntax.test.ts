@@ -77,8 +77,10 @@ describe("compile check", () => {
     clearInterval(tick);
     console.log(`compile check: ${Math.round(usual.length / 1024)} KB in ${usualMs.toFixed(1)} ms; ${(largest.length / 1e6).toFixed(1)} MB in ${Math.round(largestMs)} ms (${big ? big.message : "compiles"}), the event loop's longest gap meanwhile ${Math.round(worstGap)} ms`);
     expect(big).toBeNull();
-    expect(worstGap).toBeLessThan(250);
-    expect(usualMs).toBeLessThan(100);
+    // relative bounds: on a loaded machine every time stretches, but a check on this thread would
+    // hold the loop for the whole compile, and a usual service is 500 times smaller
+    expect(worstGap).toBeLessThan(Math.max(250, largestMs / 3));
+    expect(usualMs).toBeLessThan(Math.max(100, largestMs / 10));
     expect(await onThread("var ok = 1;", "service svc.js")).toBeNull();
   }, 60_000);
 });

@@ -134,3 +134,20 @@ describe("built-in sign-in cases", () => {
     for (const r of throttle.builtInRows()) expect(Object.keys(r)).not.toContain("counts");
   });
 });
+
+describe("refusals in the log", () => {
+  test("a refusal is logged at warn with throttler, case, system and address; a loop of them once a minute", async () => {
+    const lines: Record<string, unknown>[] = [];
+    throttle.stop();
+    throttle = new Throttle({ db, config: loadConfig([], {}), log: createLogger("info", {}, (l) => lines.push(JSON.parse(l))), metrics: new Metrics(), nodeId: "n1" });
+    await throttle.start();
+    await put({ case_name: "none", system_key: SYS, resource: "/api/v/1/user/info", max_num: 0, priority: 1 });
+    expect(ok(subject({ resource: "/api/v/1/user/info" })).ok).toBe(false);
+    expect(ok(subject({ resource: "/api/v/1/user/info" })).ok).toBe(false);
+    expect(ok(subject({ resource: "/api/v/1/user/info", systemKey: OTHER })).ok).toBe(true);
+    expect(ok(subject({ resource: "/api/v/1/user/info" })).ok).toBe(false);
+    const throttled = lines.filter((l) => l.msg === "throttled");
+    expect(throttled).toEqual([expect.objectContaining({ level: "warn", throttler: HTTP, case: "none", systemKey: SYS, ip: "10.0.0.1", resource: "/api/v/1/user/info" })]);
+    expect(JSON.stringify(lines)).not.toContain("a@b.co");
+  });
+});

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import mqtt from "mqtt";
 import t from "tap";
 import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { canConnect, Client, type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, must, needs, NodeProcess, type Outpost, request, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { canConnect, Client, type DevSystem, devWithSystem, freePort, hasCommand, metrics, mqttFlush, must, needs, NodeProcess, type Outpost, request, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const started: Outpost[] = [];
@@ -75,7 +75,7 @@ async function edgeToken(o: { url: string }, sys: DevSystem): Promise<string> {
   return token;
 }
 const metric = async (o: { url: string }, name: string): Promise<number> => {
-  const line = (await request(o.url, "GET", "/metrics")).text.split("\n").find((l) => l.startsWith(`${name} `));
+  const line = (await metrics(o)).text.split("\n").find((l) => l.startsWith(`${name} `));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
 };
 

@@ -184,12 +184,14 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log, scoped: true });
-    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
-    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
+    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the
+    // broker); on a platform, messages whose suffix names edges go down through the sync hub
+    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey!, edgeName: config.edgeName! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
+    let toEdges: ((sk: string, topic: string, payload: Buffer, qos: number) => void) | null = null;
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
-      relay: relay?.relay });
+      relay: relay?.relay ?? ((sk, topic, payload, qos) => toEdges?.(sk, topic, payload, qos)) });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.connections = broker;
@@ -211,6 +213,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
+      toEdges = (sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); };
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
       edgeOps.link = hub;
       if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
@@ -221,6 +224,8 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
       fleet.restart = opts.restart ?? null;
       const edgeSync = new EdgeSync({
         db, config, log, events, changes, compileCheck, fleet,
+        // as from the edge itself: its broker does not relay it up again
+        deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
@@ -258,6 +263,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     const failedByType = (by: Record<string, number>): Reading => Object.entries(by).map(([type, n]) => [{ asset_type: type }, n]);
     const hub = services.sync;
     if (hub) {
+      metrics.readCounter("outpost_sync_relay_dropped_total", "relayed messages for one edge that was connected to no platform node, or whose link was too far behind", () => [[{}, hub.relayDropped]]);
       metrics.gauge("outpost_sync_edges_connected", "edges with a live sync session on this node", () => [[{}, hub.connectedEdges().length]]);
       metrics.gauge("outpost_sync_edges_outbox_items", "rows and messages waiting in the outboxes of the connected edges, together (as their last pings said)", () =>
         [[{}, hub.connectedEdges().reduce((n, e) => n + e.outbox, 0)]]);

@@ -10,7 +10,8 @@
 //    once rather than after the caches' lifetimes.
 //  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
 //    every node; an edge's connection is held by one node (its record names the node), and control
-//    commands and retries for it go to that node.
+//    commands, retries and relayed messages for it go to that node (relayed messages for every
+//    edge go to every node).
 import Redis from "ioredis";
 import MQEmitterRedis from "mqemitter-redis";
 import type { Permissions } from "../auth/permissions.ts";
@@ -173,6 +174,17 @@ export function joinCluster(p: ClusterParts) {
     },
     relay: relayElsewhere,
     op: opElsewhere,
+    // relayed messages: for one edge, to the node holding it; for every edge, to every node
+    relayMessage: async (sk, edge, except, text) => {
+      if (!edge) { bus.send({ kind: "edge.message", body: { sk, edge, except, text } }); return true; }
+      // sent without waiting for an answer, so also to a node this one has not yet seen beat (a
+      // node that joined within the last heartbeat): one that died gets nothing and says nothing
+      const h = await clusterRepo.holderOf(p.db, sk, edge);
+      const node = h?.is_connected && h.node_id && h.node_id !== p.nodeId ? h.node_id : null;
+      if (!node) return false;
+      bus.send({ kind: "edge.message", to: node, body: { sk, edge, except, text } });
+      return true;
+    },
   };
   bus.serve("edge.relay", async (b: { sk: string; edge: string; req: Omit<RelayRequest, "body"> & { body: string | null } }): Promise<Relayed> => {
     if (!hub.isConnected(b.sk, b.edge)) return null;
@@ -187,6 +199,7 @@ export function joinCluster(p: ClusterParts) {
     if (!hub.isConnected(b.sk, b.edge)) return null;
     try { return { result: await hub.op(b.sk, b.edge, b.op, b.timeoutMs) }; } catch (err) { return errorOf(err); }
   });
+  bus.on("edge.message", (b: { sk: string; edge: string; except: string; text: string }) => { hub.deliverHere(b.sk, b.edge, b.except, b.text); });
   bus.serve("edge.control", async (b: { sk: string; edge: string; req: Parameters<SyncHub["control"]>[2] }) =>
     hub.isConnected(b.sk, b.edge) ? hub.control(b.sk, b.edge, b.req) : null);
   bus.serve("edge.retry", async (b: { sk: string; edge: string; only?: { type: string; name: string }[] }) =>

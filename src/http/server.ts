@@ -232,7 +232,7 @@ export function listenMetrics(metrics: Metrics, port: number): HttpServer {
       ? new Response(await metrics.render(), { headers: METRICS_HEADERS })
       : errorResponse(fail("ROUTE_NOT_FOUND", "no such route: this port serves GET /metrics"))),
   });
-  return { port: server.port!, stop: async () => { await server.stop(true); } };
+  return { port: server.port!, stop: async () => { await server.stop(true); }, handle: async (req) => await server.fetch(req) };
 }
 
 /** The API's listeners: plain HTTP, and HTTPS when a certificate is configured (then

@@ -23,16 +23,20 @@ import { clusterRepo } from "../store/cluster.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../adapters/runner.ts";
-import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
+import { applyRows, covered, entryFor, goesDown, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
 import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, CLAIMED_PROTOCOL, EdgeMessage, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
 import { BUILD } from "../version.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import { AnswerSink, BODY_MAX_BYTES, chunked, type EdgeOp, FLEET_FEATURE, type RelayedAnswer, type VouchedCaller } from "./fleet.ts";
+import { topicMatches } from "../auth/permissions.ts";
+import { publishable, relayTarget } from "./relay.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
   /** the peer's address, for the log */
-  remote?: string }
+  remote?: string;
+  /** bytes sent but not yet written to the network (a link falling behind) */
+  buffered?(): number }
 
 export interface HubDeps {
   db: Db; log: Logger; events: EventBus; changes: ChangeRecorder; edges: Edges; collections: Collections;
@@ -55,6 +59,9 @@ export interface ElsewhereHub {
   /** a relayed request (its body whole, within BODY_MAX_BYTES) through the node holding the edge */
   relay(sk: string, edge: string, req: RelayRequest & { body: Uint8Array | null }): Promise<RelayedAnswer | null>;
   op(sk: string, edge: string, op: EdgeOp, timeoutMs: number): Promise<{ result: unknown } | null>;
+  /** A relayed message (its wire text) for the edge `edge` wherever it is connected (false: on no
+   *  node), or with `edge` "" for every edge of the system but `except` on the other nodes. */
+  relayMessage(sk: string, edge: string, except: string, text: string): Promise<boolean>;
 }
 
 /** An API request to relay to an edge: the caller the platform vouches for, and how long the
@@ -97,6 +104,9 @@ const LOG_SCAN = 20 * BATCH_CHANGES;
 const CATCH_UP_MS = 1_000;
 /** Log entries kept as wire text, shared by the sessions of a system's edges. */
 const WIRE_CACHE = 20_000;
+/** A relayed message is not sent down a link with more than this waiting to be written (an edge
+ *  that cannot keep up loses relayed messages, not the platform its memory). */
+const RELAY_BUFFER_MAX = 8_000_000;
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
  *  a template change added (`diff`), deploy-mode assets at the edge's start (`deploy`), or
@@ -316,6 +326,9 @@ export class SyncHub {
 
   /** set in a cluster: reaches the edges other nodes hold */
   elsewhere: ElsewhereHub | null = null;
+  /** relayed messages for one edge that was connected to no node, or whose link was too far
+   *  behind (/metrics) */
+  relayDropped = 0;
 
   constructor(readonly d: HubDeps) {}
 
@@ -631,7 +644,8 @@ export class SyncHub {
         const list = rowsByCollection.get(change.collection_id) ?? [];
         list.push(change);
         rowsByCollection.set(change.collection_id, list);
-      } else if (typeof body.topic === "string" && typeof body.payload === "string" && relayed(relays, body.topic)) {
+      } else if (typeof body.topic === "string" && typeof body.payload === "string" && publishable(body.topic)
+        && (relayTarget(body.topic) !== null || relays.some((f) => topicMatches(f, body.topic as string)))) {
         messages.push(body as { topic: string; payload: string; qos: number });
       }
     }
@@ -670,10 +684,18 @@ export class SyncHub {
     }
     for (const id of touched) this.d.collections.forgetId(id);
     const broker = this.d.broker();
+    const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
     for (const msg of messages) {
-      const topic = msg.topic.endsWith("/_platform") ? msg.topic.slice(0, -"/_platform".length) : msg.topic;
-      const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
-      await broker?.publish(sk, topic, Buffer.from(msg.payload, "base64"), msg.qos === 1 || msg.qos === 2 ? msg.qos : 0, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
+      // the topic as the edge published it: the platform's subscribers of the suffixed topic get
+      // it (ClearBlade's relay), those of the bare topic do not
+      const target = relayTarget(msg.topic);
+      const qos = msg.qos === 1 || msg.qos === 2 ? msg.qos : 0;
+      const payload = Buffer.from(msg.payload, "base64");
+      // published with the edge as its origin, which the platform's own relay to edges passes
+      // over: what goes on to other edges is sent from here, never back to this one
+      if (!target || target.to === "platform" || target.to === "broadcast" || target.platform)
+        await broker?.publish(sk, msg.topic, payload, qos, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
+      if (target && target.to !== "platform") await this.relayDown(sk, msg.topic, payload, qos, s.edge.name);
     }
     if (m.left !== undefined) s.outbox = m.left;
     s.send({ t: "up_ack", upTo: m.items.length ? Math.max(...m.items.map((i) => i.id)) : 0 });
@@ -709,6 +731,39 @@ export class SyncHub {
     // what the change added comes as a snapshot, what it dropped goes at its end
     s.wantTemplate();
     await s.pump();
+  }
+
+  // ---- relay to edges ---------------------------------------------------------------------------
+
+  /** A message published on this node whose suffix names edges (_edge/<name>, _broadcast,
+   *  _edgeAndPlatform/<name>; see relay.ts) goes to them, topic unchanged: to those connected
+   *  here, and through the cluster to those connected to other nodes; never to the edge it came
+   *  from (`from`). Live only, as ClearBlade's relay: an edge connected to no node does not get it. */
+  relayDown(sk: string, topic: string, payload: Buffer, qos: number, from = ""): Promise<void> | undefined {
+    // every publish on the platform comes here: most leave at once, without a promise
+    const target = relayTarget(topic);
+    if (!target || target.to === "platform" || !this.d.changes.logs(sk)) return;
+    const text = JSON.stringify({ t: "relay", topic, payload: payload.toString("base64"), qos } satisfies PlatformMessage);
+    if (target.to === "broadcast") {
+      this.deliverHere(sk, "", from, text);
+      return this.elsewhere?.relayMessage(sk, "", from, text).then(() => {});
+    }
+    if (target.edge === from || this.deliverHere(sk, target.edge, "", text)) return;
+    if (!this.elsewhere) { this.relayDropped++; return; }
+    return this.elsewhere.relayMessage(sk, target.edge, "", text).catch(() => false).then((sent) => { if (!sent) this.relayDropped++; });
+  }
+
+  /** Sends a relayed message to the edge `edge` of a system if connected here (with `edge` "":
+   *  to each edge of the system connected here but `except`); whether one was. */
+  deliverHere(sk: string, edge: string, except: string, text: string): boolean {
+    let sent = false;
+    for (const s of edge ? [this.sessions.get(`${sk}/${edge}`)] : this.bySystem.get(sk) ?? []) {
+      if (!s || s.closed || !s.edge || s.edge.name === except) continue;
+      sent = true;
+      if ((s.ws.buffered?.() ?? 0) > RELAY_BUFFER_MAX) { this.relayDropped++; continue; }
+      s.ws.send(text);
+    }
+    return sent;
   }
 
   // ---- adapter control ------------------------------------------------------------------------

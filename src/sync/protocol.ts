@@ -108,6 +108,10 @@ export type PlatformMessage =
   | { t: "request_cancel"; id: string }
   /** A remote operation (an allowed command, a restart, the settings). */
   | { t: "op"; id: string } & EdgeOp
+  /** A message for the edge's subscribers of `topic` (a relay suffix named this edge, or every
+   *  edge: see relay.ts); the payload in base64. Live only, outside the batches' pacing; an edge
+   *  of an older release ignores it. */
+  | { t: "relay"; topic: string; payload: string; qos: number }
   /** The platform refuses the link (then closes it): why, and (absent from a platform that did
    *  not say) what kind of refusal it is, for the edge to report and to pace its next try. */
   | { t: "error"; message: string; reason?: RefusalReason };

@@ -31,7 +31,7 @@ import type { ElsewhereHub, RelayRequest, SyncHub } from "../sync/platform.ts";
 import { ApiError, type ErrorKindName, ErrorKinds, fail } from "../core/errors.ts";
 import { BODY_MAX_BYTES, chunked, type EdgeOp } from "../sync/fleet.ts";
 import type { ClusterBus } from "./bus.ts";
-import type { NodeRegistry } from "./nodes.ts";
+import { HEARTBEAT_MS, type NodeRegistry } from "./nodes.ts";
 
 /** The brokers' shared emitter, on connections made here without ioredis' ready check: in Bun the
  *  check's INFO can go out after the emitter's first SUBSCRIBE, Redis refuses it in subscriber
@@ -132,6 +132,16 @@ export function joinCluster(p: ClusterParts) {
     const h = await clusterRepo.holderOf(p.db, sk, edge);
     return h && h.is_connected && h.node_id && h.node_id !== p.nodeId && p.nodes.alive.includes(h.node_id) ? h.node_id : null;
   };
+  /** Asks the node holding an edge's link; a node that stops meanwhile (its heartbeats end) fails
+   *  the wait as soon as the others know it is dead, not at the request's own limit. */
+  class HolderGone extends Error {}
+  const askHolder = <T>(node: string, kind: string, body: unknown, timeoutMs: number) => new Promise<T>((resolve, reject) => {
+    const watch = setInterval(() => { if (!p.nodes.alive.includes(node)) { clearInterval(watch); reject(new HolderGone()); } }, HEARTBEAT_MS);
+    bus.request<T>(node, kind, body, timeoutMs).then((v) => { clearInterval(watch); resolve(v); }, (err) => { clearInterval(watch); reject(err); });
+  });
+  const holderFailed = (edge: string, node: string, err: unknown) => err instanceof HolderGone
+    ? fail("EDGE_OFFLINE", `edge '${edge}' was connected to node ${node}, which stopped before it answered`)
+    : fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`);
   // relayed requests and remote operations: the whole body crosses in one bus message (bounded
   // by BODY_MAX_BYTES), answered by the node holding the edge's link
   type Relayed = { status: number; headers: [string, string][]; body: string } | { error: { kind: string; message: string } } | null;
@@ -140,9 +150,9 @@ export function joinCluster(p: ClusterParts) {
     if (!node) return null;
     let r: Relayed;
     try {
-      r = await bus.request<Relayed>(node, "edge.relay", { sk, edge, req: { ...req, body: req.body ? Buffer.from(req.body).toString("base64") : null } }, req.timeoutMs + RELAY_MARGIN_MS);
+      r = await askHolder<Relayed>(node, "edge.relay", { sk, edge, req: { ...req, body: req.body ? Buffer.from(req.body).toString("base64") : null } }, req.timeoutMs + RELAY_MARGIN_MS);
     } catch (err) {
-      throw fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`);
+      throw holderFailed(edge, node, err);
     }
     if (!r) return null;
     if ("error" in r) return rethrow(r.error);
@@ -152,8 +162,8 @@ export function joinCluster(p: ClusterParts) {
     const node = await holder(sk, edge);
     if (!node) return null;
     let r: { result: unknown } | { error: { kind: string; message: string } } | null;
-    try { r = await bus.request(node, "edge.op", { sk, edge, op, timeoutMs }, timeoutMs + RELAY_MARGIN_MS); }
-    catch (err) { throw fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`); }
+    try { r = await askHolder(node, "edge.op", { sk, edge, op, timeoutMs }, timeoutMs + RELAY_MARGIN_MS); }
+    catch (err) { throw holderFailed(edge, node, err); }
     if (r && "error" in r) return rethrow(r.error);
     return r;
   };

@@ -15,6 +15,10 @@ export function relayedEdge(s: Services, req: Request): string | null {
   return edge && systemKeyOf(req) ? edge : null;
 }
 
+/** The idle limit of a relayed request's connection (seconds; 0: none): longer than the edge may
+ *  stay silent. Bun takes at most 255. */
+export const relayIdleSeconds = (edgeRequestTimeout: number) => (edgeRequestTimeout + 10 <= 255 ? edgeRequestTimeout + 10 : 0);
+
 /** Relays a request to its edge and answers with the edge's answer (status, headers, body as it
  *  comes); a failure here (caller, edge, link) is thrown, for the error envelope. */
 export async function relayToEdge(s: Services, req: Request, edge: string): Promise<Response> {
@@ -23,10 +27,20 @@ export async function relayToEdge(s: Services, req: Request, edge: string): Prom
   const vouched = await s.edgeOps.relayCaller(caller, systemKey, edge);
   const url = new URL(req.url);
   const bodied = req.method !== "GET" && req.method !== "HEAD";
-  if (Number(req.headers.get("content-length") ?? "0") > BODY_MAX_BYTES) throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  if (Number(req.headers.get("content-length") ?? "0") > BODY_MAX_BYTES) {
+    // the body is read (and dropped) before the answer: closed with its body unread, the
+    // connection may lose the answer on the caller's side (the listener bounds what it takes)
+    if (bodied) await drain(req.body);
+    throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  }
   const answer = await s.sync!.relay(systemKey, edge, {
     method: req.method, path: url.pathname + url.search, headers: forwardedRequestHeaders(req.headers), caller: vouched,
     body: bodied ? req.body : null, timeoutMs: s.config.edgeRequestTimeout * 1000,
   });
   return new Response(answer.body, { status: answer.status, headers: answer.headers });
+}
+
+async function drain(body: ReadableStream<Uint8Array> | null) {
+  if (!body) return;
+  try { for await (const _ of body); } catch { /* the caller went away */ }
 }

@@ -28,7 +28,7 @@ import { pathOf, RequestMetrics } from "./metrics.ts";
 import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
-import { relayedEdge, relayToEdge } from "./edgeRelay.ts";
+import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
 import { fleetRoutes } from "./routes/fleet.ts";
 import type { Services } from "./services.ts";
 import { COMMIT, VERSION } from "../version.ts";
@@ -120,7 +120,14 @@ export function createHttpApp(s: Services) {
     // written to the access log.
     .wrap((next: (r: Request) => unknown) => (request: Request) => {
       // a request for one of the platform's edges (ClearBlade-Edge) is the edge's to answer
-      const handle = (r: Request) => { const edge = relayedEdge(s, r); return edge ? relayToEdge(s, r, edge).catch(errorResponse) : next(r); };
+      const handle = (r: Request) => {
+        const edge = relayedEdge(s, r);
+        if (!edge) return next(r);
+        // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
+        // would cut the caller's connection first
+        app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
+        return relayToEdge(s, r, edge).catch(errorResponse);
+      };
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
       // a re-routed "//" request is counted as the original

@@ -9,6 +9,7 @@
 // from its own copy of the system (a user's roles as the edge holds them; a user or device it does
 // not hold is refused) and runs the request as its own API would, with a token valid only in its
 // memory and only for that request.
+import { fail } from "../core/errors.ts";
 import type { TokenKind } from "../store/tokens.ts";
 
 /** Bytes of body per message (before base64). */
@@ -85,12 +86,16 @@ export class AnswerSink {
     this.onActivity();
     const bytes = Buffer.from(b64, "base64");
     this.bytes += bytes.byteLength;
-    if (this.bytes > BODY_MAX_BYTES) { this.fail(new Error(`the edge's answer is larger than ${BODY_MAX_BYTES} bytes`)); return false; }
+    if (this.bytes > BODY_MAX_BYTES) { this.cut(); return false; }
     if (bytes.byteLength) this.controller?.enqueue(new Uint8Array(bytes));
     return true;
   }
 
   end() { try { this.controller?.close(); } catch { /* closed */ } }
+
+  /** The edge stopped short of its answer's end (past the bound): the caller's answer fails rather
+   *  than ending as if whole (a cluster node hands the caller a 413). */
+  cut() { this.fail(fail("PAYLOAD_TOO_LARGE", `the edge's answer is larger than the ${BODY_MAX_BYTES} bytes a relayed answer may carry`)); }
 
   fail(e: Error) {
     if (!this.headed) { this.headed = true; this.reject(e); return; }

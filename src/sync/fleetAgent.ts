@@ -94,10 +94,11 @@ export class FleetAgent {
       res = new Response(JSON.stringify(envelope(fail("PAYLOAD_TOO_LARGE", `the edge's answer (${length} bytes) is larger than the ${BODY_MAX_BYTES} bytes a relayed answer may carry`))), { status: 413, headers: { "content-type": "application/json; charset=utf-8" } });
     }
     send({ t: "response", id, status: res.status, headers: forwardedResponseHeaders(res.headers) });
-    // an answer past the bound is cut: the platform ends the caller's answer short of it
-    await chunked(res.body, BODY_MAX_BYTES, (c) => { if (!r.cancelled) send({ t: "response_body", id, chunk: Buffer.from(c).toString("base64"), end: false }); })
-      .catch((err) => this.d.log.warn("a relayed answer could not be read", { err }));
-    send({ t: "response_body", id, chunk: "", end: true });
+    // an answer past the bound (or one that fails as it is read) is cut: the platform fails the
+    // caller's answer rather than end it as if whole
+    const whole = await chunked(res.body, BODY_MAX_BYTES, (c) => { if (!r.cancelled) send({ t: "response_body", id, chunk: Buffer.from(c).toString("base64"), end: false }); })
+      .catch((err) => { this.d.log.warn("a relayed answer could not be read", { err }); return false; });
+    send({ t: "response_body", id, chunk: "", end: true, ...(whole ? {} : { cut: true }) });
   }
 
   /** A remote operation; its result (or error) goes back on the channel. */

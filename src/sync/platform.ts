@@ -413,7 +413,11 @@ export class SyncHub {
       if (m.t === "response") s.relays.get(m.id)?.head(m.status, m.headers);
       if (m.t === "response_body") {
         const sink = s.relays.get(m.id);
-        if (sink && (!sink.chunk(m.chunk) || m.end)) { sink.end(); s.relays.delete(m.id); if (!m.end) s.send({ t: "request_cancel", id: m.id }); }
+        if (sink && (!sink.chunk(m.chunk) || m.end)) {
+          if (m.cut) sink.cut(); else sink.end();
+          s.relays.delete(m.id);
+          if (!m.end) s.send({ t: "request_cancel", id: m.id });
+        }
       }
       if (m.t === "op_result") { const done = s.ops.get(m.id); s.ops.delete(m.id); done?.(m); }
     } catch (err) {

@@ -74,7 +74,8 @@ export const EdgeMessage = z.discriminatedUnion("t", [
   z.object({ t: z.literal("control_result"), id: z.string(), err: z.boolean(), command: z.string(), output: z.string() }),
   // a relayed request's answer: its head (status, headers) first, then its body in chunks (base64)
   z.object({ t: z.literal("response"), id: z.string(), status: z.number().int().min(100).max(599), headers: z.array(z.tuple([z.string(), z.string()])).max(200) }),
-  z.object({ t: z.literal("response_body"), id: z.string(), chunk: z.string().max(2 * CHUNK_BYTES), end: z.boolean() }),
+  // (`cut` with the end: the edge stopped short of its answer, past the bound or unreadable)
+  z.object({ t: z.literal("response_body"), id: z.string(), chunk: z.string().max(2 * CHUNK_BYTES), end: z.boolean(), cut: z.boolean().optional() }),
   // a remote operation's answer: its result, or why it failed (an error kind and message)
   z.object({ t: z.literal("op_result"), id: z.string(), result: z.unknown().optional(),
     error: z.object({ kind: z.string(), message: z.string() }).optional() }),

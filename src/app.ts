@@ -203,7 +203,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log);
     await dispatcher.start();
     started.push({ name: "triggers", stop: () => dispatcher.stop() });
-    const scheduler = new TimerScheduler(triggers, systems, code, log);
+    const scheduler = new TimerScheduler(triggers, systems, code, log, (sk, topic, payload) => broker.publish(sk, topic, payload, 0, false, null));
     scheduler.start();
     started.push({ name: "timers", stop: () => scheduler.stop() });
 

@@ -156,9 +156,11 @@ export class Triggers {
     if (typeof frequency !== "number" || !Number.isInteger(frequency) || frequency < 1) throw fail("INVALID_ARGUMENT", "frequency must be a whole number of seconds >= 1");
     const repeats = b.repeats ?? base?.repeats ?? -1;
     if (typeof repeats !== "number" || !Number.isInteger(repeats) || repeats < -1) throw fail("INVALID_ARGUMENT", "repeats must be -1 (forever) or the number of runs");
+    // "": a timer that runs no service and only publishes on $timer/<name> (stream services
+    // subscribe to it; ClearBlade exports such timers)
     const service = b.service_name ?? base?.service_name;
-    if (typeof service !== "string" || !service) throw fail("INVALID_ARGUMENT", "service_name is required");
-    if (!(await this.services.get(systemKey, service))) throw fail("INVALID_ARGUMENT", `service_name: service '${service}' does not exist`);
+    if (typeof service !== "string") throw fail("INVALID_ARGUMENT", "service_name is required (\"\" for a timer that only publishes on $timer/<name>)");
+    if (service && !(await this.services.get(systemKey, service))) throw fail("INVALID_ARGUMENT", `service_name: service '${service}' does not exist`);
     let start: unknown = b.start_time ?? base?.start_time ?? "now";
     if (typeof start !== "string") throw fail("INVALID_ARGUMENT", "start_time must be RFC 3339 text or \"now\"");
     let startMs: number;

@@ -89,20 +89,28 @@ async function main() {
   });
 
   t.test("a service run on the edge through node B, with bodies of a few MB both ways", async (t) => {
+    let t0 = Date.now();
     const r = await viaB().post(`/api/v/1/code/${SK}/where`, {});
+    t.comment(`a service run through node B: ${Date.now() - t0} ms`);
     t.equal(r.status, 200, r.text);
     t.match(r.body.results, { edge: EDGE, size: 0 }, "run by the edge");
     const blob = "x".repeat(5 * 1024 * 1024);
+    t0 = Date.now();
     const big = await viaB().post(`/api/v/1/code/${SK}/where`, { blob });
+    t.comment(`5 MiB request body through node B: ${Date.now() - t0} ms`);
     t.equal(big.status, 200, big.text.slice(0, 300));
     t.equal(big.body.results?.size, blob.length, "a 5 MiB request body arrives whole");
     const answer = 6 * 1024 * 1024;
+    t0 = Date.now();
     const bigAnswer = await viaB().post(`/api/v/1/code/${SK}/where`, { answer });
+    t.comment(`6 MiB answer through node B: ${Date.now() - t0} ms`);
     t.equal(bigAnswer.status, 200, bigAnswer.text.slice(0, 300));
     t.equal(bigAnswer.body.results?.big?.length, answer, "a 6 MiB answer comes back whole");
     // three at once (each crosses the bus whole, every node reads every bus message)
+    t0 = Date.now();
     const many = await Promise.all([1, 2, 3].map(() => viaB().post(`/api/v/1/code/${SK}/where`, { blob: "y".repeat(3 * 1024 * 1024), answer: 3 * 1024 * 1024 })));
     t.same(many.map((m) => [m.status, m.body.results?.size, m.body.results?.big?.length]), [1, 2, 3].map(() => [200, 3 * 1024 * 1024, 3 * 1024 * 1024]), "three relays of 3 MiB each way at once");
+    t.comment(`three relays of 3 MiB each way at once: ${Date.now() - t0} ms`);
   });
 
   t.test("bodies past 8 MiB, either way", async (t) => {

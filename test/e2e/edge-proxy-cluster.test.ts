@@ -113,6 +113,16 @@ async function main() {
     t.comment(`three relays of 3 MiB each way at once: ${Date.now() - t0} ms`);
   });
 
+  t.test("bodies just under 8 MiB, either way, cross the bus whole", async (t) => {
+    const near = 8 * 1024 * 1024 - 64 * 1024;
+    const up = await viaB().post(`/api/v/1/code/${SK}/where`, { blob: "u".repeat(near) });
+    t.equal(up.status, 200, up.text.slice(0, 300));
+    t.equal(up.body.results?.size, near, "a request body of 8 MiB less 64 KiB");
+    const down = await viaB().post(`/api/v/1/code/${SK}/where`, { answer: near });
+    t.equal(down.status, 200, down.text.slice(0, 300));
+    t.equal(down.body.results?.big?.length, near, "an answer of 8 MiB less 64 KiB");
+  });
+
   t.test("bodies past 8 MiB, either way", async (t) => {
     isErr(t, await viaB().post(`/api/v/1/code/${SK}/where`, "y".repeat(9 * 1024 * 1024)), 413, undefined, "a request body past 8 MiB");
     const streamed = await request(B.url, "POST", `/api/v/1/code/${SK}/where`, { headers: { "ClearBlade-DevToken": s.devToken, "ClearBlade-SystemKey": SK, "ClearBlade-Edge": EDGE }, body: "z".repeat(9 * 1024 * 1024), chunked: true });

@@ -121,6 +121,11 @@ async function main() {
     const down = await viaB().post(`/api/v/1/code/${SK}/where`, { answer: near });
     t.equal(down.status, 200, down.text.slice(0, 300));
     t.equal(down.body.results?.big?.length, near, "an answer of 8 MiB less 64 KiB");
+    // three at once: about 33 MB of bus messages, which every node's Redis subscriber reads
+    const t0 = Date.now();
+    const three = await Promise.all([1, 2, 3].map(() => viaB().post(`/api/v/1/code/${SK}/where`, { answer: near })));
+    t.same(three.map((r) => [r.status, r.body.results?.big?.length]), [1, 2, 3].map(() => [200, near]), "three such answers at once");
+    t.comment(`three answers of 8 MiB less 64 KiB at once through node B: ${Date.now() - t0} ms`);
   });
 
   t.test("bodies past 8 MiB, either way", async (t) => {

@@ -209,13 +209,16 @@ export class SharedSubscriptions {
     this.o.log.debug("mqtt: a shared subscription's message found no member", { group: p.key.split("\u0000")[0] });
   }
 
-  /** The least loaded member here, ties broken in turn. */
+  /** The member in turn, or when it has messages unacknowledged, the least loaded MQTT client
+   *  here. A member in this process (a code service) acknowledges nothing, so it would always look
+   *  idle: it gets its turn and no more. */
   private pick(g: Group): Member {
     const n = g.members.length;
     let best = g.turn % n;
     for (let i = 1; i < n && g.members[best]!.unacked > 0; i++) {
       const j = (g.turn + i) % n;
-      if (g.members[j]!.unacked < g.members[best]!.unacked) best = j;
+      const m = g.members[j]!;
+      if (m.client && m.unacked < g.members[best]!.unacked) best = j;
     }
     g.turn = best + 1;
     return g.members[best]!;

@@ -347,14 +347,6 @@ export class Messages {
 
   /** A subscription for a code service's run; needs subscribe (read) permission on the filter. */
   async subscribe(p: Principal, systemKey: string, filter: unknown, deliver: Deliver): Promise<() => Promise<void>> {
-    await this.maySubscribe(p, systemKey, filter);
-    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
-    return this.broker.subscribe(systemKey, filter as string, deliver);
-  }
-
-  /** What subscribe checks (the system, the filter, subscribe permission), without subscribing:
-   *  for a member joining a subscription another opened (a code service's shared subscription). */
-  async maySubscribe(p: Principal, systemKey: string, filter: unknown): Promise<void> {
     await this.systems.access(p, systemKey);
     if (typeof filter !== "string" || !filter || filter.length > 1024 || !validFilter(filter)) throw fail("INVALID_ARGUMENT", "topic must be a topic filter ('+' for one level, '#' last for the rest)");
     // a shared subscription ($share/<group>/<filter>) needs the right to subscribe to its filter
@@ -362,6 +354,9 @@ export class Messages {
     if (filter.startsWith("$share/") && !share) throw fail("INVALID_ARGUMENT", "a shared subscription is $share/<group>/<filter>, the group without wildcards");
     const name = share ? share[2]! : filter;
     await this.d.perms.require(p, { kind: "topic", name }, LEVEL.READ, `subscribe to topic '${name}'`);
+    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
+    // a `$share/` filter joins the broker's group (src/broker/shared.ts)
+    return this.broker.subscribe(systemKey, filter, deliver);
   }
 
   /** Topics with history, with the query object's structure (src/core/query.ts; developer). */

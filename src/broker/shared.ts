@@ -85,7 +85,8 @@ type AedesClient = Client & { _nextId: number; clean: boolean; deliver0: Handler
 
 export class SharedSubscriptions {
   private readonly groups = new Map<string, Group>();
-  private readonly unacked = new Map<Client, Map<number, Unacked>>();
+  /** per client (weakly: a client that ends without a clientDisconnect leaves nothing behind) */
+  private readonly unacked = new WeakMap<Client, Map<number, Unacked>>();
   /** other nodes: when each last told its groups */
   private readonly heard = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -147,10 +148,11 @@ export class SharedSubscriptions {
   private group(key: string, filter: string): Group {
     let g = this.groups.get(key);
     if (g) return g;
+    const wildcardFirst = startsWithWildcard(filter);
     const listener: Handler = (packet, cb) => {
       // the node it was published on routes it (in one process: this one)
       if (this.o.clustered && packet.brokerId !== this.o.nodeId) return cb();
-      if (!dollarBlocked(filter, packet.topic)) {
+      if (!wildcardFirst || !dollarBlocked(filter, packet.topic)) {
         const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload ?? "");
         this.route(group, { topic: packet.topic, payload, qos: packet.qos ?? 0 }, 0);
       }
@@ -256,8 +258,9 @@ export class SharedSubscriptions {
     const held = this.unacked.get(client);
     const u = held?.get(messageId);
     if (!u) return;
+    // the client's map stays while it is connected (gone() drops it): at QoS 1 it empties after
+    // nearly every PUBACK, and making it again for the next delivery was garbage per message
     held!.delete(messageId);
-    if (held!.size === 0) this.unacked.delete(client);
     u.member.unacked--;
     if (failed) this.redeliver(u);
   }

@@ -5,7 +5,7 @@
 // edge, which runs the request as its own API would (see src/sync/fleet.ts).
 import { principalOf, systemKeyOf } from "./request.ts";
 import type { Services } from "./services.ts";
-import { BODY_MAX_BYTES, forwardedRequestHeaders } from "../sync/fleet.ts";
+import { BODY_MAX_BYTES, drain, forwardedRequestHeaders } from "../sync/fleet.ts";
 import { fail } from "../core/errors.ts";
 
 /** The edge a request is for, on a platform (null: the platform answers it itself). */
@@ -23,7 +23,10 @@ export async function relayToEdge(s: Services, req: Request, edge: string): Prom
   const vouched = await s.edgeOps.relayCaller(caller, systemKey, edge);
   const url = new URL(req.url);
   const bodied = req.method !== "GET" && req.method !== "HEAD";
-  if (Number(req.headers.get("content-length") ?? "0") > BODY_MAX_BYTES) throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  if (Number(req.headers.get("content-length") ?? "0") > BODY_MAX_BYTES) {
+    await drain(req.body);
+    throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  }
   const answer = await s.sync!.relay(systemKey, edge, {
     method: req.method, path: url.pathname + url.search, headers: forwardedRequestHeaders(req.headers), caller: vouched,
     body: bodied ? req.body : null, timeoutMs: s.config.edgeRequestTimeout * 1000,

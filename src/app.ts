@@ -1,6 +1,7 @@
 // Composition root: builds the parts for a mode, starts them in order, stops them in reverse.
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import { Permissions } from "./auth/permissions.ts";
 import { Tokens } from "./auth/tokens.ts";
 import type { Config } from "./config.ts";
@@ -50,8 +51,12 @@ import { COMMIT, VERSION } from "./version.ts";
 import { staleCaches } from "./sync/kinds.ts";
 import { EdgeRelay } from "./sync/relay.ts";
 import { Edges } from "./domain/edges.ts";
+import { EdgeGroups } from "./domain/edgeGroups.ts";
+import { EdgeOps } from "./domain/edgeOps.ts";
 import { ChangeRecorder } from "./domain/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
+import { FleetAgent } from "./sync/fleetAgent.ts";
+import { AdapterRunner } from "./adapters/runner.ts";
 import { SyncHub } from "./sync/platform.ts";
 import type { ClusterBus } from "./cluster/bus.ts";
 import { NodeRegistry } from "./cluster/nodes.ts";
@@ -72,7 +77,7 @@ export interface App {
 /** A part with a lifecycle; stopped in reverse order of start. */
 interface Stoppable { name: string; stop(): Promise<void> | void }
 
-export async function start(config: Config, opts: { log?: Logger } = {}): Promise<App> {
+export async function start(config: Config, opts: { log?: Logger; restart?: () => void } = {}): Promise<App> {
   const log = opts.log ?? createLogger(config.logLevel, { mode: config.mode });
   const started: Stoppable[] = [];
   const stop = async () => {
@@ -156,6 +161,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const messageTimers = new MessageTimers(publishAsOwner({ users, devices, messages }), log);
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, triggers, roles, externalDbs, messageTimers, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
     const edges = new Edges(deps, systems);
+    const edgeGroups = new EdgeGroups(deps, systems);
+    const edgeOps = new EdgeOps(deps, systems, edges);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
     const throttle = new Throttle({ db, config, log, metrics, nodeId: newUuid() });
     await throttle.start();
@@ -164,7 +171,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const adapters = new Adapters(deps, systems, edges);
     // what a deleted system leaves on this node: its messaging timers and database connections
     systems.onRemoved((key) => { messageTimers.forgetSystem(key); void externalDbs.forgetSystem(key); });
-    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, db };
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, edgeGroups, edgeOps, db };
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -177,12 +184,14 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log, scoped: true });
-    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
-    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
+    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the
+    // broker); on a platform, messages whose suffix names edges go down through the sync hub
+    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey!, edgeName: config.edgeName! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
+    let toEdges: ((sk: string, topic: string, payload: Buffer, qos: number) => void) | null = null;
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
-      relay: relay?.relay });
+      relay: relay?.relay ?? ((sk, topic, payload, qos) => toEdges?.(sk, topic, payload, qos)) });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     devices.connections = broker;
@@ -198,17 +207,25 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     scheduler.start();
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
+    let fleet: FleetAgent | null = null;
     if (config.mode === "platform") {
       const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId });
       await hub.start();
       started.push({ name: "sync", stop: () => hub.stop() });
       services.sync = hub;
+      toEdges = (sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); };
       adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
+      edgeOps.link = hub;
       if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
+      // relayed requests and remote operations: answered by this edge's API (set below, once it listens)
+      fleet = new FleetAgent({ config, log, tokens, commands: new AdapterRunner(join(config.dataDir, "commands"), { user: config.edgeCommandsUser, dataDir: config.dataDir }) });
+      fleet.restart = opts.restart ?? null;
       const edgeSync = new EdgeSync({
-        db, config, log, events, changes, compileCheck,
+        db, config, log, events, changes, compileCheck, fleet,
+        // as from the edge itself: its broker does not relay it up again
+        deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
@@ -246,6 +263,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     const failedByType = (by: Record<string, number>): Reading => Object.entries(by).map(([type, n]) => [{ asset_type: type }, n]);
     const hub = services.sync;
     if (hub) {
+      metrics.readCounter("outpost_sync_relay_dropped_total", "relayed messages for one edge that was connected to no platform node, or whose link was too far behind", () => [[{}, hub.relayDropped]]);
       metrics.gauge("outpost_sync_edges_connected", "edges with a live sync session on this node", () => [[{}, hub.connectedEdges().length]]);
       metrics.gauge("outpost_sync_edges_outbox_items", "rows and messages waiting in the outboxes of the connected edges, together (as their last pings said)", () =>
         [[{}, hub.connectedEdges().reduce((n, e) => n + e.outbox, 0)]]);
@@ -269,6 +287,7 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       link: edgeLink && { connected: () => edgeLink.connected, lastContactAt: () => edgeLink.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
     });
     const { http, https } = listenApi(services);
+    if (fleet) fleet.api = http.handle;
     started.push({ name: "http", stop: () => http.stop() });
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
     const metricsServer = config.metricsPort ? listenMetrics(metrics, config.metricsPort) : null;

@@ -25,6 +25,8 @@ export class Tokens {
   /** Keyed by the token itself: a hit costs no hashing. */
   private readonly cache = new TtlCache<string, CacheEntry>(TOKEN_CACHE_MS, 50_000);
   private readonly loaders = new Map<TokenKind, SubjectLoader>();
+  /** tokens valid only in this process, each for one request its platform relayed (see vouch) */
+  private readonly vouched = new Map<string, Principal>();
 
   constructor(private readonly db: Db) {}
 
@@ -49,6 +51,8 @@ export class Tokens {
 
   /** From the cache only, without waiting: the principal, or undefined when not cached. */
   resolveNow(token: string): Principal | undefined {
+    const v = this.vouched.get(token);
+    if (v) return v;
     const now = Date.now();
     const hit = this.cache.get(token, now);
     return hit && (hit.expiresAt === 0 || hit.expiresAt * 1000 > now) ? hit.principal : undefined;
@@ -56,6 +60,8 @@ export class Tokens {
 
   /** The principal of a valid token, or null (unknown, expired, revoked, subject gone). */
   async resolve(token: string): Promise<Principal | null> {
+    const v = this.vouched.get(token);
+    if (v) return v;
     const hit = this.cache.get(token);
     if (hit) {
       if (hit.expiresAt !== 0 && hit.expiresAt * 1000 <= Date.now()) { this.cache.delete(token); return null; }
@@ -68,6 +74,21 @@ export class Tokens {
     if (!principal) return null;
     this.cache.set(token, { principal, expiresAt: row.expires_at });
     return principal;
+  }
+
+  /** On an edge: a token for a caller its platform vouches for (a request relayed to the edge),
+   *  loaded from this node's own records as a token of that subject would be (a user's roles as
+   *  held here); null when this node does not hold the subject. The token lives in memory only,
+   *  until `release`; a read-only caller may only read. */
+  async vouch(kind: TokenKind, subjectId: string, systemKey: string | null, readOnly = false): Promise<{ token: string; principal: Principal; release(): void } | null> {
+    const loader = this.loaders.get(kind === "devkey" ? "dev" : kind);
+    const token = newToken();
+    const row: TokenRow = { token_hash: hashToken(token), kind, subject_id: subjectId, system_key: systemKey, expires_at: 0, refresh_hash: null, refresh_expires_at: null, created_at: nowSeconds() };
+    let principal = loader ? await loader(row) : null;
+    if (!principal) return null;
+    if (principal.kind === "developer") principal = { ...principal, admin: false, ...(readOnly && systemKey ? { key: { id: "relayed", systems: [systemKey], readOnly: true } } : {}) };
+    this.vouched.set(token, principal);
+    return { token, principal, release: () => { this.vouched.delete(token); } };
   }
 
   /** Drops cached principals of these tokens (revoked here, or on another node of a cluster). */

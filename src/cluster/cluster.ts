@@ -10,7 +10,8 @@
 //    once rather than after the caches' lifetimes.
 //  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
 //    every node; an edge's connection is held by one node (its record names the node), and control
-//    commands and retries for it go to that node.
+//    commands, retries and relayed messages for it go to that node (relayed messages for every
+//    edge go to every node).
 import Redis from "ioredis";
 import MQEmitterRedis from "mqemitter-redis";
 import type { Permissions } from "../auth/permissions.ts";
@@ -26,7 +27,9 @@ import type { Db } from "../store/db.ts";
 import { clusterRepo } from "../store/cluster.ts";
 import type { ChangeRecorder } from "../domain/changes.ts";
 import type { ControlResult } from "../adapters/runner.ts";
-import type { SyncHub } from "../sync/platform.ts";
+import type { ElsewhereHub, RelayRequest, SyncHub } from "../sync/platform.ts";
+import { ApiError, type ErrorKindName, ErrorKinds, fail } from "../core/errors.ts";
+import { BODY_MAX_BYTES, chunked, type EdgeOp } from "../sync/fleet.ts";
 import type { ClusterBus } from "./bus.ts";
 import type { NodeRegistry } from "./nodes.ts";
 
@@ -52,6 +55,12 @@ type Fn = (...args: any[]) => unknown;
 /** How much longer than a control command's own limit a node waits for the holder's answer. */
 const CONTROL_MARGIN_MS = 10_000;
 const RETRY_TIMEOUT_MS = 15_000;
+/** How much longer than a relayed request's limit a node waits for the holder's answer. */
+const RELAY_MARGIN_MS = 5_000;
+
+/** A failure as it crosses to another node: its kind and detail, made again there. */
+const errorOf = (err: unknown) => ({ error: err instanceof ApiError ? { kind: (Object.keys(ErrorKinds) as ErrorKindName[]).find((k) => ErrorKinds[k] === err.kind) ?? "INTERNAL", message: err.detail } : { kind: "INTERNAL", message: String((err as Error)?.message ?? err) } });
+const rethrow = (e: { kind: string; message: string }): never => { throw new ApiError(e.kind in ErrorKinds ? e.kind as ErrorKindName : "INTERNAL", e.message); };
 
 /** Joins this node's parts to the cluster. Call once every part has started (the sync hub and the
  *  trigger dispatcher install the hooks shared here). */
@@ -123,6 +132,31 @@ export function joinCluster(p: ClusterParts) {
     const h = await clusterRepo.holderOf(p.db, sk, edge);
     return h && h.is_connected && h.node_id && h.node_id !== p.nodeId && p.nodes.alive.includes(h.node_id) ? h.node_id : null;
   };
+  // relayed requests and remote operations: the whole body crosses in one bus message (bounded
+  // by BODY_MAX_BYTES), answered by the node holding the edge's link
+  type Relayed = { status: number; headers: [string, string][]; body: string } | { error: { kind: string; message: string } } | null;
+  const relayElsewhere: ElsewhereHub["relay"] = async (sk, edge, req) => {
+    const node = await holder(sk, edge);
+    if (!node) return null;
+    let r: Relayed;
+    try {
+      r = await bus.request<Relayed>(node, "edge.relay", { sk, edge, req: { ...req, body: req.body ? Buffer.from(req.body).toString("base64") : null } }, req.timeoutMs + RELAY_MARGIN_MS);
+    } catch (err) {
+      throw fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`);
+    }
+    if (!r) return null;
+    if ("error" in r) return rethrow(r.error);
+    return { status: r.status, headers: r.headers, body: new Blob([Buffer.from(r.body, "base64")]).stream() };
+  };
+  const opElsewhere: ElsewhereHub["op"] = async (sk, edge, op, timeoutMs) => {
+    const node = await holder(sk, edge);
+    if (!node) return null;
+    let r: { result: unknown } | { error: { kind: string; message: string } } | null;
+    try { r = await bus.request(node, "edge.op", { sk, edge, op, timeoutMs }, timeoutMs + RELAY_MARGIN_MS); }
+    catch (err) { throw fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`); }
+    if (r && "error" in r) return rethrow(r.error);
+    return r;
+  };
   hub.elsewhere = {
     control: async (sk, edge, req) => {
       const node = await holder(sk, edge);
@@ -138,7 +172,34 @@ export function joinCluster(p: ClusterParts) {
       if (!node) return null;
       return bus.request<{ edge: string; connected: boolean; queued: number } | null>(node, "edge.retry", { sk, edge, only }, RETRY_TIMEOUT_MS).catch(() => null);
     },
+    relay: relayElsewhere,
+    op: opElsewhere,
+    // relayed messages: for one edge, to the node holding it; for every edge, to every node
+    relayMessage: async (sk, edge, except, text) => {
+      if (!edge) { bus.send({ kind: "edge.message", body: { sk, edge, except, text } }); return true; }
+      // sent without waiting for an answer, so also to a node this one has not yet seen beat (a
+      // node that joined within the last heartbeat): one that died gets nothing and says nothing
+      const h = await clusterRepo.holderOf(p.db, sk, edge);
+      const node = h?.is_connected && h.node_id && h.node_id !== p.nodeId ? h.node_id : null;
+      if (!node) return false;
+      bus.send({ kind: "edge.message", to: node, body: { sk, edge, except, text } });
+      return true;
+    },
   };
+  bus.serve("edge.relay", async (b: { sk: string; edge: string; req: Omit<RelayRequest, "body"> & { body: string | null } }): Promise<Relayed> => {
+    if (!hub.isConnected(b.sk, b.edge)) return null;
+    try {
+      const a = await hub.relay(b.sk, b.edge, { ...b.req, body: b.req.body === null ? null : new Uint8Array(Buffer.from(b.req.body, "base64")) });
+      const parts: Uint8Array[] = [];
+      if (!(await chunked(a.body, BODY_MAX_BYTES, (c) => parts.push(c)))) throw fail("PAYLOAD_TOO_LARGE", `the edge's answer is larger than ${BODY_MAX_BYTES} bytes`);
+      return { status: a.status, headers: a.headers, body: Buffer.concat(parts).toString("base64") };
+    } catch (err) { return errorOf(err); }
+  });
+  bus.serve("edge.op", async (b: { sk: string; edge: string; op: EdgeOp; timeoutMs: number }) => {
+    if (!hub.isConnected(b.sk, b.edge)) return null;
+    try { return { result: await hub.op(b.sk, b.edge, b.op, b.timeoutMs) }; } catch (err) { return errorOf(err); }
+  });
+  bus.on("edge.message", (b: { sk: string; edge: string; except: string; text: string }) => { hub.deliverHere(b.sk, b.edge, b.except, b.text); });
   bus.serve("edge.control", async (b: { sk: string; edge: string; req: Parameters<SyncHub["control"]>[2] }) =>
     hub.isConnected(b.sk, b.edge) ? hub.control(b.sk, b.edge, b.req) : null);
   bus.serve("edge.retry", async (b: { sk: string; edge: string; only?: { type: string; name: string }[] }) =>

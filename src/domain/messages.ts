@@ -4,7 +4,7 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { principalId } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type Message, type PageMeta, type StorageRow, type StoredMessage, decodePage, messageAt, messagesRepo, scanPage } from "../store/messages.ts";
 import type { Executor } from "../store/db.ts";
@@ -33,12 +33,6 @@ const FLUSH_ROWS = 5_000;
 /** When the buffer is this full the broker's history lags: drop the oldest rather than grow. */
 const BUFFER_MAX = 100_000;
 const SWEEP_MS = 60_000;
-
-const TOPIC_COLUMNS: ColumnMap = {
-  topicid: { sql: "topicid", type: "string" },
-  message_count: { sql: "message_count", type: "int" },
-  last_time: { sql: "last_time", type: "int" },
-};
 
 interface Limits { maxRows: number; maxTime: number; store: boolean }
 /** A message of a page found by a read, decoded only if it is returned. */
@@ -364,7 +358,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await messagesRepo.topics(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect), compileOrder(q.sort, TOPIC_COLUMNS, "topicid", this.d.db.dialect) + compileLimit(q));
+    const rows = await messagesRepo.topics(this.d.db, systemKey, q);
     const live = this.broker?.subscriptions(systemKey) ?? new Map<string, number>();
     return rows.map((r) => ({
       topicid: r.topicid, message_count: r.message_count, last_published: Math.floor(r.last_time / 1000),
@@ -376,7 +370,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined);
-    return { count: await messagesRepo.topicCount(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect)) };
+    return { count: await messagesRepo.topicCount(this.d.db, systemKey, q.filters) };
   }
 
   /** Topics with live subscriptions. */

@@ -5,7 +5,7 @@
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type EdgeGroupRow, edgeGroupsRepo } from "../store/edgeGroups.ts";
@@ -18,10 +18,6 @@ const CREATE_FIELDS = new Set(["name", "description", "edges", "edge_groups"]);
 const UPDATE_FIELDS = new Set(["description", "edges", "edge_groups"]);
 /** Most members of one group (edges and groups each). */
 const MEMBERS_MAX = 10_000;
-const COLUMNS: ColumnMap = {
-  name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
-  created_at: { sql: "created_at", type: "string" }, updated_at: { sql: "updated_at", type: "string" },
-};
 
 export interface EdgeGroup { name: string; description: string; edges: string[]; edge_groups: string[]; created_at: string; updated_at: string; all_edges?: string[] }
 
@@ -73,7 +69,7 @@ export class EdgeGroups {
   async list(p: Principal, systemKey: string, query: string | null): Promise<EdgeGroup[]> {
     await this.systems.accessAsDeveloper(p, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgeGroupsRepo.list(this.d.db, systemKey, compileWhere(q.filters, COLUMNS, this.d.db.dialect), compileOrder(q.sort, COLUMNS, "name", this.d.db.dialect) + compileLimit(q));
+    const rows = await edgeGroupsRepo.list(this.d.db, systemKey, q);
     return rows.map(wire);
   }
 

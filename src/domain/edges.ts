@@ -7,10 +7,10 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { edgeKey, hashToken, newKey, newToken, nowSeconds } from "../core/ids.ts";
-import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
-import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
+import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { DEFINITION_TYPES } from "./changes.ts";
@@ -40,13 +40,6 @@ export interface TemplateEntry {
  *  only; never part of a template an edge receives). */
 const EXCLUDED = "excluded";
 
-const FIXED = {
-  name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
-  template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
-  first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
-  last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
-  last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
-} as const;
 /** Edge fields clients send and read that live in the data document. */
 const STANDARD = {
   location: "string", mac_address: "string", public_addr: "string", public_port: "string", local_addr: "string", local_port: "string",
@@ -117,7 +110,7 @@ export class Edges {
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
     // an edge's template, connection, creation and platform are its record's, not columns ClearBlade lists
-    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name",
+    this.columnsOf = new CustomColumns(d.db, "edges", EDGE_COLUMNS, STANDARD, [...IGNORED, "token", "template"], "name",
       ["template", "isConnected", "created_date", "last_seen_os", "last_seen_architecture"]);
     d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
       const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
@@ -196,7 +189,7 @@ export class Edges {
       await edgesRepo.insert(tx, row);
       // a system's first edge: what it holds is at its first version from now on (versions count
       // changes, which are recorded only while a system has edges)
-      if ((await edgesRepo.count(tx, systemKey, { sql: "1 = 1", args: [] })) === 1) await changesRepo.countAssets(tx, systemKey);
+      if ((await edgesRepo.count(tx, systemKey, [], EDGE_COLUMNS)) === 1) await changesRepo.countAssets(tx, systemKey);
       return row;
     });
     this.onChange(systemKey, name, "record");
@@ -256,7 +249,7 @@ export class Edges {
     const s = await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), compileOrder(q.sort, schema.map, "name", this.d.db.dialect) + compileLimit(q));
+    const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map);
     return this.columnsOf.selected(schema, q, await Promise.all(rows.map((r) => this.toWire(r, s.system_secret))));
   }
 
@@ -264,7 +257,7 @@ export class Edges {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await edgesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
+    return { count: await edgesRepo.count(this.d.db, systemKey, q.filters, schema.map) };
   }
 
   async columns(p: Principal, systemKey: string) {

@@ -5,7 +5,7 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type CodeLogRow, codeLogsRepo, type FailedRunRow, type LibraryRow, type ServiceRow, failedRunsRepo, librariesRepo, servicesRepo } from "../store/services.ts";
@@ -35,12 +35,6 @@ export const LOGS_KEPT = 100;
 export const LOG_TEXT_MAX = 64 * 1024;
 
 const logToWire = (l: CodeLogRow) => ({ id: l.id, log: l.log, service_execution_time: l.started_at, duration_ms: l.duration_ms, success: l.success === 1 });
-
-const FAILED_COLUMNS: ColumnMap = {
-  id: { sql: "id", type: "string" }, service_name: { sql: "service_name", type: "string" },
-  user_id: { sql: "user_id", type: "string" }, created_at: { sql: "created_at", type: "string" },
-  error: { sql: "error", type: "string" }, trigger: { sql: "trigger", type: "string" },
-};
 
 export function parseDependencies(v: unknown): string[] {
   if (v === undefined || v === null || v === "") return [];
@@ -429,7 +423,7 @@ export class CodeServices {
   async failed(p: Principal, systemKey: string, query: string | null) {
     await this.manage(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined);
-    const rows = await failedRunsRepo.list(this.d.db, systemKey, compileWhere(q.filters, FAILED_COLUMNS, this.d.db.dialect), compileOrder(q.sort.length ? q.sort : [{ field: "created_at", desc: true }], FAILED_COLUMNS, undefined, this.d.db.dialect) + compileLimit(q));
+    const rows = await failedRunsRepo.list(this.d.db, systemKey, q);
     return rows.map(failedToWire);
   }
 

@@ -5,7 +5,7 @@
 // edge, which runs the request as its own API would (see src/sync/fleet.ts).
 import { principalOf, systemKeyOf } from "./request.ts";
 import type { Services } from "./services.ts";
-import { BODY_MAX_BYTES, forwardedRequestHeaders } from "../sync/fleet.ts";
+import { BODY_MAX_BYTES, drain, forwardedRequestHeaders } from "../sync/fleet.ts";
 import { fail } from "../core/errors.ts";
 
 /** The edge a request is for, on a platform (null: the platform answers it itself). */
@@ -28,9 +28,7 @@ export async function relayToEdge(s: Services, req: Request, edge: string): Prom
   const url = new URL(req.url);
   const bodied = req.method !== "GET" && req.method !== "HEAD";
   if (Number(req.headers.get("content-length") ?? "0") > BODY_MAX_BYTES) {
-    // the body is read (and dropped) before the answer: closed with its body unread, the
-    // connection may lose the answer on the caller's side (the listener bounds what it takes)
-    if (bodied) await drain(req.body);
+    await drain(req.body);
     throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
   }
   const answer = await s.sync!.relay(systemKey, edge, {
@@ -38,9 +36,4 @@ export async function relayToEdge(s: Services, req: Request, edge: string): Prom
     body: bodied ? req.body : null, timeoutMs: s.config.edgeRequestTimeout * 1000,
   });
   return new Response(answer.body, { status: answer.status, headers: answer.headers });
-}
-
-async function drain(body: ReadableStream<Uint8Array> | null) {
-  if (!body) return;
-  try { for await (const _ of body); } catch { /* the caller went away */ }
 }

@@ -36,8 +36,25 @@ export const forwardedResponseHeaders = (h: Headers): [string, string][] => [...
 export const tokenHeaderFor = (kind: TokenKind) =>
   kind === "dev" || kind === "devkey" ? "ClearBlade-DevToken" : kind === "device" ? "ClearBlade-DeviceToken" : "ClearBlade-UserToken";
 
-/** Reads a stream in chunks of at most CHUNK_BYTES, calling `each` for every one; stops with false
- *  once more than `max` bytes came (the rest is not read). */
+/** What of a refused request body is still read, and dropped: a client still sending when the
+ *  refusal is answered gets a reset connection (EPIPE) instead of the answer. */
+export const DRAIN_MAX_BYTES = 64 << 20;
+
+/** Reads and drops the rest of a body (up to DRAIN_MAX_BYTES more, then the connection goes). */
+export async function drain(body: ReadableStream<Uint8Array> | null, reader = body?.getReader()): Promise<void> {
+  if (!reader) return;
+  try {
+    for (let n = 0; n <= DRAIN_MAX_BYTES;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      n += value.byteLength;
+    }
+    await reader.cancel();
+  } catch { /* the client went: nothing to answer */ }
+}
+
+/** Reads a stream in chunks of at most CHUNK_BYTES, calling `each` for every one; answers false
+ *  once more than `max` bytes came (the rest is read and dropped, see drain). */
 export async function chunked(body: ReadableStream<Uint8Array> | null, max: number, each: (chunk: Uint8Array) => void): Promise<boolean> {
   if (!body) return true;
   const reader = body.getReader();
@@ -46,7 +63,7 @@ export async function chunked(body: ReadableStream<Uint8Array> | null, max: numb
     const { done, value } = await reader.read();
     if (done) return true;
     total += value.byteLength;
-    if (total > max) { void reader.cancel().catch(() => {}); return false; }
+    if (total > max) { await drain(null, reader); return false; }
     for (let at = 0; at < value.byteLength; at += CHUNK_BYTES) each(value.subarray(at, at + CHUNK_BYTES));
   }
 }

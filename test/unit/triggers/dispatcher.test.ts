@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 
 let app: App;
 let dev: Principal;
@@ -20,7 +21,7 @@ async function until(check: () => Promise<boolean>, ms = 5_000) {
 /** Runs of the service recording under `tag`. */
 const recordedRuns = async (tag = "run") => {
   const s = app.services;
-  return (await s.collections.fetch(dev, await s.collections.byIdFor(dev, events), JSON.stringify({ FILTERS: [[{ EQ: [{ tag }] }]], PAGESIZE: 0 }), "")).TOTAL;
+  return (await s.collections.fetch(dev, await s.collections.byIdFor(dev, events), parseQuery({ FILTERS: [[{ EQ: [{ tag }] }]], PAGESIZE: 0 }))).total;
 };
 const recorder = (name: string, tag: string) => app.services.services.create(dev, sk, name, { code: `function ${name}(req, resp) {
     ClearBlade.Collection({ collectionName: "events" }).create({ tag: "${tag}" }, function (err, d) { if (err) resp.error(d); else resp.success("ok"); });

@@ -237,7 +237,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
       if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, signals, systems, changes, hub: platformHub, elsewhere });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
-      // relayed requests and remote operations: answered by this edge's API (set below, once it listens)
+      // relayed requests and remote operations: answered by this edge's API (attached below, once it listens)
       fleet = new FleetAgent({ config, log, tokens, commands: new AdapterRunner(join(config.dataDir, "commands"), { user: config.edgeCommandsUser, dataDir: config.dataDir }),
         api: edgeApi, restart: opts.restart ?? null });
       const edgeSync = edgeLink = new EdgeSync({

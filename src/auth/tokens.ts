@@ -1,8 +1,8 @@
 // Issuing, resolving, refreshing and revoking bearer tokens.
 //
 // Resolution is on the hot path of every request, so resolved principals are cached for a few
-// seconds. Revocation on this node drops the cache entry at once; another node of a multi-node
-// platform sees a revocation within TOKEN_CACHE_MS.
+// seconds. A revocation drops the cache entry at once, through the tokens signals: on a cluster
+// on every node (within TOKEN_CACHE_MS should a node miss the news).
 import { ApiError } from "../core/errors.ts";
 import { hashToken, newToken, nowSeconds } from "../core/ids.ts";
 import type { Db, Executor } from "../store/db.ts";

@@ -1,14 +1,15 @@
 // Issuing, resolving, refreshing and revoking bearer tokens.
 //
 // Resolution is on the hot path of every request, so resolved principals are cached for a few
-// seconds. Revocation on this node drops the cache entry at once; another node of a multi-node
-// platform sees a revocation within TOKEN_CACHE_MS.
+// seconds. A revocation drops the cache entry at once, through the tokens signals: on a cluster
+// on every node (within TOKEN_CACHE_MS should a node miss the news).
 import { ApiError } from "../core/errors.ts";
 import { hashToken, newToken, nowSeconds } from "../core/ids.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { type TokenKind, type TokenRow, tokensRepo } from "../store/tokens.ts";
 import type { Principal } from "./principal.ts";
 import { TtlCache } from "../core/cache.ts";
+import { Signals } from "../core/signals.ts";
 
 export const TOKEN_CACHE_MS = 5_000;
 /** Refresh tokens outlive their access token by this factor (and at least a day). */
@@ -28,7 +29,20 @@ export class Tokens {
   /** tokens valid only in this process, each for one request its platform relayed (see vouch) */
   private readonly vouched = new Map<string, Principal>();
 
-  constructor(private readonly db: Db) {}
+  /** `signals`: where cached principals are said stale (on a cluster, on every node) */
+  constructor(private readonly db: Db, private readonly signals = new Signals()) {
+    signals.on("tokens.revoked", ({ hashes }) => {
+      const gone = new Set(hashes);
+      if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
+    });
+    signals.on("tokens.subjectChanged", ({ kind, id, systemKey }) => {
+      this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)) &&
+        (systemKey === undefined || ("systemKey" in p && p.systemKey === systemKey)));
+    });
+    signals.on("tokens.systemChanged", ({ systemKey }) => {
+      this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);
+    });
+  }
 
   registerLoader(kind: TokenKind, loader: SubjectLoader) { this.loaders.set(kind, loader); }
 
@@ -92,10 +106,7 @@ export class Tokens {
   }
 
   /** Drops cached principals of these tokens (revoked here, or on another node of a cluster). */
-  forgetHashes(hashes: string[]) {
-    const gone = new Set(hashes);
-    if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
-  }
+  forgetHashes(hashes: string[]) { this.signals.emit("tokens.revoked", { hashes }); }
 
   /** Exchanges a refresh token (with the access token it was issued with) for a new pair. */
   /** `accept` is asked before anything changes (say, "is this token of the system being called?"). */
@@ -134,13 +145,8 @@ export class Tokens {
   }
 
   /** Makes the next request of this subject reload its principal (roles or email changed). */
-  forgetSubject(kind: Principal["kind"], id: string, systemKey?: string) {
-    this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)) &&
-      (systemKey === undefined || ("systemKey" in p && p.systemKey === systemKey)));
-  }
-  forgetSystem(systemKey: string) {
-    this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);
-  }
+  forgetSubject(kind: Principal["kind"], id: string, systemKey?: string) { this.signals.emit("tokens.subjectChanged", { kind, id, ...(systemKey === undefined ? {} : { systemKey }) }); }
+  forgetSystem(systemKey: string) { this.signals.emit("tokens.systemChanged", { systemKey }); }
 
   purgeExpired() { return tokensRepo.purgeExpired(this.db, nowSeconds()); }
 }

@@ -5,24 +5,19 @@
 //    the database, and each broker tells the others of its subscription changes (see
 //    broker/persistence.ts); aedes closes the older connection of a client id that connects to
 //    another node (its `$SYS/<node>/new/clients` messages go through the shared emitter).
-//  - Caches: the methods that drop cached state after a change run here and, through the bus, on
-//    every other node (`SHARED` below), so a revoked token or a changed role holds everywhere at
-//    once rather than after the caches' lifetimes.
+//  - Caches: the signals marked shared (core/signals.ts) are forwarded through the bus and emitted
+//    again on every other node, so a revoked token or a changed role holds everywhere at once
+//    rather than after the caches' lifetimes.
 //  - Edge sync: every node records changes in the shared log; a commit wakes the edge sessions of
 //    every node; an edge's connection is held by one node (its record names the node), and control
 //    commands, retries and relayed messages for it go to that node (relayed messages for every
 //    edge go to every node).
 import Redis from "ioredis";
 import MQEmitterRedis from "mqemitter-redis";
-import type { Permissions } from "../auth/permissions.ts";
-import type { Tokens } from "../auth/tokens.ts";
 import type { Logger } from "../core/log.ts";
-import type { Collections } from "../domain/collections.ts";
-import type { Edges } from "../domain/edges.ts";
-import type { ServiceCaches } from "../domain/serviceCaches.ts";
-import type { CodeServices } from "../domain/services.ts";
+import type { Port } from "../core/port.ts";
+import { SIGNAL_SHARED, type SignalName, type SignalPayloads, type Signals } from "../core/signals.ts";
 import type { Systems } from "../domain/systems.ts";
-import type { Triggers } from "../domain/triggers.ts";
 import type { Db } from "../store/db.ts";
 import { clusterRepo } from "../store/cluster.ts";
 import type { ChangeRecorder } from "../domain/changes.ts";
@@ -47,11 +42,11 @@ export function redisEmitter(url: string, log: Logger) {
 
 export interface ClusterParts {
   db: Db; log: Logger; nodeId: string; bus: ClusterBus; nodes: NodeRegistry;
-  tokens: Tokens; perms: Permissions; systems: Systems; collections: Collections; services: CodeServices; serviceCaches: ServiceCaches;
-  triggers: Triggers; edges: Edges; changes: ChangeRecorder; hub: SyncHub;
+  signals: Signals; systems: Systems; changes: ChangeRecorder; hub: SyncHub;
+  /** the sync hub's way to the edges other nodes hold: attached here */
+  elsewhere: Port<ElsewhereHub>;
 }
 
-type Fn = (...args: any[]) => unknown;
 /** How much longer than a control command's own limit a node waits for the holder's answer. */
 const CONTROL_MARGIN_MS = 10_000;
 const RETRY_TIMEOUT_MS = 15_000;
@@ -62,59 +57,35 @@ const RELAY_MARGIN_MS = 5_000;
 const errorOf = (err: unknown) => ({ error: err instanceof ApiError ? { kind: (Object.keys(ErrorKinds) as ErrorKindName[]).find((k) => ErrorKinds[k] === err.kind) ?? "INTERNAL", message: err.detail } : { kind: "INTERNAL", message: String((err as Error)?.message ?? err) } });
 const rethrow = (e: { kind: string; message: string }): never => { throw new ApiError(e.kind in ErrorKinds ? e.kind as ErrorKindName : "INTERNAL", e.message); };
 
-/** Joins this node's parts to the cluster. Call once every part has started (the sync hub and the
- *  trigger dispatcher install the hooks shared here). */
+/** Joins this node's parts to the cluster. Call once every part is built, before the node's
+ *  signals are closed. */
 export function joinCluster(p: ClusterParts) {
-  const { bus, hub, log } = p;
-  const remote = new Map<string, Fn>();
-  /** set while another node's news is applied here: what that calls is not shared again (the
-   *  schema of a collection dropped by its id drops its row and write version through shared
-   *  methods, which would echo between the nodes forever) */
+  const { bus, hub, log, signals } = p;
+  /** set while another node's signal is delivered here: what its listeners emit in turn is not
+   *  forwarded again (it would echo between the nodes) */
   let applying = false;
 
-  /** Runs `target[key]` here and, with the same arguments, `onOthers` (default: their own copy of
-   *  the method, not shared again) on every other node. */
-  const share = (name: string, target: object, key: string, onOthers?: Fn) => {
-    const t = target as Record<string, Fn>;
-    const original = t[key];
-    if (typeof original !== "function") throw new Error(`cluster: ${name} is not a method`);
-    const own = original.bind(target);
-    remote.set(name, onOthers ?? own);
-    t[key] = (...args: unknown[]) => {
-      const r = own(...args);
-      if (!applying) bus.send({ kind: "shared", body: { name, args } });
-      return r;
-    };
-  };
-  bus.on("shared", (b: { name: string; args: unknown[] }) => {
+  // what each node caches (tokens, permissions, systems, collections' schemas and write versions,
+  // service cache definitions), services and libraries (warm sandboxes), triggers (the
+  // dispatcher's index), edge records and templates (the sync hub re-plans, closes a deleted
+  // edge's connection): said on one node, heard on every node
+  for (const name of Object.keys(SIGNAL_SHARED) as SignalName[]) {
+    if (!SIGNAL_SHARED[name]) continue;
+    signals.on(name, (payload, remote) => { if (!remote && !applying) bus.send({ kind: "signal", body: { name, payload } }); });
+  }
+  bus.on("signal", (b: { name: SignalName; payload: SignalPayloads[SignalName] }) => {
+    if (!SIGNAL_SHARED[b.name]) return;
     applying = true;
-    try { remote.get(b.name)?.(...b.args); } finally { applying = false; }
+    try { signals.emit(b.name, b.payload as never, true); } finally { applying = false; }
   });
-
-  // what each node caches, dropped everywhere when it changes anywhere
-  share("tokens.forgetHashes", p.tokens, "forgetHashes");
-  share("tokens.forgetSubject", p.tokens, "forgetSubject");
-  share("tokens.forgetSystem", p.tokens, "forgetSystem");
-  share("perms.invalidate", p.perms, "invalidate");
-  share("systems.forget", p.systems, "forget");
-  // a collection's schema (private to Collections: dropped by its id elsewhere), and its rows'
-  // write version, which cached query results and counts are valid for
-  share("collections.forget", p.collections, "forget", (row: { collection_id: string }) => p.collections.forgetId(row.collection_id));
-  share("collections.written", p.collections, "written", (id: string) => p.collections.written(id));
-  // services and libraries (warm sandboxes, cached sources), triggers (the dispatcher's index),
-  // edge records and templates (the sync hub re-plans, closes a deleted edge's connection)
-  share("services.onChange", p.services, "onChange");
-  share("triggers.onChange", p.triggers, "onChange");
-  share("edges.onChange", p.edges, "onChange");
-  // service cache definitions (their values are in Redis already)
-  share("serviceCaches.forget", p.serviceCaches, "forget");
 
   // after a Redis outage every node may have missed news: drop what could be stale
   bus.onResync(() => {
     void p.systems.keys().then((keys) => {
-      for (const k of keys) {
-        p.tokens.forgetSystem(k); p.perms.invalidate(k); p.systems.forget(k); p.serviceCaches.forget(k);
-        p.triggers.onChange(k);
+      for (const systemKey of keys) {
+        signals.emit("tokens.systemChanged", { systemKey }); signals.emit("permissions.changed", { systemKey });
+        signals.emit("system.changed", { systemKey }); signals.emit("serviceCache.changed", { systemKey, name: null });
+        void signals.emit("triggers.changed", { systemKey });
       }
     }).catch((err) => log.warn("cluster: resync failed", { err }));
   });
@@ -122,10 +93,6 @@ export function joinCluster(p: ClusterParts) {
   // changes committed on any node wake the sessions of the edges they go to, wherever they are
   p.changes.onCommitted((sk, assets) => bus.send({ kind: "committed", body: { sk, assets: [...assets] } }));
   bus.on("committed", (b: { sk: string; assets: string[] }) => hub.wake(b.sk, new Set(b.assets)));
-
-  // an edge's connection status is its record's (the node holding it keeps it, a dead node's
-  // edges are freed by the others) unless this node holds it
-  p.edges.liveOf = (sk, edge) => (hub.isConnected(sk, edge) ? true : null);
 
   /** The live node holding an edge's connection, other than this one. */
   const holder = async (sk: string, edge: string) => {
@@ -167,7 +134,9 @@ export function joinCluster(p: ClusterParts) {
     if (r && "error" in r) return rethrow(r.error);
     return r;
   };
-  hub.elsewhere = {
+  // (with it attached, the hub leaves an edge it does not hold to its record: the node holding it
+  // keeps it, a dead node's edges are freed by the others)
+  p.elsewhere.attach({
     control: async (sk, edge, req) => {
       const node = await holder(sk, edge);
       if (!node) return null;
@@ -195,7 +164,7 @@ export function joinCluster(p: ClusterParts) {
       bus.send({ kind: "edge.message", to: node, body: { sk, edge, except, text } });
       return true;
     },
-  };
+  });
   bus.serve("edge.relay", async (b: { sk: string; edge: string; req: Omit<RelayRequest, "body"> & { body: string | null } }): Promise<Relayed> => {
     if (!hub.isConnected(b.sk, b.edge)) return null;
     try {

@@ -92,14 +92,17 @@ export class Collections {
   private readonly totals = new Map<string, { version: number; n: number; at: number }>();
 
   /** Items of collections that are database connections go through these (the external databases). */
-  connected: ConnectedTables | null = null;
-
   private tables(): ConnectedTables {
     if (!this.connected) throw fail("INVALID_ARGUMENT", "database connections are not available");
     return this.connected;
   }
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  /** `connected`: the tables of external databases (none: their collections are refused) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly connected: ConnectedTables | null = null) {
+    // from another node, a write's row count is not known here: its total is counted again
+    d.signals.on("collection.written", ({ collectionId, added }, remote) => this.bump(collectionId, remote ? undefined : added));
+    d.signals.on("collection.changed", ({ collectionId }) => this.drop(collectionId));
+  }
 
   /** Whether a result taken at `at` may be reused. */
   private reusable(at: number): boolean {
@@ -111,7 +114,9 @@ export class Collections {
   /** Every write to a collection's rows calls this after its transaction; `added`: the rows it
    *  added (removed: negative) when it knows them, so the TOTAL without a filter is carried over
    *  instead of counted again (a collection written to all the time still pages cheaply). */
-  written(id: string, added?: number) {
+  written(id: string, added?: number) { this.d.signals.emit("collection.written", { collectionId: id, added }); }
+
+  private bump(id: string, added: number | undefined) {
     const v = this.version(id);
     this.versions.set(id, v + 1);
     const all = added === undefined ? undefined : this.totals.get(totalKey(id, []));
@@ -148,16 +153,20 @@ export class Collections {
   }
 
   /** Drops cached schema and results of a collection (sync changed it underneath). */
-  forgetId(id: string) {
-    const c = this.byId.get(id);
-    if (c) this.forget(c.row);
-    this.idByName.deleteWhere((v) => v === id);
-    this.written(id);
-  }
+  forgetId(id: string) { this.d.signals.emit("collection.changed", { collectionId: id }); }
 
-  private forget(c: CollectionRow) {
-    this.byId.delete(c.collection_id);
-    this.idByName.delete(`${c.system_key}/${c.name}`);
+  private forget(c: CollectionRow) { this.forgetId(c.collection_id); }
+
+  /** Drops a collection's schema (under its id and any name that led to it) and the results
+   *  computed from its rows. */
+  private drop(id: string) {
+    const c = this.byId.get(id);
+    if (c) {
+      this.byId.delete(id);
+      this.idByName.delete(`${c.row.system_key}/${c.row.name}`);
+    }
+    this.idByName.deleteWhere((v) => v === id);
+    this.bump(id, undefined);
   }
 
   private async load(id: string): Promise<Collection | undefined> {

@@ -1,6 +1,7 @@
 // Devices: records with
 // custom columns, key authentication with rotating keys, roles, bulk operations by query and the
 // broker's live connections.
+import { Port } from "../core/port.ts";
 import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
 import { DeviceKeys } from "../auth/deviceKeys.ts";
@@ -61,11 +62,11 @@ const activeKeyOf = (v: unknown): string => {
 
 export class Devices {
   readonly columnsOf: CustomColumns;
-  /** the broker's live connections, set by app.ts once it runs (a late dependency) */
-  connections: ConnectionView | null = null;
 
   /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null)) {
+  /** `connections`: the broker's live connections, attached once it runs (it is built after the domain) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null),
+    private readonly connections = new Port<ConnectionView>("device connections")) {
     this.columnsOf = new CustomColumns(d.db, "devices", DEVICE_COLUMNS, STANDARD, NON_COLUMNS, "name", ["cb_ttl_override"]);
     d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
   }
@@ -439,7 +440,7 @@ export class Devices {
 
   // ---- connections (from the broker) ----------------------------------------------------------
 
-  private live(systemKey: string) { return this.connections?.deviceConnections(systemKey) ?? new Map(); }
+  private live(systemKey: string) { return this.connections.get()?.deviceConnections(systemKey) ?? new Map(); }
 
   async connectionsList(p: Principal, systemKey: string) {
     await this.guard(p, systemKey, LEVEL.READ);

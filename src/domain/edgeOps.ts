@@ -2,6 +2,7 @@
 // header), run remote operations on it (an allowed command, a restart, reading its settings), and
 // the fleet report. The sync hub carries the requests to the edge; this module decides who may
 // send them and shapes what they carry.
+import { Port } from "../core/port.ts";
 import { LEVEL } from "../auth/permissions.ts";
 import { developerOnly, type Principal } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
@@ -37,9 +38,10 @@ const REPORT_DAYS_MAX = 365;
 
 export class EdgeOps {
   /** Late dependency: the sync hub (platform only). */
-  link: FleetLink | null = null;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly edges: Edges) {}
+  /** `link`: the sync hub's way to an edge, attached by it (a platform only) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly edges: Edges,
+    private readonly link = new Port<FleetLink>("fleet link")) {}
 
   /** The caller to vouch for when relaying a request to an edge: a principal of the edge's system
    *  (its developer, or a user, device or anonymous session of it) that may read that edge (a
@@ -65,8 +67,9 @@ export class EdgeOps {
     await this.systems.access(p, systemKey);
     await this.edges.requireEdge(systemKey, edge);
     if (p.kind !== "developer") await this.d.perms.requireGranted(p, { kind: "item", itemKind: "edgeremoteadmin", name: edge }, level, `remote operations on edge '${edge}' (edgeremoteadmin)`);
-    if (!this.link) throw fail("INVALID_ARGUMENT", "remote operations are sent by the platform, not by an edge");
-    return this.link;
+    const link = this.link.get();
+    if (!link) throw fail("INVALID_ARGUMENT", "remote operations are sent by the platform, not by an edge");
+    return link;
   }
 
   /** Runs one of the edge's allowed command lines: `{command, timeout?}` (seconds, 1 to 300, 30

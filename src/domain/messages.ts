@@ -1,5 +1,6 @@
 // Messaging: REST publish into the broker, message history
 // written in batches with per-topic limits, topic listings.
+import { Port } from "../core/port.ts";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { principalId } from "../auth/principal.ts";
@@ -98,11 +99,12 @@ export class Messages {
   private settings = new Map<string, StorageRow>();
   /** rows per topic since the last trim, to trim without counting every time */
   private sinceTrim = new Map<string, number>();
-  /** the MQTT broker, set by app.ts once it runs (a late dependency: it is built after the domain) */
-  broker: Broker | null = null;
   dropped = 0;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  /** `brokerPort`: the MQTT broker, attached once it runs (it is built after the domain) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly brokerPort = new Port<Broker>("broker")) {}
+
+  private get broker(): Broker | null { return this.brokerPort.get(); }
 
   async start() {
     for (const s of await messagesRepo.allStorage(this.d.db)) this.settings.set(`${s.system_key}\u0000${s.topic}`, s);

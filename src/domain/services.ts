@@ -1,6 +1,7 @@
 // Code services and libraries: definitions with versions,
 // code meta, failed-run records and their retry. Running them is the code engine's job
 // (src/code/engine.ts); this module owns what is stored.
+import type { SignalPayloads } from "../core/signals.ts";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
@@ -73,7 +74,7 @@ export function checkRunAs(p: Principal, runAs: string, what: string): void {
   throw fail("FORBIDDEN", `${what} runs as '${runAs}': only a developer may make code run with another user's rights`);
 }
 
-export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
+export type ServiceChange = SignalPayloads["code.changed"];
 
 /** Why code does not compile, and where (1-based, as QuickJS counts). */
 export interface CompileProblem { message: string; line?: number; column?: number }
@@ -86,12 +87,12 @@ export type CompileCheck = (code: string, file: string) => Promise<CompileProble
 export const problemText = (p: CompileProblem) => p.line ? `${p.message} (line ${p.line}, column ${p.column})` : p.message;
 
 export class CodeServices {
-  /** Called after any service or library change (the engine drops its warm sandboxes). */
-  onChange: (c: ServiceChange) => void = () => {};
-
   /** `compile`: code that does not compile is refused at upload with where it fails (none: not
    *  checked, as in tests of other parts). */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly compile?: CompileCheck) {}
+
+  /** Says a service or library changed (the engine drops its warm sandboxes, on every node). */
+  private changed(c: ServiceChange) { this.d.signals.emit("code.changed", c); }
 
   /** Refuses code that does not compile, naming the line and column. */
   private async compiles(kind: "service" | "library", name: string, code: string) {
@@ -192,7 +193,7 @@ export class CodeServices {
       await servicesRepo.insert(tx, row);
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", row);
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    this.changed({ systemKey, name, kind: "service", deleted: false });
     return { created: true, name, uri: `/api/v/1/code/${systemKey}/${name}`, version_number: 1 };
   }
 
@@ -212,7 +213,7 @@ export class CodeServices {
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", next);
       return next;
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    this.changed({ systemKey, name, kind: "service", deleted: false });
     return { ...serviceToWire(row), uri: `/api/v/1/code/${systemKey}/${name}`, version_number: row.version };
   }
 
@@ -223,7 +224,7 @@ export class CodeServices {
       await codeLogsRepo.deleteService(tx, systemKey, name);
       await this.d.changes.record(tx, systemKey, "service", name, "delete", null);
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: true });
+    this.changed({ systemKey, name, kind: "service", deleted: true });
     return {};
   }
 
@@ -299,7 +300,7 @@ export class CodeServices {
       await librariesRepo.addVersion(tx, row);
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", row);
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    this.changed({ systemKey, name, kind: "library", deleted: false });
     return libraryToWire(row);
   }
 
@@ -319,7 +320,7 @@ export class CodeServices {
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", next);
       return next;
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    this.changed({ systemKey, name, kind: "library", deleted: false });
     return libraryToWire(row);
   }
 
@@ -331,7 +332,7 @@ export class CodeServices {
       if (!(await librariesRepo.delete(tx, systemKey, name)).changes) throw notFound("library", name, "Code");
       await this.d.changes.record(tx, systemKey, "library", name, "delete", null);
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: true });
+    this.changed({ systemKey, name, kind: "library", deleted: true });
     return {};
   }
 

@@ -61,6 +61,6 @@ export interface Services {
   db: Db;
   /** HTTP requests on /metrics (made with the first listener's app) */
   requestMetrics?: RequestMetrics;
-  /** what /health reports (set once the parts it watches are up) */
+  /** what /health reports (made once the parts it watches are up) */
   health?: Health;
 }

@@ -273,12 +273,12 @@ export class EdgeSync {
 
   private useTemplate(t: TemplateEntry[]) {
     this.template = t;
-    this.d.changes.relayTopics = relayFilters(t);
+    this.d.changes.useTemplate(null, relayFilters(t));
   }
 
   private async refreshUpCollections() {
     const names = (await collectionsRepo.list(this.d.db, this.systemKey)).map((c) => c.name);
-    this.d.changes.upCollections = new Set(upCollections(this.template, names));
+    this.d.changes.useTemplate(new Set(upCollections(this.template, names)), null);
   }
 
   private async handle(ws: WebSocket, m: PlatformMessage) {
@@ -614,8 +614,7 @@ export class EdgeSync {
     this.trimming = true;
     try {
       const db = this.d.db, { outboxMaxMb, outboxMaxAge } = this.d.config;
-      this.outboxBytes += this.d.changes.outboxAdded;
-      this.d.changes.outboxAdded = 0;
+      this.outboxBytes += this.d.changes.takeOutboxAdded();
       const reasons: string[] = [];
       let dropped = 0;
       const dropThrough = async (id: number) => db.tx(async (tx) => { const n = await outboxRepo.countThrough(tx, id); await outboxRepo.ackUpTo(tx, id); return n; });

@@ -81,10 +81,8 @@ export class AnswerSink {
   readonly answer: Promise<RelayedAnswer>;
   private resolve!: (a: RelayedAnswer) => void;
   private reject!: (e: Error) => void;
-  /** called on every message of the answer (an idle timer restarts) */
-  onActivity: () => void = () => {};
-
-  constructor() {
+  /** `onActivity`: called on every message of the answer (an idle timer restarts) */
+  constructor(readonly onActivity: () => void = () => {}) {
     this.answer = new Promise((res, rej) => { this.resolve = res; this.reject = rej; });
   }
 

@@ -1,6 +1,7 @@
 // The edge's side of fleet control (see fleet.ts): runs the API requests its platform relays
 // through its own API, as the caller the platform vouches for, and the remote operations it asks
 // for (an allowed command, a restart, its settings).
+import type { Port } from "../core/port.ts";
 import { readFileSync } from "node:fs";
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
@@ -17,6 +18,10 @@ export interface FleetAgentDeps {
   config: Config; log: Logger; tokens: Tokens;
   /** runs allowed commands: in their directory, as --edge-commands-user when the edge runs as root */
   commands: AdapterRunner;
+  /** the edge's own API (attached once the HTTP listener is built): a relayed request is answered by it */
+  api: Port<(req: Request) => Promise<Response>>;
+  /** restarts the edge's parts in this process (given by the command line; null: not possible here) */
+  restart: (() => void) | null;
 }
 
 type Send = (m: unknown) => void;
@@ -24,10 +29,6 @@ type Send = (m: unknown) => void;
 interface Incoming { body: ReadableStreamDefaultController<Uint8Array> | null; bytes: number; cancelled: boolean }
 
 export class FleetAgent {
-  /** The edge's own API (set once the HTTP listener is built): a relayed request is answered by it. */
-  api: ((req: Request) => Promise<Response>) | null = null;
-  /** Restarts the edge's parts in this process (set by the command line; null: not possible here). */
-  restart: (() => void) | null = null;
   private readonly incoming = new Map<string, Incoming>();
 
   constructor(private readonly d: FleetAgentDeps) {}
@@ -67,7 +68,8 @@ export class FleetAgent {
     this.incoming.set(m.id, r);
     let release = () => {};
     try {
-      if (!this.api) throw fail("EDGE_OFFLINE", "the edge is still starting");
+      const api = this.d.api.get();
+      if (!api) throw fail("EDGE_OFFLINE", "the edge is still starting");
       const headers = new Headers(m.headers);
       if (m.caller.systemKey !== this.d.config.systemKey) throw fail("NOT_AUTHORIZED_FOR_SYSTEM", "the caller is not of this edge's system");
       const v = await this.d.tokens.vouch(m.caller.kind, m.caller.id, m.caller.kind === "dev" || m.caller.kind === "devkey" ? this.d.config.systemKey! : m.caller.systemKey, m.caller.readOnly);
@@ -75,7 +77,7 @@ export class FleetAgent {
       release = v.release;
       headers.set(tokenHeaderFor(m.caller.kind), v.token);
       const path = m.path.startsWith("/") ? m.path : `/${m.path}`;
-      const answer = await this.api(new Request(`http://edge.local${path}`, { method: m.method, headers, body, ...(body ? { duplex: "half" } : {}) } as RequestInit));
+      const answer = await api(new Request(`http://edge.local${path}`, { method: m.method, headers, body, ...(body ? { duplex: "half" } : {}) } as RequestInit));
       await this.answer(m.id, answer, send, r);
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError("INTERNAL", String((err as Error)?.message ?? err));
@@ -106,7 +108,7 @@ export class FleetAgent {
     try {
       const result = await this.run(m);
       send({ t: "op_result", id: m.id, result });
-      if (m.op === "restart") setTimeout(() => this.restart?.(), 200);
+      if (m.op === "restart") setTimeout(() => this.d.restart?.(), 200);
     } catch (err) {
       const e = err instanceof ApiError ? err : null;
       const kind = e ? (Object.keys(ErrorKinds) as ErrorKindName[]).find((k) => ErrorKinds[k] === e.kind) ?? "INVALID_ARGUMENT" : "INVALID_ARGUMENT";
@@ -118,7 +120,7 @@ export class FleetAgent {
     switch (op.op) {
       case "config": return publicSettings(this.d.config as unknown as Record<string, unknown>);
       case "restart":
-        if (!this.restart) throw fail("INVALID_ARGUMENT", "this edge cannot restart itself (it does not run from its command line)");
+        if (!this.d.restart) throw fail("INVALID_ARGUMENT", "this edge cannot restart itself (it does not run from its command line)");
         this.d.log.warn("restart asked by the platform");
         return "restarting";
       case "exec": {

@@ -5,6 +5,8 @@
 //
 // A snapshot is one unit: the edge's cursor moves past it, and what it carries shows synced, only
 // once the edge acknowledged its end. An interrupted one starts over at the next hello.
+import type { Signals } from "../core/signals.ts";
+import type { Port } from "../core/port.ts";
 import type { Principal } from "../auth/principal.ts";
 import { LruMap } from "../core/cache.ts";
 import type { EventBus } from "../core/events.ts";
@@ -13,7 +15,7 @@ import { newUuid, nowIso, nowSeconds } from "../core/ids.ts";
 import { parse as parseHlc } from "../core/hlc.ts";
 import { describeIssues } from "../core/validate.ts";
 import type { Collections } from "../domain/collections.ts";
-import type { Edges, TemplateEntry } from "../domain/edges.ts";
+import type { EdgeLinks, Edges, TemplateEntry } from "../domain/edges.ts";
 import type { Broker } from "../domain/messages.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { type ColumnDef, collectionsRepo } from "../store/collections.ts";
@@ -39,7 +41,11 @@ export interface Socket { send(text: string): void; close(code?: number, reason?
   buffered?(): number }
 
 export interface HubDeps {
-  db: Db; log: Logger; events: EventBus; changes: ChangeRecorder; edges: Edges; collections: Collections;
+  db: Db; log: Logger; events: EventBus; signals: Signals; changes: ChangeRecorder; edges: Edges; collections: Collections;
+  /** where this hub tells Edges of the links it holds (attached at start) */
+  edgeLinks: Port<EdgeLinks>;
+  /** set in a cluster: reaches the edges other nodes hold (attached by the cluster) */
+  elsewhere: Port<ElsewhereHub>;
   broker: () => Broker | null;
   /** row stamps further ahead of this clock are refused (ms) */
   maxClockSkewMs: number;
@@ -324,13 +330,22 @@ export class SyncHub {
    *  and its record last updated, and how many refusals followed unlogged */
   private readonly refusals = new LruMap<string, { why: string; loggedAt: number; more: number; recordedAt: number; recordedWhy: string }>(10_000);
 
-  /** set in a cluster: reaches the edges other nodes hold */
-  elsewhere: ElsewhereHub | null = null;
   /** relayed messages for one edge that was connected to no node, or whose link was too far
    *  behind (/metrics) */
   relayDropped = 0;
 
-  constructor(readonly d: HubDeps) {}
+  constructor(readonly d: HubDeps) {
+    d.signals.on("edge.changed", ({ systemKey: sk, edge, what }) => {
+      if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
+      const s = this.sessions.get(`${sk}/${edge}`);
+      if (!s) return;
+      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
+      if (what === "template") void this.retemplate(s);
+    });
+  }
+
+  /** set in a cluster: reaches the edges other nodes hold */
+  private get elsewhere(): ElsewhereHub | null { return this.d.elsewhere.get(); }
 
   async start() {
     // the edges this node held before it restarted (other nodes' edges stay theirs)
@@ -340,18 +355,14 @@ export class SyncHub {
     for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
     this.d.changes.setSystemsWithEdges(withEdges);
     this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
-    this.d.edges.onChange = (sk, edge, what) => {
-      if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
-      const s = this.sessions.get(`${sk}/${edge}`);
-      if (!s) return;
-      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
-      if (what === "template") void this.retemplate(s);
-    };
-    this.d.edges.lagOf = (sk, edge) => this.lag(sk, edge);
+    this.d.edgeLinks.attach({
+      lagOf: (sk, edge) => this.lag(sk, edge),
+      // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
+      liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.elsewhere ? null : false),
+      skewOf: (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null,
+    });
     // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
     for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });
-    this.d.edges.liveOf = (sk, edge) => this.isConnected(sk, edge);
-    this.d.edges.skewOf = (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null;
     this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), this.d.compactMs);
     this.compactor.unref();
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
@@ -817,11 +828,9 @@ export class SyncHub {
       throw fail("EDGE_OFFLINE", `edge '${edge}' is not connected`);
     }
     const id = newUuid();
-    const sink = new AnswerSink();
-    s.relays.set(id, sink);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const done = () => { clearTimeout(timer); s.relays.delete(id); };
-    sink.onActivity = () => {
+    const sink: AnswerSink = new AnswerSink(() => {
       clearTimeout(timer);
       timer = setTimeout(() => {
         if (!s.relays.has(id)) return;
@@ -829,7 +838,8 @@ export class SyncHub {
         s.send({ t: "request_cancel", id });
         sink.fail(fail("EDGE_TIMEOUT", `edge '${edge}' did not answer within ${Math.round(req.timeoutMs / 1000)} s`));
       }, req.timeoutMs);
-    };
+    });
+    s.relays.set(id, sink);
     sink.onActivity();
     // a failure while the body still goes up is read below
     sink.answer.catch(() => {});

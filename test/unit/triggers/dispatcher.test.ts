@@ -58,7 +58,7 @@ describe("the trigger index", () => {
       return rows;
     };
     try {
-      void triggers.onChange(sk); // some other change started a reload: the slow one
+      void triggers.changed(sk); // some other change started a reload: the slow one
       await triggers.createTrigger(dev, sk, "onReading", { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: "readings" }, service_name: "record" });
       await slowLanded;
       await Bun.sleep(0); // whatever the slow reload does when it lands has been done

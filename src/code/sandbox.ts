@@ -59,7 +59,8 @@ export const SUSPENDING_OPS: ReadonlySet<string> = new Set([
  *  other classic calls block the thread; if it reaches one anyway (through a name built at run
  *  time), the call fails saying so. */
 export function needsSuspending(src: Pick<SandboxSource, "libraries" | "service">): boolean {
-  const waits = /\bwaitForMessage\b|\bsleep\b|\bRequests\b|\bLock\b|\bDatabase\b|\bCode\b/;
+  // (ClearBladeAsync's Lock, Database and Code answer promises: they need no suspension)
+  const waits = /\bwaitForMessage\b|\bsleep\b|\bRequests\b|(?<!ClearBladeAsync\.)\b(?:Lock|Database|Code)\b/;
   return waits.test(src.service.code) || src.libraries.some((l) => waits.test(l.code));
 }
 

@@ -185,7 +185,8 @@ describe("the plain build", () => {
       { service: { name: "e", code: "function e(req, resp){ ClearBlade.Code().execute('x', {}, function () {}) }" }, libraries: [] },
       { service: { name: "f", code: "function f(req, resp){ Requests().get({ uri: 'http://x' }, function () {}) }" }, libraries: [] },
       { service: { name: "g", code: "function g(req, resp){ ClearBlade.Lock('l', 'me').lock(function () {}); ClearBlade.Database({}).query('select 1', function () {}) }" }, libraries: [] },
-    ].map((s) => needsSuspending(s))).toEqual([false, false, true, true, true, true, true]);
+      { service: { name: "h", code: "async function h(req, resp){ await ClearBladeAsync.Lock('l', 'me').lock(); await ClearBladeAsync.Code().execute('x', {}) }" }, libraries: [] },
+    ].map((s) => needsSuspending(s))).toEqual([false, false, true, true, true, true, true, false]);
     const plain = await sandbox('function svc(req, resp){ var s = globalThis["sl" + "eep"]; try { s(5); resp.success("slept") } catch (e) { resp.success(e.message) } }', [], false);
     const { hooks, calls } = later(() => null);
     const o = await run(plain, { ...hooks, block: () => "unused" });

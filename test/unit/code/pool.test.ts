@@ -286,6 +286,28 @@ describe("classic calls that block the worker thread", () => {
     expect(p.stats().killed).toBe(0);
   });
 
+  test("a run blocking its worker and a suspended run on the same worker: the suspended one's answer waits its turn, both end", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    const order: string[] = [];
+    const host = async (op: string, a: string) => {
+      const args = JSON.parse(a);
+      await Bun.sleep(op === "timer.wait" ? args.ms : 5);
+      order.push(op);
+      return JSON.stringify({ ok: true, data: 1 });
+    };
+    const looper = spec("a", "looper", "function looper(req, resp){ var n = 0; for (var i = 0; i < 30; i++) ClearBlade.Collection('c').count(null, function (e, d) { n += d; }); resp.success(n) }", { host });
+    expect(await run(p, looper)).toEqual({ kind: "success", value: 30 }); // its sandbox is warm
+    order.length = 0;
+    const ended: string[] = [];
+    const sleeper = run(p, spec("a", "sleeper", "function sleeper(req, resp){ sleep(5); resp.success('woke') }", { host })).then((o) => { ended.push("sleeper"); return o; });
+    const looping = run(p, { ...looper, instanceId: "2" }).then((o) => { ended.push("looper"); return o; });
+    expect(await Promise.all([sleeper, looping])).toEqual([{ kind: "success", value: "woke" }, { kind: "success", value: 30 }]);
+    // the sleep was answered while the other run held the worker with its calls, and went on after
+    expect(order.indexOf("timer.wait")).toBeLessThan(order.length - 1);
+    expect(ended).toEqual(["looper", "sleeper"]);
+    expect(p.stats().killed).toBe(0);
+  });
+
   test("a service calling another through the host suspends, so a callee that needs the caller's worker still runs", async () => {
     const p = await pool({ workers: 1, maxShare: 1 });
     const callee = spec("a", "callee", "function callee(req, resp){ var n; ClearBlade.Collection('c').count(null, function (e, d) { n = d; }); resp.success(n + 1) }", { host: async () => JSON.stringify({ ok: true, data: 41 }) });

@@ -14,6 +14,7 @@ const HEADER = 16;
 export const CALL_BUFFER_BYTES = 64 << 10;
 const ANSWER = 0, LARGE = 1, STOPPED = 2;
 
+const pause = new Int32Array(new SharedArrayBuffer(4));
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -47,10 +48,13 @@ export function awaitAnswer(buf: SharedArrayBuffer, port: MessagePort, c: number
     Atomics.wait(head, 0, seen, left);
   }
   if (head[1] === LARGE) {
-    // answers of calls given up on may wait on the port before this one's
-    for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
-      const text = m.message as string, at = text.indexOf(":");
-      if (Number(text.slice(0, at)) === c) return text.slice(at + 1);
+    // answers of calls given up on may wait on the port before this one's (posted before the
+    // header was written, it is there: the pause is for a port slower than that)
+    for (const until = Date.now() + 1_000; Date.now() < until; Atomics.wait(pause, 0, 0, 1)) {
+      for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
+        const text = m.message as string, at = text.indexOf(":");
+        if (Number(text.slice(0, at)) === c) return text.slice(at + 1);
+      }
     }
     return JSON.stringify({ ok: false, error: { detail: "the code engine lost the answer to this call" } });
   }

@@ -1,17 +1,20 @@
 // Composition root: builds the parts for a mode, starts them in order, stops them in reverse.
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import { Permissions } from "./auth/permissions.ts";
 import { Tokens } from "./auth/tokens.ts";
 import type { Config } from "./config.ts";
 import { EventBus } from "./core/events.ts";
+import { Signals } from "./core/signals.ts";
+import { Port } from "./core/port.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import type { DomainDeps } from "./domain/deps.ts";
 import { Collections } from "./domain/collections.ts";
-import { Developers } from "./domain/developers.ts";
+import { Developers, type UpstreamSignIn } from "./domain/developers.ts";
 import { DeveloperKeys } from "./domain/developerKeys.ts";
-import { Devices } from "./domain/devices.ts";
-import { Messages } from "./domain/messages.ts";
+import { type ConnectionView, Devices } from "./domain/devices.ts";
+import { type Broker as MessagesBroker, Messages } from "./domain/messages.ts";
 import { CodeServices } from "./domain/services.ts";
 import { CodeEngine } from "./code/engine.ts";
 import { compileChecker } from "./code/syntax.ts";
@@ -20,7 +23,7 @@ import { MessageTimers, publishAsOwner } from "./code/messageTimers.ts";
 import { Triggers } from "./domain/triggers.ts";
 import { Webhooks } from "./domain/webhooks.ts";
 import { Throttlers } from "./domain/throttlers.ts";
-import { Adapters } from "./domain/adapters.ts";
+import { Adapters, type EdgeControl } from "./domain/adapters.ts";
 import { ExternalDbs } from "./domain/externalDbs.ts";
 import { ServiceCaches } from "./domain/serviceCaches.ts";
 import { type LockBackend, LocalLocks, Locks } from "./domain/locks.ts";
@@ -49,10 +52,14 @@ import { migrate } from "./store/migrations.ts";
 import { COMMIT, VERSION } from "./version.ts";
 import { staleCaches } from "./sync/kinds.ts";
 import { EdgeRelay } from "./sync/relay.ts";
-import { Edges } from "./domain/edges.ts";
+import { type EdgeLinks, Edges } from "./domain/edges.ts";
+import { EdgeGroups } from "./domain/edgeGroups.ts";
+import { EdgeOps, type FleetLink } from "./domain/edgeOps.ts";
 import { ChangeRecorder } from "./domain/changes.ts";
 import { EdgeSync } from "./sync/edge.ts";
-import { SyncHub } from "./sync/platform.ts";
+import { FleetAgent } from "./sync/fleetAgent.ts";
+import { AdapterRunner } from "./adapters/runner.ts";
+import { type ElsewhereHub, SyncHub } from "./sync/platform.ts";
 import type { ClusterBus } from "./cluster/bus.ts";
 import { NodeRegistry } from "./cluster/nodes.ts";
 
@@ -72,7 +79,7 @@ export interface App {
 /** A part with a lifecycle; stopped in reverse order of start. */
 interface Stoppable { name: string; stop(): Promise<void> | void }
 
-export async function start(config: Config, opts: { log?: Logger } = {}): Promise<App> {
+export async function start(config: Config, opts: { log?: Logger; restart?: () => void } = {}): Promise<App> {
   const log = opts.log ?? createLogger(config.logLevel, { mode: config.mode });
   const started: Stoppable[] = [];
   const stop = async () => {
@@ -83,7 +90,10 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
   };
   try {
     if (config.db.startsWith("file:")) mkdirSync(config.dataDir, { recursive: true });
+    const metrics = new Metrics();
     const db = await openDb({
+      latency: metrics.histogram("outpost_db_query_seconds", "Database statement duration (each statement, in a transaction or not)",
+        [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]),
       url: config.db, authToken: config.dbAuthToken, driver: config.dbDriver, poolMax: config.dbPoolMax,
       onRetry: (err, delayMs) => log.warn("the database cannot be reached yet; trying again", { db: redactedUrl(config.db), err: err.message, delayMs }),
     });
@@ -110,29 +120,36 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     }
 
     const events = new EventBus(log);
-    const tokens = new Tokens(db);
+    // what changed, from the part that changed it to those that keep state about it (listeners
+    // declared while the parts are built; closed once the node has started)
+    const signals = new Signals();
+    const tokens = new Tokens(db, signals);
     // the platform is the fleet's time reference: it bounds the skew of the stamps it takes
     const changes = new ChangeRecorder(config.mode, config.mode === "edge" ? `edge:${config.edgeName}` : "platform", config.mode === "platform" ? config.maxClockSkew * 1000 : Infinity);
     await changes.startClock(db);
     started.push({ name: "clock", stop: () => changes.stopClock(db) });
     // a node of a cluster never caches rows as exact (another node may write them at any time)
     const writerAloneSince = () => (clustered ? null : nodes.aloneSince);
-    const deps: DomainDeps = { db, tokens, perms: new Permissions(db), events, log, config, changes, writerAloneSince };
+    const deps: DomainDeps = { db, tokens, perms: new Permissions(db, signals), events, signals, log, config, changes, writerAloneSince };
     const systems = new Systems(deps);
     const roles = new Roles(deps, systems);
-    const developers = new Developers(deps);
+    // on an edge, the platform checks developers' passwords (its sync link attaches the check)
+    const upstream = new Port<UpstreamSignIn>("upstream sign-in");
+    const developers = new Developers(deps, upstream);
     const developerKeys = new DeveloperKeys(deps);
     const secrets = SecretBox.load(config.dataDir, config.secretKey);
     const users = new Users(deps, systems, roles, secrets);
-    const collections = new Collections(deps, systems);
-    const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets));
-    const messages = new Messages(deps, systems);
+    const connectors = new ConnectorPool(log);
+    const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
+    const collections = new Collections(deps, systems, externalDbs);
+    // what the broker (built after the domain) offers it: attached once it runs
+    const deviceConnections = new Port<ConnectionView>("device connections");
+    const brokerPort = new Port<MessagesBroker>("broker");
+    const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets), deviceConnections);
+    const messages = new Messages(deps, systems, brokerPort);
     // code is compiled at upload, and on an edge when it arrives, as a sandbox would load it
     const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
     const codeServices = new CodeServices(deps, systems, compileCheck);
-    const metrics = new Metrics();
-    db.latency = metrics.histogram("outpost_db_query_seconds", "Database statement duration (each statement, in a transaction or not)",
-      [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]);
     // what code services share (cache values, locks): this process's memory, or on a cluster the
     // nodes' Redis (an edge always keeps its own)
     const shared = clustered ? new SharedRedis(config.redisUrl!, log) : null;
@@ -146,25 +163,30 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       started.push({ name: "locks", stop: () => redisLocks.stop() });
     }
     const serviceCaches = new ServiceCaches(deps, systems, shared ? new RedisCacheValues(shared) : new MemoryCacheValues());
-    systems.onRemoved((sk) => serviceCaches.forgetSystem(sk));
+    signals.on("system.removed", ({ systemKey }) => serviceCaches.forgetSystem(systemKey));
     const locks = new Locks(lockBackend);
     const triggers = new Triggers(deps, systems, codeServices);
-    const connectors = new ConnectorPool(log);
     started.push({ name: "external-dbs", stop: () => connectors.stop() });
-    const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
-    collections.connected = externalDbs;
     const messageTimers = new MessageTimers(publishAsOwner({ users, devices, messages }), log);
     const code = new CodeEngine({ d: deps, systems, services: codeServices, collections, users, devices, messages, triggers, roles, externalDbs, messageTimers, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
-    const edges = new Edges(deps, systems);
+    // what the sync hub (built later, on a platform) tells Edges of the links it holds, and what
+    // the cluster tells the hub of the edges other nodes hold
+    const edgeLinks = new Port<EdgeLinks>("edge links");
+    const elsewhere = new Port<ElsewhereHub>("edges elsewhere");
+    const edges = new Edges(deps, systems, edgeLinks);
+    const edgeGroups = new EdgeGroups(deps, systems);
+    // what the sync hub (a platform's) does for them: attached once it runs
+    const fleetLink = new Port<FleetLink>("fleet link");
+    const edgeControl = new Port<EdgeControl>("edge control");
+    const edgeOps = new EdgeOps(deps, systems, edges, fleetLink);
     const webhooks = new Webhooks(deps, systems, codeServices, users, tokens, code);
     const throttle = new Throttle({ db, config, log, metrics, nodeId: newUuid() });
     await throttle.start();
     started.push({ name: "throttle", stop: () => throttle.stop() });
     const throttlers = new Throttlers(deps, throttle);
-    const adapters = new Adapters(deps, systems, edges);
+    const adapters = new Adapters(deps, systems, edges, edgeControl);
     // what a deleted system leaves on this node: its messaging timers and database connections
-    systems.onRemoved((key) => { messageTimers.forgetSystem(key); void externalDbs.forgetSystem(key); });
-    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, db };
+    signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void externalDbs.forgetSystem(systemKey); });
 
     if (config.adminEmail && config.adminPassword) await developers.bootstrapAdmin(config.adminEmail, config.adminPassword);
     else if (config.adminEmail || config.adminPassword) log.warn("--admin-email and --admin-password go together; no admin created");
@@ -177,55 +199,69 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
     await messages.start();
     started.push({ name: "history", stop: () => messages.stop() });
     const persistence = new LibsqlPersistence({ db, offlineQueueLimit: config.mqttOfflineQueueLimit, shared: clustered, log, scoped: true });
-    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the broker)
-    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey! }) : null;
+    // on an edge, messages on relayed topics wait in the outbox for the platform (stopped after the
+    // broker); on a platform, messages whose suffix names edges go down through the sync hub
+    const relay = config.mode === "edge" ? new EdgeRelay({ db, changes, log, systemKey: config.systemKey!, edgeName: config.edgeName! }) : null;
     if (relay) started.push({ name: "relay", stop: () => relay.stop() });
+    let toEdges: ((sk: string, topic: string, payload: Buffer, qos: number) => void) | null = null;
     const broker = new MqttBroker({ config, log, tokens, perms: deps.perms, events, systems, messages, persistence, throttle,
       brokerId: nodeId, mq: cluster ? cluster.redisEmitter(config.redisUrl!, log) : undefined,
-      relay: relay?.relay });
+      relay: relay?.relay ?? ((sk, topic, payload, qos) => toEdges?.(sk, topic, payload, qos)) });
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
-    devices.connections = broker;
-    messages.broker = broker;
+    deviceConnections.attach(broker);
+    brokerPort.attach(broker);
     // (stopped before the broker: a timer firing then would only fail)
     started.push({ name: "message-timers", stop: () => messageTimers.stop() });
     await code.start();
     started.push({ name: "code", stop: () => code.stop() });
-    const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log);
+    const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log, signals);
     await dispatcher.start();
     started.push({ name: "triggers", stop: () => dispatcher.stop() });
-    const scheduler = new TimerScheduler(triggers, systems, code, log);
+    const scheduler = new TimerScheduler(triggers, systems, code, log, (sk, topic, payload) => broker.publish(sk, topic, payload, 0, false, null));
     scheduler.start();
     started.push({ name: "timers", stop: () => scheduler.stop() });
 
+    let fleet: FleetAgent | null = null;
+    let hub: SyncHub | undefined;
+    let edgeLink: EdgeSync | undefined;
+    // the edge's own API, for relayed requests: attached once it listens
+    const edgeApi = new Port<(req: Request) => Promise<Response>>("edge API");
     if (config.mode === "platform") {
-      const hub = new SyncHub({ db, log, events, changes, edges, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId });
-      await hub.start();
-      started.push({ name: "sync", stop: () => hub.stop() });
-      services.sync = hub;
-      adapters.edgeControl = (sk, edge, req) => hub.control(sk, edge, req);
-      if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, tokens, perms: deps.perms, systems, collections, services: codeServices, serviceCaches, triggers, edges, changes, hub });
+      const platformHub = hub = new SyncHub({ db, log, events, signals, changes, edges, edgeLinks, elsewhere, collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId });
+      await platformHub.start();
+      started.push({ name: "sync", stop: () => platformHub.stop() });
+      toEdges = (sk, topic, payload, qos) => { void platformHub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); };
+      edgeControl.attach((sk, edge, req) => platformHub.control(sk, edge, req));
+      fleetLink.attach(platformHub);
+      if (bus && cluster) cluster.joinCluster({ db, log, nodeId, bus, nodes, signals, systems, changes, hub: platformHub, elsewhere });
     } else {
       log.info("edge mode", { platform: config.platformUrl, systemKey: config.systemKey, edge: config.edgeName });
-      const edgeSync = new EdgeSync({
-        db, config, log, events, changes, compileCheck,
+      // relayed requests and remote operations: answered by this edge's API (attached below, once it listens)
+      fleet = new FleetAgent({ config, log, tokens, commands: new AdapterRunner(join(config.dataDir, "commands"), { user: config.edgeCommandsUser, dataDir: config.dataDir }),
+        api: edgeApi, restart: opts.restart ?? null });
+      const edgeSync = edgeLink = new EdgeSync({
+        db, config, log, events, changes, compileCheck, fleet,
+        // as from the edge itself: its broker does not relay it up again
+        deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
         invalidate: (sk, types, ids) => {
           systems.forget(sk);
           deps.perms.invalidate(sk);
           const stale = staleCaches(types);
           if (stale.has("code")) code.forgetSystem(sk);
-          if (stale.has("triggers")) triggers.onChange(sk);
+          if (stale.has("triggers")) void triggers.changed(sk);
           if (stale.has("tokens")) tokens.forgetSystem(sk);
           for (const id of ids) collections.forgetId(id);
         },
       });
-      developers.upstream = (email, password) => edgeSync.verifyDeveloper(email, password);
+      upstream.attach((email, password) => edgeSync.verifyDeveloper(email, password));
       await edgeSync.start();
       started.push({ name: "sync", stop: () => edgeSync.stop() });
-      services.edgeSync = edgeSync;
     }
 
-    const edgeLink = services.edgeSync;
+    // every part is built: what listens to what is settled
+    signals.start();
+
     // read when /metrics is asked
     const dbFile = config.db.startsWith("file:") ? config.db.slice("file:".length) : null;
     metrics.gauge("outpost_build_info", "1, labelled with this binary's version, commit and mode", () => [[{ version: VERSION, commit: COMMIT, mode: config.mode }, 1]]);
@@ -244,8 +280,8 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       metrics.gauge("outpost_system_mqtt_connections", "MQTT clients connected per system (--metrics-system-labels systems with most, the rest as other)", () =>
         largest(broker.connectionsBySystem().map(([k, n]): [Record<string, string>, number] => [{ system_key: k }, n]), systemLabels, { system_key: OTHER }));
     const failedByType = (by: Record<string, number>): Reading => Object.entries(by).map(([type, n]) => [{ asset_type: type }, n]);
-    const hub = services.sync;
     if (hub) {
+      metrics.readCounter("outpost_sync_relay_dropped_total", "relayed messages for one edge that was connected to no platform node, or whose link was too far behind", () => [[{}, hub.relayDropped]]);
       metrics.gauge("outpost_sync_edges_connected", "edges with a live sync session on this node", () => [[{}, hub.connectedEdges().length]]);
       metrics.gauge("outpost_sync_edges_outbox_items", "rows and messages waiting in the outboxes of the connected edges, together (as their last pings said)", () =>
         [[{}, hub.connectedEdges().reduce((n, e) => n + e.outbox, 0)]]);
@@ -264,11 +300,14 @@ export async function start(config: Config, opts: { log?: Logger } = {}): Promis
       metrics.readCounter("outpost_sync_outbox_dropped_total", "outbox items dropped past --outbox-max-mb or --outbox-max-age", () => [[{}, edgeLink.outboxDropped]]);
       metrics.gauge("outpost_sync_failed_assets", "assets that failed to apply on this edge, by asset type", async () => failedByType(await edgeLink.failedAssets()));
     }
-    services.health = new Health({
+    const health = new Health({
       db, dbFile, minFreeMb: config.minFreeMb,
       link: edgeLink && { connected: () => edgeLink.connected, lastContactAt: () => edgeLink.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
     });
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, edgeGroups, edgeOps, db,
+      sync: hub, edgeSync: edgeLink, health };
     const { http, https } = listenApi(services);
+    if (fleet) edgeApi.attach(http.handle);
     started.push({ name: "http", stop: () => http.stop() });
     if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
     const metricsServer = config.metricsPort ? listenMetrics(metrics, config.metricsPort) : null;

@@ -59,6 +59,12 @@ export const ConfigSchema = z.object({
   platformCa: z.string().optional(),
   adaptersDir: z.string().optional(),
   adaptersUser: z.string().min(1).default("nobody"),
+  // edge: the command lines its platform may run on it (command-exec), one a line, and who they
+  // run as when the edge runs as root
+  edgeCommandsFile: z.string().min(1).optional(),
+  edgeCommandsUser: z.string().min(1).default("nobody"),
+  // platform: how long an edge may stay silent on a request relayed to it (seconds)
+  edgeRequestTimeout: intText.pipe(z.number().int().min(1).max(3_600)).default(60),
   edgeTemplatesDir: z.string().default("./edge-templates"),
   // edge sync: how often an edge pings (either side drops a link silent for two periods), and how
   // far ahead of the platform's clock (seconds) a row stamp may be
@@ -308,6 +314,11 @@ Edge
   --platform-ca FILE          PEM CA bundle to trust for an https:// platform URL
   --adapters-dir DIR          where adapter files go (also --adaptors-root-dir)
   --adapters-user USER        who adapter commands run as when the edge runs as root (nobody)
+  --edge-commands-file FILE   edge: the command lines the platform may run here (command-exec),
+                              one a line, # for comments; read at each use (none: no commands)
+  --edge-commands-user USER   edge run as root: who those commands run as (nobody)
+  --edge-request-timeout S    platform: how long an edge may stay silent on a request relayed to
+                              it with ClearBlade-Edge before the caller gets 504 (60)
   --edge-templates-dir DIR    named edge templates, one JSON file each (./edge-templates)
   --sync-ping-ms N            edge: how often the sync link is checked; a link silent for two
                               periods is dropped and made again (15000)

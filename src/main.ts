@@ -45,23 +45,36 @@ async function main() {
 
   let app: App | undefined;
   reloadOnHangup(process.argv.slice(2), () => app);
+  // an edge's restart asked by its platform: its parts stopped and started again in this process
+  // (its ports, its data directory's lock and its settings stay)
+  let restarting = false;
+  const restart = () => {
+    const old = app;
+    if (restarting || !old) return;
+    restarting = true;
+    old.log.warn("restarting");
+    old.stop().then(() => start(config, { restart })).then((next) => { app = next; restarting = false; }, (e) => {
+      process.stderr.write(`outpost: could not start again: ${(e as Error).message}\n`);
+      process.exit(1);
+    });
+  };
   // where the database engine's addon goes when $TMPDIR cannot load it (mounted noexec)
   nativeFallbackDir(join(config.dataDir, "native"));
   try {
     await lockDataDir(config.dataDir); // held until the process ends
-    app = await start(config);
+    app = await start(config, { restart });
   } catch (e) {
     // exit 2: as configured it cannot start, and a supervisor restarting it would not help
     const refused = refusalMessage(e, config);
     process.stderr.write(`outpost: ${refused ? "" : "could not start: "}${refused ?? (e as Error).message}\n`);
     process.exit(refused ? 2 : 1);
   }
-  const running = app;
   // The binary starts with the JIT made reluctant (scripts/build.ts, jitPolicy): code that only
   // runs during a start is not compiled, which an idle gateway would hold for nothing. From here
   // on what runs is the work, compiled as usual. (From source the policy is already 1.)
   Bun.unsafe.setJITPolicy(1);
   const shutdown = (signal: string) => {
+    const running = app!;
     running.log.info("shutting down", { signal });
     // a part that cannot stop must not keep the process (and its ports) forever
     setTimeout(() => { running.log.error("shutdown took too long: exiting", { afterMs: STOP_DEADLINE_MS }); process.exit(1); }, STOP_DEADLINE_MS).unref();

@@ -30,7 +30,11 @@ export interface RunnerOptions {
 }
 
 /** Most output bytes kept from one command. */
-const OUTPUT_MAX = 64 * 1024;
+export const OUTPUT_MAX = 64 * 1024;
+
+/** How a command went: its exit code (null: killed), whether its time ran out, its output (at
+ *  most OUTPUT_MAX bytes, `truncated` past them). */
+export interface CommandRun { code: number | null; timedOut: boolean; output: string; truncated: boolean }
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** Longest path_name, and longest part of one (what file systems take). */
 const PATH_MAX = 1024, PART_MAX = 255;
@@ -249,10 +253,23 @@ export class AdapterRunner {
 
   /** Runs a shell command in the adapter's directory; output goes to a file, so a process the
    *  command leaves running in the background cannot hold the call open. */
-  run(adapter: string, command: string, timeoutMs: number): Promise<{ code: number | null; timedOut: boolean; output: string }> {
+  run(adapter: string, command: string, timeoutMs: number): Promise<CommandRun> {
     const who = this.account();
     const cwd = this.home(adapter, who);
     if (who) this.guardDataDir();
+    return this.spawnIn(cwd, command, timeoutMs, who);
+  }
+
+  /** Runs a command line in the root directory itself (an edge's allowed remote commands), with
+   *  the same user, environment, limits and guard of the data directory as adapter commands. */
+  exec(command: string, timeoutMs: number): Promise<CommandRun> {
+    const who = this.account();
+    this.rootDir(who);
+    if (who) this.guardDataDir();
+    return this.spawnIn(realpathSync(this.root), command, timeoutMs, who);
+  }
+
+  private spawnIn(cwd: string, command: string, timeoutMs: number, who: Account | null): Promise<CommandRun> {
     const outDir = mkdtempSync(join(tmpdir(), "outpost-adapter-"));
     const outPath = join(outDir, "out");
     const fd = openSync(outPath, "w");
@@ -269,11 +286,15 @@ export class AdapterRunner {
         if (done) return;
         done = true;
         clearTimeout(timer);
-        let output = "";
-        try { const b = readFileSync(outPath); output = b.subarray(0, OUTPUT_MAX).toString("utf8") + (b.length > OUTPUT_MAX ? "\n[output truncated]" : ""); } catch { /* none */ }
+        let output = "", truncated = false;
+        try {
+          const b = readFileSync(outPath);
+          truncated = b.length > OUTPUT_MAX;
+          output = b.subarray(0, OUTPUT_MAX).toString("utf8") + (truncated ? "\n[output truncated]" : "");
+        } catch { /* none */ }
         if (error) output += `${output ? "\n" : ""}${error.message}`;
         rmSync(outDir, { recursive: true, force: true });
-        res({ code, timedOut, output });
+        res({ code, timedOut, output, truncated });
       };
       child.once("error", (e) => finish(null, e));
       child.once("exit", (code) => finish(code));

@@ -5,6 +5,7 @@
 // list, all collections, ...). A caller's rights are the union of its roles; the built-in
 // Administrator role and a system's developers may do everything in the system.
 import { ApiError } from "../core/errors.ts";
+import { Signals } from "../core/signals.ts";
 import { rolesRepo } from "../store/roles.ts";
 import type { Db } from "../store/db.ts";
 import type { DeveloperPrincipal, Principal } from "./principal.ts";
@@ -95,9 +96,12 @@ export const ROLE_CACHE_MS = 5_000;
 /** Role permissions per system, cached. */
 export class Permissions {
   private readonly cache = new TtlCache<string, Map<string, RolePermissions>>(ROLE_CACHE_MS, 2_000);
-  constructor(private readonly db: Db) {}
+  /** `signals`: where a system's roles are said changed (on a cluster, on every node) */
+  constructor(private readonly db: Db, private readonly signals = new Signals()) {
+    signals.on("permissions.changed", ({ systemKey }) => { this.cache.delete(systemKey); });
+  }
 
-  invalidate(systemKey: string) { this.cache.delete(systemKey); }
+  invalidate(systemKey: string) { this.signals.emit("permissions.changed", { systemKey }); }
 
   private async roles(systemKey: string): Promise<Map<string, RolePermissions>> {
     let m = this.cache.get(systemKey);

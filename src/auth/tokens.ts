@@ -1,14 +1,15 @@
 // Issuing, resolving, refreshing and revoking bearer tokens.
 //
 // Resolution is on the hot path of every request, so resolved principals are cached for a few
-// seconds. Revocation on this node drops the cache entry at once; another node of a multi-node
-// platform sees a revocation within TOKEN_CACHE_MS.
+// seconds. A revocation drops the cache entry at once, through the tokens signals: on a cluster
+// on every node (within TOKEN_CACHE_MS should a node miss the news).
 import { ApiError } from "../core/errors.ts";
 import { hashToken, newToken, nowSeconds } from "../core/ids.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { type TokenKind, type TokenRow, tokensRepo } from "../store/tokens.ts";
 import type { Principal } from "./principal.ts";
 import { TtlCache } from "../core/cache.ts";
+import { Signals } from "../core/signals.ts";
 
 export const TOKEN_CACHE_MS = 5_000;
 /** Refresh tokens outlive their access token by this factor (and at least a day). */
@@ -25,8 +26,23 @@ export class Tokens {
   /** Keyed by the token itself: a hit costs no hashing. */
   private readonly cache = new TtlCache<string, CacheEntry>(TOKEN_CACHE_MS, 50_000);
   private readonly loaders = new Map<TokenKind, SubjectLoader>();
+  /** tokens valid only in this process, each for one request its platform relayed (see vouch) */
+  private readonly vouched = new Map<string, Principal>();
 
-  constructor(private readonly db: Db) {}
+  /** `signals`: where cached principals are said stale (on a cluster, on every node) */
+  constructor(private readonly db: Db, private readonly signals = new Signals()) {
+    signals.on("tokens.revoked", ({ hashes }) => {
+      const gone = new Set(hashes);
+      if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
+    });
+    signals.on("tokens.subjectChanged", ({ kind, id, systemKey }) => {
+      this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)) &&
+        (systemKey === undefined || ("systemKey" in p && p.systemKey === systemKey)));
+    });
+    signals.on("tokens.systemChanged", ({ systemKey }) => {
+      this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);
+    });
+  }
 
   registerLoader(kind: TokenKind, loader: SubjectLoader) { this.loaders.set(kind, loader); }
 
@@ -49,6 +65,8 @@ export class Tokens {
 
   /** From the cache only, without waiting: the principal, or undefined when not cached. */
   resolveNow(token: string): Principal | undefined {
+    const v = this.vouched.get(token);
+    if (v) return v;
     const now = Date.now();
     const hit = this.cache.get(token, now);
     return hit && (hit.expiresAt === 0 || hit.expiresAt * 1000 > now) ? hit.principal : undefined;
@@ -56,6 +74,8 @@ export class Tokens {
 
   /** The principal of a valid token, or null (unknown, expired, revoked, subject gone). */
   async resolve(token: string): Promise<Principal | null> {
+    const v = this.vouched.get(token);
+    if (v) return v;
     const hit = this.cache.get(token);
     if (hit) {
       if (hit.expiresAt !== 0 && hit.expiresAt * 1000 <= Date.now()) { this.cache.delete(token); return null; }
@@ -70,11 +90,23 @@ export class Tokens {
     return principal;
   }
 
-  /** Drops cached principals of these tokens (revoked here, or on another node of a cluster). */
-  forgetHashes(hashes: string[]) {
-    const gone = new Set(hashes);
-    if (gone.size) this.cache.deleteWhere((e) => gone.has(e.principal.tokenHash));
+  /** On an edge: a token for a caller its platform vouches for (a request relayed to the edge),
+   *  loaded from this node's own records as a token of that subject would be (a user's roles as
+   *  held here); null when this node does not hold the subject. The token lives in memory only,
+   *  until `release`; a read-only caller may only read. */
+  async vouch(kind: TokenKind, subjectId: string, systemKey: string | null, readOnly = false): Promise<{ token: string; principal: Principal; release(): void } | null> {
+    const loader = this.loaders.get(kind === "devkey" ? "dev" : kind);
+    const token = newToken();
+    const row: TokenRow = { token_hash: hashToken(token), kind, subject_id: subjectId, system_key: systemKey, expires_at: 0, refresh_hash: null, refresh_expires_at: null, created_at: nowSeconds() };
+    let principal = loader ? await loader(row) : null;
+    if (!principal) return null;
+    if (principal.kind === "developer") principal = { ...principal, admin: false, ...(readOnly && systemKey ? { key: { id: "relayed", systems: [systemKey], readOnly: true } } : {}) };
+    this.vouched.set(token, principal);
+    return { token, principal, release: () => { this.vouched.delete(token); } };
   }
+
+  /** Drops cached principals of these tokens (revoked here, or on another node of a cluster). */
+  forgetHashes(hashes: string[]) { this.signals.emit("tokens.revoked", { hashes }); }
 
   /** Exchanges a refresh token (with the access token it was issued with) for a new pair. */
   /** `accept` is asked before anything changes (say, "is this token of the system being called?"). */
@@ -113,13 +145,8 @@ export class Tokens {
   }
 
   /** Makes the next request of this subject reload its principal (roles or email changed). */
-  forgetSubject(kind: Principal["kind"], id: string, systemKey?: string) {
-    this.cache.deleteWhere(({ principal: p }) => p.kind === kind && (p.id === id || (p.kind === "device" && p.name === id)) &&
-      (systemKey === undefined || ("systemKey" in p && p.systemKey === systemKey)));
-  }
-  forgetSystem(systemKey: string) {
-    this.cache.deleteWhere(({ principal: p }) => "systemKey" in p && p.systemKey === systemKey);
-  }
+  forgetSubject(kind: Principal["kind"], id: string, systemKey?: string) { this.signals.emit("tokens.subjectChanged", { kind, id, ...(systemKey === undefined ? {} : { systemKey }) }); }
+  forgetSystem(systemKey: string) { this.signals.emit("tokens.systemChanged", { systemKey }); }
 
   purgeExpired() { return tokensRepo.purgeExpired(this.db, nowSeconds()); }
 }

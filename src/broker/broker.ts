@@ -42,7 +42,8 @@ export interface BrokerDeps {
   persistence?: AedesOptions["persistence"];
   /** the MQTT Connections and MQTT Publishes throttlers */
   throttle?: Throttle;
-  /** edge: offered every publish, to relay the ones on relayed topics to the platform */
+  /** offered every publish not relayed from an edge, to relay those its topic sends on (edge: up
+   *  to the platform; platform: down to edges; see sync/relay.ts) */
   relay?: (systemKey: string, topic: string, payload: Buffer, qos: number) => void;
   /** a cluster's emitter (Redis): publishes reach the subscribers of every node; and this
    *  node's id, which aedes' messages between brokers carry */

@@ -352,6 +352,15 @@ export class LibsqlPersistence {
    *  client now over the limit; all in one transaction. */
   async outgoingEnqueueCombi(subs: { clientId: string }[], packet: MqttPacket): Promise<void> {
     if (subs.length === 0) return;
+    // one copy per client, however many of its subscriptions matched ([MQTT-3.3.5-1]; aedes passes
+    // one entry per subscription). Two copies of one packet were both replayed at the session's
+    // return: aedes drops the second as a duplicate and clears it by the publisher's message id,
+    // which could remove the first while its new message id was being recorded ("no such packet":
+    // the session's connection closed; seen on PostgreSQL)
+    if (subs.length > 1) {
+      const seen = new Set<string>();
+      subs = subs.filter(({ clientId }) => !seen.has(clientId) && !!seen.add(clientId));
+    }
     // a client with packets held for a full disk gets this one held after them (its order kept)
     if (this.#heldQueue.size && subs.some(({ clientId }) => this.#heldQueue.has(clientId))) {
       const p = new Packet(packet);
@@ -427,6 +436,10 @@ export class LibsqlPersistence {
   async outgoingClearMessageId(client: ClientRef, packet: MqttPacket): Promise<MqttPacket | undefined> {
     const messageId = packet?.messageId;
     if (typeof messageId !== "number") return undefined;
+    // nothing queued for the client (every queued packet is counted here, unless another node
+    // may have queued it): an acknowledgement of a live delivery, no statement for it. Each QoS 1
+    // PUBACK of a clean session asked the database, about a third of the broker's time at QoS 1.
+    if (!this.#shared && !this.#queued.has(client.id)) return this.#unhold(client.id, messageId);
     let row: PacketRow | undefined;
     try { row = await mqttRepo.clearOutgoing(this.#db, client.id, messageId); } catch (e) {
       // left queued: sent again at the client's next session (at least once)

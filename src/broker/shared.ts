@@ -85,7 +85,8 @@ type AedesClient = Client & { _nextId: number; clean: boolean; deliver0: Handler
 
 export class SharedSubscriptions {
   private readonly groups = new Map<string, Group>();
-  private readonly unacked = new Map<Client, Map<number, Unacked>>();
+  /** per client (weakly: a client that ends without a clientDisconnect leaves nothing behind) */
+  private readonly unacked = new WeakMap<Client, Map<number, Unacked>>();
   /** other nodes: when each last told its groups */
   private readonly heard = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -147,10 +148,11 @@ export class SharedSubscriptions {
   private group(key: string, filter: string): Group {
     let g = this.groups.get(key);
     if (g) return g;
+    const wildcardFirst = startsWithWildcard(filter);
     const listener: Handler = (packet, cb) => {
       // the node it was published on routes it (in one process: this one)
       if (this.o.clustered && packet.brokerId !== this.o.nodeId) return cb();
-      if (!dollarBlocked(filter, packet.topic)) {
+      if (!wildcardFirst || !dollarBlocked(filter, packet.topic)) {
         const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload ?? "");
         this.route(group, { topic: packet.topic, payload, qos: packet.qos ?? 0 }, 0);
       }
@@ -209,13 +211,16 @@ export class SharedSubscriptions {
     this.o.log.debug("mqtt: a shared subscription's message found no member", { group: p.key.split("\u0000")[0] });
   }
 
-  /** The least loaded member here, ties broken in turn. */
+  /** The member in turn, or when it has messages unacknowledged, the least loaded MQTT client
+   *  here. A member in this process (a code service) acknowledges nothing, so it would always look
+   *  idle: it gets its turn and no more. */
   private pick(g: Group): Member {
     const n = g.members.length;
     let best = g.turn % n;
     for (let i = 1; i < n && g.members[best]!.unacked > 0; i++) {
       const j = (g.turn + i) % n;
-      if (g.members[j]!.unacked < g.members[best]!.unacked) best = j;
+      const m = g.members[j]!;
+      if (m.client && m.unacked < g.members[best]!.unacked) best = j;
     }
     g.turn = best + 1;
     return g.members[best]!;
@@ -253,8 +258,9 @@ export class SharedSubscriptions {
     const held = this.unacked.get(client);
     const u = held?.get(messageId);
     if (!u) return;
+    // the client's map stays while it is connected (gone() drops it): at QoS 1 it empties after
+    // nearly every PUBACK, and making it again for the next delivery was garbage per message
     held!.delete(messageId);
-    if (held!.size === 0) this.unacked.delete(client);
     u.member.unacked--;
     if (failed) this.redeliver(u);
   }

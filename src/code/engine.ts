@@ -53,7 +53,7 @@ export class CodeEngine {
   private readonly perService: ServiceRunMetrics | null;
 
   constructor(private readonly e: EngineDeps) {
-    e.services.onChange = (c) => this.changed(c);
+    e.d.signals.on("code.changed", (c) => this.changed(c));
     const c = e.d.config;
     this.pool = new WorkerPool({
       workers: c.codeWorkers ?? Math.max(2, availableParallelism()), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,

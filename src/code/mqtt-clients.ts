@@ -61,67 +61,12 @@ export interface Conn {
 // ---- this node's broker -------------------------------------------------------------------------
 
 /** This node's broker as one identity in one system (the run's effective user, or the user or
- *  device a service connected as): publish and subscribe through the domain, with its checks. */
+ *  device a service connected as): publish and subscribe through the domain, with its checks. A
+ *  `$share/<group>/<filter>` subscription joins the broker's group, with the system's devices and
+ *  users and every node of a cluster. */
 export interface OwnBroker {
-  /** the system the identity acts in (shared subscriptions are grouped per system) */
-  systemKey: string;
   publish(topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean): Promise<unknown>;
   subscribe(filter: string, deliver: (topic: string, payload: Buffer, qos: number) => void): Promise<() => Promise<void>>;
-  /** subscribe's checks without subscribing */
-  maySubscribe(filter: string): Promise<void>;
-  groups: SharedGroups;
-}
-
-/** `$share/<group>/<filter>` as its parts, or null for an ordinary filter. */
-export function sharedFilter(filter: string): { group: string; filter: string } | null {
-  if (!filter.startsWith("$share/")) return null;
-  const i = filter.indexOf("/", 7);
-  if (i < 0) return { group: filter.slice(7), filter: "" };
-  return { group: filter.slice(7, i), filter: filter.slice(i + 1) };
-}
-
-type Member = (topic: string, payload: Buffer, qos: number) => void;
-
-/** Shared subscriptions (`$share/<group>/<filter>`) of MQTT.Client on this node's broker: one
- *  broker subscription per system, group and filter, and each message to one member in turn. */
-export class SharedGroups {
-  private readonly groups = new Map<string, { members: Member[]; turn: number; opened: Promise<() => Promise<void>> }>();
-
-  /** Adds `member` to the group (opening its subscription with `open` if it is the first);
-   *  resolves to what takes it out again. */
-  async join(key: string, open: (deliver: Member) => Promise<() => Promise<void>>, member: Member): Promise<() => Promise<void>> {
-    let g = this.groups.get(key);
-    if (!g) {
-      const group = { members: [] as Member[], turn: 0, opened: null as unknown as Promise<() => Promise<void>> };
-      group.opened = open((topic, payload, qos) => {
-        if (group.members.length === 0) return;
-        group.turn = (group.turn + 1) % group.members.length;
-        group.members[group.turn]!(topic, payload, qos);
-      });
-      this.groups.set(key, (g = group));
-    }
-    const group = g;
-    group.members.push(member);
-    try { await group.opened; } catch (e) {
-      this.leaveNow(key, group, member);
-      throw e;
-    }
-    return async () => {
-      if (this.leaveNow(key, group, member)) await (await group.opened)();
-    };
-  }
-
-  /** Takes the member out; true when it was the last (the caller ends the subscription). */
-  private leaveNow(key: string, group: { members: Member[]; turn: number }, member: Member): boolean {
-    const i = group.members.indexOf(member);
-    if (i < 0) return false;
-    group.members.splice(i, 1);
-    if (group.members.length > 0) return false;
-    if (this.groups.get(key) === group) this.groups.delete(key);
-    return true;
-  }
-
-  get size() { return this.groups.size; }
 }
 
 class OwnConn implements Conn {
@@ -136,15 +81,11 @@ class OwnConn implements Conn {
   async subscribe(filter: string) {
     if (this.subs.has(filter)) return;
     const b = await this.broker;
-    const deliver: Member = (topic, payload, qos) => {
+    const started = b.subscribe(filter, (topic, payload, qos) => {
       if (payload.length > MQTT_LIMITS.payloadBytes) { this.sink({}, -1); return; }
       const [ev, bytes] = messageEvent(topic, payload, qos, { f: filter });
       this.sink(ev, bytes);
-    };
-    const shared = sharedFilter(filter);
-    const started = shared
-      ? b.maySubscribe(shared.filter).then(() => b.groups.join(`${b.systemKey}\u0000${shared.group}\u0000${shared.filter}`, (d) => b.subscribe(shared.filter, d), deliver))
-      : b.subscribe(filter, deliver);
+    });
     this.subs.set(filter, started);
     try { await started; } catch (e) { if (this.subs.get(filter) === started) this.subs.delete(filter); throw e; }
   }

@@ -58,6 +58,10 @@ export const ErrorKinds = {
   OUTBOUND_FAILED: kind(409, 502, "Code", "Outbound request failed"),
   WEBHOOK_UNAUTHORIZED: kind(202, 401, "Webhooks", "Webhook authentication failed"),
   WEBHOOK_FORBIDDEN: kind(200, 403, "Webhooks", "Not allowed to run this webhook"),
+  EDGE_OFFLINE: kind(1401, 503, "Edge", "The edge is not connected"),
+  EDGE_TIMEOUT: kind(1402, 504, "Edge", "The edge did not answer in time"),
+  EDGE_UNSUPPORTED: kind(1403, 501, "Edge", "The edge's version does not support this"),
+  COMMAND_NOT_ALLOWED: kind(1404, 403, "Edge", "Command not allowed on this edge"),
 } as const;
 
 export type ErrorKindName = keyof typeof ErrorKinds;

@@ -297,6 +297,43 @@ export function serializeQuery(q: Query, pageNum: number, after: Continuation | 
   return JSON.stringify(out);
 }
 
+/** One text per parsed query: equal queries, however they were spelled, give equal texts (what
+ *  compiled queries are cached by). */
+export const canonicalQuery = (q: Query): string => serializeQuery(q, q.pageNum, q.after ?? null);
+
+/** What a fetch of a collection found: one page of rows, the rows the query matches in all, and
+ *  whether a next page follows, starting after a row (`after`) or, when null, by its number. */
+export interface FetchResult {
+  rows: Record<string, unknown>[];
+  total: number;
+  more: boolean;
+  after: Continuation | null;
+}
+
+/** ClearBlade's answer to a fetch: the page, and links to the pages around it. */
+export interface FetchPage {
+  DATA: Record<string, unknown>[];
+  TOTAL: number;
+  CURRENTPAGE: number;
+  NEXTPAGEURL: string | null;
+  PREVPAGEURL: string | null;
+}
+
+/** The answer to the fetch `q` asked at the path `base`, whose links repeat the query with the
+ *  next and previous page numbers. */
+export function fetchPage(base: string, q: Query, r: FetchResult): FetchPage {
+  return {
+    DATA: r.rows,
+    TOTAL: r.total,
+    CURRENTPAGE: q.pageNum,
+    NEXTPAGEURL: q.pageSize && r.more ? pageUrl(base, q, q.pageNum + 1, r.after) : null,
+    PREVPAGEURL: q.pageSize && q.pageNum > 1 ? pageUrl(base, q, q.pageNum - 1) : null,
+  };
+}
+
+const pageUrl = (base: string, q: Query, page: number, after: Continuation | null = null) =>
+  `${base}?query=${encodeURIComponent(serializeQuery(q, page, after))}`;
+
 /** The rows of a short list held in memory (a system's triggers or timers) that a query selects:
  *  FILTERS, SORT and the page, over the fields named in `fields`. RE is refused here: a caller's
  *  pattern run by the JavaScript engine could take unbounded time. */

@@ -1,6 +1,7 @@
 // Adapters: definitions with their
 // commands, files with every version kept (contents stored once), control of edges, and the
 // adapter as a syncable asset (definition plus current files) for the edges whose template has it.
+import { Port } from "../core/port.ts";
 import { createHash } from "node:crypto";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
@@ -46,9 +47,10 @@ const CONTROL_FIELDS = new Set(["command", "edges", "timeout"]);
 
 export class Adapters {
   /** Set on a platform once the sync hub runs. */
-  edgeControl: EdgeControl | null = null;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly edges: Edges) {}
+  /** `edgeControl`: commands to an edge's adapters through the sync hub, attached by it (a platform only) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly edges: Edges,
+    private readonly edgeControl = new Port<EdgeControl>("edge control")) {}
 
   private toWire(a: AdapterRow) {
     return {
@@ -280,13 +282,13 @@ export class Adapters {
     if (!Array.isArray(edges) || !edges.length || !edges.every((e) => typeof e === "string" && e)) throw fail("INVALID_ARGUMENT", "edges must be a non-empty list of edge names");
     const timeoutS = b.timeout ?? DEFAULT_TIMEOUT_S;
     if (typeof timeoutS !== "number" || !Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > MAX_TIMEOUT_S) throw fail("INVALID_ARGUMENT", `timeout must be 1 to ${MAX_TIMEOUT_S} seconds`);
-    if (!this.edgeControl) throw fail("INVALID_ARGUMENT", "adapters are controlled from the platform, not from an edge");
+    const control = this.edgeControl.get();
+    if (!control) throw fail("INVALID_ARGUMENT", "adapters are controlled from the platform, not from an edge");
     const a = await this.adapter(this.d.db, s.system_key, name);
     const req = {
       adapter: a, command: command as ControlCommand, timeoutMs: timeoutS * 1000,
       ...(command === "deploy" ? { files: controlFiles(await adapterBody(this.d.db, a)) } : {}),
     };
-    const control = this.edgeControl;
     // one answer per edge: an unknown edge is an error in its entry, and the others still run
     const results = await Promise.all([...new Set(edges as string[])].map(async (e) => [e,
       (await edgesRepo.get(this.d.db, s.system_key, e)) ? await control(s.system_key, e, req) : { err: true, command, output: `edge '${e}' does not exist` }] as const));

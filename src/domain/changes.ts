@@ -28,12 +28,27 @@ const CLOCK_MARGIN_MS = 3_000;
 export class ChangeRecorder {
   /** systems that have at least one edge (platform): only they keep a change log */
   private readonly systemsWithEdges = new Set<string>();
-  /** edge: collections whose rows go up, and topics relayed to the platform */
-  upCollections = new Set<string>();
-  relayTopics: string[] = [];
+  /** edge: collections whose rows go up, and topics relayed to the platform (as the edge's
+   *  template says: set by its sync link) */
+  private upCollections = new Set<string>();
+  private relayFilters: string[] = [];
   /** edge: bytes written to the outbox since the edge last measured it (a tally that tells when
    *  its bound may be passed; a rolled back write counts too, until the next measure) */
-  outboxAdded = 0;
+  private outboxAdded = 0;
+  /** edge: the collections whose rows go up and the topics relayed up, from the template */
+  useTemplate(upCollections: Set<string> | null, relayTopics: string[] | null) {
+    if (upCollections) this.upCollections = upCollections;
+    if (relayTopics) this.relayFilters = relayTopics;
+  }
+  get relayTopics(): readonly string[] { return this.relayFilters; }
+
+  /** edge: the outbox bytes written since the last call */
+  takeOutboxAdded(): number {
+    const n = this.outboxAdded;
+    this.outboxAdded = 0;
+    return n;
+  }
+
   private readonly listeners = new Set<(systemKey: string, assets: ReadonlySet<string>) => void>();
   /** per system, the assets changed since the last notification */
   private readonly pendingNotify = new Map<string, Set<string>>();

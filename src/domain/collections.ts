@@ -7,12 +7,9 @@ import { LruMap, TtlCache } from "../core/cache.ts";
 import { type ColumnType, checkName, fromSql, parseColumnType, toSql } from "../core/columns.ts";
 import { ApiError, ErrorKinds, fail, notFound } from "../core/errors.ts";
 import { newKey, newTimeUuid, nowIso } from "../core/ids.ts";
-import {
-  type ColumnMap, type CompiledWhere, type Continuation, type Query, EVERY_ROW_SQL, compileOrder, compileWhere, continueAfter, parseQuery,
-  serializeQuery, sortExpressions,
-} from "../core/query.ts";
+import { type ColumnMap, type Condition, type FetchResult, type Query, canonicalQuery, parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
-import { type CollectionRow, type ColumnDef, type IndexRow, collectionsRepo } from "../store/collections.ts";
+import { type CollectionRow, type ColumnDef, type IndexRow, type PreparedFetch, collectionColumnMap, collectionsRepo } from "../store/collections.ts";
 import { type Executor, schemaMissing, type SqlValue, statementTooLarge, uniqueViolation } from "../store/db.ts";
 import { tombstonesRepo } from "../store/sync.ts";
 import type { RowChange } from "./changes.ts";
@@ -26,17 +23,14 @@ export interface Collection {
   indexes: IndexRow[];
   map: ColumnMap;
   types: Map<string, ColumnType>;
-  /** Compiled fetch queries by query text; lives as long as this schema snapshot. */
+  /** Compiled fetch queries by the query's canonical form; lives as long as this schema snapshot. */
   compiled: LruMap<string, CompiledFetch>;
 }
 
 interface CompiledFetch {
-  q: Query; where: CompiledWhere;
-  /** The statements that read the page, in order, each still to be given its LIMIT (and OFFSET
-   *  when the page has no PAGEAFTER); see continueAfter for when there are two. */
-  reads: { sql: string; args: unknown[] }[];
+  prepared: PreparedFetch;
   /** The last result, valid while the collection's write version is unchanged. */
-  result?: { version: number; data: Record<string, unknown>[]; total: number; more: boolean; after: Continuation | null; at: number };
+  result?: FetchResult & { version: number; at: number };
 }
 /** Results kept per compiled query: small pages only, and never older than this. */
 const RESULT_MAX_ROWS = 100;
@@ -81,18 +75,9 @@ export interface ConnectedTables {
 }
 
 function build(row: CollectionRow, columns: ColumnDef[], indexes: IndexRow[]): Collection {
-  const map: ColumnMap = { item_id: { sql: `"item_id"`, type: "string" } };
   const types = new Map<string, ColumnType>([["item_id", "uuid"]]);
-  for (const c of columns) { map[c.name] = { sql: `"${c.name}"`, type: c.type }; types.set(c.name, c.type); }
-  return { row, columns, indexes, map, types, compiled: new LruMap(COMPILED_MAX) };
-}
-
-export interface FetchPage {
-  DATA: Record<string, unknown>[];
-  TOTAL: number;
-  CURRENTPAGE: number;
-  NEXTPAGEURL: string | null;
-  PREVPAGEURL: string | null;
+  for (const c of columns) types.set(c.name, c.type);
+  return { row, columns, indexes, map: collectionColumnMap(columns), types, compiled: new LruMap(COMPILED_MAX) };
 }
 
 export class Collections {
@@ -107,14 +92,17 @@ export class Collections {
   private readonly totals = new Map<string, { version: number; n: number; at: number }>();
 
   /** Items of collections that are database connections go through these (the external databases). */
-  connected: ConnectedTables | null = null;
-
   private tables(): ConnectedTables {
     if (!this.connected) throw fail("INVALID_ARGUMENT", "database connections are not available");
     return this.connected;
   }
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  /** `connected`: the tables of external databases (none: their collections are refused) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly connected: ConnectedTables | null = null) {
+    // from another node, a write's row count is not known here: its total is counted again
+    d.signals.on("collection.written", ({ collectionId, added }, remote) => this.bump(collectionId, remote ? undefined : added));
+    d.signals.on("collection.changed", ({ collectionId }) => this.drop(collectionId));
+  }
 
   /** Whether a result taken at `at` may be reused. */
   private reusable(at: number): boolean {
@@ -126,10 +114,12 @@ export class Collections {
   /** Every write to a collection's rows calls this after its transaction; `added`: the rows it
    *  added (removed: negative) when it knows them, so the TOTAL without a filter is carried over
    *  instead of counted again (a collection written to all the time still pages cheaply). */
-  written(id: string, added?: number) {
+  written(id: string, added?: number) { this.d.signals.emit("collection.written", { collectionId: id, added }); }
+
+  private bump(id: string, added: number | undefined) {
     const v = this.version(id);
     this.versions.set(id, v + 1);
-    const all = added === undefined ? undefined : this.totals.get(totalKey(id, EVERY_ROW));
+    const all = added === undefined ? undefined : this.totals.get(totalKey(id, []));
     if (all && all.version === v) { all.version = v + 1; all.n += added!; }
   }
 
@@ -163,16 +153,20 @@ export class Collections {
   }
 
   /** Drops cached schema and results of a collection (sync changed it underneath). */
-  forgetId(id: string) {
-    const c = this.byId.get(id);
-    if (c) this.forget(c.row);
-    this.idByName.deleteWhere((v) => v === id);
-    this.written(id);
-  }
+  forgetId(id: string) { this.d.signals.emit("collection.changed", { collectionId: id }); }
 
-  private forget(c: CollectionRow) {
-    this.byId.delete(c.collection_id);
-    this.idByName.delete(`${c.system_key}/${c.name}`);
+  private forget(c: CollectionRow) { this.forgetId(c.collection_id); }
+
+  /** Drops a collection's schema (under its id and any name that led to it) and the results
+   *  computed from its rows. */
+  private drop(id: string) {
+    const c = this.byId.get(id);
+    if (c) {
+      this.byId.delete(id);
+      this.idByName.delete(`${c.row.system_key}/${c.row.name}`);
+    }
+    this.idByName.deleteWhere((v) => v === id);
+    this.bump(id, undefined);
   }
 
   private async load(id: string): Promise<Collection | undefined> {
@@ -405,14 +399,19 @@ export class Collections {
     }
   }
 
-  /** fetch() without waiting: the page when the caller's rights, the compiled query and a result
+  /** Refuses a caller that may not read the collection's rows: a route checks it before it parses
+   *  the query of a fetch or count, so a caller without rights learns nothing of the query's faults. */
+  async mayRead(p: Principal, c: Collection): Promise<void> {
+    await this.require(p, c, LEVEL.READ);
+  }
+
+  /** fetch() without waiting: the result when the caller's rights, the compiled query and a result
    *  still valid are all cached (a client polling the same query); undefined: ask fetch(). */
-  fetchNow(p: Principal, c: Collection, queryParam: string | null, pageBase: string): FetchPage | undefined {
-    if (c.row.connection !== null || queryParam === null) return undefined;
+  fetchNow(p: Principal, c: Collection, q: Query): FetchResult | undefined {
+    if (c.row.connection !== null) return undefined;
     if (!this.d.perms.checkedNow(p, resourceOf(c), LEVEL.READ)) return undefined;
-    const compiled = c.compiled.get(queryParam);
-    const hit = compiled ? this.reused(c, compiled, Date.now()) : undefined;
-    return hit ? this.page(hit.data, hit.total, compiled!.q, pageBase, hit.more, hit.after) : undefined;
+    const compiled = c.compiled.get(canonicalQuery(q));
+    return compiled ? this.reused(c, compiled, Date.now()) : undefined;
   }
 
   /** The last result of a compiled query, if it may be answered again. */
@@ -421,122 +420,72 @@ export class Collections {
     return hit && hit.version === this.version(c.row.collection_id) && now - hit.at < RESULT_MAX_MS && this.reusable(hit.at) ? hit : undefined;
   }
 
-  /** GET items: one page of rows matching the query, with the total and page links. */
-  fetch(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
-    return this.onCurrent(c, (c) => this.fetchFrom(p, c, queryParam, pageBase));
+  /** GET items: one page of the rows a query (parsed with PAGEAFTER allowed) matches, their total,
+   *  and whether and where a next page follows. */
+  fetch(p: Principal, c: Collection, q: Query): Promise<FetchResult> {
+    return this.onCurrent(c, (c) => this.fetchFrom(p, c, q));
   }
 
-  private async fetchFrom(p: Principal, c: Collection, queryParam: unknown, pageBase: string): Promise<FetchPage> {
+  private async fetchFrom(p: Principal, c: Collection, q: Query): Promise<FetchResult> {
     await this.require(p, c, LEVEL.READ);
     if (c.row.connection !== null) {
-      const q = parseQuery(queryParam);
+      // a database connection pages by number only
+      if (q.after) throw fail("BAD_QUERY", "unknown query key 'PAGEAFTER'");
       const { rows, total } = await this.tables().tableFetch(c.row, q);
-      return this.page(rows as Record<string, unknown>[], total, q, pageBase);
+      return { rows: rows as Record<string, unknown>[], total, more: q.pageNum * q.pageSize < total, after: null };
     }
-    const compiled = this.compileFetch(c, queryParam);
-    const { q, where } = compiled;
+    const key = canonicalQuery(q);
+    const compiled = this.compileFetch(c, key, q);
     const id = c.row.collection_id;
     const version = this.version(id);
-    let data: Record<string, unknown>[], total: number, more: boolean, after: Continuation | null;
     const now = Date.now();
     const hit = this.reused(c, compiled, now);
-    if (hit) {
-      ({ data, total, more, after } = hit);
-    } else {
-      let rows: Record<string, unknown>[];
-      ({ rows, more } = await this.readPage(compiled));
-      // where the next page starts: after the last row (null: JSON cannot carry its position,
-      // so the next page is found by its number)
-      after = more ? continuation(rows[rows.length - 1]!, q.sort.length) : null;
-      // A page that is not full tells the total without a second query.
-      const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
-      total = q.pageSize === 0 || (!more && (rows.length > 0 || offset === 0))
-        ? offset + rows.length
-        : await this.total(id, where, version);
-      data = rows.map((r) => this.rowToWire(c, withoutPosition(r, q.sort.length)));
-      if (data.length <= RESULT_MAX_ROWS && c.compiled.peek(queryParam as string) === compiled && this.reusable(now))
-        compiled.result = { version, data, total, more, after, at: now };
-    }
-    return this.page(data, total, q, pageBase, more, after);
+    if (hit) return hit;
+    const { rows, more, after } = await collectionsRepo.readPage(this.d.db, compiled.prepared);
+    // A page that is not full tells the total without a second query.
+    const offset = q.pageSize ? (q.pageNum - 1) * q.pageSize : 0;
+    const total = q.pageSize === 0 || (!more && (rows.length > 0 || offset === 0))
+      ? offset + rows.length
+      : await this.total(c, q.filters, version);
+    const data = rows.map((r) => this.rowToWire(c, r));
+    if (data.length <= RESULT_MAX_ROWS && c.compiled.peek(key) === compiled && this.reusable(now))
+      compiled.result = { version, rows: data, total, more, after, at: now };
+    return { rows: data, total, more, after };
   }
 
-  /** A page of rows (with their positions when paged), and whether more follow. */
-  private async readPage(f: CompiledFetch): Promise<{ rows: Record<string, unknown>[]; more: boolean }> {
-    const { q } = f;
-    if (q.pageSize === 0) return { rows: await collectionsRepo.selectPrepared(this.d.db, f.reads[0]!.sql, f.reads[0]!.args), more: false };
-    // one row beyond the page tells whether another page follows
-    const want = q.pageSize + 1;
-    const rows: Record<string, unknown>[] = [];
-    for (const r of f.reads) {
-      const limit = q.after ? [want - rows.length] : [want, (q.pageNum - 1) * q.pageSize];
-      for (const row of await collectionsRepo.selectPrepared(this.d.db, r.sql, [...r.args, ...limit])) rows.push(row);
-      if (rows.length >= want) break;
-    }
-    const more = rows.length > q.pageSize;
-    if (more) rows.length = q.pageSize;
-    return { rows, more };
-  }
-
-  /** The number of rows matching `where`, counted once per write version where results may be
+  /** The number of rows `filters` match, counted once per write version where results may be
    *  reused (this process is the database's one writer). */
-  private async total(id: string, where: CompiledWhere, version: number): Promise<number> {
-    const key = totalKey(id, where);
+  private async total(c: Collection, filters: Condition[][], version: number): Promise<number> {
+    const id = c.row.collection_id;
+    const key = totalKey(id, filters);
     const hit = this.totals.get(key);
     if (hit && hit.version === version && this.reusable(hit.at)) return hit.n;
     const at = Date.now();
-    const n = await collectionsRepo.count(this.d.db, id, where);
+    const n = await collectionsRepo.count(this.d.db, id, c.map, filters);
     if (!this.reusable(at)) return n;
     if (this.totals.size >= TOTALS_MAX) this.totals.clear();
     this.totals.set(key, { version, n, at });
     return n;
   }
 
-  /** `more`: a next page follows (by default when the total says so), starting `after` a row
-   *  (null: the next page is found by its number). */
-  private page(data: Record<string, unknown>[], total: number, q: Query, pageBase: string, more = q.pageNum * q.pageSize < total, after: Continuation | null = null): FetchPage {
-    return {
-      DATA: data,
-      TOTAL: total,
-      CURRENTPAGE: q.pageNum,
-      NEXTPAGEURL: q.pageSize && more ? pageUrl(pageBase, q, q.pageNum + 1, after) : null,
-      PREVPAGEURL: q.pageSize && q.pageNum > 1 ? pageUrl(pageBase, q, q.pageNum - 1) : null,
-    };
-  }
-
-  private compileFetch(c: Collection, queryParam: unknown): CompiledFetch {
-    const key = typeof queryParam === "string" ? queryParam : undefined;
-    const hit = key === undefined ? undefined : c.compiled.get(key);
+  /** The compiled fetch of `q` (`key`: its canonical form), from the collection's cache or made now. */
+  private compileFetch(c: Collection, key: string, q: Query): CompiledFetch {
+    const hit = c.compiled.get(key);
     if (hit) return hit;
-    const q = parseQuery(queryParam, { continuation: true });
-    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
-    const select = q.select ? q.select.map((s) => { if (!c.map[s]) throw fail("BAD_QUERY", `unknown column '${s}'`); return s; }) : ["item_id", ...c.columns.map((x) => x.name)];
-    const id = c.row.collection_id;
-    const order = compileOrder(q.sort, c.map, "rowid", this.d.db.dialect);
-    const out: CompiledFetch = { q, where, reads: [] };
-    if (q.pageSize === 0) out.reads.push({ sql: collectionsRepo.selectSql(id, select, where, order), args: where.args });
-    else {
-      // each row carries its position (rowid and sort values), the last one's goes into NEXTPAGEURL
-      const position = ["rowid AS _r", ...sortExpressions(q.sort, c.map, this.d.db.dialect).map((e, i) => `${e} AS _k${i}`)];
-      for (const part of q.after ? continueAfter(q.sort, c.map, q.after, "rowid", this.d.db.dialect) : [null]) {
-        const w = part ? { sql: `(${where.sql}) AND (${part.sql})`, args: [...where.args, ...part.args] } : where;
-        out.reads.push({ sql: collectionsRepo.selectSql(id, select, w, order + (q.after ? " LIMIT ?" : " LIMIT ? OFFSET ?"), position), args: w.args });
-      }
-    }
-    if (key !== undefined) {
-      c.compiled.set(key, out);
-    }
+    const out: CompiledFetch = { prepared: collectionsRepo.prepareFetch(this.d.db.dialect, c.row.collection_id, c.map, q) };
+    c.compiled.set(key, out);
     return out;
   }
 
-  count(p: Principal, c: Collection, queryParam: unknown) {
-    return this.onCurrent(c, (c) => this.countIn(p, c, queryParam));
+  /** The number of rows a query matches. */
+  count(p: Principal, c: Collection, q: Query) {
+    return this.onCurrent(c, (c) => this.countIn(p, c, q));
   }
 
-  private async countIn(p: Principal, c: Collection, queryParam: unknown) {
+  private async countIn(p: Principal, c: Collection, q: Query) {
     await this.require(p, c, LEVEL.READ);
-    const q = parseQuery(queryParam, { continuation: true });
     if (c.row.connection !== null) return { count: await this.tables().tableCount(c.row, q) };
-    return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, compileWhere(q.filters, c.map, this.d.db.dialect)) };
+    return { count: await collectionsRepo.count(this.d.db, c.row.collection_id, c.map, q.filters) };
   }
 
   /** Checks one row of an insert against the columns; returns its values in column order. */
@@ -622,12 +571,11 @@ export class Collections {
     }
     if (!pairs.length) throw fail("INVALID_ARGUMENT", `$set needs at least one column${ownId === undefined ? "" : " besides item_id"}`);
     const q = parseQuery(b.query);
-    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     let ids: string[];
     const hlc = this.d.changes.clock.now();
     try {
       ids = await this.d.db.tx(async (tx) => {
-        const { ids, stamp } = await collectionsRepo.update(tx, c.row.collection_id, pairs, where, hlc);
+        const { ids, stamp } = await collectionsRepo.update(tx, c.row.collection_id, pairs, c.map, q.filters, hlc);
         if (ownId !== undefined && ids.some((id) => id !== ownId)) throw dataError("item_id cannot be changed: the query matches a row whose item_id differs from $set.item_id");
         // a row stored with a later stamp than the clock's got the next one after it
         this.d.changes.clock.restore(stamp);
@@ -651,10 +599,9 @@ export class Collections {
     if (queryParam === undefined || queryParam === null || queryParam === "") throw fail("INVALID_ARGUMENT", "query is required (use [] to delete every row)");
     const q = parseQuery(queryParam);
     if (c.row.connection !== null) return { count: await this.tables().tableDelete(c.row, q) };
-    const where = compileWhere(q.filters, c.map, this.d.db.dialect);
     const hlc = this.d.changes.clock.now();
     const ids = await this.d.db.tx(async (tx) => {
-      const { ids, stamp } = await collectionsRepo.delete(tx, c.row.collection_id, where);
+      const { ids, stamp } = await collectionsRepo.delete(tx, c.row.collection_id, c.map, q.filters);
       // the delete must be later than every row it removes, or sync would bring them back
       let at = hlc;
       if (stamp !== null && stamp >= hlc) { this.d.changes.clock.restore(stamp); at = this.d.changes.clock.now(); }
@@ -747,33 +694,8 @@ export class Collections {
   }
 }
 
-function pageUrl(base: string, q: Query, page: number, after: Continuation | null = null): string {
-  return `${base}?query=${encodeURIComponent(serializeQuery(q, page, after))}`;
-}
-
-const totalKey = (id: string, where: CompiledWhere) => `${id}\u0000${where.sql}\u0000${JSON.stringify(where.args)}`;
-/** The WHERE of a query without FILTERS (compileWhere's). */
-const EVERY_ROW: CompiledWhere = { sql: EVERY_ROW_SQL, args: [] };
-
-/** The position a paged row was read with (see compileFetch), if JSON can carry it. */
-function continuation(row: Record<string, unknown>, sortKeys: number): Continuation | null {
-  const values: unknown[] = [];
-  for (let i = 0; i < sortKeys; i++) {
-    const v = row[`_k${i}`];
-    if (!(v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v)))) return null;
-    values.push(v);
-  }
-  const rowid = row._r;
-  return typeof rowid === "number" && Number.isSafeInteger(rowid) ? { values, rowid } : null;
-}
-
-/** A paged row without its position columns. */
-function withoutPosition(row: Record<string, unknown>, sortKeys: number): Record<string, unknown> {
-  if (!("_r" in row)) return row;
-  delete row._r;
-  for (let i = 0; i < sortKeys; i++) delete row[`_k${i}`];
-  return row;
-}
+/** Where a collection's TOTAL for a filter is kept (FILTERS as parsed: equal filters, one key). */
+const totalKey = (id: string, filters: Condition[][]) => `${id}\u0000${JSON.stringify(filters)}`;
 
 /** Constraint failures from the database become 400s that say what collided. */
 function sqlToApi(e: unknown, uniqueDetail?: string): unknown {

@@ -5,13 +5,13 @@ import { TtlCache } from "../core/cache.ts";
 import { ApiError, fail } from "../core/errors.ts";
 import type { ColumnMap, Query } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
-import { type CustomTable, customColumnSql, customColumnsRepo } from "../store/customColumns.ts";
+import { type CustomTable, customColumnMap, customColumnsRepo } from "../store/customColumns.ts";
 import type { Db, Executor } from "../store/db.ts";
 
 const ADD_FIELDS = new Set(["column_name", "name", "type"]);
 
 export interface CustomSchema {
-  /** every queryable column -> its SQL and type */
+  /** every queryable column, for the repository's queries */
   map: ColumnMap;
   /** the columns kept in the data document (standard ones first, then the developer's) */
   custom: Record<string, ColumnType>;
@@ -27,7 +27,7 @@ export class CustomColumns {
   private readonly unlisted: Set<string>;
 
   /**
-   * @param fixed    real table columns (name -> SQL column and type)
+   * @param fixed    real table columns (the repository's column map)
    * @param standard columns every row has, kept in the data document
    * @param reserved names that may not become custom columns besides those two
    * @param unlisted built-in columns that are a row's settings or its record's fields rather than
@@ -37,7 +37,7 @@ export class CustomColumns {
   constructor(
     private readonly db: Db,
     readonly table: CustomTable,
-    private readonly fixed: Record<string, { sql: string; type: ColumnType }>,
+    private readonly fixed: ColumnMap,
     private readonly standard: Record<string, ColumnType>,
     reserved: string[] = [],
     private readonly pk = "",
@@ -60,10 +60,7 @@ export class CustomColumns {
     // keyed by names from requests: no prototype, so 'constructor' or '__proto__' is no column
     const custom: Record<string, ColumnType> = Object.assign(Object.create(null), this.standard);
     for (const c of await customColumnsRepo.list(ex, systemKey, this.table)) custom[c.name] = c.type;
-    const map: ColumnMap = Object.create(null);
-    for (const [n, f] of Object.entries(this.fixed)) map[n] = { sql: f.sql, type: f.type };
-    for (const [n, t] of Object.entries(custom)) map[n] = { sql: customColumnSql(ex.dialect, n, t), type: t };
-    return { map, custom, customList: Object.entries(custom) };
+    return { map: customColumnMap(ex.dialect, this.fixed, custom), custom, customList: Object.entries(custom) };
   }
 
   /** Checks custom column values; unknown keys are a 400 naming them. Returns the updated document. */

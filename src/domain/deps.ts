@@ -3,6 +3,7 @@ import type { Config } from "../config.ts";
 import type { Permissions } from "../auth/permissions.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { EventBus } from "../core/events.ts";
+import type { Signals } from "../core/signals.ts";
 import type { Logger } from "../core/log.ts";
 import type { Db } from "../store/db.ts";
 import type { ChangeRecorder } from "../domain/changes.ts";
@@ -12,6 +13,8 @@ export interface DomainDeps {
   tokens: Tokens;
   perms: Permissions;
   events: EventBus;
+  /** what changed, said to the parts that keep state about it (and, shared, to the other nodes) */
+  signals: Signals;
   log: Logger;
   config: Config;
   /** records changes of syncable assets for edge sync (in the change's transaction) */

@@ -1,4 +1,5 @@
 // Developer accounts: registration, sign-in, profile, password, and the platform admin's operations.
+import { Port } from "../core/port.ts";
 import { z } from "zod";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import type { Principal } from "../auth/principal.ts";
@@ -60,10 +61,9 @@ export type UpstreamVerdict =
 export type UpstreamSignIn = (email: string, password: string) => Promise<UpstreamVerdict>;
 
 export class Developers {
-  /** Set on an edge, where the platform checks developers' passwords. */
-  upstream?: UpstreamSignIn;
-
-  constructor(private readonly d: DomainDeps) {
+  /** `upstream`: on an edge, where the platform checks developers' passwords (attached by the
+   *  edge's sync link) */
+  constructor(private readonly d: DomainDeps, private readonly upstream = new Port<UpstreamSignIn>("upstream sign-in")) {
     d.tokens.registerLoader("dev", async (row: TokenRow): Promise<Principal | null> => {
       const dev = await developersRepo.byId(d.db, row.subject_id);
       return dev ? { kind: "developer", id: dev.id, email: dev.email, admin: dev.admin === 1, tokenHash: row.token_hash } : null;
@@ -101,7 +101,8 @@ export class Developers {
     }
     const login = (b.email ?? b.username)!;
     const dev = await developersRepo.byEmail(this.d.db, login);
-    if (this.upstream && dev) return this.authenticateUpstream(dev, b.password);
+    const upstream = this.upstream.get();
+    if (upstream && dev) return this.authenticateUpstream(upstream, dev, b.password);
     if (!(await verifyPassword(b.password, dev?.password_hash)) || !dev) throw fail("BAD_CREDENTIALS", "invalid email or password");
     return this.session(dev);
   }
@@ -109,8 +110,8 @@ export class Developers {
   /** On an edge: the platform never sends a developer's password hash, so the platform checks the
    *  password while it is reachable. The edge then keeps a hash of its own, made here from the
    *  password just accepted, for sign-ins while the platform is not reachable. */
-  private async authenticateUpstream(dev: DeveloperRow, password: string) {
-    const v = await this.upstream!(dev.email, password);
+  private async authenticateUpstream(upstream: UpstreamSignIn, dev: DeveloperRow, password: string) {
+    const v = await upstream(dev.email, password);
     switch (v.verdict) {
       case "unreachable":
         this.d.log.warn("developer sign-in checked on the edge alone: the platform is not reachable", { why: v.why });

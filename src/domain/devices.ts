@@ -1,16 +1,17 @@
 // Devices: records with
 // custom columns, key authentication with rotating keys, roles, bulk operations by query and the
 // broker's live connections.
+import { Port } from "../core/port.ts";
 import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
 import { DeviceKeys } from "../auth/deviceKeys.ts";
 import type { Principal } from "../auth/principal.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { deviceKey, newToken, nowSeconds } from "../core/ids.ts";
-import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody, validate } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
-import { type DeviceChanges, type DeviceRow, devicesRepo } from "../store/devices.ts";
+import { DEVICE_COLUMNS, type DeviceChanges, type DeviceRow, devicesRepo } from "../store/devices.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -26,13 +27,6 @@ export interface ConnectionView {
   deviceConnections(systemKey: string): Map<string, { client_id: string; time_connected: string }[]>;
 }
 
-const FIXED = {
-  name: { sql: "name", type: "string" }, type: { sql: "type", type: "string" }, state: { sql: "state", type: "string" },
-  description: { sql: "description", type: "string" }, enabled: { sql: "enabled", type: "bool" },
-  allow_key_auth: { sql: "allow_key_auth", type: "bool" }, allow_certificate_auth: { sql: "allow_certificate_auth", type: "bool" },
-  certificate: { sql: "certificate", type: "string" },
-  created_date: { sql: "created_date", type: "int" }, last_active_date: { sql: "last_active_date", type: "int" },
-} as const;
 const STANDARD = { cb_ttl_override: "int" } as const;
 /** A device's custom and standard column values. */
 const deviceData = (d: DeviceRow): Record<string, unknown> => JSON.parse(d.data) as Record<string, unknown>;
@@ -68,12 +62,12 @@ const activeKeyOf = (v: unknown): string => {
 
 export class Devices {
   readonly columnsOf: CustomColumns;
-  /** the broker's live connections, set by app.ts once it runs (a late dependency) */
-  connections: ConnectionView | null = null;
 
   /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null)) {
-    this.columnsOf = new CustomColumns(d.db, "devices", FIXED, STANDARD, NON_COLUMNS, "name", ["cb_ttl_override"]);
+  /** `connections`: the broker's live connections, attached once it runs (it is built after the domain) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null),
+    private readonly connections = new Port<ConnectionView>("device connections")) {
+    this.columnsOf = new CustomColumns(d.db, "devices", DEVICE_COLUMNS, STANDARD, NON_COLUMNS, "name", ["cb_ttl_override"]);
     d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
   }
 
@@ -321,8 +315,7 @@ export class Devices {
   private async matching(systemKey: string, query: unknown, paged: boolean) {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, paged ? {} : { defaultPageSize: 0 });
-    const where = compileWhere(q.filters, schema.map, this.d.db.dialect);
-    const rows = await devicesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "created_date, name", this.d.db.dialect) + (paged ? compileLimit(q) : ""));
+    const rows = await devicesRepo.list(this.d.db, systemKey, q, schema.map, { paged });
     return { schema, q, rows };
   }
 
@@ -336,7 +329,7 @@ export class Devices {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await devicesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
+    return { count: await devicesRepo.count(this.d.db, systemKey, q.filters, schema.map) };
   }
 
   /** PUT /api/v/2/devices/{systemKey}: `{query, $set}` on every matching device. */
@@ -447,7 +440,7 @@ export class Devices {
 
   // ---- connections (from the broker) ----------------------------------------------------------
 
-  private live(systemKey: string) { return this.connections?.deviceConnections(systemKey) ?? new Map(); }
+  private live(systemKey: string) { return this.connections.get()?.deviceConnections(systemKey) ?? new Map(); }
 
   async connectionsList(p: Principal, systemKey: string) {
     await this.guard(p, systemKey, LEVEL.READ);

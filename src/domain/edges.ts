@@ -1,5 +1,6 @@
 // Edges: records with custom columns, the
 // edge's secret token, and templates: which assets go to which edge and how.
+import { Port } from "../core/port.ts";
 import { timingSafeEqual } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -7,10 +8,10 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { edgeKey, hashToken, newKey, newToken, nowSeconds } from "../core/ids.ts";
-import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
-import { type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
+import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { DEFINITION_TYPES } from "./changes.ts";
@@ -40,13 +41,6 @@ export interface TemplateEntry {
  *  only; never part of a template an edge receives). */
 const EXCLUDED = "excluded";
 
-const FIXED = {
-  name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
-  template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
-  first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
-  last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
-  last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
-} as const;
 /** Edge fields clients send and read that live in the data document. */
 const STANDARD = {
   location: "string", mac_address: "string", public_addr: "string", public_port: "string", local_addr: "string", local_port: "string",
@@ -104,20 +98,22 @@ export function templateEntry(v: unknown, where: string, requireMode = false): T
   return { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: (e.mode as SyncMode | undefined) ?? "sync_to_edge", ...(e.rows !== undefined ? { rows: e.rows } : {}) };
 }
 
+/** What the sync hub knows of an edge's link (see the `links` port of Edges). */
+export interface EdgeLinks {
+  /** whether an edge has a live sync session (null: not known here, the stored flag says) */
+  liveOf(systemKey: string, edge: string): boolean | null;
+  /** sync lag: changes the edge has not acknowledged */
+  lagOf(systemKey: string, edge: string): Promise<number | null>;
+  /** how far ahead of the platform's clock the edge's clock was at its last hello (ms) */
+  skewOf(systemKey: string, edge: string): number | null;
+}
+
 export class Edges {
   readonly columnsOf: CustomColumns;
-  /** Called after an edge's template or record changes (the sync hub re-plans). */
-  onChange: (systemKey: string, edge: string, what: "template" | "deleted" | "record") => void = () => {};
-  /** Sync lag per edge, supplied by the sync hub when it runs. */
-  lagOf: (systemKey: string, edge: string) => Promise<number | null> = async () => null;
-  /** Whether an edge has a live sync session (null: not known here, the stored flag says). */
-  liveOf: (systemKey: string, edge: string) => boolean | null = () => null;
-  /** How far ahead of the platform's clock the edge's clock was at its last hello (ms). */
-  skewOf: (systemKey: string, edge: string) => number | null = () => null;
-
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {
+  /** `links`: what the sync hub knows of the edges' links, when it runs (attached by it) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly links = new Port<EdgeLinks>("edge links")) {
     // an edge's template, connection, creation and platform are its record's, not columns ClearBlade lists
-    this.columnsOf = new CustomColumns(d.db, "edges", FIXED, STANDARD, [...IGNORED, "token", "template"], "name",
+    this.columnsOf = new CustomColumns(d.db, "edges", EDGE_COLUMNS, STANDARD, [...IGNORED, "token", "template"], "name",
       ["template", "isConnected", "created_date", "last_seen_os", "last_seen_architecture"]);
     d.tokens.registerLoader("edge", async (row: TokenRow): Promise<Principal | null> => {
       const e = await edgesRepo.get(d.db, row.system_key!, row.subject_id);
@@ -142,7 +138,7 @@ export class Edges {
       token: "", description: e.description, template: e.template, isConnected: this.liveOf(e.system_key, e.name) ?? e.is_connected === 1,
       first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
       last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
-      cursor: e.cursor, sync_lag: await this.lagOf(e.system_key, e.name), clock_skew_ms: this.skewOf(e.system_key, e.name),
+      cursor: e.cursor, sync_lag: (await this.links.get()?.lagOf(e.system_key, e.name)) ?? null, clock_skew_ms: this.links.get()?.skewOf(e.system_key, e.name) ?? null,
       // why the platform last refused the edge's link, and when (epoch s; null: never)
       last_refusal: e.last_refusal ?? "", last_refusal_at: e.last_refusal_at ?? null,
     });
@@ -196,10 +192,10 @@ export class Edges {
       await edgesRepo.insert(tx, row);
       // a system's first edge: what it holds is at its first version from now on (versions count
       // changes, which are recorded only while a system has edges)
-      if ((await edgesRepo.count(tx, systemKey, { sql: "1 = 1", args: [] })) === 1) await changesRepo.countAssets(tx, systemKey);
+      if ((await edgesRepo.count(tx, systemKey, [], EDGE_COLUMNS)) === 1) await changesRepo.countAssets(tx, systemKey);
       return row;
     });
-    this.onChange(systemKey, name, "record");
+    this.changed(systemKey, name, "record");
     const out = await this.toWire(row, s.system_secret);
     // the token is the edge's secret: shown once when the server chose it
     return generated ? { ...out, token: generated } : out;
@@ -241,14 +237,14 @@ export class Edges {
       await edgesRepo.update(tx, systemKey, name, changes);
       return (await edgesRepo.get(tx, systemKey, name))!;
     });
-    this.onChange(systemKey, name, templateChanged ? "template" : "record");
+    this.changed(systemKey, name, templateChanged ? "template" : "record");
     return this.toWire(row, s.system_secret);
   }
 
   async remove(p: Principal, systemKey: string, name: string) {
     await this.guard(p, systemKey, LEVEL.DELETE);
     if (!(await edgesRepo.delete(this.d.db, systemKey, name)).changes) throw notFound("edge", name, "Edge");
-    this.onChange(systemKey, name, "deleted");
+    this.changed(systemKey, name, "deleted");
     return {};
   }
 
@@ -256,7 +252,7 @@ export class Edges {
     const s = await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgesRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), compileOrder(q.sort, schema.map, "name", this.d.db.dialect) + compileLimit(q));
+    const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map);
     return this.columnsOf.selected(schema, q, await Promise.all(rows.map((r) => this.toWire(r, s.system_secret))));
   }
 
@@ -264,7 +260,7 @@ export class Edges {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await edgesRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
+    return { count: await edgesRepo.count(this.d.db, systemKey, q.filters, schema.map) };
   }
 
   async columns(p: Principal, systemKey: string) {
@@ -380,7 +376,7 @@ export class Edges {
       for (const a of add) await edgesRepo.putEntry(tx, systemKey, name, { def_module: a.def_module, def_name: a.def_name, mode: a.mode, rows: a.rows === false ? 0 : 1 });
       return this.templateOf(tx, systemKey, edge);
     });
-    this.onChange(systemKey, name, "template");
+    this.changed(systemKey, name, "template");
     return { [name]: result };
   }
 
@@ -403,5 +399,13 @@ export class Edges {
   async replaceEntries(ex: Executor, systemKey: string, name: string, entries: TemplateEntryRow[]) {
     for (const e of await edgesRepo.entries(ex, systemKey, name)) await edgesRepo.removeEntry(ex, systemKey, name, e.def_module, e.def_name);
     for (const e of entries) await edgesRepo.putEntry(ex, systemKey, name, e);
+  }
+
+  /** Whether an edge has a live sync session (null: not known here, its record's flag says). */
+  liveOf(systemKey: string, edge: string): boolean | null { return this.links.get()?.liveOf(systemKey, edge) ?? null; }
+
+  /** Says an edge's template or record changed, or that it went (the sync hub re-plans, on every node). */
+  private changed(systemKey: string, edge: string, what: "template" | "deleted" | "record") {
+    this.d.signals.emit("edge.changed", { systemKey, edge, what });
   }
 }

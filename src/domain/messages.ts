@@ -1,10 +1,11 @@
 // Messaging: REST publish into the broker, message history
 // written in batches with per-topic limits, topic listings.
+import { Port } from "../core/port.ts";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { principalId } from "../auth/principal.ts";
 import { fail } from "../core/errors.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import { type Message, type PageMeta, type StorageRow, type StoredMessage, decodePage, messageAt, messagesRepo, scanPage } from "../store/messages.ts";
 import type { Executor } from "../store/db.ts";
@@ -33,12 +34,6 @@ const FLUSH_ROWS = 5_000;
 /** When the buffer is this full the broker's history lags: drop the oldest rather than grow. */
 const BUFFER_MAX = 100_000;
 const SWEEP_MS = 60_000;
-
-const TOPIC_COLUMNS: ColumnMap = {
-  topicid: { sql: "topicid", type: "string" },
-  message_count: { sql: "message_count", type: "int" },
-  last_time: { sql: "last_time", type: "int" },
-};
 
 interface Limits { maxRows: number; maxTime: number; store: boolean }
 /** A message of a page found by a read, decoded only if it is returned. */
@@ -104,11 +99,12 @@ export class Messages {
   private settings = new Map<string, StorageRow>();
   /** rows per topic since the last trim, to trim without counting every time */
   private sinceTrim = new Map<string, number>();
-  /** the MQTT broker, set by app.ts once it runs (a late dependency: it is built after the domain) */
-  broker: Broker | null = null;
   dropped = 0;
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems) {}
+  /** `brokerPort`: the MQTT broker, attached once it runs (it is built after the domain) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly brokerPort = new Port<Broker>("broker")) {}
+
+  private get broker(): Broker | null { return this.brokerPort.get(); }
 
   async start() {
     for (const s of await messagesRepo.allStorage(this.d.db)) this.settings.set(`${s.system_key}\u0000${s.topic}`, s);
@@ -347,14 +343,6 @@ export class Messages {
 
   /** A subscription for a code service's run; needs subscribe (read) permission on the filter. */
   async subscribe(p: Principal, systemKey: string, filter: unknown, deliver: Deliver): Promise<() => Promise<void>> {
-    await this.maySubscribe(p, systemKey, filter);
-    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
-    return this.broker.subscribe(systemKey, filter as string, deliver);
-  }
-
-  /** What subscribe checks (the system, the filter, subscribe permission), without subscribing:
-   *  for a member joining a subscription another opened (a code service's shared subscription). */
-  async maySubscribe(p: Principal, systemKey: string, filter: unknown): Promise<void> {
     await this.systems.access(p, systemKey);
     if (typeof filter !== "string" || !filter || filter.length > 1024 || !validFilter(filter)) throw fail("INVALID_ARGUMENT", "topic must be a topic filter ('+' for one level, '#' last for the rest)");
     // a shared subscription ($share/<group>/<filter>) needs the right to subscribe to its filter
@@ -362,6 +350,9 @@ export class Messages {
     if (filter.startsWith("$share/") && !share) throw fail("INVALID_ARGUMENT", "a shared subscription is $share/<group>/<filter>, the group without wildcards");
     const name = share ? share[2]! : filter;
     await this.d.perms.require(p, { kind: "topic", name }, LEVEL.READ, `subscribe to topic '${name}'`);
+    if (!this.broker) throw fail("INTERNAL", "the broker is not running");
+    // a `$share/` filter joins the broker's group (src/broker/shared.ts)
+    return this.broker.subscribe(systemKey, filter, deliver);
   }
 
   /** Topics with history, with the query object's structure (src/core/query.ts; developer). */
@@ -369,7 +360,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await messagesRepo.topics(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect), compileOrder(q.sort, TOPIC_COLUMNS, "topicid", this.d.db.dialect) + compileLimit(q));
+    const rows = await messagesRepo.topics(this.d.db, systemKey, q);
     const live = this.broker?.subscriptions(systemKey) ?? new Map<string, number>();
     return rows.map((r) => ({
       topicid: r.topicid, message_count: r.message_count, last_published: Math.floor(r.last_time / 1000),
@@ -381,7 +372,7 @@ export class Messages {
     await this.systems.accessAsDeveloper(p, systemKey);
     await this.flush();
     const q = parseQuery(query ?? undefined);
-    return { count: await messagesRepo.topicCount(this.d.db, systemKey, compileWhere(q.filters, TOPIC_COLUMNS, this.d.db.dialect)) };
+    return { count: await messagesRepo.topicCount(this.d.db, systemKey, q.filters) };
   }
 
   /** Topics with live subscriptions. */

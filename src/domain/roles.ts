@@ -6,7 +6,7 @@ import {
 import type { Principal } from "../auth/principal.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { newKey } from "../core/ids.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { collectionsRepo } from "../store/collections.ts";
@@ -30,12 +30,6 @@ export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
     await rolesRepo.insert(ex, { role_id: name, system_key: systemKey, name, description: `built-in ${name} role`, permissions: JSON.stringify(perms) });
   }
 }
-
-const ROLE_COLUMNS: ColumnMap = {
-  name: { sql: "name", type: "string" }, Name: { sql: "name", type: "string" },
-  description: { sql: "description", type: "string" }, Description: { sql: "description", type: "string" },
-  role_id: { sql: "role_id", type: "string" }, ID: { sql: "role_id", type: "string" }, id: { sql: "role_id", type: "string" },
-};
 
 /** Wire names of the item kinds in a role's GET form. */
 const ITEM_WIRE: Record<ItemKind, string> = {
@@ -159,15 +153,14 @@ export class Roles {
       return rolesToWire(this.d.db, systemKey, rows.filter((r): r is RoleRow => !!r));
     }
     const q = parseQuery(params.query ?? undefined, { defaultPageSize: 0 });
-    const where = compileWhere(q.filters, ROLE_COLUMNS, this.d.db.dialect);
-    const rows = await rolesRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, ROLE_COLUMNS, "rowid", this.d.db.dialect) + compileLimit(q));
+    const rows = await rolesRepo.list(this.d.db, systemKey, q);
     return rolesToWire(this.d.db, systemKey, rows);
   }
 
   async count(p: Principal, systemKey: string, query?: string | null) {
     await this.guard(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined);
-    return { count: await rolesRepo.count(this.d.db, systemKey, compileWhere(q.filters, ROLE_COLUMNS, this.d.db.dialect)) };
+    return { count: await rolesRepo.count(this.d.db, systemKey, q.filters) };
   }
 
   async create(p: Principal, systemKey: string, body: unknown) {

@@ -73,7 +73,12 @@ const levelNames = (levels: number) =>
 export class ServiceCaches {
   private readonly definitions = new TtlCache<string, ServiceCacheRow | null>(DEFINITION_CACHE_MS, 10_000);
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {}
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {
+    d.signals.on("serviceCache.changed", ({ systemKey, name }) => {
+      if (name === null) this.definitions.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
+      else this.definitions.delete(`${systemKey}/${name}`);
+    });
+  }
 
   // ---- definitions (developers) -----------------------------------------------------------------
 
@@ -134,10 +139,7 @@ export class ServiceCaches {
   }
 
   /** Drops what this node remembers of a system's cache definitions (of one cache, or all). */
-  forget(systemKey: string, name?: string | null) {
-    if (name === undefined || name === null) this.definitions.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
-    else this.definitions.delete(`${systemKey}/${name}`);
-  }
+  forget(systemKey: string, name?: string | null) { this.d.signals.emit("serviceCache.changed", { systemKey, name: name ?? null }); }
 
   /** A deleted system: its definitions went with it (the database cascades), its values go here. */
   async forgetSystem(systemKey: string) {

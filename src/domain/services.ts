@@ -1,11 +1,12 @@
 // Code services and libraries: definitions with versions,
 // code meta, failed-run records and their retry. Running them is the code engine's job
 // (src/code/engine.ts); this module owns what is stored.
+import type { SignalPayloads } from "../core/signals.ts";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
-import { type ColumnMap, compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type CodeLogRow, codeLogsRepo, type FailedRunRow, type LibraryRow, type ServiceRow, failedRunsRepo, librariesRepo, servicesRepo } from "../store/services.ts";
@@ -35,12 +36,6 @@ export const LOGS_KEPT = 100;
 export const LOG_TEXT_MAX = 64 * 1024;
 
 const logToWire = (l: CodeLogRow) => ({ id: l.id, log: l.log, service_execution_time: l.started_at, duration_ms: l.duration_ms, success: l.success === 1 });
-
-const FAILED_COLUMNS: ColumnMap = {
-  id: { sql: "id", type: "string" }, service_name: { sql: "service_name", type: "string" },
-  user_id: { sql: "user_id", type: "string" }, created_at: { sql: "created_at", type: "string" },
-  error: { sql: "error", type: "string" }, trigger: { sql: "trigger", type: "string" },
-};
 
 export function parseDependencies(v: unknown): string[] {
   if (v === undefined || v === null || v === "") return [];
@@ -79,7 +74,7 @@ export function checkRunAs(p: Principal, runAs: string, what: string): void {
   throw fail("FORBIDDEN", `${what} runs as '${runAs}': only a developer may make code run with another user's rights`);
 }
 
-export interface ServiceChange { systemKey: string; name: string; kind: "service" | "library"; deleted: boolean }
+export type ServiceChange = SignalPayloads["code.changed"];
 
 /** Why code does not compile, and where (1-based, as QuickJS counts). */
 export interface CompileProblem { message: string; line?: number; column?: number }
@@ -92,12 +87,12 @@ export type CompileCheck = (code: string, file: string) => Promise<CompileProble
 export const problemText = (p: CompileProblem) => p.line ? `${p.message} (line ${p.line}, column ${p.column})` : p.message;
 
 export class CodeServices {
-  /** Called after any service or library change (the engine drops its warm sandboxes). */
-  onChange: (c: ServiceChange) => void = () => {};
-
   /** `compile`: code that does not compile is refused at upload with where it fails (none: not
    *  checked, as in tests of other parts). */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly compile?: CompileCheck) {}
+
+  /** Says a service or library changed (the engine drops its warm sandboxes, on every node). */
+  private changed(c: ServiceChange) { this.d.signals.emit("code.changed", c); }
 
   /** Refuses code that does not compile, naming the line and column. */
   private async compiles(kind: "service" | "library", name: string, code: string) {
@@ -198,7 +193,7 @@ export class CodeServices {
       await servicesRepo.insert(tx, row);
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", row);
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    this.changed({ systemKey, name, kind: "service", deleted: false });
     return { created: true, name, uri: `/api/v/1/code/${systemKey}/${name}`, version_number: 1 };
   }
 
@@ -218,7 +213,7 @@ export class CodeServices {
       await this.d.changes.record(tx, systemKey, "service", name, "upsert", next);
       return next;
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: false });
+    this.changed({ systemKey, name, kind: "service", deleted: false });
     return { ...serviceToWire(row), uri: `/api/v/1/code/${systemKey}/${name}`, version_number: row.version };
   }
 
@@ -229,7 +224,7 @@ export class CodeServices {
       await codeLogsRepo.deleteService(tx, systemKey, name);
       await this.d.changes.record(tx, systemKey, "service", name, "delete", null);
     });
-    this.onChange({ systemKey, name, kind: "service", deleted: true });
+    this.changed({ systemKey, name, kind: "service", deleted: true });
     return {};
   }
 
@@ -305,7 +300,7 @@ export class CodeServices {
       await librariesRepo.addVersion(tx, row);
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", row);
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    this.changed({ systemKey, name, kind: "library", deleted: false });
     return libraryToWire(row);
   }
 
@@ -325,7 +320,7 @@ export class CodeServices {
       await this.d.changes.record(tx, systemKey, "library", name, "upsert", next);
       return next;
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: false });
+    this.changed({ systemKey, name, kind: "library", deleted: false });
     return libraryToWire(row);
   }
 
@@ -337,7 +332,7 @@ export class CodeServices {
       if (!(await librariesRepo.delete(tx, systemKey, name)).changes) throw notFound("library", name, "Code");
       await this.d.changes.record(tx, systemKey, "library", name, "delete", null);
     });
-    this.onChange({ systemKey, name, kind: "library", deleted: true });
+    this.changed({ systemKey, name, kind: "library", deleted: true });
     return {};
   }
 
@@ -429,7 +424,7 @@ export class CodeServices {
   async failed(p: Principal, systemKey: string, query: string | null) {
     await this.manage(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined);
-    const rows = await failedRunsRepo.list(this.d.db, systemKey, compileWhere(q.filters, FAILED_COLUMNS, this.d.db.dialect), compileOrder(q.sort.length ? q.sort : [{ field: "created_at", desc: true }], FAILED_COLUMNS, undefined, this.d.db.dialect) + compileLimit(q));
+    const rows = await failedRunsRepo.list(this.d.db, systemKey, q);
     return rows.map(failedToWire);
   }
 

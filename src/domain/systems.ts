@@ -52,12 +52,9 @@ export function systemToWire(s: SystemRow) {
 
 export class Systems {
   private readonly cache = new TtlCache<string, SystemRow>(SYSTEM_CACHE_MS);
-  /** called with a deleted system's key, for what lives outside its database rows (cache values) */
-  private readonly removed: ((systemKey: string) => Promise<void> | void)[] = [];
-  constructor(private readonly d: DomainDeps) {}
-
-  /** Runs `fn` after a system is deleted on this node (register at start). */
-  onRemoved(fn: (systemKey: string) => Promise<void> | void) { this.removed.push(fn); }
+  constructor(private readonly d: DomainDeps) {
+    d.signals.on("system.changed", ({ systemKey }) => { this.cache.delete(systemKey); });
+  }
 
   /** A system by key (cached briefly: every request looks its system up). */
   find(key: string): Promise<SystemRow | undefined> {
@@ -150,9 +147,8 @@ export class Systems {
     this.forget(s.system_key);
     this.d.tokens.forgetSystem(s.system_key);
     this.d.perms.invalidate(s.system_key);
-    for (const fn of this.removed) {
-      try { await fn(s.system_key); } catch (err) { this.d.log.warn("could not drop what a deleted system left", { systemKey: s.system_key, err }); }
-    }
+    // what lives outside its database rows (cache values, timers, connections)
+    try { await this.d.signals.emit("system.removed", { systemKey: s.system_key }); } catch (err) { this.d.log.warn("could not drop what a deleted system left", { systemKey: s.system_key, err }); }
     this.d.log.info("system deleted", { systemKey: s.system_key });
   }
 
@@ -182,7 +178,7 @@ export class Systems {
     return (kind === "user" ? s.token_ttl_user : s.token_ttl_device) ?? s.token_ttl;
   }
 
-  forget(key: string) { this.cache.delete(key); }
+  forget(key: string) { this.d.signals.emit("system.changed", { systemKey: key }); }
 
   async keys(): Promise<string[]> { return (await systemsRepo.all(this.d.db)).map((s) => s.system_key); }
 }

@@ -33,11 +33,12 @@ function runAsOf(p: Principal): RunAs {
 }
 
 export class Triggers {
-  /** Called after any trigger or timer change (the dispatcher reloads its index); a trigger change
-   *  answers once it resolves, so a trigger is live, changed or gone when its request returns. */
-  onChange: (systemKey: string) => void | Promise<void> = () => {};
-
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly services: CodeServices) {}
+
+  /** Says a system's triggers or timers changed (the dispatcher reloads its index, on every node);
+   *  a trigger change answers once this resolves, so a trigger is live, changed or gone when its
+   *  request returns. */
+  changed(systemKey: string): Promise<void> | undefined { return this.d.signals.emit("triggers.changed", { systemKey }); }
 
   definitions() { return TRIGGER_DEFINITIONS; }
 
@@ -109,7 +110,7 @@ export class Triggers {
       await triggersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
     });
-    await this.onChange(systemKey);
+    await this.changed(systemKey);
     return this.triggerToWire(row, s.system_secret);
   }
 
@@ -122,7 +123,7 @@ export class Triggers {
       await triggersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "trigger", name, "upsert", row);
     });
-    await this.onChange(systemKey);
+    await this.changed(systemKey);
     return this.triggerToWire(row, s.system_secret);
   }
 
@@ -132,7 +133,7 @@ export class Triggers {
       if (!(await triggersRepo.delete(tx, systemKey, name)).changes) throw notFound("trigger", name, "Triggers");
       await this.d.changes.record(tx, systemKey, "trigger", name, "delete", null);
     });
-    await this.onChange(systemKey);
+    await this.changed(systemKey);
     return {};
   }
 
@@ -156,9 +157,11 @@ export class Triggers {
     if (typeof frequency !== "number" || !Number.isInteger(frequency) || frequency < 1) throw fail("INVALID_ARGUMENT", "frequency must be a whole number of seconds >= 1");
     const repeats = b.repeats ?? base?.repeats ?? -1;
     if (typeof repeats !== "number" || !Number.isInteger(repeats) || repeats < -1) throw fail("INVALID_ARGUMENT", "repeats must be -1 (forever) or the number of runs");
+    // "": a timer that runs no service and only publishes on $timer/<name> (stream services
+    // subscribe to it; ClearBlade exports such timers)
     const service = b.service_name ?? base?.service_name;
-    if (typeof service !== "string" || !service) throw fail("INVALID_ARGUMENT", "service_name is required");
-    if (!(await this.services.get(systemKey, service))) throw fail("INVALID_ARGUMENT", `service_name: service '${service}' does not exist`);
+    if (typeof service !== "string") throw fail("INVALID_ARGUMENT", "service_name is required (\"\" for a timer that only publishes on $timer/<name>)");
+    if (service && !(await this.services.get(systemKey, service))) throw fail("INVALID_ARGUMENT", `service_name: service '${service}' does not exist`);
     let start: unknown = b.start_time ?? base?.start_time ?? "now";
     if (typeof start !== "string") throw fail("INVALID_ARGUMENT", "start_time must be RFC 3339 text or \"now\"");
     let startMs: number;
@@ -220,7 +223,7 @@ export class Triggers {
       await timersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "timer", name, "upsert", row);
     });
-    this.onChange(systemKey);
+    this.changed(systemKey);
     return this.timerToWire(row, s.system_secret);
   }
 
@@ -233,7 +236,7 @@ export class Triggers {
       await timersRepo.upsert(tx, row);
       await this.d.changes.record(tx, systemKey, "timer", name, "upsert", row);
     });
-    this.onChange(systemKey);
+    this.changed(systemKey);
     return this.timerToWire(row, s.system_secret);
   }
 
@@ -243,7 +246,7 @@ export class Triggers {
       if (!(await timersRepo.delete(tx, systemKey, name)).changes) throw notFound("timer", name, "Timers");
       await this.d.changes.record(tx, systemKey, "timer", name, "delete", null);
     });
-    this.onChange(systemKey);
+    this.changed(systemKey);
     return {};
   }
 

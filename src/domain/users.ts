@@ -9,11 +9,11 @@ import type { ColumnType } from "../core/columns.ts";
 import { TtlCache } from "../core/cache.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newKey, nowIso } from "../core/ids.ts";
-import { compileLimit, compileOrder, compileWhere, parseQuery } from "../core/query.ts";
+import { parseQuery } from "../core/query.ts";
 import { email as emailSchema, knownFields, objectBody, password as passwordSchema, validate } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import type { TokenRow } from "../store/tokens.ts";
-import { type UserRow, usersRepo } from "../store/users.ts";
+import { USER_COLUMNS, type UserRow, usersRepo } from "../store/users.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Roles } from "./roles.ts";
@@ -27,8 +27,6 @@ const ADMIN_UPDATE_FIELDS = new Set(["user", "user_id", "changes"]);
  *  is a column of the developer's, as in ClearBlade's exports: a system pushed without one would
  *  have cb-cli delete it.) */
 const STANDARD_DATA_COLUMNS: Record<string, ColumnType> = { cb_service_account: "bool", cb_ttl_override: "int" };
-const FIXED_COLUMNS = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } } as const;
-
 const AuthBody = z.union([
   z.object({ grant_type: z.literal("refresh_token", { error: "grant_type must be 'refresh_token'" }), refresh_token: z.string().min(1), access_token: z.string().min(1) }).strict(),
   z.object({ email: z.string().min(1).optional(), username: z.string().min(1).optional(), password: z.string() }).passthrough()
@@ -80,7 +78,7 @@ export class Users {
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly box: SecretBox | null = null) {
-    this.columnsOf = new CustomColumns(d.db, "users", FIXED_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id", PRIVILEGED_COLUMNS);
+    this.columnsOf = new CustomColumns(d.db, "users", USER_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id", PRIVILEGED_COLUMNS);
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
       if (!u) return null;
@@ -357,15 +355,14 @@ export class Users {
     if (!(await this.d.perms.can(p, { kind: "users" }, LEVEL.READ))) throw fail("FORBIDDEN", "not allowed to count users");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
+    return { count: await usersRepo.count(this.d.db, systemKey, q.filters, schema.map) };
   }
 
   private async query(systemKey: string, query: string | null | undefined, developer = false) {
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    const where = compileWhere(q.filters, schema.map, this.d.db.dialect);
-    const rows = await usersRepo.list(this.d.db, systemKey, where, compileOrder(q.sort, schema.map, "creation_date, user_id", this.d.db.dialect) + compileLimit(q));
-    const total = await usersRepo.count(this.d.db, systemKey, where);
+    const rows = await usersRepo.list(this.d.db, systemKey, q, schema.map);
+    const total = await usersRepo.count(this.d.db, systemKey, q.filters, schema.map);
     const data = rows.map((r) => (developer ? this.toDeveloperWire(r, schema) : this.toWire(r, schema)));
     return { Data: this.columnsOf.selected(schema, q, data), Total: total };
   }
@@ -388,7 +385,7 @@ export class Users {
     if (query === undefined || query === null) throw fail("INVALID_ARGUMENT", "query is required (an empty query matches every user)");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query, { defaultPageSize: 0 });
-    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), compileLimit(q));
+    const rows = await usersRepo.list(this.d.db, systemKey, q, schema.map, { ordered: false });
     for (const u of rows) await this.deleteUser(systemKey, u);
     return { count: rows.length };
   }
@@ -435,7 +432,7 @@ export class Users {
     const changes = objectBody(b.changes !== undefined ? b.changes : b.$set, "changes");
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(b.query, { defaultPageSize: 0 });
-    const rows = await usersRepo.list(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect), "");
+    const rows = await usersRepo.list(this.d.db, systemKey, q, schema.map, { ordered: false, paged: false });
     for (const u of rows) await this.applyChanges(p, u, changes, { allowRoles: false, allowPassword: false });
     return { count: rows.length };
   }
@@ -453,7 +450,7 @@ export class Users {
     await this.systems.accessAsDeveloper(p, systemKey);
     const schema = await this.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await usersRepo.count(this.d.db, systemKey, compileWhere(q.filters, schema.map, this.d.db.dialect)) };
+    return { count: await usersRepo.count(this.d.db, systemKey, q.filters, schema.map) };
   }
 
   async adminCreate(p: Principal, systemKey: string, body: unknown) {

@@ -28,6 +28,8 @@ import { pathOf, RequestMetrics } from "./metrics.ts";
 import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
+import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
+import { fleetRoutes } from "./routes/fleet.ts";
 import type { Services } from "./services.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
@@ -116,7 +118,16 @@ export function createHttpApp(s: Services) {
     //
     // Outermost, the request counts on /metrics by route and status, with its latency, and is
     // written to the access log.
-    .wrap((handle: (r: Request) => unknown) => (request: Request) => {
+    .wrap((next: (r: Request) => unknown) => (request: Request) => {
+      // a request for one of the platform's edges (ClearBlade-Edge) is the edge's to answer
+      const handle = (r: Request) => {
+        const edge = relayedEdge(s, r);
+        if (!edge) return next(r);
+        // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
+        // would cut the caller's connection first
+        app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
+        return relayToEdge(s, r, edge).catch(errorResponse);
+      };
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
       // a re-routed "//" request is counted as the original
@@ -167,6 +178,7 @@ export function createHttpApp(s: Services) {
     .use(codeRoutes(s))
     .use(handlerRoutes(s))
     .use(edgeRoutes(s))
+    .use(fleetRoutes(s))
     .use(webhookRoutes(s))
     .use(throttlerRoutes(s))
     .use(adapterRoutes(s))
@@ -181,6 +193,9 @@ export function createHttpApp(s: Services) {
 export interface HttpServer {
   port: number;
   stop(): Promise<void>;
+  /** Answers a request in this process, as if it came through the listener (a request an edge's
+   *  platform relays to it). */
+  handle(req: Request): Promise<Response>;
   /** An HTTPS listener: a new certificate and key for the connections it accepts from now on. */
   reloadTls?(tls: { cert: string; key: string }): void;
 }
@@ -196,6 +211,7 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
   const retired = new Set<NonNullable<typeof app.server>>();
   return {
     port: server.port!,
+    handle: (req) => app.handle(req),
     stop: async () => {
       for (const old of retired) void old.stop(true);
       await app.stop(true);
@@ -223,7 +239,7 @@ export function listenMetrics(metrics: Metrics, port: number): HttpServer {
       ? new Response(await metrics.render(), { headers: METRICS_HEADERS })
       : errorResponse(fail("ROUTE_NOT_FOUND", "no such route: this port serves GET /metrics"))),
   });
-  return { port: server.port!, stop: async () => { await server.stop(true); } };
+  return { port: server.port!, stop: async () => { await server.stop(true); }, handle: async (req) => await server.fetch(req) };
 }
 
 /** The API's listeners: plain HTTP, and HTTPS when a certificate is configured (then

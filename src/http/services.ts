@@ -17,6 +17,8 @@ import type { ServiceCaches } from "../domain/serviceCaches.ts";
 import type { Throttle } from "../throttle/throttle.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
+import type { EdgeGroups } from "../domain/edgeGroups.ts";
+import type { EdgeOps } from "../domain/edgeOps.ts";
 import type { SyncHub } from "../sync/platform.ts";
 import type { EdgeSync } from "../sync/edge.ts";
 import type { Db } from "../store/db.ts";
@@ -50,6 +52,8 @@ export interface Services {
   serviceCaches: ServiceCaches;
   metrics: Metrics;
   edges: Edges;
+  edgeGroups: EdgeGroups;
+  edgeOps: EdgeOps;
   /** the platform's sync hub (absent on an edge) */
   sync?: SyncHub;
   /** the edge's sync client (absent on a platform) */
@@ -57,6 +61,6 @@ export interface Services {
   db: Db;
   /** HTTP requests on /metrics (made with the first listener's app) */
   requestMetrics?: RequestMetrics;
-  /** what /health reports (set once the parts it watches are up) */
+  /** what /health reports (made once the parts it watches are up) */
   health?: Health;
 }

@@ -2,7 +2,8 @@
 // Table and column names reaching SQL come only from validated metadata: the table from the
 // collection id (30 hex, generated here), columns from names that passed checkName.
 import { type ColumnType, ident } from "../core/columns.ts";
-import type { CompiledWhere } from "../core/query.ts";
+import { fail } from "../core/errors.ts";
+import { type ColumnMap, type Condition, type Continuation, type Query, compileOrder, compileWhere, continueAfter, sortExpressions } from "../core/query.ts";
 import type { Executor, SqlValue } from "./db.ts";
 import type { Dialect } from "../core/dialect.ts";
 
@@ -30,6 +31,46 @@ function laterStamp(d: Dialect, stored: string, fresh: string): string {
     WHEN substr(${stored}, 17, 6) = '999999' THEN ${d.zeroPad(`CAST(substr(${stored}, 1, 15) AS BIGINT) + 1`, 15)} || '-000000-' || ${node}
     ELSE substr(${stored}, 1, 16) || ${d.zeroPad(`CAST(substr(${stored}, 17, 6) AS BIGINT) + 1`, 6)} || '-' || ${node} END`;
 }
+/** The query column map of a collection's table: item_id, then its columns. */
+export function collectionColumnMap(columns: ColumnDef[]): ColumnMap {
+  const map: ColumnMap = { item_id: { sql: `"item_id"`, type: "string" } };
+  for (const c of columns) map[c.name] = { sql: `"${c.name}"`, type: c.type };
+  return map;
+}
+
+/** A fetch compiled against one collection's table, made once per query and schema (the domain
+ *  keeps it) and read with readPage. */
+export interface PreparedFetch {
+  readonly q: Query;
+  /** The statements that read the page, in order, each still to be given its LIMIT (and OFFSET
+   *  when the page has no PAGEAFTER); see continueAfter for when there are two. */
+  readonly reads: readonly { sql: string; args: unknown[] }[];
+}
+
+/** A page of a fetch: its rows, whether more follow and, when they do, the position the next page
+ *  starts after (null: JSON cannot carry it, so the next page is found by its number). */
+export interface PageRead { rows: Record<string, unknown>[]; more: boolean; after: Continuation | null }
+
+/** The position a paged row was read with (see prepareFetch), if JSON can carry it. */
+function continuation(row: Record<string, unknown>, sortKeys: number): Continuation | null {
+  const values: unknown[] = [];
+  for (let i = 0; i < sortKeys; i++) {
+    const v = row[`_k${i}`];
+    if (!(v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v)))) return null;
+    values.push(v);
+  }
+  const rowid = row._r;
+  return typeof rowid === "number" && Number.isSafeInteger(rowid) ? { values, rowid } : null;
+}
+
+/** A paged row without its position columns. */
+function withoutPosition(row: Record<string, unknown>, sortKeys: number): Record<string, unknown> {
+  if (!("_r" in row)) return row;
+  delete row._r;
+  for (let i = 0; i < sortKeys; i++) delete row[`_k${i}`];
+  return row;
+}
+
 const maxOf = (rows: { _hlc: string | null }[]) => rows.reduce<string | null>((m, r) => (r._hlc !== null && (m === null || r._hlc > m) ? r._hlc : m), null);
 
 export const collectionsRepo = {
@@ -128,21 +169,57 @@ export const collectionsRepo = {
     }
   },
 
-  /** The SELECT for a compiled query; callers cache it and run it with selectPrepared. `extra`:
-   *  expressions (with their aliases) selected after the columns. */
-  selectSql: (id: string, columns: string[], where: CompiledWhere, orderAndLimit: string, extra: string[] = []) =>
-    `SELECT ${[...columns.map(ident), ...extra].join(", ")} FROM ${tableOf(id)} WHERE ${where.sql}${orderAndLimit}`,
-  selectPrepared: (ex: Executor, sql: string, args: readonly unknown[]) => ex.all<Record<string, unknown>>(sql, args),
+  /** Compiles a fetch for the engine `d` over the columns of `map` (collectionColumnMap): FILTERS,
+   *  SELECTCOLUMNS (all columns without), SORT then rowid, and for a paged query each row's position
+   *  (rowid and sort values), which the next page starts after. */
+  prepareFetch(d: Dialect, id: string, map: ColumnMap, q: Query): PreparedFetch {
+    const where = compileWhere(q.filters, map, d);
+    const select = q.select ? q.select.map((s) => { if (!map[s]) throw fail("BAD_QUERY", `unknown column '${s}'`); return s; }) : Object.keys(map);
+    const order = compileOrder(q.sort, map, "rowid", d);
+    const head = (extra: string[]) => `SELECT ${[...select.map(ident), ...extra].join(", ")} FROM ${tableOf(id)} WHERE `;
+    if (q.pageSize === 0) return { q, reads: [{ sql: `${head([])}${where.sql}${order}`, args: where.args }] };
+    const position = ["rowid AS _r", ...sortExpressions(q.sort, map, d).map((e, i) => `${e} AS _k${i}`)];
+    const reads: { sql: string; args: unknown[] }[] = [];
+    for (const part of q.after ? continueAfter(q.sort, map, q.after, "rowid", d) : [null]) {
+      const w = part ? { sql: `(${where.sql}) AND (${part.sql})`, args: [...where.args, ...part.args] } : where;
+      reads.push({ sql: `${head(position)}${w.sql}${order}${q.after ? " LIMIT ?" : " LIMIT ? OFFSET ?"}`, args: w.args });
+    }
+    return { q, reads };
+  },
+
+  /** The page a prepared fetch reads (everything when it is not paged). */
+  async readPage(ex: Executor, f: PreparedFetch): Promise<PageRead> {
+    const { q } = f;
+    if (q.pageSize === 0) return { rows: await ex.all<Record<string, unknown>>(f.reads[0]!.sql, f.reads[0]!.args), more: false, after: null };
+    // one row beyond the page tells whether another page follows
+    const want = q.pageSize + 1;
+    const rows: Record<string, unknown>[] = [];
+    for (const r of f.reads) {
+      const limit = q.after ? [want - rows.length] : [want, (q.pageNum - 1) * q.pageSize];
+      for (const row of await ex.all<Record<string, unknown>>(r.sql, [...r.args, ...limit])) rows.push(row);
+      if (rows.length >= want) break;
+    }
+    const more = rows.length > q.pageSize;
+    if (more) rows.length = q.pageSize;
+    const sortKeys = q.sort.length;
+    const after = more ? continuation(rows[rows.length - 1]!, sortKeys) : null;
+    for (const row of rows) withoutPosition(row, sortKeys);
+    return { rows, more, after };
+  },
 
   /** Rows by item id (all columns), for recording what a write left behind. */
   byIds: (ex: Executor, id: string, columns: string[], itemIds: string[]) =>
     ex.all<Record<string, unknown>>(`SELECT ${columns.map(ident).join(", ")}, _hlc FROM ${tableOf(id)} WHERE item_id IN (${itemIds.map(() => "?").join(", ")})`, itemIds),
 
-  count: async (ex: Executor, id: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${tableOf(id)} WHERE ${where.sql}`, where.args))!.n,
+  /** The number of rows `filters` match. */
+  async count(ex: Executor, id: string, map: ColumnMap, filters: Condition[][]) {
+    const where = compileWhere(filters, map, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${tableOf(id)} WHERE ${where.sql}`, where.args))!.n;
+  },
 
   /** Updates matching rows; returns their item ids and the latest stamp written. */
-  async update(ex: Executor, id: string, set: [string, SqlValue][], where: CompiledWhere, hlc: string | null): Promise<{ ids: string[]; stamp: string | null }> {
+  async update(ex: Executor, id: string, set: [string, SqlValue][], map: ColumnMap, filters: Condition[][], hlc: string | null): Promise<{ ids: string[]; stamp: string | null }> {
+    const where = compileWhere(filters, map, ex.dialect);
     // the stamp is used several times: numbered, it is bound once (the WHERE's ? follow it)
     const assignments = [...set.map(([c]) => `${ident(c)} = ?`), `_hlc = ${laterStamp(ex.dialect, "_hlc", `CAST(?${set.length + 1} AS TEXT)`)}`].join(", ");
     const rows = await ex.all<{ item_id: string; _hlc: string | null }>(`UPDATE ${tableOf(id)} SET ${assignments} WHERE ${where.sql} RETURNING item_id, _hlc`,
@@ -151,7 +228,8 @@ export const collectionsRepo = {
   },
 
   /** Deletes matching rows; returns their item ids and the latest stamp they carried. */
-  async delete(ex: Executor, id: string, where: CompiledWhere): Promise<{ ids: string[]; stamp: string | null }> {
+  async delete(ex: Executor, id: string, map: ColumnMap, filters: Condition[][]): Promise<{ ids: string[]; stamp: string | null }> {
+    const where = compileWhere(filters, map, ex.dialect);
     const rows = await ex.all<{ item_id: string; _hlc: string | null }>(`DELETE FROM ${tableOf(id)} WHERE ${where.sql} RETURNING item_id, _hlc`, where.args);
     return { ids: rows.map((r) => r.item_id), stamp: maxOf(rows) };
   },

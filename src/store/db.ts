@@ -45,7 +45,7 @@ export interface LatencySink { observe(seconds: number): void }
 export interface Db extends Executor {
   readonly driver: "native" | "client" | "postgres";
   readonly url: string;
-  /** told each statement's duration once app.ts sets it (a late dependency) */
+  /** told each statement's duration (OpenOptions.latency) */
   latency: LatencySink | null;
   /** Runs `fn` in one write transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
@@ -60,11 +60,19 @@ export interface OpenOptions {
   poolMax?: number;
   /** PostgreSQL: called before each new attempt while the server cannot be reached at start */
   onRetry?: (err: Error, delayMs: number) => void;
+  /** told each statement's duration */
+  latency?: LatencySink;
 }
 
 export const isPostgresUrl = (url: string) => /^postgres(ql)?:\/\//i.test(url);
 
 export async function openDb(opts: OpenOptions): Promise<Db> {
+  const db = await openEngine(opts);
+  if (opts.latency) db.latency = opts.latency;
+  return db;
+}
+
+async function openEngine(opts: OpenOptions): Promise<Db> {
   const url = opts.url;
   if (isPostgresUrl(url)) return openPg(opts);
   const local = url === ":memory:" || url.startsWith("file:");

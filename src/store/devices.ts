@@ -1,7 +1,7 @@
 // Devices of a system.
-import type { CompiledWhere } from "../core/query.ts";
+import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { upsert } from "./sql.ts";
+import { type ListRead, listClauses, upsert } from "./sql.ts";
 
 export interface DeviceRow {
   system_key: string; name: string; type: string; state: string; description: string;
@@ -19,6 +19,15 @@ const COLUMNS = ["system_key", "name", "type", "state", "description", "enabled"
   "active_key_hash", "key_hashes", "certificate", "created_date", "last_active_date", "data", "key_verifiers"] as const;
 /** Devices per INSERT statement (bound parameters stay well under SQLite's limit). */
 const INSERT_ROWS = 500;
+
+/** The devices table's own columns, for queries (custom columns read the data document). */
+export const DEVICE_COLUMNS: ColumnMap = {
+  name: { sql: "name", type: "string" }, type: { sql: "type", type: "string" }, state: { sql: "state", type: "string" },
+  description: { sql: "description", type: "string" }, enabled: { sql: "enabled", type: "bool" },
+  allow_key_auth: { sql: "allow_key_auth", type: "bool" }, allow_certificate_auth: { sql: "allow_certificate_auth", type: "bool" },
+  certificate: { sql: "certificate", type: "string" },
+  created_date: { sql: "created_date", type: "int" }, last_active_date: { sql: "last_active_date", type: "int" },
+};
 
 export const devicesRepo = {
   byName: (ex: Executor, systemKey: string, name: string) =>
@@ -43,10 +52,16 @@ export const devicesRepo = {
     }
     return out;
   },
-  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
-  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM devices WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then created_date, name. */
+  list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead) {
+    const { where, tail } = listClauses(ex.dialect, q, columns, "created_date, name", read);
+    return ex.all<DeviceRow>(`SELECT * FROM devices WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+  },
+  /** The number of rows `filters` match. */
+  async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap) {
+    const where = compileWhere(filters, columns, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM devices WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n;
+  },
   async update(ex: Executor, systemKey: string, name: string, changes: DeviceChanges) {
     const keys = Object.keys(changes).filter((k) => (COLUMNS as readonly string[]).includes(k)) as (keyof DeviceChanges)[];
     if (!keys.length) return;

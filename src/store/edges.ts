@@ -1,6 +1,7 @@
 // Edge records and their template entries.
-import type { CompiledWhere } from "../core/query.ts";
+import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { type ListRead, listClauses } from "./sql.ts";
 
 export interface EdgeRow {
   system_key: string; name: string; token_hash: string; description: string; template: string;
@@ -21,13 +22,28 @@ export interface TemplateEntryRow { def_module: string; def_name: string; mode: 
 const COLS = ["system_key", "name", "token_hash", "description", "template", "is_connected", "first_talked", "last_talked",
   "last_seen_version", "last_seen_os", "last_seen_architecture", "cursor", "created_date", "data", "incarnation", "applied_template", "last_refusal", "last_refusal_at"] as const;
 
+/** The edges table's own columns, for queries (custom columns read the data document). */
+export const EDGE_COLUMNS: ColumnMap = {
+  name: { sql: "name", type: "string" }, description: { sql: "description", type: "string" },
+  template: { sql: "template", type: "string" }, isConnected: { sql: "is_connected", type: "bool" },
+  first_talked: { sql: "first_talked", type: "int" }, last_talked: { sql: "last_talked", type: "int" },
+  last_seen_version: { sql: "last_seen_version", type: "string" }, created_date: { sql: "created_date", type: "int" },
+  last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
+};
+
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
   all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),
-  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
-  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then name. */
+  list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead) {
+    const { where, tail } = listClauses(ex.dialect, q, columns, "name", read);
+    return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+  },
+  /** The number of rows `filters` match. */
+  async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap) {
+    const where = compileWhere(filters, columns, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n;
+  },
   insert: (ex: Executor, e: EdgeRow) => ex.run(`INSERT INTO edges(${COLS.join(", ")}) VALUES (${COLS.map(() => "?").join(", ")})`, COLS.map((c) => e[c])),
   async update(ex: Executor, systemKey: string, name: string, changes: EdgeChanges) {
     const keys = Object.keys(changes).filter((k) => (COLS as readonly string[]).includes(k)) as (keyof EdgeChanges)[];

@@ -4,8 +4,9 @@
 // after another, cut at PAGE_BYTES. A busy topic then costs one row write per batch instead of one
 // per message (measured: 100,000 single-row inserts plus trimming take ~0.8 s of the broker's
 // thread; pages a small fraction of that), and trimming drops whole pages.
-import type { CompiledWhere } from "../core/query.ts";
+import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
+import { listClauses } from "./sql.ts";
 
 export interface Message { time: number; qos: number; userid: string; ip: string; payload: Uint8Array }
 /** A message with where it is stored: page id and index inside the page. */
@@ -13,6 +14,15 @@ export interface StoredMessage extends Message { page: number; index: number }
 export interface PageRow { id: number; system_key: string; topic: string; first_time: number; last_time: number; count: number; data: Uint8Array }
 /** A page without its messages. */
 export type PageMeta = Pick<PageRow, "id" | "first_time" | "last_time" | "count">;
+
+/** The topics with history of a system (its key the one argument), as a table to query. */
+const TOPICS = `(SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) AS topics`;
+/** What a query of topics may name. */
+const TOPIC_COLUMNS: ColumnMap = {
+  topicid: { sql: "topicid", type: "string" },
+  message_count: { sql: "message_count", type: "int" },
+  last_time: { sql: "last_time", type: "int" },
+};
 
 /** Most bytes of messages per page (a single bigger message gets a page of its own): a read of a
  *  topic's last few messages reads about this much whatever the rate the topic was written at. */
@@ -134,12 +144,17 @@ export const messagesRepo = {
     ex.all<PageRow>(`SELECT * FROM message_pages WHERE first_time < ? AND last_time >= ?`, [before, before]),
 
   /** Topics with history: `topicid`, message count and last publish time. */
-  topics: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<{ topicid: string; message_count: number; last_time: number }>(
-      `SELECT * FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) AS topics WHERE ${where.sql}${orderAndLimit}`,
-      [systemKey, ...where.args]),
-  topicCount: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM (SELECT topic AS topicid, sum(count) AS message_count, max(last_time) AS last_time FROM message_pages WHERE system_key = ? GROUP BY topic) AS topics WHERE ${where.sql}`, [systemKey, ...where.args]))!.n,
+  /** Topics with history that a parsed query selects, ordered by its SORT then topicid. */
+  topics(ex: Executor, systemKey: string, q: Query) {
+    const { where, tail } = listClauses(ex.dialect, q, TOPIC_COLUMNS, "topicid");
+    return ex.all<{ topicid: string; message_count: number; last_time: number }>(
+      `SELECT * FROM ${TOPICS} WHERE ${where.sql}${tail}`, [systemKey, ...where.args]);
+  },
+  /** The number of topics with history that `filters` match. */
+  async topicCount(ex: Executor, systemKey: string, filters: Condition[][]) {
+    const where = compileWhere(filters, TOPIC_COLUMNS, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM ${TOPICS} WHERE ${where.sql}`, [systemKey, ...where.args]))!.n;
+  },
 
   storage: (ex: Executor, systemKey: string) => ex.all<StorageRow>(`SELECT * FROM message_storage WHERE system_key = ? ORDER BY topic`, [systemKey]),
   allStorage: (ex: Executor) => ex.all<StorageRow>(`SELECT * FROM message_storage`),

@@ -610,6 +610,24 @@ export const MIGRATIONS: Migration[] = [
         ON CONFLICT DO NOTHING`,
     ],
   },
+  {
+    version: 23,
+    name: "edge groups",
+    up: [
+      // named sets of a system's edges, and of other groups (nested; never a cycle); both lists
+      // as JSON arrays of names
+      `CREATE TABLE edge_groups (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        edges TEXT NOT NULL DEFAULT '[]',
+        edge_groups TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -1,10 +1,17 @@
 // Roles of a system and their members (users and devices).
-import type { CompiledWhere } from "../core/query.ts";
+import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { upsert } from "./sql.ts";
+import { type ListRead, listClauses, upsert } from "./sql.ts";
 
 export interface RoleRow { role_id: string; system_key: string; name: string; description: string; permissions: string }
 export type MemberKind = "user" | "device";
+
+/** What a query of roles may name (the wire spells them several ways). */
+const ROLE_COLUMNS: ColumnMap = {
+  name: { sql: "name", type: "string" }, Name: { sql: "name", type: "string" },
+  description: { sql: "description", type: "string" }, Description: { sql: "description", type: "string" },
+  role_id: { sql: "role_id", type: "string" }, ID: { sql: "role_id", type: "string" }, id: { sql: "role_id", type: "string" },
+};
 
 export const rolesRepo = {
   byId: (ex: Executor, systemKey: string, id: string) =>
@@ -13,10 +20,16 @@ export const rolesRepo = {
     ex.get<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND name = ?`, [systemKey, name]),
   all: (ex: Executor, systemKey: string) =>
     ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? ORDER BY rowid`, [systemKey]),
-  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
-  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM roles WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  /** The rows a parsed query selects, ordered by its SORT then rowid. */
+  list(ex: Executor, systemKey: string, q: Query, read?: ListRead) {
+    const { where, tail } = listClauses(ex.dialect, q, ROLE_COLUMNS, "rowid", read);
+    return ex.all<RoleRow>(`SELECT * FROM roles WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+  },
+  /** The number of rows `filters` match. */
+  async count(ex: Executor, systemKey: string, filters: Condition[][]) {
+    const where = compileWhere(filters, ROLE_COLUMNS, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM roles WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n;
+  },
   put: (ex: Executor, r: RoleRow) => upsert(ex, "roles", r as unknown as Record<string, unknown>, ["system_key", "role_id"]),
   /** Sets a subject's roles to exactly `roleIds`. */
   async setMembers(ex: Executor, systemKey: string, kind: MemberKind, subjectId: string, roleIds: string[]) {

@@ -1,7 +1,7 @@
 // Code services, libraries (with their versions) and failed-run records.
-import type { CompiledWhere } from "../core/query.ts";
+import type { ColumnMap, Query } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { upsert } from "./sql.ts";
+import { listClauses, upsert } from "./sql.ts";
 
 export interface ServiceRow {
   system_key: string; name: string; code: string; params: string; dependencies: string; run_user: string;
@@ -55,12 +55,23 @@ export const librariesRepo = {
       `SELECT version, code, dependencies, description, created_at FROM library_versions WHERE system_key = ? AND name = ? ORDER BY version`, [systemKey, name]),
 };
 
+/** What a query of failed runs may name. */
+const FAILED_RUN_COLUMNS: ColumnMap = {
+  id: { sql: "id", type: "string" }, service_name: { sql: "service_name", type: "string" },
+  user_id: { sql: "user_id", type: "string" }, created_at: { sql: "created_at", type: "string" },
+  error: { sql: "error", type: "string" }, trigger: { sql: "trigger", type: "string" },
+};
+
 export const failedRunsRepo = {
   insert: (ex: Executor, r: FailedRunRow) =>
     ex.run(`INSERT INTO failed_runs(id, system_key, service_name, params, error, user_id, user_type, trigger, created_at) VALUES (?,?,?,?,?,?,?,?,?)`,
       [r.id, r.system_key, r.service_name, r.params, r.error, r.user_id, r.user_type, r.trigger, r.created_at]),
-  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<FailedRunRow>(`SELECT * FROM failed_runs WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
+  /** The failed runs a parsed query selects, in its SORT order (newest first without one). */
+  list(ex: Executor, systemKey: string, q: Query) {
+    const sort = q.sort.length ? q.sort : [{ field: "created_at", desc: true }];
+    const { where, tail } = listClauses(ex.dialect, { ...q, sort }, FAILED_RUN_COLUMNS, undefined);
+    return ex.all<FailedRunRow>(`SELECT * FROM failed_runs WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+  },
   byIds: (ex: Executor, systemKey: string, ids: string[]) =>
     ex.all<FailedRunRow>(`SELECT * FROM failed_runs WHERE system_key = ? AND id IN (${ids.map(() => "?").join(",")})`, [systemKey, ...ids]),
   delete: (ex: Executor, systemKey: string, ids: string[]) =>

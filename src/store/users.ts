@@ -1,12 +1,15 @@
 // Users of a system.
-import type { CompiledWhere } from "../core/query.ts";
+import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { upsert } from "./sql.ts";
+import { type ListRead, listClauses, upsert } from "./sql.ts";
 
 export interface UserRow {
   user_id: string; system_key: string; email: string; email_lower: string;
   password_hash: string; creation_date: string; data: string;
 }
+
+/** The users table's own columns, for queries (custom columns read the data document). */
+export const USER_COLUMNS: ColumnMap = { user_id: { sql: "user_id", type: "string" }, email: { sql: "email", type: "string" }, creation_date: { sql: "creation_date", type: "timestamp" } };
 
 export const usersRepo = {
   byId: (ex: Executor, systemKey: string, id: string) =>
@@ -19,10 +22,16 @@ export const usersRepo = {
     await ex.run(`INSERT INTO users(user_id, system_key, email, email_lower, password_hash, creation_date, data) VALUES (?,?,?,?,?,?,?)`,
       [u.user_id, u.system_key, u.email, u.email_lower, u.password_hash, u.creation_date, u.data]);
   },
-  list: (ex: Executor, systemKey: string, where: CompiledWhere, orderAndLimit: string) =>
-    ex.all<UserRow>(`SELECT * FROM users WHERE system_key = ? AND (${where.sql})${orderAndLimit}`, [systemKey, ...where.args]),
-  count: async (ex: Executor, systemKey: string, where: CompiledWhere) =>
-    (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n,
+  /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then creation_date, user_id. */
+  list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead) {
+    const { where, tail } = listClauses(ex.dialect, q, columns, "creation_date, user_id", read);
+    return ex.all<UserRow>(`SELECT * FROM users WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+  },
+  /** The number of rows `filters` match. */
+  async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap) {
+    const where = compileWhere(filters, columns, ex.dialect);
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n;
+  },
   update: (ex: Executor, systemKey: string, id: string, email: string, data: string) =>
     ex.run(`UPDATE users SET email = ?, email_lower = ?, data = ? WHERE user_id = ? AND system_key = ?`, [email, email.toLowerCase(), data, id, systemKey]),
   setPassword: (ex: Executor, systemKey: string, id: string, hash: string) =>

@@ -2,7 +2,6 @@
 // applying a change, on an edge (everything down) or on a platform (rows coming up).
 // Definitions are the platform's: a change replaces the edge's copy. Rows are last writer wins on
 // their hybrid-logical-clock stamp; a delete leaves a tombstone so an older write cannot undo it.
-import { topicMatches } from "../auth/permissions.ts";
 import { later } from "../core/hlc.ts";
 import { type ColumnType, toSql } from "../core/columns.ts";
 import { collectionsRepo, type ColumnDef } from "../store/collections.ts";
@@ -42,13 +41,10 @@ export function upCollections(template: TemplateEntry[], names: string[]): strin
   return names.filter((n) => { const e = entryFor(template, "row", n); return !!e && e.rows !== false && (e.mode === "sync_to_platform" || e.mode === "sync"); });
 }
 
-/** Topic filters whose messages an edge relays to the platform. */
+/** Topic filters whose messages an edge relays to the platform (besides the relay suffixes, see relay.ts). */
 export function relayFilters(template: TemplateEntry[]): string[] {
   return template.filter((e) => e.def_module === "topic" && (e.mode === "sync_to_platform" || e.mode === "sync")).map((e) => e.def_name);
 }
-
-/** Whether a message on `topic` goes up from an edge: a relayed topic, or one ending in /_platform. */
-export const relayed = (filters: string[], topic: string) => topic.endsWith("/_platform") || filters.some((f) => topicMatches(f, topic));
 
 // ---- snapshots (platform) ---------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ import { isDefinitionType, KINDS } from "./kinds.ts";
 import type { AssetType, ChangeRecorder, RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason, SYNC_PATH, type WireChange } from "./protocol.ts";
 import { proxyFor } from "./proxy.ts";
+import { FLEET_FEATURE } from "./fleet.ts";
+import type { FleetAgent } from "./fleetAgent.ts";
+import { publishable } from "./relay.ts";
 
 export interface EdgeSyncDeps {
   db: Db; config: Config; log: Logger; events: EventBus; changes: ChangeRecorder;
@@ -32,6 +35,11 @@ export interface EdgeSyncDeps {
   /** compiles code as the engine would load it: a service or library that does not compile is
    *  not applied, and reported failed (it may come from an older platform, which did not check) */
   compileCheck?: CompileCheck;
+  /** runs the requests and remote operations the platform relays (fleet control) */
+  fleet?: FleetAgent;
+  /** publishes a message the platform relayed to this edge on its broker, as from the platform
+   *  (so it is not relayed up again) */
+  deliver?(topic: string, payload: Buffer, qos: 0 | 1 | 2): Promise<void>;
 }
 
 /** Reconnect delays: doubling from the least to the most, each a random part of it (so a fleet
@@ -180,7 +188,8 @@ export class EdgeSync {
       const synced = (await syncStateRepo.get(this.d.db, "snapshot")) === "done";
       const incarnation = (await syncStateRepo.get(this.d.db, "incarnation")) ?? "";
       this.send(ws, { t: "hello", systemKey: this.systemKey, edge: this.d.config.edgeName, token: this.d.config.edgeToken, cursor, version: BUILD, os: process.platform, arch: process.arch, failures, synced,
-        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize() });
+        incarnation, fresh: !this.welcomed, pingMs: this.pingMs, hlc: this.d.changes.clock.now(), time: Date.now(), protocol: CLAIMED_PROTOCOL, outbox: await this.outboxSize(),
+        features: this.d.fleet ? [FLEET_FEATURE] : [] });
     };
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
@@ -190,6 +199,10 @@ export class EdgeSync {
       catch { return; }
       // adapter commands run beside sync, so a long one does not hold up changes
       if (m.t === "control") { void this.control(ws, m); return; }
+      // so do relayed requests and remote operations
+      if (this.d.fleet?.handle(m, (x) => this.send(ws, x))) return;
+      // relayed messages are live traffic: not held up behind a batch being applied
+      if (m.t === "relay") { this.relayed(m); return; }
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });
@@ -260,12 +273,12 @@ export class EdgeSync {
 
   private useTemplate(t: TemplateEntry[]) {
     this.template = t;
-    this.d.changes.relayTopics = relayFilters(t);
+    this.d.changes.useTemplate(null, relayFilters(t));
   }
 
   private async refreshUpCollections() {
     const names = (await collectionsRepo.list(this.d.db, this.systemKey)).map((c) => c.name);
-    this.d.changes.upCollections = new Set(upCollections(this.template, names));
+    this.d.changes.useTemplate(new Set(upCollections(this.template, names)), null);
   }
 
   private async handle(ws: WebSocket, m: PlatformMessage) {
@@ -375,6 +388,13 @@ export class EdgeSync {
     const r = await this.adapters.control(m.adapter, m.command, m.files, m.timeoutMs)
       .catch((err) => ({ err: true, command: m.command, output: String((err as Error)?.message ?? err) }));
     this.send(ws, { t: "control_result", id: m.id, ...r });
+  }
+
+  /** A message relayed to this edge (its suffix named it, or every edge): published here on its topic. */
+  private relayed(m: Extract<PlatformMessage, { t: "relay" }>) {
+    if (typeof m.topic !== "string" || typeof m.payload !== "string" || !publishable(m.topic)) return;
+    const qos = m.qos === 1 || m.qos === 2 ? m.qos : 0;
+    void this.d.deliver?.(m.topic, Buffer.from(m.payload, "base64"), qos).catch((err) => this.d.log.warn("relayed message not published", { topic: m.topic, err }));
   }
 
   /** A deployed adapter whose files changed through sync gets the new versions on disk. */
@@ -594,8 +614,7 @@ export class EdgeSync {
     this.trimming = true;
     try {
       const db = this.d.db, { outboxMaxMb, outboxMaxAge } = this.d.config;
-      this.outboxBytes += this.d.changes.outboxAdded;
-      this.d.changes.outboxAdded = 0;
+      this.outboxBytes += this.d.changes.takeOutboxAdded();
       const reasons: string[] = [];
       let dropped = 0;
       const dropThrough = async (id: number) => db.tx(async (tx) => { const n = await outboxRepo.countThrough(tx, id); await outboxRepo.ackUpTo(tx, id); return n; });

@@ -5,6 +5,8 @@
 //
 // A snapshot is one unit: the edge's cursor moves past it, and what it carries shows synced, only
 // once the edge acknowledged its end. An interrupted one starts over at the next hello.
+import type { Signals } from "../core/signals.ts";
+import type { Port } from "../core/port.ts";
 import type { Principal } from "../auth/principal.ts";
 import { LruMap } from "../core/cache.ts";
 import type { EventBus } from "../core/events.ts";
@@ -13,7 +15,7 @@ import { newUuid, nowIso, nowSeconds } from "../core/ids.ts";
 import { parse as parseHlc } from "../core/hlc.ts";
 import { describeIssues } from "../core/validate.ts";
 import type { Collections } from "../domain/collections.ts";
-import type { Edges, TemplateEntry } from "../domain/edges.ts";
+import type { EdgeLinks, Edges, TemplateEntry } from "../domain/edges.ts";
 import type { Broker } from "../domain/messages.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { type ColumnDef, collectionsRepo } from "../store/collections.ts";
@@ -23,17 +25,27 @@ import { clusterRepo } from "../store/cluster.ts";
 import { type ChangeRow, assetNames, changesRepo, lowestCursors, statusRepo, tombstonesRepo } from "../store/sync.ts";
 import { systemsRepo } from "../store/systems.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../adapters/runner.ts";
-import { applyRows, covered, entryFor, goesDown, relayed, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
+import { applyRows, covered, entryFor, goesDown, relayFilters, snapshot, type SnapshotScope, upCollections, wireValues } from "./assets.ts";
 import { type AssetType, type ChangeRecorder, DEFINITION_TYPES, type RowChange } from "../domain/changes.ts";
 import { BATCH_BYTES, BATCH_CHANGES, CLAIMED_PROTOCOL, EdgeMessage, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, PROTOCOL_VERSION, protocolRefusal, type RefusalReason, type WireChange } from "./protocol.ts";
 import { BUILD } from "../version.ts";
+import { ApiError, fail } from "../core/errors.ts";
+import { AnswerSink, BODY_MAX_BYTES, chunked, type EdgeOp, FLEET_FEATURE, type RelayedAnswer, type VouchedCaller } from "./fleet.ts";
+import { topicMatches } from "../auth/permissions.ts";
+import { publishable, relayTarget } from "./relay.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
   /** the peer's address, for the log */
-  remote?: string }
+  remote?: string;
+  /** bytes sent but not yet written to the network (a link falling behind) */
+  buffered?(): number }
 
 export interface HubDeps {
-  db: Db; log: Logger; events: EventBus; changes: ChangeRecorder; edges: Edges; collections: Collections;
+  db: Db; log: Logger; events: EventBus; signals: Signals; changes: ChangeRecorder; edges: Edges; collections: Collections;
+  /** where this hub tells Edges of the links it holds (attached at start) */
+  edgeLinks: Port<EdgeLinks>;
+  /** set in a cluster: reaches the edges other nodes hold (attached by the cluster) */
+  elsewhere: Port<ElsewhereHub>;
   broker: () => Broker | null;
   /** row stamps further ahead of this clock are refused (ms) */
   maxClockSkewMs: number;
@@ -50,6 +62,19 @@ export interface HubDeps {
 export interface ElsewhereHub {
   control(sk: string, edge: string, req: Parameters<SyncHub["control"]>[2]): Promise<ControlResult | null>;
   retry(sk: string, edge: string, only?: { type: string; name: string }[]): Promise<{ edge: string; connected: boolean; queued: number } | null>;
+  /** a relayed request (its body whole, within BODY_MAX_BYTES) through the node holding the edge */
+  relay(sk: string, edge: string, req: RelayRequest & { body: Uint8Array | null }): Promise<RelayedAnswer | null>;
+  op(sk: string, edge: string, op: EdgeOp, timeoutMs: number): Promise<{ result: unknown } | null>;
+  /** A relayed message (its wire text) for the edge `edge` wherever it is connected (false: on no
+   *  node), or with `edge` "" for every edge of the system but `except` on the other nodes. */
+  relayMessage(sk: string, edge: string, except: string, text: string): Promise<boolean>;
+}
+
+/** An API request to relay to an edge: the caller the platform vouches for, and how long the
+ *  edge may stay silent (before its answer begins, and between its chunks). */
+export interface RelayRequest {
+  method: string; path: string; headers: [string, string][]; caller: VouchedCaller;
+  body: ReadableStream<Uint8Array> | Uint8Array | null; timeoutMs: number;
 }
 
 /** How applying an asset's change went, as an edge reports it. */
@@ -85,6 +110,9 @@ const LOG_SCAN = 20 * BATCH_CHANGES;
 const CATCH_UP_MS = 1_000;
 /** Log entries kept as wire text, shared by the sessions of a system's edges. */
 const WIRE_CACHE = 20_000;
+/** A relayed message is not sent down a link with more than this waiting to be written (an edge
+ *  that cannot keep up loses relayed messages, not the platform its memory). */
+const RELAY_BUFFER_MAX = 8_000_000;
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
  *  a template change added (`diff`), deploy-mode assets at the edge's start (`deploy`), or
@@ -100,6 +128,16 @@ interface RunningSnapshot {
   template: TemplateEntry[] | null;
   /** outcomes per asset, recorded when the edge acknowledges the end */
   results: Map<string, AssetResult>;
+}
+
+/** The errors an edge's answer to a remote operation may name (any other is a bad argument). */
+const ERROR_KINDS_OF_OPS = { EDGE_OFFLINE: 1, EDGE_TIMEOUT: 1, COMMAND_NOT_ALLOWED: 1, INVALID_ARGUMENT: 1, NOT_FOUND: 1 } as const;
+
+/** A stream read whole (bounded: a relay through another node carries the body in one message). */
+async function wholeBody(body: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  if (!(await chunked(body, BODY_MAX_BYTES, (c) => parts.push(c)))) throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+  return Buffer.concat(parts);
 }
 
 /** A template's entries in one canonical text (to see whether an edge holds its template). */
@@ -133,6 +171,11 @@ class EdgeSession {
   outbox = 0;
   /** adapter control commands waiting for the edge's answer */
   readonly controls = new Map<string, (r: ControlResult) => void>();
+  /** what the edge handles beyond sync, as its hello said */
+  features: string[] = [];
+  /** relayed requests and remote operations waiting for the edge's answer */
+  readonly relays = new Map<string, AnswerSink>();
+  readonly ops = new Map<string, (r: { result?: unknown; error?: { kind: string; message: string } }) => void>();
 
   constructor(readonly hub: SyncHub, readonly ws: Socket) {}
 
@@ -287,10 +330,22 @@ export class SyncHub {
    *  and its record last updated, and how many refusals followed unlogged */
   private readonly refusals = new LruMap<string, { why: string; loggedAt: number; more: number; recordedAt: number; recordedWhy: string }>(10_000);
 
-  /** set in a cluster: reaches the edges other nodes hold */
-  elsewhere: ElsewhereHub | null = null;
+  /** relayed messages for one edge that was connected to no node, or whose link was too far
+   *  behind (/metrics) */
+  relayDropped = 0;
 
-  constructor(readonly d: HubDeps) {}
+  constructor(readonly d: HubDeps) {
+    d.signals.on("edge.changed", ({ systemKey: sk, edge, what }) => {
+      if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
+      const s = this.sessions.get(`${sk}/${edge}`);
+      if (!s) return;
+      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
+      if (what === "template") void this.retemplate(s);
+    });
+  }
+
+  /** set in a cluster: reaches the edges other nodes hold */
+  private get elsewhere(): ElsewhereHub | null { return this.d.elsewhere.get(); }
 
   async start() {
     // the edges this node held before it restarted (other nodes' edges stay theirs)
@@ -300,18 +355,14 @@ export class SyncHub {
     for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
     this.d.changes.setSystemsWithEdges(withEdges);
     this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
-    this.d.edges.onChange = (sk, edge, what) => {
-      if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
-      const s = this.sessions.get(`${sk}/${edge}`);
-      if (!s) return;
-      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
-      if (what === "template") void this.retemplate(s);
-    };
-    this.d.edges.lagOf = (sk, edge) => this.lag(sk, edge);
+    this.d.edgeLinks.attach({
+      lagOf: (sk, edge) => this.lag(sk, edge),
+      // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
+      liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.elsewhere ? null : false),
+      skewOf: (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null,
+    });
     // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
     for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });
-    this.d.edges.liveOf = (sk, edge) => this.isConnected(sk, edge);
-    this.d.edges.skewOf = (sk, edge) => this.skews.get(`${sk}/${edge}`) ?? null;
     this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), this.d.compactMs);
     this.compactor.unref();
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
@@ -370,6 +421,16 @@ export class SyncHub {
         await s.pump();
       }
       if (m.t === "control_result") { const done = s.controls.get(m.id); s.controls.delete(m.id); done?.({ err: m.err, command: m.command, output: m.output }); }
+      if (m.t === "response") s.relays.get(m.id)?.head(m.status, m.headers);
+      if (m.t === "response_body") {
+        const sink = s.relays.get(m.id);
+        if (sink && (!sink.chunk(m.chunk) || m.end)) {
+          if (m.cut) sink.cut(); else sink.end();
+          s.relays.delete(m.id);
+          if (!m.end) s.send({ t: "request_cancel", id: m.id });
+        }
+      }
+      if (m.t === "op_result") { const done = s.ops.get(m.id); s.ops.delete(m.id); done?.(m); }
     } catch (err) {
       this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
       ws.close(1011, "sync error");
@@ -416,6 +477,8 @@ export class SyncHub {
       await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
     }
     for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
+    for (const [id, sink] of s.relays) { s.relays.delete(id); sink.fail(fail("EDGE_OFFLINE", `edge '${s.edge.name}' disconnected before it answered`)); }
+    for (const [id, done] of s.ops) { s.ops.delete(id); done({ error: { kind: "EDGE_OFFLINE", message: `edge '${s.edge.name}' disconnected before it answered` } }); }
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.bySystem.get(s.edge.system_key)?.delete(s);
@@ -460,6 +523,7 @@ export class SyncHub {
     s.pingMs = m.pingMs;
     s.version = m.version;
     s.outbox = m.outbox;
+    s.features = m.features;
     s.template = await this.d.edges.templateOf(this.d.db, sk, edge);
     s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
     const old = this.sessions.get(s.key);
@@ -595,7 +659,8 @@ export class SyncHub {
         const list = rowsByCollection.get(change.collection_id) ?? [];
         list.push(change);
         rowsByCollection.set(change.collection_id, list);
-      } else if (typeof body.topic === "string" && typeof body.payload === "string" && relayed(relays, body.topic)) {
+      } else if (typeof body.topic === "string" && typeof body.payload === "string" && publishable(body.topic)
+        && (relayTarget(body.topic) !== null || relays.some((f) => topicMatches(f, body.topic as string)))) {
         messages.push(body as { topic: string; payload: string; qos: number });
       }
     }
@@ -634,10 +699,18 @@ export class SyncHub {
     }
     for (const id of touched) this.d.collections.forgetId(id);
     const broker = this.d.broker();
+    const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
     for (const msg of messages) {
-      const topic = msg.topic.endsWith("/_platform") ? msg.topic.slice(0, -"/_platform".length) : msg.topic;
-      const origin: Principal = { kind: "edge", systemKey: sk, id: s.edge.name, name: s.edge.name, tokenHash: "" };
-      await broker?.publish(sk, topic, Buffer.from(msg.payload, "base64"), msg.qos === 1 || msg.qos === 2 ? msg.qos : 0, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
+      // the topic as the edge published it: the platform's subscribers of the suffixed topic get
+      // it (ClearBlade's relay), those of the bare topic do not
+      const target = relayTarget(msg.topic);
+      const qos = msg.qos === 1 || msg.qos === 2 ? msg.qos : 0;
+      const payload = Buffer.from(msg.payload, "base64");
+      // published with the edge as its origin, which the platform's own relay to edges passes
+      // over: what goes on to other edges is sent from here, never back to this one
+      if (!target || target.to === "platform" || target.to === "broadcast" || target.platform)
+        await broker?.publish(sk, msg.topic, payload, qos, false, origin).catch((err) => this.d.log.warn("relayed message not published", { err }));
+      if (target && target.to !== "platform") await this.relayDown(sk, msg.topic, payload, qos, s.edge.name);
     }
     if (m.left !== undefined) s.outbox = m.left;
     s.send({ t: "up_ack", upTo: m.items.length ? Math.max(...m.items.map((i) => i.id)) : 0 });
@@ -675,6 +748,39 @@ export class SyncHub {
     await s.pump();
   }
 
+  // ---- relay to edges ---------------------------------------------------------------------------
+
+  /** A message published on this node whose suffix names edges (_edge/<name>, _broadcast,
+   *  _edgeAndPlatform/<name>; see relay.ts) goes to them, topic unchanged: to those connected
+   *  here, and through the cluster to those connected to other nodes; never to the edge it came
+   *  from (`from`). Live only, as ClearBlade's relay: an edge connected to no node does not get it. */
+  relayDown(sk: string, topic: string, payload: Buffer, qos: number, from = ""): Promise<void> | undefined {
+    // every publish on the platform comes here: most leave at once, without a promise
+    const target = relayTarget(topic);
+    if (!target || target.to === "platform" || !this.d.changes.logs(sk)) return;
+    const text = JSON.stringify({ t: "relay", topic, payload: payload.toString("base64"), qos } satisfies PlatformMessage);
+    if (target.to === "broadcast") {
+      this.deliverHere(sk, "", from, text);
+      return this.elsewhere?.relayMessage(sk, "", from, text).then(() => {});
+    }
+    if (target.edge === from || this.deliverHere(sk, target.edge, "", text)) return;
+    if (!this.elsewhere) { this.relayDropped++; return; }
+    return this.elsewhere.relayMessage(sk, target.edge, "", text).catch(() => false).then((sent) => { if (!sent) this.relayDropped++; });
+  }
+
+  /** Sends a relayed message to the edge `edge` of a system if connected here (with `edge` "":
+   *  to each edge of the system connected here but `except`); whether one was. */
+  deliverHere(sk: string, edge: string, except: string, text: string): boolean {
+    let sent = false;
+    for (const s of edge ? [this.sessions.get(`${sk}/${edge}`)] : this.bySystem.get(sk) ?? []) {
+      if (!s || s.closed || !s.edge || s.edge.name === except) continue;
+      sent = true;
+      if ((s.ws.buffered?.() ?? 0) > RELAY_BUFFER_MAX) { this.relayDropped++; continue; }
+      s.ws.send(text);
+    }
+    return sent;
+  }
+
   // ---- adapter control ------------------------------------------------------------------------
 
   /** Sends a control command to a connected edge and waits for its answer, never longer than the
@@ -694,6 +800,96 @@ export class SyncHub {
       s.send({ t: "control", id, command: req.command, timeoutMs: req.timeoutMs, ...(req.files ? { files: req.files } : {}),
         adapter: { name, deploy_command, start_command, stop_command, status_command, undeploy_command, logs_command, run_stop_on_deploy, run_start_on_deploy, run_deploy_on_deploy } });
     });
+  }
+
+  // ---- fleet control: relayed requests, remote operations ------------------------------------
+
+  /** The live session of an edge that handles fleet control, here; null when another node (or
+   *  none) holds its link. An edge too old for it is refused at once. */
+  private fleetSession(sk: string, edge: string): EdgeSession | null {
+    const s = this.sessions.get(`${sk}/${edge}`);
+    if (!s || s.closed) return null;
+    if (!s.features.includes(FLEET_FEATURE)) throw fail("EDGE_UNSUPPORTED", `edge '${edge}' runs ${s.version || "a version"} that does not take relayed requests or remote operations`);
+    return s;
+  }
+
+  /** Relays an API request to an edge, wherever its link is held, and gives the edge's answer as it
+   *  comes: its head once the edge sends it, then its body in a stream. The request body goes in
+   *  chunks as it is read. An edge that is not connected, stays silent longer than the request's
+   *  limit, or drops its link is an error, never a wait. */
+  async relay(sk: string, edge: string, req: RelayRequest): Promise<RelayedAnswer> {
+    const s = this.fleetSession(sk, edge);
+    if (!s) {
+      if (this.elsewhere) {
+        const body = req.body instanceof Uint8Array || req.body === null ? req.body : await wholeBody(req.body);
+        const r = await this.elsewhere.relay(sk, edge, { ...req, body });
+        if (r) return r;
+      }
+      throw fail("EDGE_OFFLINE", `edge '${edge}' is not connected`);
+    }
+    const id = newUuid();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = () => { clearTimeout(timer); s.relays.delete(id); };
+    const sink: AnswerSink = new AnswerSink(() => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        if (!s.relays.has(id)) return;
+        done();
+        s.send({ t: "request_cancel", id });
+        sink.fail(fail("EDGE_TIMEOUT", `edge '${edge}' did not answer within ${Math.round(req.timeoutMs / 1000)} s`));
+      }, req.timeoutMs);
+    });
+    s.relays.set(id, sink);
+    sink.onActivity();
+    // a failure while the body still goes up is read below
+    sink.answer.catch(() => {});
+    s.send({ t: "request", id, method: req.method, path: req.path, headers: req.headers, caller: req.caller });
+    const send = (chunk: Uint8Array, end: boolean) => s.send({ t: "request_body", id, chunk: Buffer.from(chunk).toString("base64"), end });
+    if (req.body instanceof Uint8Array) {
+      if (req.body.byteLength > BODY_MAX_BYTES) { done(); s.send({ t: "request_cancel", id }); throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`); }
+      await chunked(new Blob([req.body]).stream(), BODY_MAX_BYTES, (c) => send(c, false));
+    } else if (!(await chunked(req.body, BODY_MAX_BYTES, (c) => send(c, false)))) {
+      done();
+      s.send({ t: "request_cancel", id });
+      throw fail("PAYLOAD_TOO_LARGE", `a request relayed to an edge carries at most ${BODY_MAX_BYTES} bytes`);
+    }
+    send(new Uint8Array(0), true);
+    try {
+      const answer = await sink.answer;
+      // the limit also holds between chunks; the wait ends with the body
+      const reader = answer.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        pull: async (c) => {
+          try {
+            const { done: end, value } = await reader.read();
+            if (end) { done(); c.close(); } else c.enqueue(value);
+          } catch (err) { done(); c.error(err); }
+        },
+        cancel: () => { if (s.relays.has(id)) { done(); s.send({ t: "request_cancel", id }); } },
+      });
+      return { ...answer, body };
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  /** Runs a remote operation on an edge, wherever its link is held, waiting at most `timeoutMs`. */
+  async op(sk: string, edge: string, op: EdgeOp, timeoutMs: number): Promise<unknown> {
+    const s = this.fleetSession(sk, edge);
+    if (!s) {
+      const r = this.elsewhere ? await this.elsewhere.op(sk, edge, op, timeoutMs) : null;
+      if (r) return r.result;
+      throw fail("EDGE_OFFLINE", `edge '${edge}' is not connected`);
+    }
+    const id = newUuid();
+    const r = await new Promise<{ result?: unknown; error?: { kind: string; message: string } }>((resolve) => {
+      const timer = setTimeout(() => { s.ops.delete(id); resolve({ error: { kind: "EDGE_TIMEOUT", message: `edge '${edge}' did not answer within ${Math.round(timeoutMs / 1000)} s` } }); }, timeoutMs);
+      s.ops.set(id, (m) => { clearTimeout(timer); resolve(m); });
+      s.send({ t: "op", id, ...op });
+    });
+    if (r.error) throw new ApiError(r.error.kind in ERROR_KINDS_OF_OPS ? r.error.kind as keyof typeof ERROR_KINDS_OF_OPS : "INVALID_ARGUMENT", r.error.message);
+    return r.result;
   }
 
   // ---- status ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import type { TemplateEntry } from "../domain/edges.ts";
 import type { DeveloperProfile } from "../store/developers.ts";
 import type { ControlAdapter, ControlCommand, ControlFile } from "../adapters/runner.ts";
 import type { AssetType } from "../domain/changes.ts";
+import { CHUNK_BYTES, type EdgeOp, type VouchedCaller } from "./fleet.ts";
 
 /** A change as it travels: from the log, or made up from current state for a snapshot. */
 export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any;
@@ -60,7 +61,9 @@ export const EdgeMessage = z.discriminatedUnion("t", [
     // the sync protocol the edge speaks (an edge from before it was exchanged speaks 1)
     protocol: z.number().int().min(0).default(1),
     // items waiting in the edge's outbox (rows and messages still to come up)
-    outbox: z.number().int().min(0).default(0) }),
+    outbox: z.number().int().min(0).default(0),
+    // what the edge handles beyond sync ("fleet": relayed API requests and remote operations)
+    features: z.array(z.string().max(50)).max(50).default([]) }),
   z.object({ t: z.literal("ack"), upTo: z.number().int().min(0), snapshot: z.boolean().optional(), results: z.array(result).default([]) }),
   z.object({ t: z.literal("up"), items: z.array(z.object({ id: z.number().int(), kind: z.enum(["row", "message"]), body: z.string() })).max(5_000),
     // items left in the outbox after these
@@ -69,6 +72,13 @@ export const EdgeMessage = z.discriminatedUnion("t", [
   z.object({ t: z.literal("ping"), outbox: z.number().int().min(0).optional() }),
   // the answer to an adapter control command
   z.object({ t: z.literal("control_result"), id: z.string(), err: z.boolean(), command: z.string(), output: z.string() }),
+  // a relayed request's answer: its head (status, headers) first, then its body in chunks (base64)
+  z.object({ t: z.literal("response"), id: z.string(), status: z.number().int().min(100).max(599), headers: z.array(z.tuple([z.string(), z.string()])).max(200) }),
+  // (`cut` with the end: the edge stopped short of its answer, past the bound or unreadable)
+  z.object({ t: z.literal("response_body"), id: z.string(), chunk: z.string().max(2 * CHUNK_BYTES), end: z.boolean(), cut: z.boolean().optional() }),
+  // a remote operation's answer: its result, or why it failed (an error kind and message)
+  z.object({ t: z.literal("op_result"), id: z.string(), result: z.unknown().optional(),
+    error: z.object({ kind: z.string(), message: z.string() }).optional() }),
 ]);
 export type EdgeMessage = z.infer<typeof EdgeMessage>;
 
@@ -92,6 +102,17 @@ export type PlatformMessage =
   | { t: "up_ack"; upTo: number }
   | { t: "pong" }
   | { t: "control"; id: string; adapter: ControlAdapter; command: ControlCommand; files?: ControlFile[]; timeoutMs: number }
+  /** An API request relayed to the edge (see fleet.ts): its body follows in request_body
+   *  messages, the last one with end; request_cancel: the platform no longer waits for it. */
+  | { t: "request"; id: string; method: string; path: string; headers: [string, string][]; caller: VouchedCaller }
+  | { t: "request_body"; id: string; chunk: string; end: boolean }
+  | { t: "request_cancel"; id: string }
+  /** A remote operation (an allowed command, a restart, the settings). */
+  | { t: "op"; id: string } & EdgeOp
+  /** A message for the edge's subscribers of `topic` (a relay suffix named this edge, or every
+   *  edge: see relay.ts); the payload in base64. Live only, outside the batches' pacing; an edge
+   *  of an older release ignores it. */
+  | { t: "relay"; topic: string; payload: string; qos: number }
   /** The platform refuses the link (then closes it): why, and (absent from a platform that did
    *  not say) what kind of refusal it is, for the edge to report and to pace its next try. */
   | { t: "error"; message: string; reason?: RefusalReason };

@@ -4,6 +4,7 @@
 import { topicMatches } from "../auth/permissions.ts";
 import type { DomainEvent, EventBus, EventType } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
+import type { Signals } from "../core/signals.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
@@ -45,11 +46,13 @@ export class TriggerDispatcher {
   loopsStopped = 0;
 
   constructor(private readonly events: EventBus, private readonly triggers: Triggers, private readonly systems: Systems,
-    private readonly engine: CodeEngine, private readonly log: Logger) {}
+    private readonly engine: CodeEngine, private readonly log: Logger, signals: Signals) {
+    // (before start: a change then reloads an index not yet loaded, and start loads it anyway)
+    signals.on("triggers.changed", () => this.reload().catch((err) => this.log.error("trigger index reload failed", { err })));
+  }
 
   async start() {
     await this.reload();
-    this.triggers.onChange = () => this.reload().catch((err) => this.log.error("trigger index reload failed", { err }));
     this.subscribe();
   }
 

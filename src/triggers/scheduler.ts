@@ -1,5 +1,5 @@
-// Runs timers: a tick at the start of every second fires each due timer's service and moves it to
-// its next time. The next time counts from the firing, so after a restart (or any pause) a timer
+// Runs timers: a tick at the start of every second fires each due timer's service (a timer without
+// one publishes on `$timer/<name>` instead, as ClearBlade's do) and moves it to its next time. The next time counts from the firing, so after a restart (or any pause) a timer
 // fires once and continues at its frequency: never more often than asked, no catch-up bursts.
 import type { Logger } from "../core/log.ts";
 import type { CodeEngine } from "../code/engine.ts";
@@ -16,7 +16,9 @@ export class TimerScheduler {
   private since = 0;
   fired = 0;
 
-  constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger) {}
+  /** `publish`: a message from the platform (or edge) itself, for timers without a service */
+  constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger,
+    private readonly publish: (systemKey: string, topic: string, payload: Buffer) => Promise<void> = async () => {}) {}
 
   start() {
     // ticks begin once code can run: a first run that waited for the code workers to warm up
@@ -52,6 +54,11 @@ export class TimerScheduler {
         const system = await this.systems.find(t.system_key);
         if (!system) continue;
         this.fired++;
+        if (!t.service_name) {
+          void this.publish(t.system_key, `$timer/${t.name}`, Buffer.from(JSON.stringify({ timer: t.name, runs })))
+            .catch((err) => this.log.warn("timer message not published", { timer: t.name, err }));
+          continue;
+        }
         this.engine.runner(t.system_key, system.owner_id, t)
           .then((p) => this.engine.execute(p, t.system_key, t.service_name, { timer: t.name, runs }, { internal: true, trigger: "Timer" }))
           .catch((err) => this.log.warn("timer run failed", { timer: t.name, err }));

@@ -18,8 +18,9 @@ import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process";
 import { accessSync, constants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import mqtt from "mqtt";
 import t, { type Test } from "tap";
-import { type DevSystem, devWithSystem, isErr, must, ok200, startOutpost, uniq } from "./harness.ts";
+import { type DevSystem, devWithSystem, isErr, must, ok200, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
 t.teardown(() => o.stop());
@@ -214,6 +215,25 @@ t.test("collection names with spaces inside, as ClearBlade's own exports have", 
   t.ok(((await must(s.dev.get(`/admin/allcollections?appid=${s.systemKey}`), "all")) as any[]).some((c) => c.name === "John Doe"), "listed");
   for (const [name, what] of [[" John", "a leading space"], ["John ", "a trailing space"], ["a;b", "a ';'"], ["a\tb", "a tab"], ["x".repeat(101), "past 100 characters"]] as const)
     isErr(t, await s.dev.post("/admin/collectionmanagement", { name, appID: s.systemKey }), 400, undefined, what);
+});
+
+t.test("a timer without a service (service_name \"\") is taken and publishes on $timer/<name>, as predictive-forecasting's export has", async (t) => {
+  const s = await devWithSystem(o, "cbcli-timers");
+  const name = uniq("c1750108753331_Migrator_Timer");
+  const sub = await mqtt.connectAsync(`mqtt://127.0.0.1:${o.mqttPort}`, { username: s.devToken, password: s.systemKey, clientId: uniq("timer"), reconnectPeriod: 0, connectTimeout: 5000, protocolVersion: 4 });
+  t.teardown(() => { sub.end(true); });
+  const got: { topic: string; body: any }[] = [];
+  sub.on("message", (topic, payload) => got.push({ topic, body: JSON.parse(String(payload)) }));
+  await sub.subscribeAsync(`$timer/${name}`, { qos: 0 });
+  // what cb-cli import sends for it (timers/<name>.json as exported)
+  const made = await s.dev.post(`/admin/triggers/timers/${s.systemKey}/${name}`, { description: "publishes to start a stream service", frequency: 1, repeats: 2, service_name: "", start_time: "now" });
+  ok200(t, made, "created");
+  t.equal(made.body.service_name, "", "listed without a service");
+  t.ok(await waitFor(() => got.length >= 2, 10_000), "it fired twice on $timer/<name>");
+  t.same(got.slice(0, 2), [{ topic: `$timer/${name}`, body: { timer: name, runs: 1 } }, { topic: `$timer/${name}`, body: { timer: name, runs: 2 } }], "its name and run");
+  t.equal(((await must(s.dev.get(`/admin/triggers/timers/${s.systemKey}`), "timers")) as any[]).find((x) => x.name === name)?.service_name, "", "exported as it came");
+  for (const [body, what] of [[{ frequency: 60 }, "no service_name"], [{ frequency: 60, service_name: 5 }, "a service_name that is not text"], [{ frequency: 60, service_name: "nosuch" }, "a service that does not exist"]] as const)
+    isErr(t, await s.dev.post(`/admin/triggers/timers/${s.systemKey}/${uniq("bad")}`, body), 400, undefined, what);
 });
 
 // ---- cb-cli itself ------------------------------------------------------------------------------

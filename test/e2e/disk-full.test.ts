@@ -43,12 +43,17 @@ t.test("a full disk: writes answer 507, MQTT sessions and retained messages are 
   await s.dev.post(`/api/v/1/data/${col.id}`, { label: "before" });
   const clients: MqttClient[] = [];
   t.teardown(() => { for (const c of clients) c.end(true); });
-  const connect = async (clientId: string, clean: boolean, port = o.mqttPort) => {
-    const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${port}`, { username: s.devToken, password: s.systemKey, clientId, clean, protocolVersion: 4, reconnectPeriod: 0 });
-    clients.push(c);
-    return c;
-  };
   const received = (c: MqttClient) => { const got: string[] = []; c.on("message", (topic, p, packet) => got.push(`${topic}=${p}${packet.retain ? " (retained)" : ""}`)); return got; };
+  /** A connected client; `got` lists what it receives from the start (a resumed session's queue
+   *  can come in the same read as the CONNACK, before code after an awaited connect runs). */
+  const connectReceiving = async (clientId: string, clean: boolean, port = o.mqttPort) => {
+    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username: s.devToken, password: s.systemKey, clientId, clean, protocolVersion: 4, reconnectPeriod: 0 });
+    clients.push(c);
+    const got = received(c);
+    await new Promise<void>((resolve, reject) => { c.once("connect", () => resolve()); c.once("error", reject); });
+    return { c, got };
+  };
+  const connect = async (clientId: string, clean: boolean, port = o.mqttPort) => (await connectReceiving(clientId, clean, port)).c;
   // a persistent session that is away while the disk is full
   const awayId = uniq("away");
   const away = await connect(awayId, false);
@@ -99,8 +104,7 @@ t.test("a full disk: writes answer 507, MQTT sessions and retained messages are 
   t.ok(await waitFor(async () => (await request(o.url, "GET", "/health")).status === 200, 10_000), "healthy again once space is freed");
   t.equal((await s.dev.post(`/api/v/1/data/${col.id}`, { label: "after" })).status, 200, "writes work again, without a restart");
   t.ok(await waitFor(() => /messages held for a full disk are written/.test(o.logs()), 10_000), "what MQTT held is written");
-  const back = await connect(awayId, false);
-  const backGot = received(back);
+  const { c: back, got: backGot } = await connectReceiving(awayId, false);
   // its queue is sent after the CONNACK, read from the database as it goes
   t.ok(await waitFor(() => backGot.length >= 3, 10_000), `the session that was away gets its queue: ${backGot.join(", ")}`);
   await mqttFlush(back);

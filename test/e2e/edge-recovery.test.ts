@@ -646,19 +646,21 @@ t.test("edge-side rows and relayed messages reach the platform", async (t) => {
   t.ok(await waitFor(async () => (await rows(s.dev, ids.shared)).some((r) => r.item_id === marker)), "the later row went up");
   t.notOk((await rows(s.dev, ids.things)).some((r) => r.v === "edge-local"), "a row of a sync_to_edge collection did not go up");
 
-  // messages: x/_platform and a topic of the template reach an MQTT subscriber on the platform
+  // messages: x/_platform (topic kept whole, as ClearBlade) and a topic of the template reach an
+  // MQTT subscriber on the platform
   const pm = await mqttConnect(P.mqttPort, s.devToken);
   const em = await mqttConnect(E!.mqttPort, edgeDev!.headers["ClearBlade-DevToken"]!);
   t.teardown(() => { pm.end(true); em.end(true); });
   const got: { topic: string; payload: string }[] = [];
   pm.on("message", (topic, payload) => got.push({ topic, payload: payload.toString() }));
-  await new Promise<void>((res, rej) => pm.subscribe(["x", "telemetry/#", "local/#"], { qos: 1 }, (e) => (e ? rej(e) : res())));
+  await new Promise<void>((res, rej) => pm.subscribe(["x", "x/_platform", "telemetry/#", "local/#"], { qos: 1 }, (e) => (e ? rej(e) : res())));
   await new Promise<void>((res, rej) => em.publish("x/_platform", "to-platform", { qos: 1 }, (e) => (e ? rej(e) : res())));
   await new Promise<void>((res, rej) => em.publish("local/only", "stays", { qos: 1 }, (e) => (e ? rej(e) : res())));
   await new Promise<void>((res, rej) => em.publish("telemetry/t1", "reading", { qos: 1 }, (e) => (e ? rej(e) : res())));
-  t.ok(await waitFor(() => got.some((m) => m.topic === "x" && m.payload === "to-platform"), 10_000), "a message on x/_platform reaches the platform's subscriber on x");
+  t.ok(await waitFor(() => got.some((m) => m.topic === "x/_platform" && m.payload === "to-platform"), 10_000), "a message on x/_platform reaches the platform's subscriber on x/_platform");
   t.ok(await waitFor(() => got.some((m) => m.topic === "telemetry/t1" && m.payload === "reading"), 10_000), "a message on a template topic (telemetry/#) reaches the platform");
   t.notOk(got.some((m) => m.topic.startsWith("local/")), "a topic outside the template stays on the edge");
+  t.notOk(got.some((m) => m.topic === "x"), "the bare topic's subscriber got nothing");
 });
 
 function mqttConnect(port: number, token: string): Promise<mqtt.MqttClient> {

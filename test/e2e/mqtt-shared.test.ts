@@ -4,7 +4,8 @@
 // send what is tested): each message to one member, fairness, a member killed mid-run with QoS 1
 // messages in flight, unsubscribe, per-system isolation, no retained messages for shared
 // subscriptions, refused shared filters; [MQTT-4.7.2-1] (live, queued for a persistent session,
-// retained) and [MQTT-3.1.3-8]. Two nodes on Redis share groups when redis-server is here.
+// retained) and [MQTT-3.1.3-8] (with nothing of the refused session kept: its will neither stored
+// nor published). Two nodes on Redis share groups when redis-server is here.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
@@ -15,7 +16,7 @@ import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
 import t from "tap";
 import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, storedData, TEST_DB, uniq, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -260,10 +261,17 @@ async function raw(port: number) {
   };
 }
 
-t.test("[MQTT-3.1.3-8] CONNECT without a client id and CleanSession 0: CONNACK 2, connection closed", async (t) => {
+t.test("[MQTT-3.1.3-8] CONNECT without a client id and CleanSession 0: CONNACK 2, connection closed, nothing of it kept", async (t) => {
+  // the will is the part of a session a client can observe: stored at CONNECT, published when
+  // the connection drops (a session without subscriptions leaves nothing else; the id the broker
+  // would have made up is not known to the client, so sessionPresent cannot be asked)
+  const tag = uniq("will");
+  const watcher = await member(o.mqttPort, sA);
+  t.same(await suback(watcher.c, `will/${tag}/#`, 1), [1]);
   const r = await raw(o.mqttPort);
   // mqtt-packet will not write this CONNECT: written with CleanSession 1, the flag is cleared
-  const connect = mqttPacket.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: true, clientId: "", keepalive: 30, username: sA.devToken, password: Buffer.from(sA.systemKey) } as mqttPacket.IConnectPacket);
+  const will = (who: string) => ({ topic: `will/${tag}/${who}`, payload: Buffer.from(`${tag}:${who}`), qos: 1, retain: false });
+  const connect = mqttPacket.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: true, clientId: "", keepalive: 30, username: sA.devToken, password: Buffer.from(sA.systemKey), will: will("refused") } as mqttPacket.IConnectPacket);
   let at = 1;
   while (connect[at]! & 0x80) at++;
   const flags = at + 1 + 6 + 1; // remaining length, protocol name, level
@@ -280,9 +288,22 @@ t.test("[MQTT-3.1.3-8] CONNECT without a client id and CleanSession 0: CONNACK 2
   t.match(ok.packets[0], { cmd: "connack", returnCode: 0 }, "CleanSession 1 without an id: accepted");
   t.notOk(ok.closed, "and kept open");
   ok.end();
-  // no session was left for a client id made up for the refused client: the broker's count of
-  // stored sessions is not observable from outside, but a device listing shows no connection
   r.end();
+  // a client with a will, connected (the control): its will is stored, and published when its
+  // connection drops; the refused client's will was neither
+  const control = await raw(o.mqttPort);
+  control.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: true, clientId: uniq("ctl"), keepalive: 30, username: sA.devToken, password: Buffer.from(sA.systemKey), will: will("control") });
+  t.ok(await waitFor(() => control.packets.length > 0, 5_000));
+  t.match(control.packets[0], { cmd: "connack", returnCode: 0 }, "the control is accepted");
+  // (pg_dump writes a payload's bytes as hex)
+  const stored = (x: string) => storedData(o).some((f) => f.bytes.includes(x) || f.bytes.includes(Buffer.from(x).toString("hex")));
+  t.ok(stored(`${tag}:control`), "the control's will is in the database (the search finds a stored will)");
+  t.notOk(stored(`${tag}:refused`), "the refused client's will was never stored");
+  control.end();
+  t.ok(await waitFor(() => texts(watcher, tag).includes(`${tag}:control`), 5_000), "the control's will is published when its connection drops");
+  await mqttFlush(watcher.c);
+  t.same(texts(watcher, tag), [`${tag}:control`], "the refused client's will never was");
+  watcher.c.end(true);
 });
 
 t.test("[MQTT-4.7.2-1] '#' and '+/…' do not match topics starting with '$' (live, queued for a persistent session, retained)", async (t) => {

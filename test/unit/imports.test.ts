@@ -1,11 +1,13 @@
-// The import graph of src/: no cycle between files, and none between folders (the layering is
-// http | broker | code | triggers | sync | cli -> domain -> store | adapters -> core, auth beside them). Type-only
-// imports count: they are dependencies of the design even though the build erases them.
+// The import graph of src/: no cycle between files, none between folders, and every import between
+// folders (and the files at the top of src/) one that the allowed-imports table of
+// docs/architecture.md grants, each grant used. Type-only imports count: they are dependencies of
+// the design even though the build erases them.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const SRC = resolve(import.meta.dir, "../../src");
+const ARCHITECTURE = resolve(import.meta.dir, "../../docs/architecture.md");
 
 const IMPORT = /(?:^|\n)[ \t]*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']|(?:^|\n)[ \t]*import\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/g;
 
@@ -68,6 +70,44 @@ function folderGraph(g: Map<string, string[]>) {
   return new Map([...fg].map(([a, s]) => [a, [...s]]));
 }
 
+/** A file's part of the design: its folder, or itself at the top of src/ ("app.ts"). */
+const unitOf = (f: string) => folderOf(f) ?? f;
+
+/** unit -> the units it imports, across units (targets outside src/, such as package.json, left out) */
+function unitGraph(g: Map<string, string[]>): Map<string, Set<string>> {
+  const ug = new Map<string, Set<string>>();
+  for (const [f, to] of g) {
+    const a = unitOf(f);
+    if (!ug.has(a)) ug.set(a, new Set());
+    for (const t of to) { const b = unitOf(t); if (b !== a && !t.startsWith("..") && !t.startsWith("console/ui")) ug.get(a)!.add(b); }
+  }
+  return ug;
+}
+
+/** The table under "## Allowed imports" in the architecture document: unit -> what it may import
+ *  (rows "| `domain/` | `core/`, `store/` |"; "nothing" grants nothing). */
+function allowedImports(markdown: string): Map<string, Set<string>> {
+  const section = markdown.split(/^## /m).find((s) => s.startsWith("Allowed imports"));
+  if (!section) throw new Error("docs/architecture.md has no \"## Allowed imports\" section");
+  const names = (cell: string) => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\/$/, ""));
+  const table = new Map<string, Set<string>>();
+  for (const line of section.split("\n")) {
+    const m = /^\|\s*`([^`]+)`\s*\|(.*)\|\s*$/.exec(line);
+    if (m) table.set(m[1]!.replace(/\/$/, ""), new Set(names(m[2]!)));
+  }
+  return table;
+}
+
+/** What breaks the table: imports it does not grant, grants nothing uses, parts it does not list. */
+function checkAllowed(units: Map<string, Set<string>>, allowed: Map<string, Set<string>>) {
+  const forbidden: string[] = [], unused: string[] = [];
+  for (const [a, to] of units) for (const b of to) if (!allowed.get(a)?.has(b)) forbidden.push(`${a} -> ${b}`);
+  for (const [a, may] of allowed) for (const b of may) if (!units.get(a)?.has(b)) unused.push(`${a} -> ${b}`);
+  const unlisted = [...units.keys()].filter((u) => !allowed.has(u));
+  const gone = [...allowed.keys()].filter((u) => !units.has(u));
+  return { forbidden, unused, unlisted, gone };
+}
+
 describe("imports of src/", () => {
   const graph = importGraph();
 
@@ -85,6 +125,19 @@ describe("imports of src/", () => {
 
   test("no cycle between folders", () => {
     expect(cycles(folderGraph(graph))).toEqual([]);
+  });
+
+  test("every import between folders is one the allowed-imports table of docs/architecture.md grants, and every grant is used", () => {
+    const allowed = allowedImports(readFileSync(ARCHITECTURE, "utf8"));
+    expect(allowed.get("domain")?.has("store")).toBe(true);
+    expect(checkAllowed(unitGraph(graph), allowed)).toEqual({ forbidden: [], unused: [], unlisted: [], gone: [] });
+  });
+
+  test("the table check finds an import it does not grant, a grant nobody uses and a folder it does not list", () => {
+    const allowed = allowedImports("## Allowed imports\n\n| folder | may import |\n|---|---|\n| `core/` | nothing |\n| `store/` | `core/` |\n| `domain/` | `core/`, `store/` |\n\n## Next\n| `x/` | `y/` |\n");
+    expect([...allowed.keys()]).toEqual(["core", "store", "domain"]);
+    const units = unitGraph(new Map([["domain/a.ts", ["store/b.ts", "http/c.ts"]], ["store/b.ts", []], ["http/c.ts", ["domain/a.ts"]], ["core/d.ts", []]]));
+    expect(checkAllowed(units, allowed)).toEqual({ forbidden: ["domain -> http", "http -> domain"], unused: ["store -> core", "domain -> core"], unlisted: ["http"], gone: [] });
   });
 
   test("the detector finds a cycle when there is one", () => {

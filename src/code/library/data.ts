@@ -1,7 +1,8 @@
 // Collections: ClearBlade.Query, ClearBlade.Collection and ClearBladeAsync.Collection/Query, with
 // the schema calls (newCollection, getAllCollections, add/drop a column, indexes, delete).
 import { fail, notFound } from "../../core/errors.ts";
-import { MAX_INSERT_ROWS } from "../../domain/collections.ts";
+import { type Query, fetchPage, parseQuery } from "../../core/query.ts";
+import { type Collection, MAX_INSERT_ROWS } from "../../domain/collections.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
 import { queryText } from "./types.ts";
 
@@ -19,6 +20,12 @@ async function collection(x: HostContext, ref: { id?: string; name?: string; ref
   }
   if (name) return c.byNameFor(x.p, x.systemKey, name);
   throw fail("INVALID_ARGUMENT", "a collection (collectionName or collectionID) is required");
+}
+
+/** The query of a fetch or count, parsed once the run may read the collection (as the routes do). */
+async function readQuery(x: HostContext, c: Collection, query: unknown): Promise<Query> {
+  await x.e.collections.mayRead(x.p, c);
+  return parseQuery(queryText(query), { continuation: true });
 }
 
 /** A column name argument. */
@@ -46,7 +53,12 @@ const UPDATED_ROWS_MAX = 1_000;
 
 export const data: LibraryArea = {
   ops: {
-    "collection.fetch": async (x, a) => x.e.collections.fetch(x.p, await collection(x, a.collection), queryText(a.query), ""),
+    "collection.fetch": async (x, a) => {
+      const c = await collection(x, a.collection);
+      const q = await readQuery(x, c, a.query);
+      // the page links of a fetch from code are relative: the query alone
+      return fetchPage("", q, await x.e.collections.fetch(x.p, c, q));
+    },
     "collection.create": async (x, a) => x.e.collections.insert(x.p, await collection(x, a.collection), a.items),
     "collection.update": async (x, a) => {
       const c = await collection(x, a.collection);
@@ -56,11 +68,14 @@ export const data: LibraryArea = {
       if (typeof r === "number") return { count: r };
       if (r.length === 0) return [];
       if (r.length > UPDATED_ROWS_MAX) return { count: r.length };
-      const page = await x.e.collections.fetch(x.p, c, JSON.stringify({ FILTERS: r.map((item_id) => [{ EQ: [{ item_id }] }]), PAGESIZE: 0, PAGENUM: 0 }), "");
-      return (page as { DATA: unknown[] }).DATA;
+      const q = parseQuery({ FILTERS: r.map((item_id) => [{ EQ: [{ item_id }] }]), PAGESIZE: 0, PAGENUM: 0 }, { continuation: true });
+      return (await x.e.collections.fetch(x.p, c, q)).rows;
     },
     "collection.remove": async (x, a) => x.e.collections.delete(x.p, await collection(x, a.collection), queryText(a.query) ?? "[]"),
-    "collection.count": async (x, a) => x.e.collections.count(x.p, await collection(x, a.collection), queryText(a.query)),
+    "collection.count": async (x, a) => {
+      const c = await collection(x, a.collection);
+      return x.e.collections.count(x.p, c, await readQuery(x, c, a.query));
+    },
     "collection.upsert": async (x, a) => x.e.collections.upsert(x.p, await collection(x, a.collection), a.conflictColumn ?? null, a.item),
     "collection.columns": async (x, a) => x.e.collections.columns(x.p, await collection(x, a.collection)),
     // schema administration: the rights of the collectionmanagement and index routes

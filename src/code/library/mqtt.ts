@@ -10,8 +10,7 @@
 import type { Config } from "../../config.ts";
 import type { Counter, Metrics } from "../../core/metrics.ts";
 import { fail } from "../../core/errors.ts";
-import type { Messages } from "../../domain/messages.ts";
-import { type Egress, externalConn, MQTT_LIMITS, type OwnBroker, ownConn, RunMqtt, SharedGroups } from "../mqtt-clients.ts";
+import { type Egress, externalConn, MQTT_LIMITS, type OwnBroker, ownConn, RunMqtt } from "../mqtt-clients.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
 
 // ---- arguments ----------------------------------------------------------------------------------
@@ -142,17 +141,10 @@ async function ownBroker(x: HostContext, o: ClientOptions): Promise<OwnBroker> {
   }
   const m = x.e.messages;
   return {
-    systemKey,
     publish: (topic, payload, qos, retain) => m.publish(p, systemKey, { topic, body: payload, qos, retain }),
     subscribe: (filter, deliver) => m.subscribe(p, systemKey, filter, deliver),
-    maySubscribe: (filter) => m.maySubscribe(p, systemKey, filter),
-    groups: groupsOf(m),
   };
 }
-
-/** Shared subscriptions are grouped per node (per broker). */
-const groups = new WeakMap<Messages, SharedGroups>();
-const groupsOf = (m: Messages) => { let g = groups.get(m); if (!g) groups.set(m, (g = new SharedGroups())); return g; };
 
 const dropCounters = new WeakMap<Metrics, Counter>();
 const dropCounter = (m: Metrics) => {

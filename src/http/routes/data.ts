@@ -2,6 +2,7 @@
 // and collection name or by collection id, on the documented paths and the variants clients call.
 import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
+import { type Query, fetchPage, parseQuery } from "../../core/query.ts";
 import type { Collection } from "../../domain/collections.ts";
 import { jsonBody, knownCaller, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
@@ -18,21 +19,35 @@ const byName: Resolve = Object.assign((s: Services, p: Principal, params: Params
 const byId: Resolve = Object.assign((s: Services, p: Principal, params: Params) => s.collections.byIdFor(p, params.key!),
   { now: (s: Services, p: Principal, params: Params) => s.collections.byIdNow(p, params.key!) });
 
+/** A fetch's query parsed, or null when it does not parse. */
+function parsedOrNull(text: string | null): Query | null {
+  try { return parseQuery(text ?? undefined, { continuation: true }); } catch { return null; }
+}
+
 /** The four item operations plus count and columns, under one addressing. */
 function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pageBase: (params: Params) => string, countBase: string) {
   const ctx = async (request: Request, params: unknown) => {
     const p = await principalOf(s.tokens, request);
     return { p, c: await resolve(s, p, params as Params) };
   };
+  /** The query of a fetch or count, parsed once the caller is known to be allowed to read the collection. */
+  const readQuery = async (request: Request, params: unknown) => {
+    const { p, c } = await ctx(request, params);
+    await s.collections.mayRead(p, c);
+    return { p, c, q: parseQuery(queryOf(request).get("query") ?? undefined, { continuation: true }) };
+  };
   return app
     .get(base, ({ request, params }) => {
-      const query = queryOf(request).get("query");
+      const pages = pageBase(params as Params);
       // a client polling the same query is answered without an async step when its token, the
-      // collection, its rights and the result are cached
+      // collection, its rights and the result are cached (a query that does not parse takes the
+      // long way, which tells a caller without rights that first)
       const known = knownCaller(s.tokens, request);
       const cached = known && resolve.now(s, known, params as Params);
-      const page = cached ? s.collections.fetchNow(known, cached, query, pageBase(params as Params)) : undefined;
-      return page ?? ctx(request, params).then(({ p, c }) => s.collections.fetch(p, c, query ?? undefined, pageBase(params as Params)));
+      const q = cached ? parsedOrNull(queryOf(request).get("query")) : null;
+      const hit = known && cached && q ? s.collections.fetchNow(known, cached, q) : undefined;
+      if (hit) return fetchPage(pages, q!, hit);
+      return readQuery(request, params).then(async ({ p, c, q }) => fetchPage(pages, q, await s.collections.fetch(p, c, q)));
     })
     .post(base, async ({ request, params }) => {
       const { p, c } = await ctx(request, params);
@@ -47,8 +62,8 @@ function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pa
       return s.collections.delete(p, c, queryOf(request).get("query") ?? undefined);
     })
     .get(`${countBase}/count`, async ({ request, params }) => {
-      const { p, c } = await ctx(request, params);
-      return s.collections.count(p, c, queryOf(request).get("query") ?? undefined);
+      const { p, c, q } = await readQuery(request, params);
+      return s.collections.count(p, c, q);
     })
     .get(`${countBase}/columns`, async ({ request, params }) => {
       const { p, c } = await ctx(request, params);

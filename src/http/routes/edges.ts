@@ -61,13 +61,14 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void; remote?: string }>();
+    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
     const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
       let x = sockets.get(ws.raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
         x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); },
-          remote: (ws.raw as { remoteAddress?: string }).remoteAddress };
+          remote: (ws.raw as { remoteAddress?: string }).remoteAddress,
+          buffered: () => (ws.raw as { getBufferedAmount?(): number }).getBufferedAmount?.() ?? 0 };
         sockets.set(ws.raw, x);
       }
       return x;

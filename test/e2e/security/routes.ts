@@ -297,6 +297,20 @@ export function routes(opts: { pg: boolean }): Route[] {
     add({ file: ed, method: "DELETE", path: `${base}/{edgeVictim}`, auth, noBaseline: "deletes an edge" });
   }
 
+  // ---- fleet.ts ------------------------------------------------------------------------------
+  const fl = "fleet.ts";
+  const offline = "the matrix's edge is not connected (503)";
+  add({ file: fl, method: "POST", path: "/api/v/1/edges/{sk}/{edge}/command-exec", auth: "user", body: () => ({ command: "uptime", timeout: 5 }), noBaseline: offline });
+  add({ file: fl, method: "POST", path: "/api/v/1/edges/{sk}/{edge}/restart", auth: "user", noBaseline: offline });
+  // (GET .../config and GET .../edge_groups/{name} are not here: every GET of the table is read
+  // by its owner, which needs a connected edge and a group; edge-ops.test.ts covers both)
+  add({ file: fl, method: "GET", path: "/admin/{sk}/edge_groups", auth: "dev" });
+  add({ file: fl, method: "POST", path: "/admin/{sk}/edge_groups", auth: "dev", body: (i, f) => ({ name: f(), description: "matrix group", edges: [i.edge] }) });
+  const noGroup = "no edge group is made before the matrix runs (404)";
+  add({ file: fl, method: "PUT", path: "/admin/{sk}/edge_groups/{new}", auth: "dev", body: () => ({ description: "changed" }), noBaseline: noGroup });
+  add({ file: fl, method: "DELETE", path: "/admin/{sk}/edge_groups/{new}", auth: "dev", noBaseline: noGroup });
+  add({ file: fl, method: "GET", path: "/admin/edge_report?report_days=7", auth: "devself", ownScope: true });
+
   // ---- webhooks.ts ---------------------------------------------------------------------------
   const wh = "webhooks.ts";
   add({ file: wh, method: "GET", path: "/admin/v/4/webhook/{sk}", auth: "dev" });

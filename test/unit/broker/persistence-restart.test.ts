@@ -1,6 +1,7 @@
 // LibsqlPersistence beyond the conformance suite (persistence.test.ts): state surviving a restart,
-// the bounded offline queue, retained lookups confined to one topic prefix, the packet codec, and
-// aedes itself delivering a persistent session's queue after a broker restart.
+// the bounded offline queue (one copy per client), retained lookups confined to one topic prefix,
+// the packet codec, aedes itself delivering a persistent session's queue after a broker restart,
+// and PUBACKs that need no statement.
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
@@ -118,6 +119,34 @@ describe("restart", () => {
   });
 });
 
+describe("acknowledgements", () => {
+  test("a PUBACK asks the database only for a client with packets queued there (always when the database is shared)", async () => {
+    const db = await open(":memory:");
+    let statements = 0;
+    const counted = new Proxy(db, {
+      get: (target, k) => {
+        const v = Reflect.get(target, k);
+        return typeof v === "function" && ["get", "all", "run", "batch"].includes(k as string) ? (...a: unknown[]) => { statements++; return v.apply(target, a); } : v;
+      },
+    });
+    const p = await start(counted, "b");
+    const ask = async (id: string, messageId: number) => { const before = statements; const r = await p.outgoingClearMessageId({ id }, { cmd: "puback", messageId }); return [text(r), statements - before] as const; };
+    expect(await ask("live", 3)).toEqual(["undefined", 0]); // a live delivery's PUBACK
+    await p.outgoingEnqueue({ clientId: "q" }, publish("t", "m1", { brokerId: "b", brokerCounter: 1 }));
+    await p.outgoingUpdate({ id: "q" }, { ...publish("t", "m1", { brokerId: "b", brokerCounter: 1 }), messageId: 4 });
+    expect(await ask("q", 4)).toEqual(["m1", 1]);
+    expect(await ask("q", 5)).toEqual(["undefined", 0]); // its queue is empty again
+    await p.destroy();
+    const shared = new LibsqlPersistence({ db: counted, shared: true });
+    await shared.setup({ id: "b2" });
+    const before = statements;
+    expect(await shared.outgoingClearMessageId({ id: "live" }, { cmd: "puback", messageId: 3 })).toBeUndefined();
+    expect(statements - before).toBe(1); // another node may have queued it
+    await shared.destroy();
+    await db.close();
+  });
+});
+
 describe("offline queue bound", () => {
   const payloads = (ps: MqttPacket[]) => ps.map(text);
   const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `m${from + i}`);
@@ -130,9 +159,10 @@ describe("offline queue bound", () => {
     expect(payloads(await list(p.outgoingStream({ id: "slow" })))).toEqual(range(8, 12));
     expect(payloads(await list(p.outgoingStream({ id: "other" })))).toEqual(["o1"]);
 
-    // Several subscriptions of one client in one publish, and clients at and under the bound.
+    // Several subscriptions of one client in one publish: one copy ([MQTT-3.3.5-1]); clients at and
+    // under the bound.
     await p.outgoingEnqueueCombi([{ clientId: "slow" }, { clientId: "other" }, { clientId: "slow" }], publish("t", "m13", { brokerId: "b", brokerCounter: 13 }));
-    expect(payloads(await list(p.outgoingStream({ id: "slow" })))).toEqual(["m10", "m11", "m12", "m13", "m13"]);
+    expect(payloads(await list(p.outgoingStream({ id: "slow" })))).toEqual(["m9", "m10", "m11", "m12", "m13"]);
     expect(payloads(await list(p.outgoingStream({ id: "other" })))).toEqual(["o1", "m13"]);
     await p.destroy();
     await db.close();

@@ -18,7 +18,7 @@ import { OPS } from "../../../src/code/library/index.ts";
 import { validFilter } from "../../../src/code/library/mqtt.ts";
 import { EgressPolicy } from "../../../src/code/egress.ts";
 import { type HostContext, RunState } from "../../../src/code/library/types.ts";
-import { MQTT_LIMITS, type MqttEvent, RunMqtt, SharedGroups, externalConn, messageEvent } from "../../../src/code/mqtt-clients.ts";
+import { MQTT_LIMITS, type MqttEvent, RunMqtt, externalConn, messageEvent } from "../../../src/code/mqtt-clients.ts";
 import { type RunOutcome, Sandbox, outcomeValue } from "../../../src/code/sandbox.ts";
 
 const SK = "sys-a";
@@ -39,17 +39,36 @@ class FakeBus {
     this.send(sk, b.topic, payload, b.qos);
     return {};
   }
-  async maySubscribe(_p: Principal, _sk: string, filter: string) {
-    if (this.noSubscribe.has(filter)) throw fail("PERMISSION_DENIED", `subscribe to topic '${filter}'`);
-  }
-  async subscribe(p: Principal, sk: string, filter: string, deliver: (t: string, p: Buffer, q: number) => void) {
-    await this.maySubscribe(p, sk, filter);
+  /** turns of the shared groups (system, group and filter) */
+  private readonly turns = new Map<string, number>();
+
+  async subscribe(_p: Principal, sk: string, filter: string, deliver: (t: string, p: Buffer, q: number) => void) {
+    // a shared subscription needs the right to its filter (as the domain checks it)
+    const share = /^\$share\/([^/+#]+)\/(.+)$/.exec(filter);
+    if (filter.startsWith("$share/") && !share) throw fail("INVALID_ARGUMENT", "a shared subscription is $share/<group>/<filter>, the group without wildcards");
+    const name = share ? share[2]! : filter;
+    if (this.noSubscribe.has(name)) throw fail("PERMISSION_DENIED", `subscribe to topic '${name}'`);
     const id = ++this.seq;
     this.subs.set(id, { sk, filter, deliver });
     return async () => { this.subs.delete(id); };
   }
+  /** Every matching plain subscription gets the message; each shared group, one member in turn. */
   send(sk: string, topic: string, payload: Buffer | string, qos = 0) {
-    for (const s of [...this.subs.values()]) if (s.sk === sk && topicMatches(s.filter, topic)) s.deliver(topic, Buffer.isBuffer(payload) ? payload : Buffer.from(payload), qos);
+    const bytes = Buffer.isBuffer(payload) ? payload : Buffer.from(payload);
+    const groups = new Map<string, ((t: string, p: Buffer, q: number) => void)[]>();
+    for (const s of [...this.subs.values()]) {
+      if (s.sk !== sk) continue;
+      const share = /^\$share\/([^/]+)\/(.+)$/.exec(s.filter);
+      if (!share) { if (topicMatches(s.filter, topic)) s.deliver(topic, bytes, qos); continue; }
+      if (!topicMatches(share[2]!, topic)) continue;
+      const key = `${sk}\u0000${s.filter}`;
+      groups.set(key, [...(groups.get(key) ?? []), s.deliver]);
+    }
+    for (const [key, members] of groups) {
+      const turn = this.turns.get(key) ?? 0;
+      this.turns.set(key, turn + 1);
+      members[turn % members.length]!(topic, bytes, qos);
+    }
   }
   filters(sk = SK) { return [...this.subs.values()].filter((s) => s.sk === sk).map((s) => s.filter).sort(); }
 }
@@ -321,7 +340,8 @@ describe("MQTT.Client on this node's broker", () => {
     }`;
     const runs = [runService(code, { bus }), runService(code, { bus })];
     await waitUntil(() => bus.published.filter((p) => p.topic === "joined").length === 2);
-    expect(bus.filters()).toEqual(["jobs/+"]); // one subscription for the group
+    // each client is a member of the broker's group
+    expect(bus.filters()).toEqual(["$share/workers/jobs/+", "$share/workers/jobs/+"]);
     for (let i = 0; i < 6; i++) bus.send(SK, `jobs/${i}`, `j${i}`);
     bus.send(SK, "jobs/x", "stop");
     const [a] = await Promise.race([Promise.all([runs[0]!]), Promise.all([runs[1]!])]);
@@ -387,28 +407,7 @@ describe("RunMqtt", () => {
   });
 });
 
-describe("SharedGroups", () => {
-  test("one subscription per group and filter; members in turn; the last to leave ends it", async () => {
-    const g = new SharedGroups();
-    let opened = 0, ended = 0, deliver: ((t: string, p: Buffer, q: number) => void) | null = null;
-    const open = async (d: (t: string, p: Buffer, q: number) => void) => { opened++; deliver = d; return async () => { ended++; }; };
-    const got: string[] = [];
-    const leaveA = await g.join("k", open, (t) => got.push(`a:${t}`));
-    const leaveB = await g.join("k", open, (t) => got.push(`b:${t}`));
-    expect(opened).toBe(1);
-    for (const t of ["1", "2", "3", "4"]) deliver!(t, Buffer.from(""), 0);
-    expect(got.filter((x) => x.startsWith("a:"))).toHaveLength(2);
-    expect(got.filter((x) => x.startsWith("b:"))).toHaveLength(2);
-    await leaveA();
-    expect(ended).toBe(0);
-    await leaveB();
-    expect(ended).toBe(1);
-    expect(g.size).toBe(0);
-    const refused = g.join("k2", async () => { throw new Error("no"); }, () => {});
-    await expect(refused).rejects.toThrow("no");
-    expect(g.size).toBe(0);
-  });
-
+describe("validFilter", () => {
   test("filters, $share included", () => {
     for (const f of ["a", "a/+/b", "#", "a/#", "+", "$share/g/a/#", "$share/g/+"]) expect(validFilter(f)).toBe(true);
     for (const f of ["", "a/#/b", "a+", "a/b#", "$share/g", "$share//a", "$share/g+/a", "$share/g/", "a\u0000b", "x".repeat(1025)]) expect(validFilter(f)).toBe(false);

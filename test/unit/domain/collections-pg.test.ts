@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 import type { Collection } from "../../../src/domain/collections.ts";
 import { createPgDatabase, dropPgDatabase, pgReachable } from "../../pgdb.ts";
 import { available } from "../services.ts";
@@ -36,7 +37,7 @@ describe.skipIf(!PG)("query results on PostgreSQL", () => {
   const query = JSON.stringify({ FILTERS: [[{ EQ: [{ sensor: "s-1" }] }]] });
   const read = async (app: App, dev: Principal) => {
     const c: Collection = await app.services.collections.byIdFor(dev, collectionID);
-    return app.services.collections.fetch(dev, c, query, "http://x/page");
+    return app.services.collections.fetch(dev, c, parseQuery(query, { continuation: true }));
   };
 
   beforeAll(async () => {
@@ -54,13 +55,13 @@ describe.skipIf(!PG)("query results on PostgreSQL", () => {
 
   test("a platform alone on its database reads a repeated query once, and again after a write", async () => {
     const reads = countRowReads(a);
-    expect((await read(a, devA)).TOTAL).toBe(1);
+    expect((await read(a, devA)).total).toBe(1);
     expect(reads.n).toBe(1);
-    for (let i = 0; i < 5; i++) expect((await read(a, devA)).DATA.map((r) => r.sensor)).toEqual(["s-1"]);
+    for (let i = 0; i < 5; i++) expect((await read(a, devA)).rows.map((r) => r.sensor)).toEqual(["s-1"]);
     expect(reads.n).toBe(1);
     const cs = a.services.collections;
     await cs.insert(devA, await cs.byIdFor(devA, collectionID), { sensor: "s-1" });
-    expect((await read(a, devA)).TOTAL).toBe(2);
+    expect((await read(a, devA)).total).toBe(2);
     expect(reads.n).toBe(2);
   });
 
@@ -72,13 +73,13 @@ describe.skipIf(!PG)("query results on PostgreSQL", () => {
     const cs = b.services.collections;
     await cs.insert(devB, await cs.byIdFor(devB, collectionID), { sensor: "s-1" });
     const seen = Date.now() + 10_000;
-    while ((await read(a, devA)).TOTAL !== 3) {
+    while ((await read(a, devA)).total !== 3) {
       if (Date.now() > seen) throw new Error("node a never read node b's write");
       await Bun.sleep(50);
     }
     for (let i = 0; i < 3; i++) {
       await cs.insert(devB, await cs.byIdFor(devB, collectionID), { sensor: "s-1" });
-      expect((await read(a, devA)).TOTAL).toBe(4 + i);
+      expect((await read(a, devA)).total).toBe(4 + i);
     }
     const before = reads.n;
     await read(a, devA);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 import type { DomainEvent } from "../../../src/core/events.ts";
 
 let app: App;
@@ -77,7 +78,7 @@ describe("reused query results", () => {
     const { collectionID } = await c.createCollection(dev, { name: "cache", appID: systemKey, columns: [{ name: "k", type: "string" }, { name: "n", type: "int" }] });
     const col = () => c.byIdFor(dev, collectionID);
     const query = JSON.stringify({ FILTERS: [[{ EQ: [{ k: "a" }] }]], SORT: [{ ASC: "n" }] });
-    const ns = async () => (await c.fetch(dev, await col(), query, "/x")).DATA.map((r) => r.n);
+    const ns = async () => (await c.fetch(dev, await col(), parseQuery(query, { continuation: true }))).rows.map((r) => r.n);
     expect(await ns()).toEqual([]);
     await c.insert(dev, await col(), { k: "a", n: 1 });
     expect(await ns()).toEqual([1]);
@@ -89,6 +90,6 @@ describe("reused query results", () => {
     expect(await ns()).toEqual([3]);
     await c.delete(dev, await col(), JSON.stringify([]));
     expect(await ns()).toEqual([]);
-    expect((await c.fetch(dev, await col(), query, "/x")).TOTAL).toBe(0);
+    expect((await c.fetch(dev, await col(), parseQuery(query, { continuation: true }))).total).toBe(0);
   });
 });

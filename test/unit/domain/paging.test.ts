@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 
 let app: App;
 let dev: Principal;
@@ -34,8 +35,8 @@ describe("TOTAL", () => {
     await c.insert(dev, await col(), Array.from({ length: 250 }, (_, n) => ({ n })));
     let page = 0;
     // a new query text each time, so no whole result is reused: only the total may be
-    const fetch = async (filters: unknown[] = []) => c.fetch(dev, await col(), JSON.stringify({ FILTERS: filters, PAGESIZE: 100, PAGENUM: 1, SORT: [{ [page++ % 2 ? "ASC" : "DESC"]: "n" }], SELECTCOLUMNS: page % 3 ? ["n"] : ["item_id", "n"] }), "/p");
-    const total = async (filters: unknown[] = []) => { const [r, counts] = await counting(() => fetch(filters)); return [r.TOTAL, counts]; };
+    const fetch = async (filters: unknown[] = []) => c.fetch(dev, await col(), parseQuery({ FILTERS: filters, PAGESIZE: 100, PAGENUM: 1, SORT: [{ [page++ % 2 ? "ASC" : "DESC"]: "n" }], SELECTCOLUMNS: page % 3 ? ["n"] : ["item_id", "n"] }));
+    const total = async (filters: unknown[] = []) => { const [r, counts] = await counting(() => fetch(filters)); return [r.total, counts]; };
 
     expect(await total()).toEqual([250, 1]);
     expect(await total()).toEqual([250, 0]);

@@ -10,6 +10,8 @@ import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
 import type { DomainDeps } from "../../../src/domain/deps.ts";
 import { ServiceCaches } from "../../../src/domain/serviceCaches.ts";
+import { Systems } from "../../../src/domain/systems.ts";
+import { Signals } from "../../../src/core/signals.ts";
 import { MemoryCacheValues } from "../../../src/store/cacheValues.ts";
 import { serviceCachesRepo } from "../../../src/store/serviceCaches.ts";
 
@@ -18,6 +20,7 @@ let dev: Principal, other: Principal;
 let sk: string, sk2: string;
 let now = 0;
 let caches: ServiceCaches;
+let systems: Systems;
 const store = new MemoryCacheValues(() => now);
 
 const user = (roles: string[], systemKey = sk): Principal => ({ kind: "user", systemKey, id: `u-${roles.join("-")}`, email: "u@example.com", roles, tokenHash: "" });
@@ -30,9 +33,13 @@ beforeAll(async () => {
   other = (await s.tokens.resolve((await s.developers.register({ email: "other@example.com", password: "pw" })).dev_token))!;
   sk = (await s.systems.create(dev, { name: "c1" })).system_key;
   sk2 = (await s.systems.create(dev, { name: "c2" })).system_key;
-  // an instance on a clock of the test's own, on the app's database and systems
-  caches = new ServiceCaches({ db: app.db, perms: new Permissions(app.db) } as unknown as DomainDeps, s.systems, store);
-  s.systems.onRemoved((key) => caches.forgetSystem(key));
+  // an instance on a clock of the test's own, on the app's database, with systems of its own that
+  // tell it of a deleted system (the app's listeners are closed once it has started)
+  const signals = new Signals();
+  const deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log } as unknown as DomainDeps;
+  systems = new Systems(deps);
+  caches = new ServiceCaches(deps, systems, store);
+  signals.on("system.removed", ({ systemKey }) => caches.forgetSystem(systemKey));
   await s.roles.create(dev, sk, { name: "reader", servicecaches: [{ itemInfo: { name: "c" }, permissions: 1 }] });
   await s.roles.create(dev, sk, { name: "writer", servicecaches: [{ itemInfo: { name: "c" }, permissions: 4 }] });
   await s.roles.create(dev, sk, { name: "creator", servicecaches: [{ itemInfo: { name: "c" }, permissions: 2 }] });
@@ -218,7 +225,7 @@ describe("values", () => {
     await caches.create(dev, gone, "x", { ttl: 30 });
     await caches.set(dev, gone, "x", "k", "v");
     const before = store.size;
-    await app.services.systems.remove(dev, gone);
+    await systems.remove(dev, gone);
     expect(store.size).toBe(before - 1);
     expect((await err(caches.list(dev, gone)))?.status).toBe(404);
     expect(await serviceCachesRepo.list(app.db, gone)).toEqual([]); // the definitions went with the system's rows

@@ -9,7 +9,6 @@ import { collectionsRepo } from "../../../src/store/collections.ts";
 import { tombstonesRepo } from "../../../src/store/sync.ts";
 import { applyRows } from "../../../src/sync/assets.ts";
 import type { RowChange } from "../../../src/domain/changes.ts";
-import { compileWhere } from "../../../src/core/query.ts";
 
 const ID = "0123456789abcdef0123456789abcd";
 const COLUMNS = [{ name: "v", type: "string" as const }];
@@ -123,7 +122,7 @@ describe("last writer wins", () => {
 describe("a local write over a row stored with a later stamp", () => {
   test("an update gets the next stamp after the stored one (so it still wins everywhere)", async () => {
     await apply(db, [up("x", "from the future", stamp(9_000, "platform", 4))]);
-    const { ids, stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "local"]], compileWhere([], {}), stamp(1_000, "edge:a")));
+    const { ids, stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "local"]], {}, [], stamp(1_000, "edge:a")));
     expect(ids).toEqual(["x"]);
     expect(s).toBe(stamp(9_000, "edge:a", 5));
     expect(await row(db, "x")).toEqual({ v: "local", _hlc: stamp(9_000, "edge:a", 5) });
@@ -131,19 +130,19 @@ describe("a local write over a row stored with a later stamp", () => {
 
   test("an update with a later stamp than the stored one keeps it", async () => {
     await apply(db, [up("x", "old", stamp(1, "platform"))]);
-    const { stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "new"]], compileWhere([], {}), stamp(5, "edge:a")));
+    const { stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "new"]], {}, [], stamp(5, "edge:a")));
     expect(s).toBe(stamp(5, "edge:a"));
   });
 
   test("the counter at its end moves the time on", async () => {
     await apply(db, [up("x", "old", stamp(9_000, "platform", 999_999))]);
-    const { stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "new"]], compileWhere([], {}), stamp(1, "edge:a")));
+    const { stamp: s } = await db.tx((tx) => collectionsRepo.update(tx, ID, [["v", "new"]], {}, [], stamp(1, "edge:a")));
     expect(s).toBe(stamp(9_001, "edge:a", 0));
   });
 
   test("a delete reports the latest stamp it removed", async () => {
     await apply(db, [up("x", "a", stamp(9_000, "platform")), up("y", "b", stamp(3, "platform"))]);
-    const { ids, stamp: s } = await db.tx((tx) => collectionsRepo.delete(tx, ID, compileWhere([], {})));
+    const { ids, stamp: s } = await db.tx((tx) => collectionsRepo.delete(tx, ID, {}, []));
     expect(ids.sort()).toEqual(["x", "y"]);
     expect(s).toBe(stamp(9_000, "platform"));
   });

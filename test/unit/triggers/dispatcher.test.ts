@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { parseQuery } from "../../../src/core/query.ts";
 
 let app: App;
 let dev: Principal;
@@ -20,7 +21,7 @@ async function until(check: () => Promise<boolean>, ms = 5_000) {
 /** Runs of the service recording under `tag`. */
 const recordedRuns = async (tag = "run") => {
   const s = app.services;
-  return (await s.collections.fetch(dev, await s.collections.byIdFor(dev, events), JSON.stringify({ FILTERS: [[{ EQ: [{ tag }] }]], PAGESIZE: 0 }), "")).TOTAL;
+  return (await s.collections.fetch(dev, await s.collections.byIdFor(dev, events), parseQuery({ FILTERS: [[{ EQ: [{ tag }] }]], PAGESIZE: 0 }))).total;
 };
 const recorder = (name: string, tag: string) => app.services.services.create(dev, sk, name, { code: `function ${name}(req, resp) {
     ClearBlade.Collection({ collectionName: "events" }).create({ tag: "${tag}" }, function (err, d) { if (err) resp.error(d); else resp.success("ok"); });
@@ -57,7 +58,7 @@ describe("the trigger index", () => {
       return rows;
     };
     try {
-      void triggers.onChange(sk); // some other change started a reload: the slow one
+      void triggers.changed(sk); // some other change started a reload: the slow one
       await triggers.createTrigger(dev, sk, "onReading", { def_module: "Data", def_name: "ItemCreated", key_value_pairs: { collectionName: "readings" }, service_name: "record" });
       await slowLanded;
       await Bun.sleep(0); // whatever the slow reload does when it lands has been done

@@ -18,10 +18,11 @@
 // counted against its system's share, and a stop reaches the run through that memory.
 //
 // Time: a run may take until its deadline (its execution_timeout, wall clock); each of its calls
-// that suspends hands the worker back to the pool (one that blocks waits at most until then). A stretch of user code without calls is stopped at the end of
-// its slice only while code of other systems waits for its worker (contended). A worker still in
-// the same stretch a grace period past its deadline (code the interrupt does not reach) is
-// terminated and replaced; its run answers as timed out.
+// that suspends hands the worker back to the pool (one that blocks waits at most until then). A
+// stretch of user code without such calls is stopped at the end of its slice only while code of
+// other systems waits for its worker (contended). A worker still in the same stretch a grace
+// period past its deadline (code the interrupt does not reach) is terminated and replaced; its run
+// answers as timed out.
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
@@ -80,6 +81,9 @@ interface Run {
   deadline: number;
   slot: Slot | null;
   over: boolean;
+  /** why it was stopped, while its worker has not ended it: a worker that blocks in calls without
+   *  going back to its messages learns it at its next call */
+  stopping?: string;
   resolve(o: PoolOutcome): void;
 }
 
@@ -217,7 +221,10 @@ export class WorkerPool {
       const slot = run.slot;
       writeAnswer(slot.calls, slot.large, slot.blocked, why, true);
       slot.blocked = 0;
-    } else this.post(run.slot, { t: "abort", id, why });
+    } else {
+      run.stopping = why;
+      this.post(run.slot, { t: "abort", id, why });
+    }
   }
 
   /** Drops warm sandboxes and sources of a service (systemKey/name) or a system (systemKey/). */
@@ -528,6 +535,7 @@ export class WorkerPool {
     };
     const run = slot.runs.get(c.id);
     if (!run || run.over) { answer(JSON.stringify({ ok: false, error: { detail: "the run is over" } })); return; }
+    if (run.stopping !== undefined) { slot.blocked = 0; writeAnswer(slot.calls, slot.large, c.c, run.stopping, true); return; }
     run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then(answer);
   }
 

@@ -286,6 +286,22 @@ describe("classic calls that block the worker thread", () => {
     expect(p.stats().killed).toBe(0);
   });
 
+  test("a stream service looping over blocking calls, stopped between two calls, is stopped at its next call", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    let calls = 0;
+    let third!: () => void;
+    const answered = new Promise<void>((r) => (third = r));
+    const host = async () => { if (++calls === 3) setTimeout(third, 10); return JSON.stringify({ ok: true, data: 1 }); };
+    // each call is followed by 40 ms of code: the stop comes while the worker runs that, not in a call
+    const { id, done } = p.submit(spec("a", "loop", "function loop(req, resp){ for (;;) { ClearBlade.Collection('c').count(null, function () {}); var t = Date.now(); while (Date.now() - t < 40) {} } }", { host, timeoutMs: 0 }));
+    await answered;
+    p.abort(id, "the stream service was stopped");
+    expect(await done).toEqual({ kind: "failed", error: "the stream service was stopped" });
+    expect(calls).toBe(3);
+    expect(await run(p, spec("a", "after", "function after(req, resp){ resp.success('free') }"))).toEqual({ kind: "success", value: "free" });
+    expect(p.stats().killed).toBe(0);
+  });
+
   test("a run blocking its worker and a suspended run on the same worker: the suspended one's answer waits its turn, both end", async () => {
     const p = await pool({ workers: 1, maxShare: 1 });
     const order: string[] = [];

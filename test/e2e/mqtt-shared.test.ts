@@ -33,25 +33,27 @@ const sB = await devWithSystem(o, "share-b");
 
 interface Member { c: MqttClient; got: { topic: string; text: string; qos: number; retain: boolean }[] }
 
-function connect(port: number, s: DevSystem, opts: IClientOptions = {}): Promise<MqttClient> {
+/** A connected client; `before` runs before it connects (a resumed session's queue can come in
+ *  the same read as the CONNACK, before code after an awaited connect runs). */
+function connect(port: number, s: DevSystem, opts: IClientOptions = {}, before?: (c: MqttClient) => void): Promise<MqttClient> {
   return new Promise((res, rej) => {
     const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username: s.devToken, password: s.systemKey, clientId: uniq("c"), reconnectPeriod: 0, connectTimeout: 10_000, protocolVersion: 4, ...opts });
     clients.add(c);
+    before?.(c);
     c.once("connect", () => res(c));
     c.once("error", (e) => { c.end(true); rej(e); });
   });
 }
 
-/** A client recording every PUBLISH it receives (as it arrives). */
+/** A client recording every PUBLISH it receives (as it arrives, from its CONNACK on). */
 async function member(port: number, s: DevSystem, opts: IClientOptions = {}): Promise<Member> {
-  const c = await connect(port, s, opts);
-  const m: Member = { c, got: [] };
-  c.on("packetreceive", (p) => {
+  const got: Member["got"] = [];
+  const c = await connect(port, s, opts, (client) => client.on("packetreceive", (p) => {
     if (p.cmd !== "publish") return;
     const pp = p as IPublishPacket;
-    m.got.push({ topic: pp.topic, text: Buffer.from(pp.payload).toString("utf8"), qos: pp.qos, retain: pp.retain });
-  });
-  return m;
+    got.push({ topic: pp.topic, text: Buffer.from(pp.payload).toString("utf8"), qos: pp.qos, retain: pp.retain });
+  }));
+  return { c, got };
 }
 
 async function suback(c: MqttClient, filter: string | string[], qos: 0 | 1 | 2 = 1): Promise<number[]> {

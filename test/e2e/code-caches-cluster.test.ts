@@ -3,12 +3,10 @@
 // through one node is usable on the other at once (its "does not exist" was not kept); the
 // counter pattern with its 20 runs spread over both nodes loses no update.
 import { mkdtempSync, rmSync } from "node:fs";
-import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { canConnect, Client, devWithSystem, freePort, hasCommand, must, needs, NodeProcess, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { Client, devWithSystem, freePort, hasCommand, must, needs, NodeProcess, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
 
 const dirs: string[] = [];
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-caches-")); dirs.push(d); return d; };
@@ -21,16 +19,13 @@ t.teardown(async () => {
 });
 
 async function main() {
-  const redisPort = await freePort();
-  const redis = spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
-  cleanups.push(async () => { if (redis.exitCode === null) { redis.kill("SIGKILL"); await new Promise((r) => redis.once("exit", r)); } });
-  if (!(await waitFor(() => canConnect(redisPort), 10_000))) throw new Error("redis-server did not start");
-  let db = `file:${join(newDir(), "outpost.db")}`;
-  if (TEST_DB === "postgres") {
-    db = await createPgDatabase();
-    const made = db;
-    cleanups.unshift(() => dropPgDatabase(made).catch(() => {}));
-  }
+  const redis = await startRedis();
+  cleanups.push(redis.stop);
+  if (!redis.up) throw new Error("redis-server did not start");
+  const redisPort = redis.port;
+  const shared = await sharedClusterDb(newDir());
+  cleanups.unshift(shared.drop);
+  const db = shared.url;
   const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${redisPort}`, "--node-id", id, "--secret-key", "caches-cluster-secret-0123456789"];
   for (const id of ["a", "b"]) nodes.push(new NodeProcess(`node-${id}`, await freePort(), newDir(), args(id)));
   for (const n of nodes) await n.start(); // one after the other: the first migrates

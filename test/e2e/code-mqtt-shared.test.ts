@@ -1,19 +1,12 @@
-// A code service's MQTT.Client in a shared subscription ($share/<group>/<filter>), black-box: it is
-// a member of the broker's group with devices connected over MQTT, on one node and across two
-// nodes on Redis (the service runs on one node, the device is connected to the other). Each
-// message reaches the group once: the device's and the service's shares together are every
-// message, with no message in both.
-import { spawn } from "node:child_process";
+
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IPublishPacket, MqttClient } from "mqtt";
 import type { Test } from "tap";
 import t from "tap";
-import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -120,12 +113,13 @@ const haveRedis = hasCommand("redis-server");
 t.test("cluster: the service on one node and the device on the other share the group's messages, each once", await needs("redis-server", haveRedis), async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "outpost-cshare-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
-  cleanups.push(async () => { if (redis.exitCode === null) { redis.kill("SIGKILL"); await new Promise((r) => redis.once("exit", r)); } });
-  t.ok(await waitFor(() => new Promise<boolean>((r) => { const so = net.connect(port, "127.0.0.1"); so.once("connect", () => { so.end(); r(true); }); so.once("error", () => r(false)); }), 10_000), "redis-server up");
-  let db = `file:${join(dir, "outpost.db")}`;
-  if (TEST_DB === "postgres") { db = await createPgDatabase(); const made = db; cleanups.push(() => dropPgDatabase(made).catch(() => {})); }
+  const redis = await startRedis();
+  cleanups.push(redis.stop);
+  t.ok(redis.up, "redis-server up");
+  const port = redis.port;
+  const shared = await sharedClusterDb(dir);
+  cleanups.push(shared.drop);
+  const db = shared.url;
   const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${port}`, "--node-id", id, "--secret-key", "cshare-test-secret-key-0123456789"];
   for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
   const nodes = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];

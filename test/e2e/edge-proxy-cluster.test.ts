@@ -5,12 +5,10 @@
 // paths: an unknown edge (404), an edge that is not connected (503 at once), and node A killed
 // while it holds the edge's link (a clear error soon, not a wait for the request's time limit).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { canConnect, Client, devWithSystem, freePort, hasCommand, isErr, must, needs, NodeProcess, type Outpost, request, startOutpost, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { Client, devWithSystem, freePort, hasCommand, isErr, must, needs, NodeProcess, type Outpost, request, startOutpost, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
 
 const closers: (() => Promise<void> | void)[] = [];
 const dirs: string[] = [];
@@ -21,16 +19,13 @@ t.teardown(async () => {
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-proxy-cluster-")); dirs.push(d); return d; };
 
 async function main() {
-  const redisPort = await freePort();
-  const redis = spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
-  closers.push(async () => { if (redis.exitCode === null) { redis.kill("SIGKILL"); await new Promise((r) => redis.once("exit", r)); } });
-  if (!(await waitFor(() => canConnect(redisPort), 10_000))) throw new Error("redis-server did not start");
-  let db = `file:${join(newDir(), "outpost.db")}`;
-  if (TEST_DB === "postgres") {
-    db = await createPgDatabase();
-    const made = db;
-    closers.push(() => dropPgDatabase(made).catch(() => {}));
-  }
+  const redis = await startRedis();
+  closers.push(redis.stop);
+  if (!redis.up) throw new Error("redis-server did not start");
+  const redisPort = redis.port;
+  const shared = await sharedClusterDb(newDir());
+  closers.push(shared.drop);
+  const db = shared.url;
   t.comment(`shared database: ${db.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
   const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${redisPort}`, "--node-id", id, "--secret-key", "proxy-cluster-secret-0123456789",
     "--edge-request-timeout", "30", "--log-level", "info"];

@@ -410,3 +410,20 @@ export async function collectionWith(sys: DevSystem, columns: [string, string][]
   }
   return { id, name };
 }
+
+/** A redis-server of a test's own on a free port, waited for (`up`: it answered within 10 s);
+ *  `stop` kills it. For the cluster tests, whose nodes share it. */
+export async function startRedis(): Promise<{ port: number; up: boolean; stop(): Promise<void> }> {
+  const port = await freePort();
+  const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+  const stop = async () => { if (redis.exitCode === null) { redis.kill("SIGKILL"); await new Promise((r) => redis.once("exit", r)); } };
+  return { port, up: await waitFor(() => canConnect(port), 10_000), stop };
+}
+
+/** The database the nodes of a test's cluster share: a libSQL file in `dir`, or a database of its
+ *  own on PostgreSQL when the suite runs there; `drop` removes the PostgreSQL one. */
+export async function sharedClusterDb(dir: string): Promise<{ url: string; drop(): Promise<void> }> {
+  if (TEST_DB !== "postgres") return { url: `file:${join(dir, "outpost.db")}`, drop: async () => {} };
+  const url = await createPgDatabase();
+  return { url, drop: () => dropPgDatabase(url).catch(() => {}) };
+}

@@ -1,12 +1,4 @@
-// Shared subscriptions ($share/<group>/<filter>) and two MQTT rules the per-system topic prefix
-// must keep, black-box against the binary, at the packet level (mqtt.js clients recording every
-// PUBLISH as it arrives, and raw sockets with mqtt-packet where a client library would refuse to
-// send what is tested): each message to one member, fairness, a member killed mid-run with QoS 1
-// messages in flight, unsubscribe, per-system isolation, no retained messages for shared
-// subscriptions, refused shared filters; [MQTT-4.7.2-1] (live, queued for a persistent session,
-// retained) and [MQTT-3.1.3-8] (with nothing of the refused session kept: its will neither stored
-// nor published). Two nodes on Redis share groups when redis-server is here.
-import { spawn } from "node:child_process";
+
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -15,8 +7,7 @@ import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
 import t from "tap";
-import { createPgDatabase, dropPgDatabase } from "../pgdb.ts";
-import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, storedData, TEST_DB, uniq, waitFor } from "./harness.ts";
+import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, storedData, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -364,12 +355,13 @@ const haveRedis = hasCommand("redis-server");
 t.test("cluster: a group with members on two nodes gets each message once, wherever it is published", await needs("redis-server", haveRedis), async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "outpost-share-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
-  cleanups.push(async () => { if (redis.exitCode === null) { redis.kill("SIGKILL"); await new Promise((r) => redis.once("exit", r)); } });
-  t.ok(await waitFor(() => new Promise<boolean>((r) => { const s = net.connect(port, "127.0.0.1"); s.once("connect", () => { s.end(); r(true); }); s.once("error", () => r(false)); }), 10_000), "redis-server up");
-  let db = `file:${join(dir, "outpost.db")}`;
-  if (TEST_DB === "postgres") { db = await createPgDatabase(); const made = db; cleanups.push(() => dropPgDatabase(made).catch(() => {})); }
+  const redis = await startRedis();
+  cleanups.push(redis.stop);
+  t.ok(redis.up, "redis-server up");
+  const port = redis.port;
+  const shared = await sharedClusterDb(dir);
+  cleanups.push(shared.drop);
+  const db = shared.url;
   t.comment(`shared database: ${db.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
   const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${port}`, "--node-id", id, "--secret-key", "share-test-secret-key-0123456789"];
   for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));

@@ -62,6 +62,8 @@ import { AdapterRunner } from "./adapters/runner.ts";
 import { type ElsewhereHub, SyncHub } from "./sync/platform.ts";
 import type { ClusterBus } from "./cluster/bus.ts";
 import { NodeRegistry } from "./cluster/nodes.ts";
+import { Sessions } from "./domain/sessions.ts";
+import { AuditTrail } from "./domain/audit.ts";
 
 export interface App {
   config: Config;
@@ -185,6 +187,11 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     started.push({ name: "throttle", stop: () => throttle.stop() });
     const throttlers = new Throttlers(deps, throttle);
     const adapters = new Adapters(deps, systems, edges, edgeControl);
+    const sessions = new Sessions(deps, systems);
+    // started before the parts that record into it, stopped (its waiting rows written) after them
+    const audit = new AuditTrail(deps, systems, { enabled: config.audit === "on", retentionDays: config.auditRetentionDays, maxRows: config.auditMaxRows });
+    await audit.start();
+    started.push({ name: "audit", stop: () => audit.stop() });
     // what a deleted system leaves on this node: its messaging timers and database connections
     signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void externalDbs.forgetSystem(systemKey); });
 
@@ -210,6 +217,8 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     await broker.start();
     started.push({ name: "broker", stop: () => broker.stop() });
     deviceConnections.attach(broker);
+    // revoked sessions lose their MQTT connections (on every node: the signal is shared)
+    signals.on("sessions.ended", ({ hashes }) => broker.endSessions(hashes));
     brokerPort.attach(broker);
     // (stopped before the broker: a timer firing then would only fail)
     started.push({ name: "message-timers", stop: () => messageTimers.stop() });
@@ -304,7 +313,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
       db, dbFile, minFreeMb: config.minFreeMb,
       link: edgeLink && { connected: () => edgeLink.connected, lastContactAt: () => edgeLink.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
     });
-    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, edgeGroups, edgeOps, db,
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, edgeGroups, edgeOps, db, sessions, audit,
       sync: hub, edgeSync: edgeLink, health };
     const { http, https } = listenApi(services);
     if (fleet) edgeApi.attach(http.handle);

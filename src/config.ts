@@ -36,6 +36,10 @@ export const ConfigSchema = z.object({
   // none; and the share of the successful ones written when it is "all"
   accessLog: z.enum(["all", "errors", "off"]).default("all"),
   accessLogSample: fraction.default(1),
+  // the audit trail (asset changes, password resets, MQTT connects): on or off, and its bounds
+  audit: z.enum(["on", "off"]).default("on"),
+  auditRetentionDays: intText.pipe(z.number().int().min(1).max(36_500)).default(90),
+  auditMaxRows: intText.pipe(z.number().int().min(1_000)).default(1_000_000),
   // /metrics: on the API port only with this bearer token; without one, only on --metrics-port
   // (127.0.0.1; 0: no such listener)
   metricsToken: z.string().min(16, "must be at least 16 characters").optional(),
@@ -298,6 +302,9 @@ General
   --access-log all|errors|off one line per HTTP request at info (5xx at warn): all of them,
                               only answers >= 400, or none (all)
   --access-log-sample F       with --access-log all: the share of answers < 400 written, 0 < F <= 1 (1)
+  --audit on|off              the audit trail: asset changes, password resets, MQTT connects (on)
+  --audit-retention-days N    audit rows older than this are dropped (90)
+  --audit-max-rows N          audit rows kept at most; the oldest go first (1000000)
   --development-mode          development mode (disables the built-in throttling cases)
   --admin-email E --admin-password P
                               create a platform admin developer on first start

@@ -562,6 +562,19 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     return out;
   }
 
+  /** Closes the clients connected with these tokens (their sessions were revoked). */
+  endSessions(hashes: readonly string[]) {
+    const gone = new Set(hashes);
+    for (const set of this.bySystem.values()) {
+      for (const client of set) {
+        const s = this.sessions.get(client);
+        if (!s?.principal || !gone.has(s.principal.tokenHash)) continue;
+        s.endedBy ??= "session revoked";
+        client.close();
+      }
+    }
+  }
+
   /** Clients connected per system (for /metrics). */
   connectionsBySystem(): [string, number][] {
     return [...this.bySystem].map(([k, set]) => [k, set.size]);

@@ -28,6 +28,8 @@ export interface SignalPayloads {
   "edge.changed": { systemKey: string; edge: string; what: "template" | "deleted" | "record" };
   /** a service cache's definition changed (name null: all of the system's) */
   "serviceCache.changed": { systemKey: string; name: string | null };
+  /** sessions were revoked: the MQTT clients connected with these tokens are closed */
+  "sessions.ended": { hashes: string[] };
   /** a system was deleted on this node: what lives outside its rows goes (each node its own) */
   "system.removed": { systemKey: string };
 }
@@ -46,6 +48,7 @@ export const SIGNAL_SHARED: { readonly [K in SignalName]: boolean } = {
   "triggers.changed": true,
   "edge.changed": true,
   "serviceCache.changed": true,
+  "sessions.ended": true,
   "system.removed": false,
 };
 

@@ -30,6 +30,9 @@ import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
 import { fleetRoutes } from "./routes/fleet.ts";
+import { sessionRoutes } from "./routes/sessions.ts";
+import { auditRoutes } from "./routes/audit.ts";
+import { HttpAudit } from "./audit.ts";
 import type { Services } from "./services.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
@@ -105,6 +108,9 @@ export function createHttpApp(s: Services) {
   // one per process: the HTTP and HTTPS listeners count into the same series
   const requests = (s.requestMetrics ??= new RequestMetrics(s.metrics, s.config.metricsSystemLabels));
   const access = new AccessLog(s, requests, (request) => app.server?.requestIP(request)?.address);
+  // writes go to the audit trail once answered (after the access log's line)
+  const audit = s.audit?.enabled ? new HttpAudit(s.audit, s.tokens, requests) : null;
+  const answered = audit ? audit.after(access.answered) : access.answered;
   let diskFullLoggedAt = 0;
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
@@ -134,10 +140,11 @@ export function createHttpApp(s: Services) {
       if (throttle.internal.has(request)) return handle(request);
       const t0 = performance.now();
       access.before(request);
+      audit?.before(request);
       const early = throttle.onRequest(request);
-      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))), access.answered);
-      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))), access.answered);
-      return requests.observe(request, t0, c.allow(request, early), access.answered);
+      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))), answered);
+      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))), answered);
+      return requests.observe(request, t0, c.allow(request, early), answered);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -184,6 +191,8 @@ export function createHttpApp(s: Services) {
     .use(adapterRoutes(s))
     .use(externalDbRoutes(s))
     .use(serviceCacheRoutes(s))
+    .use(sessionRoutes(s))
+    .use(auditRoutes(s))
     .use(consoleRoutes()) as unknown as Elysia;
   requests.useRoutes(app.routes);
   return app;

@@ -28,6 +28,8 @@ import type { Users } from "../domain/users.ts";
 import type { Logger } from "../core/log.ts";
 import type { Health } from "../domain/health.ts";
 import type { RequestMetrics } from "./metrics.ts";
+import type { AuditTrail } from "../domain/audit.ts";
+import type { Sessions } from "../domain/sessions.ts";
 
 export interface Services {
   config: Config;
@@ -61,6 +63,10 @@ export interface Services {
   db: Db;
   /** HTTP requests on /metrics (made with the first listener's app) */
   requestMetrics?: RequestMetrics;
+  /** user and device sessions (issued tokens) */
+  sessions: Sessions;
+  /** the audit trail (recording nothing with --audit off) */
+  audit: AuditTrail;
   /** what /health reports (made once the parts it watches are up) */
   health?: Health;
 }

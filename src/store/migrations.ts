@@ -628,6 +628,29 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 24,
+    name: "audit trail",
+    up: [
+      // who changed which asset, how, and how long the answer took (ClearBlade's audit rows);
+      // time: ISO 8601 in UTC (sorts as text); changes: a JSON text; system_key '' for changes
+      // outside any system. No foreign key: the trail outlives a deleted system, within retention.
+      `CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        system_key TEXT NOT NULL DEFAULT '',
+        time TEXT NOT NULL,
+        response_time INTEGER NOT NULL DEFAULT 0,
+        asset_class TEXT NOT NULL,
+        action_type TEXT NOT NULL,
+        email TEXT NOT NULL DEFAULT '',
+        asset_id TEXT NOT NULL DEFAULT '',
+        changes TEXT NOT NULL DEFAULT '{}',
+        user_type TEXT NOT NULL DEFAULT 'UNKNOWN'
+      )`,
+      `CREATE INDEX audit_system ON audit(system_key, id)`,
+      `CREATE INDEX audit_time ON audit(time)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

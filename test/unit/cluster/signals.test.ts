@@ -44,6 +44,7 @@ const SAMPLES: { [K in SignalName]: SignalPayloads[K] } = {
   "triggers.changed": { systemKey: "sk" },
   "edge.changed": { systemKey: "sk", edge: "e1", what: "template" },
   "serviceCache.changed": { systemKey: "sk", name: null },
+  "sessions.ended": { hashes: ["h3"] },
   "system.removed": { systemKey: "sk" },
 };
 const NAMES = Object.keys(SAMPLES) as SignalName[];

@@ -1,0 +1,190 @@
+// What the audit trail hears from the HTTP API: every create, update and delete a caller made
+// through it, told once the answer is known.
+//
+// Recorded here rather than in the domain modules: only the HTTP layer knows all four things a row
+// holds at once (the caller, the asset as the route names it, what was sent, how long the answer
+// took), one table of routes covers every asset class, and no domain module changes. What is not
+// recorded: writes a code service makes through its library (they are the service's, not a
+// caller's), and rows an edge syncs up. A route missing from RULES is recorded under the first
+// word of its path (a new asset's routes are audited before anyone lists them).
+import type { Tokens } from "../auth/tokens.ts";
+import { type ActionType, type AuditEntry, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
+import { type AnswerListener, pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
+import { queryOf, systemKeyOf, tokenOf } from "./request.ts";
+
+/** Bodies up to this size are kept as the row's changes; a larger one is noted by its size. */
+export const CHANGES_MAX_BYTES = 16 * 1024;
+const REDACTED = "(redacted)";
+/** Fields whose values never reach the trail. */
+const SECRET_FIELD = /pass(word)?|secret|token|^key$|private|otp|code_?verifier/i;
+
+/** How a route's writes are recorded: the asset class, the path parameter naming the asset, and an
+ *  action other than the method's. */
+interface Rule { cls: string; id?: "name" | "key" | "file" | "caseName"; action?: ActionType; columns?: true; collectionId?: true; systemKeyParam?: "key" }
+
+const ACTIONS: Record<string, ActionType> = { POST: "Create", PUT: "Update", PATCH: "Update", DELETE: "Delete" };
+
+/** Route -> rule; null: the route changes no asset (sign-ins, publishes, runs, queries). */
+export const RULES: Record<string, Rule | null> = {
+  "/admin/auth": null, "/admin/logout": null, "/admin/checkauth": null, "/api/v/1/user/auth": null, "/api/v/1/user/anon": null,
+  "/api/v/1/user/checkauth": null, "/api/v/1/user/logout": null, "/api/v/2/devices/:systemKey/auth": null,
+  "/api/v/1/message/:systemKey/publish": null, "/api/v/1/code/:systemKey/:name": null,
+  "/api/v/4/webhook/execute/:systemKey/:name": null, "/api/v/4/webhook/execute/:systemKey/:name/*": null,
+  "/api/v/1/edges/:systemKey/:name/command-exec": null, "/api/v/1/edges/:systemKey/:name/restart": null,
+  "/api/v/4/:systemKey/code/failed": null, "/codeadmin/failed/:systemKey": null, "/codeadmin/v/3/running/:systemKey": null,
+  "/api/v/4/external-db/:systemKey/:name/data": null,
+  "/admin/systemmanagement": { cls: "system" }, "/admin/v/4/systemmanagement": { cls: "system" }, "/admin/regensystemsecret": { cls: "system" },
+  "/admin/reg": { cls: "developers" }, "/admin/userinfo": { cls: "developers" }, "/admin/devkeys": { cls: "developers" },
+  "/admin/devkeys/:key": { cls: "developers", id: "key" },
+  "/admin/putpass": { cls: "developers", action: "Developer Password Reset" }, "/admin/resetpassword": { cls: "developers", action: "Developer Password Reset" },
+  "/admin/user/:systemKey": { cls: "users" }, "/admin/user/:systemKey/columns": { cls: "users", columns: true },
+  "/admin/user/:systemKey/roles": { cls: "rolesperms" }, "/api/v/3/user/roles/:systemKey": { cls: "rolesperms" },
+  "/api/v/1/user/reg": { cls: "users" }, "/api/v/1/user/info": { cls: "users" }, "/api/v/2/user/info": { cls: "users" },
+  "/api/v/4/user/manage": { cls: "users" }, "/api/v/1/user/pass": { cls: "users", action: "User Password Reset" },
+  "/api/v/3/collectionmanagement": { cls: "collections" }, "/admin/collectionmanagement": { cls: "collections" },
+  "/api/v/1/data/:key": { cls: "collections", id: "key", collectionId: true },
+  "/api/v/4/data/:key/upsert": { cls: "collections", id: "key", collectionId: true },
+  "/api/v/4/data/:key/index": { cls: "collections", id: "key", collectionId: true },
+  "/api/v/4/data/:key/uniqueindex": { cls: "collections", id: "key", collectionId: true },
+  "/api/v/1/collection/:key/:name": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/data/:key/:name/upsert": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/data/:key/:name/index": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/data/:key/:name/uniqueindex": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/collection/:key/:name/upsert": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/collection/:key/:name/index": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/4/collection/:key/:name/uniqueindex": { cls: "collections", id: "name", systemKeyParam: "key" },
+  "/api/v/2/devices/:systemKey": { cls: "devices" }, "/admin/devices/:systemKey": { cls: "devices" },
+  "/api/v/2/devices/:systemKey/:name": { cls: "devices", id: "name" }, "/admin/devices/:systemKey/:name": { cls: "devices", id: "name" },
+  "/admin/devices/:systemKey/columns": { cls: "devices", columns: true },
+  "/admin/devices/keys/:systemKey/:name": { cls: "devices", id: "name" }, "/admin/devices/roles/:systemKey/:name": { cls: "devices", id: "name", action: "Update" },
+  "/api/v/1/message/:systemKey": { cls: "messaging" }, "/api/v/4/message/:systemKey/storage": { cls: "messaging" },
+  "/admin/code/v/1/:systemKey/:name": { cls: "services", id: "name" }, "/api/v/3/code/:systemKey/service/:name": { cls: "services", id: "name" },
+  "/codeadmin/v/2/:systemKey/:name": { cls: "services", id: "name" },
+  "/codeadmin/v/2/logs/:systemKey/:name": { cls: "services", id: "name", action: "Update" }, "/api/v/3/code/:systemKey/logs/:name": { cls: "services", id: "name", action: "Update" },
+  "/codeadmin/v/2/library/:systemKey/:name": { cls: "libraries", id: "name" },
+  "/admin/triggers/handlers/:systemKey/:name": { cls: "triggers", id: "name" }, "/api/v/3/code/:systemKey/trigger/:name": { cls: "triggers", id: "name" },
+  "/admin/triggers/timers/:systemKey/:name": { cls: "timers", id: "name" }, "/api/v/3/code/:systemKey/timer/:name": { cls: "timers", id: "name" },
+  "/admin/edges/:systemKey/:name": { cls: "edges", id: "name" }, "/api/v/3/edges/:systemKey/:name": { cls: "edges", id: "name" },
+  "/admin/edges/:systemKey/columns": { cls: "edges", columns: true },
+  "/admin/edges/template/:systemKey/:name": { cls: "edges", id: "name", action: "Update" }, "/admin/edges/sync/:systemKey/:name": { cls: "edges", id: "name", action: "Update" },
+  "/admin/:systemKey/sync/retry": { cls: "edges", action: "Update" },
+  "/admin/:systemKey/edge_groups": { cls: "edgegroups" }, "/admin/:systemKey/edge_groups/:name": { cls: "edgegroups", id: "name" },
+  "/admin/v/4/webhook/:systemKey/:name": { cls: "webhooks", id: "name" },
+  "/admin/v/4/service_caches/:systemKey/:name": { cls: "servicecaches", id: "name" },
+  "/admin/:systemKey/adaptors": { cls: "adaptors" }, "/admin/:systemKey/adaptors/:name": { cls: "adaptors", id: "name" },
+  "/admin/:systemKey/adaptors/:name/control": { cls: "adaptors", id: "name", action: "Update" },
+  "/admin/:systemKey/adaptors/:name/deploy": { cls: "adaptors", id: "name", action: "Update" },
+  "/admin/:systemKey/adaptors/:name/files": { cls: "adaptorFiles", id: "name" }, "/admin/:systemKey/adaptors/:name/files/:file": { cls: "adaptorFiles", id: "file" },
+  "/api/v/4/:systemKey/adapters": { cls: "adaptors" }, "/api/v/4/:systemKey/adapters/:name": { cls: "adaptors", id: "name" },
+  "/api/v/4/:systemKey/adapters/:name/control": { cls: "adaptors", id: "name", action: "Update" },
+  "/api/v/4/:systemKey/adapters/:name/deploy": { cls: "adaptors", id: "name", action: "Update" },
+  "/api/v/4/:systemKey/adapters/:name/files": { cls: "adaptorFiles", id: "name" }, "/api/v/4/:systemKey/adapters/:name/files/:file": { cls: "adaptorFiles", id: "file" },
+  "/api/v/4/external-db/:systemKey": { cls: "externaldbs" }, "/api/v/4/external-db/:systemKey/:name": { cls: "externaldbs", id: "name" },
+  "/admin/throttlers": { cls: "throttlers" }, "/admin/throttlers/:name": { cls: "throttlers", id: "name" },
+  "/admin/throttlers/:name/cases": { cls: "throttlers", id: "name" }, "/admin/throttlers/:name/cases/:caseName": { cls: "throttlers", id: "caseName" },
+  "/admin/v/4/session/:systemKey/user": { cls: "usersessions" }, "/admin/v/4/session/:systemKey/device": { cls: "devicesessions" },
+};
+
+const NOT_A_CLASS = new Set(["admin", "api", "v", "codeadmin", "console-api"]);
+
+/** The rule of a route RULES does not list: its class is the first word of its path that is
+ *  neither a prefix, a version nor a parameter ("/admin/:systemKey/deployments": deployments). */
+export function ruleOf(label: string): Rule | null {
+  if (Object.hasOwn(RULES, label)) return RULES[label]!;
+  const word = label.split("/").find((w) => w && !w.startsWith(":") && !NOT_A_CLASS.has(w) && !/^\d+$/.test(w) && w !== "*");
+  return word ? { cls: word, ...(label.endsWith("/:name") ? { id: "name" as const } : {}) } : null;
+}
+
+/** A body's fields with secrets' values replaced. */
+export function redacted(v: unknown, depth = 0): unknown {
+  if (depth > 8 || v === null || typeof v !== "object") return v;
+  if (Array.isArray(v)) return v.map((x) => redacted(x, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[k] = SECRET_FIELD.test(k) && x !== null && typeof x !== "object" ? REDACTED : redacted(x, depth + 1);
+  return out;
+}
+
+/** The row's changes: what was sent (and the `query` a write by query named). */
+function changesOf(text: string | null, size: number, query: string | null): string {
+  let body: unknown;
+  if (text === null) body = size > 0 ? { body_bytes: size } : undefined;
+  else if (text.trim()) { try { body = redacted(JSON.parse(text)); } catch { body = { body_bytes: size } } }
+  const out = body !== null && typeof body === "object" && !Array.isArray(body) ? { ...(body as object) } : body === undefined ? {} : { body };
+  return JSON.stringify(query === null ? out : { ...out, query });
+}
+
+/** The asset's name in a body, when the path has none (a user's email, a system's name). */
+function idIn(text: string | null): string {
+  if (!text) return "";
+  try {
+    const b = JSON.parse(text) as Record<string, unknown>;
+    if (!b || typeof b !== "object" || Array.isArray(b)) return "";
+    for (const f of ["item_id", "user_id", "email", "name", "id", "collection_id", "collectionID", "system_key", "systemKey"]) if (typeof b[f] === "string") return b[f] as string;
+  } catch { /* not JSON */ }
+  return "";
+}
+
+export class HttpAudit {
+  /** the bodies of audited writes, read once they are answered */
+  private readonly bodies = new WeakMap<Request, Request>();
+
+  constructor(private readonly trail: AuditTrail, private readonly tokens: Tokens, private readonly requests: RequestMetrics) {}
+
+  /** Before the handler reads it: an audited write's body is kept (when small enough). */
+  before(request: Request) {
+    if (!ACTIONS[request.method]) return;
+    const size = Number(request.headers.get("content-length") ?? 0);
+    if (size <= 0 || size > CHANGES_MAX_BYTES) return;
+    const route = this.requests.routeOf(request.method, pathOf(request.url));
+    if (route.label === UNMATCHED || !ruleOf(route.label)) return;
+    this.bodies.set(request, request.clone() as Request);
+  }
+
+  /** The answer listener with this one after it. */
+  after(first: AnswerListener): AnswerListener {
+    return (request, route, path, status, ms, answer) => {
+      first(request, route, path, status, ms, answer);
+      this.answered(request, route, path, status, ms);
+    };
+  }
+
+  private answered(request: Request, route: Route, path: string, status: number, ms: number) {
+    const action = ACTIONS[request.method];
+    if (!action || status >= 400 || route.label === UNMATCHED) return;
+    const rule = ruleOf(route.label);
+    if (!rule) return;
+    const at = Date.now();
+    const token = tokenOf(request);
+    const p = token ? this.tokens.resolveNow(token) ?? null : null;
+    const params = this.requests.params(request.method, path);
+    for (const k in params) { try { params[k] = decodeURIComponent(params[k]!); } catch { /* as sent */ } }
+    const own = p && p.kind !== "developer" ? p.systemKey : null;
+    // a collection named by id only: its system is the token's, or found when the row is written
+    const systemKey = rule.collectionId ? own ?? ""
+      : (rule.systemKeyParam ? params[rule.systemKeyParam] : undefined) ?? (route.systemKeyAt >= 0 ? pathElement(path, route.systemKeyAt) : undefined) ?? own ?? systemKeyOf(request) ?? "";
+    const size = Number(request.headers.get("content-length") ?? 0);
+    const kept = this.bodies.get(request);
+    const query = request.url.includes("?") ? queryOf(request).get("query") : null;
+    const write = (text: string | null) => {
+      const entry: AuditEntry = {
+        systemKey,
+        ...(rule.collectionId ? { collectionId: params.key } : {}),
+        assetClass: rule.cls,
+        action: rule.action ?? (rule.columns ? (request.method === "DELETE" ? "Delete Columns" : "Create Columns") : ACTIONS[request.method]!),
+        email: emailOf(p) || (rule.cls === "developers" || rule.cls === "users" ? emailIn(text) : ""),
+        userType: userTypeOf(p),
+        assetId: (rule.id ? params[rule.id] : undefined) ?? idIn(text),
+        changes: changesOf(text, size, query), responseMs: ms, at,
+      };
+      this.trail.record(entry);
+    };
+    if (!kept) return write(null);
+    kept.text().then(write, () => write(null));
+  }
+}
+
+/** A sign-up's email (no token names the caller yet). */
+function emailIn(text: string | null): string {
+  if (!text) return "";
+  try { const b = JSON.parse(text) as { email?: unknown }; return typeof b?.email === "string" ? b.email : ""; } catch { return ""; }
+}

@@ -60,6 +60,8 @@ export class AuditTrail {
   private trimTimer: ReturnType<typeof setInterval> | null = null;
   /** entries dropped because the database refused them for too long */
   dropped = 0;
+  /** collections' systems, by id, as learnt (a deleted collection's is learnt before it goes) */
+  private readonly systemOf = new Map<string, string>();
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly opts: AuditOptions) {
     if (opts.enabled) d.events.on((e) => this.mqtt(e), MQTT_EVENTS);
@@ -115,12 +117,24 @@ export class AuditTrail {
     }
   }
 
+  /** Looks up a collection's system now, for an entry that will name it by id once it is gone. */
+  learnCollection(id: string | null) {
+    if (!this.opts.enabled || !id || this.systemOf.has(id)) return;
+    collectionsRepo.byId(this.d.db, id).then((c) => { if (c) this.remember(id, c.system_key); }, () => {});
+  }
+
+  private remember(id: string, systemKey: string) {
+    if (this.systemOf.size >= 10_000) this.systemOf.clear();
+    this.systemOf.set(id, systemKey);
+  }
+
   private async rowsOf(batch: AuditEntry[]): Promise<NewAuditRow[]> {
     // the systems of collections named by id only (a data route called with a developer's token)
-    const systemOf = new Map<string, string>();
+    const systemOf = this.systemOf;
     for (const e of batch) {
       if (e.systemKey || !e.collectionId || systemOf.has(e.collectionId)) continue;
-      systemOf.set(e.collectionId, (await collectionsRepo.byId(this.d.db, e.collectionId))?.system_key ?? "");
+      const c = await collectionsRepo.byId(this.d.db, e.collectionId);
+      if (c) this.remember(e.collectionId, c.system_key);
     }
     return batch.map((e) => ({
       system_key: e.systemKey || (e.collectionId ? systemOf.get(e.collectionId) ?? "" : ""),

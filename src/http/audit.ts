@@ -8,7 +8,7 @@
 // caller's), and rows an edge syncs up. A route missing from RULES is recorded under the first
 // word of its path (a new asset's routes are audited before anyone lists them).
 import type { Tokens } from "../auth/tokens.ts";
-import { type ActionType, type AuditEntry, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
+import { type ActionType, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
 import { type AnswerListener, pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
 import { queryOf, systemKeyOf, tokenOf } from "./request.ts";
 
@@ -20,7 +20,19 @@ const SECRET_FIELD = /pass(word)?|secret|token|^key$|private|otp|code_?verifier/
 
 /** How a route's writes are recorded: the asset class, the path parameter naming the asset, and an
  *  action other than the method's. */
-interface Rule { cls: string; id?: "name" | "key" | "file" | "caseName"; action?: ActionType; columns?: true; collectionId?: true; systemKeyParam?: "key" }
+interface Rule {
+  cls: string; id?: "name" | "key" | "file" | "caseName"; action?: ActionType; systemKeyParam?: "key";
+  /** a columns route: Create Columns or Delete Columns */
+  columns?: true;
+  /** the body may add or drop a column (addColumn, deleteColumn) rather than change the asset */
+  columnsInBody?: true;
+  /** the asset is a collection named by id only (its system found when the row is written) */
+  collectionId?: true;
+  /** the system is made by the request: its key is in the answer */
+  keyInAnswer?: true;
+  /** collection management: the system in the body (appID) or the collection by id (body or query) */
+  managed?: true;
+}
 
 const ACTIONS: Record<string, ActionType> = { POST: "Create", PUT: "Update", PATCH: "Update", DELETE: "Delete" };
 
@@ -33,7 +45,7 @@ export const RULES: Record<string, Rule | null> = {
   "/api/v/1/edges/:systemKey/:name/command-exec": null, "/api/v/1/edges/:systemKey/:name/restart": null,
   "/api/v/4/:systemKey/code/failed": null, "/codeadmin/failed/:systemKey": null, "/codeadmin/v/3/running/:systemKey": null,
   "/api/v/4/external-db/:systemKey/:name/data": null,
-  "/admin/systemmanagement": { cls: "system" }, "/admin/v/4/systemmanagement": { cls: "system" }, "/admin/regensystemsecret": { cls: "system" },
+  "/admin/systemmanagement": { cls: "system", keyInAnswer: true }, "/admin/v/4/systemmanagement": { cls: "system", keyInAnswer: true }, "/admin/regensystemsecret": { cls: "system" },
   "/admin/reg": { cls: "developers" }, "/admin/userinfo": { cls: "developers" }, "/admin/devkeys": { cls: "developers" },
   "/admin/devkeys/:key": { cls: "developers", id: "key" },
   "/admin/putpass": { cls: "developers", action: "Developer Password Reset" }, "/admin/resetpassword": { cls: "developers", action: "Developer Password Reset" },
@@ -41,7 +53,8 @@ export const RULES: Record<string, Rule | null> = {
   "/admin/user/:systemKey/roles": { cls: "rolesperms" }, "/api/v/3/user/roles/:systemKey": { cls: "rolesperms" },
   "/api/v/1/user/reg": { cls: "users" }, "/api/v/1/user/info": { cls: "users" }, "/api/v/2/user/info": { cls: "users" },
   "/api/v/4/user/manage": { cls: "users" }, "/api/v/1/user/pass": { cls: "users", action: "User Password Reset" },
-  "/api/v/3/collectionmanagement": { cls: "collections" }, "/admin/collectionmanagement": { cls: "collections" },
+  "/api/v/3/collectionmanagement": { cls: "collections", columnsInBody: true, managed: true },
+  "/admin/collectionmanagement": { cls: "collections", columnsInBody: true, managed: true },
   "/api/v/1/data/:key": { cls: "collections", id: "key", collectionId: true },
   "/api/v/4/data/:key/upsert": { cls: "collections", id: "key", collectionId: true },
   "/api/v/4/data/:key/index": { cls: "collections", id: "key", collectionId: true },
@@ -104,22 +117,33 @@ export function redacted(v: unknown, depth = 0): unknown {
   return out;
 }
 
+/** A body as JSON (undefined: none, or not JSON). */
+function parsed(text: string | null): unknown {
+  if (!text?.trim()) return undefined;
+  try { return JSON.parse(text); } catch { return undefined; }
+}
+
+const fields = (v: unknown): Record<string, unknown> => (v !== null && typeof v === "object" && !Array.isArray(v) ? v as Record<string, unknown> : {});
+
 /** The row's changes: what was sent (and the `query` a write by query named). */
-function changesOf(text: string | null, size: number, query: string | null): string {
-  let body: unknown;
-  if (text === null) body = size > 0 ? { body_bytes: size } : undefined;
-  else if (text.trim()) { try { body = redacted(JSON.parse(text)); } catch { body = { body_bytes: size } } }
-  const out = body !== null && typeof body === "object" && !Array.isArray(body) ? { ...(body as object) } : body === undefined ? {} : { body };
+function changesOf(body: unknown, text: string | null, size: number, query: string | null): string {
+  const sent = body === undefined ? (size > 0 || text ? { body_bytes: size || (text ?? "").length } : {}) : redacted(body);
+  const out = sent !== null && typeof sent === "object" && !Array.isArray(sent) ? { ...sent } : { body: sent };
   return JSON.stringify(query === null ? out : { ...out, query });
 }
 
 /** The asset's name in a body, when the path has none (a user's email, a system's name). */
-function idIn(text: string | null): string {
-  if (!text) return "";
+function idIn(body: unknown): string {
+  const b = fields(body);
+  for (const f of ["item_id", "user_id", "email", "name", "id", "collection_id", "collectionID", "system_key", "systemKey"]) if (typeof b[f] === "string") return b[f] as string;
+  return "";
+}
+
+/** The system key an answer names (a system just made). */
+async function keyInAnswer(answer: unknown): Promise<string> {
   try {
-    const b = JSON.parse(text) as Record<string, unknown>;
-    if (!b || typeof b !== "object" || Array.isArray(b)) return "";
-    for (const f of ["item_id", "user_id", "email", "name", "id", "collection_id", "collectionID", "system_key", "systemKey"]) if (typeof b[f] === "string") return b[f] as string;
+    const a = fields(answer instanceof Response ? await answer.json() : answer);
+    for (const f of ["appID", "system_key", "systemKey"]) if (typeof a[f] === "string") return a[f] as string;
   } catch { /* not JSON */ }
   return "";
 }
@@ -133,10 +157,16 @@ export class HttpAudit {
   /** Before the handler reads it: an audited write's body is kept (when small enough). */
   before(request: Request) {
     if (!ACTIONS[request.method]) return;
+    if (request.method === "DELETE" && request.url.includes("collectionmanagement")) {
+      const rule = ruleOf(this.requests.routeOf("DELETE", pathOf(request.url)).label);
+      // a collection deleted by id: its system is looked up while it still exists
+      if (rule?.managed) this.trail.learnCollection(queryOf(request).get("id"));
+    }
     const size = Number(request.headers.get("content-length") ?? 0);
     if (size <= 0 || size > CHANGES_MAX_BYTES) return;
     const route = this.requests.routeOf(request.method, pathOf(request.url));
-    if (route.label === UNMATCHED || !ruleOf(route.label)) return;
+    const rule = route.label === UNMATCHED ? null : ruleOf(route.label);
+    if (!rule) return;
     this.bodies.set(request, request.clone() as Request);
   }
 
@@ -144,11 +174,11 @@ export class HttpAudit {
   after(first: AnswerListener): AnswerListener {
     return (request, route, path, status, ms, answer) => {
       first(request, route, path, status, ms, answer);
-      this.answered(request, route, path, status, ms);
+      this.answered(request, route, path, status, ms, answer);
     };
   }
 
-  private answered(request: Request, route: Route, path: string, status: number, ms: number) {
+  private answered(request: Request, route: Route, path: string, status: number, ms: number, answer: unknown) {
     const action = ACTIONS[request.method];
     if (!action || status >= 400 || route.label === UNMATCHED) return;
     const rule = ruleOf(route.label);
@@ -165,26 +195,30 @@ export class HttpAudit {
     const size = Number(request.headers.get("content-length") ?? 0);
     const kept = this.bodies.get(request);
     const query = request.url.includes("?") ? queryOf(request).get("query") : null;
-    const write = (text: string | null) => {
-      const entry: AuditEntry = {
-        systemKey,
-        ...(rule.collectionId ? { collectionId: params.key } : {}),
+    // (copied now: the answer's body is sent, and gone, before the request's body is read)
+    const made = rule.keyInAnswer && !systemKey ? keyInAnswer(answer instanceof Response ? answer.clone() : answer) : null;
+    const write = async (text: string | null) => {
+      const body = parsed(text);
+      const b = fields(body);
+      let act = rule.action ?? ACTIONS[request.method]!;
+      if (rule.columns) act = request.method === "DELETE" ? "Delete Columns" : "Create Columns";
+      else if (rule.columnsInBody && (b.addColumn || b.deleteColumn)) act = b.addColumn ? "Create Columns" : "Delete Columns";
+      const key = made ? await made : "";
+      const inBody = rule.managed ? [b.appID, b.systemKey, b.system_key].find((v) => typeof v === "string") as string | undefined : undefined;
+      const managedId = rule.managed && !inBody ? (request.method === "DELETE" ? queryOf(request).get("id") : typeof b.id === "string" ? b.id : null) : null;
+      this.trail.record({
+        systemKey: systemKey || key || inBody || "",
+        ...(rule.collectionId ? { collectionId: params.key } : managedId ? { collectionId: managedId } : {}),
         assetClass: rule.cls,
-        action: rule.action ?? (rule.columns ? (request.method === "DELETE" ? "Delete Columns" : "Create Columns") : ACTIONS[request.method]!),
-        email: emailOf(p) || (rule.cls === "developers" || rule.cls === "users" ? emailIn(text) : ""),
+        action: act,
+        // a sign-up has no token yet: its email is the body's
+        email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
         userType: userTypeOf(p),
-        assetId: (rule.id ? params[rule.id] : undefined) ?? idIn(text),
-        changes: changesOf(text, size, query), responseMs: ms, at,
-      };
-      this.trail.record(entry);
+        assetId: (rule.id ? params[rule.id] : undefined) ?? (managedId || idIn(body) || key),
+        changes: changesOf(body, text, size, query), responseMs: ms, at,
+      });
     };
-    if (!kept) return write(null);
+    if (!kept) { void write(null); return; }
     kept.text().then(write, () => write(null));
   }
-}
-
-/** A sign-up's email (no token names the caller yet). */
-function emailIn(text: string | null): string {
-  if (!text) return "";
-  try { const b = JSON.parse(text) as { email?: unknown }; return typeof b?.email === "string" ? b.email : ""; } catch { return ""; }
 }

@@ -9,8 +9,9 @@ import { benchSync } from "./sync.ts";
 import { benchThrottle } from "./throttle.ts";
 import { benchScale } from "./scale.ts";
 import { benchCluster } from "./cluster.ts";
+import { benchAudit } from "./audit.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

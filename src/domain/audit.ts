@@ -16,7 +16,7 @@ import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
 export const FLUSH_MS = 1_000;
-export const BATCH = 500;
+export const BATCH = 2_000;
 export const MAX_WAITING = 100_000;
 const TRIM_MS = 10 * 60_000;
 

@@ -10,7 +10,7 @@
 import type { Tokens } from "../auth/tokens.ts";
 import { type ActionType, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
 import { type AnswerListener, pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
-import { queryOf, systemKeyOf, tokenOf } from "./request.ts";
+import { bodyTexts, queryOf, systemKeyOf, tokenOf } from "./request.ts";
 
 /** Bodies up to this size are kept as the row's changes; a larger one is noted by its size. */
 export const CHANGES_MAX_BYTES = 16 * 1024;
@@ -117,6 +117,18 @@ export function redacted(v: unknown, depth = 0): unknown {
   return out;
 }
 
+/** A body that may hold a secret field (then parsed, to take its value out). */
+const SECRET_TEXT = /pass|secret|token|"key"|private|otp|verifier/i;
+
+/** A body without secrets as the row's changes, unparsed: an object as it is, anything else under
+ *  `body` (the `query` of a write by query added). */
+function sentAsChanges(text: string, query: string | null): string {
+  const t = text.trim();
+  const q = query === null ? "" : `,"query":${JSON.stringify(query)}`;
+  if (t.startsWith("{") && t.endsWith("}")) return q ? `${t.slice(0, -1)}${t.length > 2 ? q : q.slice(1)}}` : t;
+  return `{"body":${t}${q}}`;
+}
+
 /** A body as JSON (undefined: none, or not JSON). */
 function parsed(text: string | null): unknown {
   if (!text?.trim()) return undefined;
@@ -149,25 +161,12 @@ async function keyInAnswer(answer: unknown): Promise<string> {
 }
 
 export class HttpAudit {
-  /** the bodies of audited writes, read once they are answered */
-  private readonly bodies = new WeakMap<Request, Request>();
-
   constructor(private readonly trail: AuditTrail, private readonly tokens: Tokens, private readonly requests: RequestMetrics) {}
 
-  /** Before the handler reads it: an audited write's body is kept (when small enough). */
+  /** Before the handler runs: a collection deleted by id has its system looked up while it exists. */
   before(request: Request) {
-    if (!ACTIONS[request.method]) return;
-    if (request.method === "DELETE" && request.url.includes("collectionmanagement")) {
-      const rule = ruleOf(this.requests.routeOf("DELETE", pathOf(request.url)).label);
-      // a collection deleted by id: its system is looked up while it still exists
-      if (rule?.managed) this.trail.learnCollection(queryOf(request).get("id"));
-    }
-    const size = Number(request.headers.get("content-length") ?? 0);
-    if (size <= 0 || size > CHANGES_MAX_BYTES) return;
-    const route = this.requests.routeOf(request.method, pathOf(request.url));
-    const rule = route.label === UNMATCHED ? null : ruleOf(route.label);
-    if (!rule) return;
-    this.bodies.set(request, request.clone() as Request);
+    if (request.method !== "DELETE" || !request.url.includes("collectionmanagement")) return;
+    if (ruleOf(this.requests.routeOf("DELETE", pathOf(request.url)).label)?.managed) this.trail.learnCollection(queryOf(request).get("id"));
   }
 
   /** The answer listener with this one after it. */
@@ -192,13 +191,16 @@ export class HttpAudit {
     // a collection named by id only: its system is the token's, or found when the row is written
     const systemKey = rule.collectionId ? own ?? ""
       : (rule.systemKeyParam ? params[rule.systemKeyParam] : undefined) ?? (route.systemKeyAt >= 0 ? pathElement(path, route.systemKeyAt) : undefined) ?? own ?? systemKeyOf(request) ?? "";
-    const size = Number(request.headers.get("content-length") ?? 0);
-    const kept = this.bodies.get(request);
+    const sent = bodyTexts.get(request) ?? null;
+    const text = sent !== null && sent.length <= CHANGES_MAX_BYTES ? sent : null;
+    const size = sent?.length ?? Number(request.headers.get("content-length") ?? 0);
     const query = request.url.includes("?") ? queryOf(request).get("query") : null;
     // (copied now: the answer's body is sent, and gone, before the request's body is read)
     const made = rule.keyInAnswer && !systemKey ? keyInAnswer(answer instanceof Response ? answer.clone() : answer) : null;
-    const write = async (text: string | null) => {
-      const body = parsed(text);
+    const write = async () => {
+      // parsed only when a field of it is needed, or a secret may be in it to take out
+      const needed = !!text && (rule.managed || rule.columnsInBody || rule.keyInAnswer || !rule.id || SECRET_TEXT.test(text) || !/^\s*[[{]/.test(text));
+      const body = needed ? parsed(text) : undefined;
       const b = fields(body);
       let act = rule.action ?? ACTIONS[request.method]!;
       if (rule.columns) act = request.method === "DELETE" ? "Delete Columns" : "Create Columns";
@@ -215,10 +217,10 @@ export class HttpAudit {
         email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
         userType: userTypeOf(p),
         assetId: (rule.id ? params[rule.id] : undefined) ?? (managedId || idIn(body) || key),
-        changes: changesOf(body, text, size, query), responseMs: ms, at,
+        changes: needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
+        responseMs: ms, at,
       });
     };
-    if (!kept) { void write(null); return; }
-    kept.text().then(write, () => write(null));
+    void write();
   }
 }

@@ -74,6 +74,10 @@ export async function optionalPrincipalOf(tokens: Tokens, req: Request): Promise
 
 export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
+/** Each body read through textBody, by its request: what looks at a request once it is answered
+ *  (the audit trail) reads it here, as the handler read it, rather than copying every body. */
+export const bodyTexts = new WeakMap<Request, string>();
+
 /** The body as text, within the size limit ("" for none). */
 export async function textBody(req: Request): Promise<string> {
   if (req.method === "GET" || req.method === "HEAD") return "";
@@ -82,6 +86,7 @@ export async function textBody(req: Request): Promise<string> {
   let text: string;
   try { text = await req.text(); } catch { throw fail("BAD_JSON", "could not read the request body"); }
   if (text.length > MAX_BODY_BYTES) throw fail("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
+  if (text) bodyTexts.set(req, text);
   return text;
 }
 

@@ -72,7 +72,8 @@ export class EventBus {
   }
 
   emit<K extends EventType>(type: K, systemKey: string, payload: EventPayloads[K], origin?: string) {
-    if (this.handlers.size === 0) return;
+    // (nothing built for a type no one listens to: the audit trail listens to MQTT connects only)
+    if (this.handlers.size === 0 || !this.listening(type)) return;
     const e: DomainEvent<K> = { type, systemKey, payload, origin, depth: causeScope.getStore()?.depth ?? 0, at: Date.now() };
     queueMicrotask(() => {
       for (const [h, types] of this.handlers) {

@@ -8,7 +8,7 @@
 // caller's), and rows an edge syncs up. A route missing from RULES is recorded under the first
 // word of its path (a new asset's routes are audited before anyone lists them).
 import type { Tokens } from "../auth/tokens.ts";
-import { type ActionType, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
+import { type ActionType, type AuditEntry, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
 import { type AnswerListener, pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
 import { bodyTexts, queryOf, systemKeyOf, tokenOf } from "./request.ts";
 
@@ -177,50 +177,61 @@ export class HttpAudit {
     };
   }
 
+  /** per route: its rule and where its parameters are in a path (found once) */
+  private readonly routes = new Map<string, { rule: Rule; at: Record<string, number> } | null>();
+
+  private routeRule(label: string) {
+    let r = this.routes.get(label);
+    if (r === undefined) {
+      const rule = ruleOf(label);
+      const at: Record<string, number> = {};
+      label.split("/").forEach((w, i) => { if (w.startsWith(":")) at[w.slice(1)] = i - 1; });
+      this.routes.set(label, (r = rule && { rule, at }));
+    }
+    return r;
+  }
+
   private answered(request: Request, route: Route, path: string, status: number, ms: number, answer: unknown) {
-    const action = ACTIONS[request.method];
-    if (!action || status >= 400 || route.label === UNMATCHED) return;
-    const rule = ruleOf(route.label);
-    if (!rule) return;
-    const at = Date.now();
+    if (status >= 400 || !ACTIONS[request.method] || route.label === UNMATCHED) return;
+    const known = this.routeRule(route.label);
+    if (!known) return;
+    const { rule, at: paramAt } = known;
+    const param = (name: string | undefined) => (name !== undefined && paramAt[name] !== undefined ? pathElement(path, paramAt[name]!) : undefined);
     const token = tokenOf(request);
     const p = token ? this.tokens.resolveNow(token) ?? null : null;
-    const params = this.requests.params(request.method, path);
-    for (const k in params) { try { params[k] = decodeURIComponent(params[k]!); } catch { /* as sent */ } }
     const own = p && p.kind !== "developer" ? p.systemKey : null;
     // a collection named by id only: its system is the token's, or found when the row is written
     const systemKey = rule.collectionId ? own ?? ""
-      : (rule.systemKeyParam ? params[rule.systemKeyParam] : undefined) ?? (route.systemKeyAt >= 0 ? pathElement(path, route.systemKeyAt) : undefined) ?? own ?? systemKeyOf(request) ?? "";
+      : param(rule.systemKeyParam) ?? (route.systemKeyAt >= 0 ? pathElement(path, route.systemKeyAt) : undefined) ?? own ?? systemKeyOf(request) ?? "";
     const sent = bodyTexts.get(request) ?? null;
     const text = sent !== null && sent.length <= CHANGES_MAX_BYTES ? sent : null;
     const size = sent?.length ?? Number(request.headers.get("content-length") ?? 0);
     const query = request.url.includes("?") ? queryOf(request).get("query") : null;
-    // (copied now: the answer's body is sent, and gone, before the request's body is read)
-    const made = rule.keyInAnswer && !systemKey ? keyInAnswer(answer instanceof Response ? answer.clone() : answer) : null;
-    const write = async () => {
-      // parsed only when a field of it is needed, or a secret may be in it to take out
-      const needed = !!text && (rule.managed || rule.columnsInBody || rule.keyInAnswer || !rule.id || SECRET_TEXT.test(text) || !/^\s*[[{]/.test(text));
-      const body = needed ? parsed(text) : undefined;
-      const b = fields(body);
-      let act = rule.action ?? ACTIONS[request.method]!;
-      if (rule.columns) act = request.method === "DELETE" ? "Delete Columns" : "Create Columns";
-      else if (rule.columnsInBody && (b.addColumn || b.deleteColumn)) act = b.addColumn ? "Create Columns" : "Delete Columns";
-      const key = made ? await made : "";
-      const inBody = rule.managed ? [b.appID, b.systemKey, b.system_key].find((v) => typeof v === "string") as string | undefined : undefined;
-      const managedId = rule.managed && !inBody ? (request.method === "DELETE" ? queryOf(request).get("id") : typeof b.id === "string" ? b.id : null) : null;
-      this.trail.record({
-        systemKey: systemKey || key || inBody || "",
-        ...(rule.collectionId ? { collectionId: params.key } : managedId ? { collectionId: managedId } : {}),
-        assetClass: rule.cls,
-        action: act,
-        // a sign-up has no token yet: its email is the body's
-        email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
-        userType: userTypeOf(p),
-        assetId: (rule.id ? params[rule.id] : undefined) ?? (managedId || idIn(body) || key),
-        changes: needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
-        responseMs: ms, at,
-      });
+    // parsed only when a field of it is needed, or a secret may be in it to take out
+    const needed = !!text && (rule.managed || rule.columnsInBody || rule.keyInAnswer || !rule.id || SECRET_TEXT.test(text) || !/^\s*[[{]/.test(text));
+    const body = needed ? parsed(text) : undefined;
+    const b = fields(body);
+    let action = rule.action ?? ACTIONS[request.method]!;
+    if (rule.columns) action = request.method === "DELETE" ? "Delete Columns" : "Create Columns";
+    else if (rule.columnsInBody && (b.addColumn || b.deleteColumn)) action = b.addColumn ? "Create Columns" : "Delete Columns";
+    const inBody = rule.managed ? [b.appID, b.systemKey, b.system_key].find((v) => typeof v === "string") as string | undefined : undefined;
+    const managedId = rule.managed && !inBody ? (request.method === "DELETE" ? queryOf(request).get("id") : typeof b.id === "string" ? b.id : null) : null;
+    const entry: AuditEntry = {
+      systemKey: systemKey || inBody || "",
+      ...(rule.collectionId ? { collectionId: param("key") } : managedId ? { collectionId: managedId } : {}),
+      assetClass: rule.cls,
+      action,
+      // a sign-up has no token yet: its email is the body's
+      email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
+      userType: userTypeOf(p),
+      assetId: param(rule.id) ?? (managedId || idIn(body)),
+      changes: needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
+      responseMs: ms, at: Date.now(),
     };
-    void write();
+    if (!rule.keyInAnswer || entry.systemKey) return this.trail.record(entry);
+    // a system just made: its key is in the answer (copied now: the answer is sent, and gone, next)
+    void keyInAnswer(answer instanceof Response ? answer.clone() : answer).then((key) => {
+      this.trail.record({ ...entry, systemKey: key, assetId: entry.assetId || key });
+    });
   }
 }

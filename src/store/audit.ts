@@ -22,16 +22,19 @@ export const AUDIT_COLUMNS: ColumnMap = {
 const FIELDS = ["system_key", "time", "response_time", "asset_class", "action_type", "email", "asset_id", "changes", "user_type"] as const;
 /** Rows per INSERT statement (SQLite binds at most 32,766 parameters; PostgreSQL 65,535). */
 const ROWS_PER_STATEMENT = 200;
+const TUPLE = `(${FIELDS.map(() => "?").join(",")})`;
 
 /** `systemKey` null: every system's rows (a platform admin's view). */
 const scope = (systemKey: string | null) => (systemKey === null ? { sql: "1 = 1", args: [] as unknown[] } : { sql: "system_key = ?", args: [systemKey] as unknown[] });
 
 export const auditRepo = {
+  /** Inserts the rows in order (their ids follow it). */
   async insertMany(ex: Executor, rows: NewAuditRow[]) {
     for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
       const part = rows.slice(i, i + ROWS_PER_STATEMENT);
-      const one = `(${FIELDS.map(() => "?").join(",")})`;
-      await ex.run(`INSERT INTO audit(${FIELDS.join(", ")}) VALUES ${part.map(() => one).join(",")}`, part.flatMap((r) => FIELDS.map((f) => r[f])));
+      const args: unknown[] = [];
+      for (const r of part) for (const f of FIELDS) args.push(r[f]);
+      await ex.run(`INSERT INTO audit(${FIELDS.join(", ")}) VALUES ${part.map(() => TUPLE).join(",")}`, args);
     }
   },
   /** The rows a parsed query selects, newest first unless it sorts otherwise. */

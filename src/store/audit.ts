@@ -20,9 +20,12 @@ export const AUDIT_COLUMNS: ColumnMap = {
 };
 
 const FIELDS = ["system_key", "time", "response_time", "asset_class", "action_type", "email", "asset_id", "changes", "user_type"] as const;
-/** Rows per INSERT statement (SQLite binds at most 32,766 parameters; PostgreSQL 65,535). */
-const ROWS_PER_STATEMENT = 200;
+/** Rows per INSERT statement, largest first: a batch is cut into these few sizes, so the engine
+ *  prepares a handful of statements once, whatever the batch's length (SQLite binds at most 32,766
+ *  parameters, PostgreSQL 65,535). */
+const CHUNKS = [200, 50, 10, 1];
 const TUPLE = `(${FIELDS.map(() => "?").join(",")})`;
+const INSERTS = new Map(CHUNKS.map((n) => [n, `INSERT INTO audit(${FIELDS.join(", ")}) VALUES ${Array.from({ length: n }, () => TUPLE).join(",")}`]));
 
 /** `systemKey` null: every system's rows (a platform admin's view). */
 const scope = (systemKey: string | null) => (systemKey === null ? { sql: "1 = 1", args: [] as unknown[] } : { sql: "system_key = ?", args: [systemKey] as unknown[] });
@@ -30,11 +33,12 @@ const scope = (systemKey: string | null) => (systemKey === null ? { sql: "1 = 1"
 export const auditRepo = {
   /** Inserts the rows in order (their ids follow it). */
   async insertMany(ex: Executor, rows: NewAuditRow[]) {
-    for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
-      const part = rows.slice(i, i + ROWS_PER_STATEMENT);
+    for (let i = 0; i < rows.length;) {
+      const n = CHUNKS.find((c) => c <= rows.length - i)!;
       const args: unknown[] = [];
-      for (const r of part) for (const f of FIELDS) args.push(r[f]);
-      await ex.run(`INSERT INTO audit(${FIELDS.join(", ")}) VALUES ${part.map(() => TUPLE).join(",")}`, args);
+      for (let j = i; j < i + n; j++) for (const f of FIELDS) args.push(rows[j]![f]);
+      await ex.run(INSERTS.get(n)!, args);
+      i += n;
     }
   },
   /** The rows a parsed query selects, newest first unless it sorts otherwise. */

@@ -26,6 +26,9 @@ import { Throttlers } from "./domain/throttlers.ts";
 import { Adapters, type EdgeControl } from "./domain/adapters.ts";
 import { ExternalDbs } from "./domain/externalDbs.ts";
 import { ServiceCaches } from "./domain/serviceCaches.ts";
+import { Portals } from "./domain/portals.ts";
+import { InstanceSettings } from "./domain/settings.ts";
+import { type SecondFactor, TwoFactor } from "./domain/twoFactor.ts";
 import { type LockBackend, LocalLocks, Locks } from "./domain/locks.ts";
 import { MemoryCacheValues } from "./store/cacheValues.ts";
 import { SharedRedis } from "./cluster/redis.ts";
@@ -135,9 +138,14 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
     const roles = new Roles(deps, systems);
     // on an edge, the platform checks developers' passwords (its sync link attaches the check)
     const upstream = new Port<UpstreamSignIn>("upstream sign-in");
-    const developers = new Developers(deps, upstream);
+    // two-factor sign-in and the admin's token lifetime (built once the secret key is loaded)
+    const secondFactor = new Port<SecondFactor>("second factor");
+    const developers = new Developers(deps, upstream, secondFactor);
     const developerKeys = new DeveloperKeys(deps);
     const secrets = SecretBox.load(config.dataDir, config.secretKey);
+    const settings = new InstanceSettings(deps, secrets);
+    secondFactor.attach(new TwoFactor(deps, settings, secrets));
+    const portals = new Portals(deps, systems);
     const users = new Users(deps, systems, roles, secrets);
     const connectors = new ConnectorPool(log);
     const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
@@ -304,7 +312,7 @@ export async function start(config: Config, opts: { log?: Logger; restart?: () =
       db, dbFile, minFreeMb: config.minFreeMb,
       link: edgeLink && { connected: () => edgeLink.connected, lastContactAt: () => edgeLink.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
     });
-    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, metrics, edges, edgeGroups, edgeOps, db,
+    const services: Services = { config, log, tokens, developers, developerKeys, systems, users, roles, collections, devices, messages, services: codeServices, code, triggers, webhooks, throttle, throttlers, adapters, externalDbs, serviceCaches, portals, settings, metrics, edges, edgeGroups, edgeOps, db,
       sync: hub, edgeSync: edgeLink, health };
     const { http, https } = listenApi(services);
     if (fleet) edgeApi.attach(http.handle);

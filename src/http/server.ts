@@ -23,6 +23,8 @@ import { throttlerRoutes } from "./routes/throttlers.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { externalDbRoutes } from "./routes/externalDbs.ts";
 import { serviceCacheRoutes } from "./routes/serviceCaches.ts";
+import { portalRoutes } from "./routes/portals.ts";
+import { settingsRoutes } from "./routes/settings.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import { pathOf, RequestMetrics } from "./metrics.ts";
 import { AccessLog, errorOf, noteError } from "./access.ts";
@@ -184,6 +186,8 @@ export function createHttpApp(s: Services) {
     .use(adapterRoutes(s))
     .use(externalDbRoutes(s))
     .use(serviceCacheRoutes(s))
+    .use(portalRoutes(s))
+    .use(settingsRoutes(s))
     .use(consoleRoutes()) as unknown as Elysia;
   requests.useRoutes(app.routes);
   return app;

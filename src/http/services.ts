@@ -14,6 +14,8 @@ import type { Throttlers } from "../domain/throttlers.ts";
 import type { Adapters } from "../domain/adapters.ts";
 import type { ExternalDbs } from "../domain/externalDbs.ts";
 import type { ServiceCaches } from "../domain/serviceCaches.ts";
+import type { Portals } from "../domain/portals.ts";
+import type { InstanceSettings } from "../domain/settings.ts";
 import type { Throttle } from "../throttle/throttle.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { Edges } from "../domain/edges.ts";
@@ -50,6 +52,8 @@ export interface Services {
   adapters: Adapters;
   externalDbs: ExternalDbs;
   serviceCaches: ServiceCaches;
+  portals: Portals;
+  settings: InstanceSettings;
   metrics: Metrics;
   edges: Edges;
   edgeGroups: EdgeGroups;

@@ -628,6 +628,38 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 25,
+    name: "portals and plugins, developer sign-in challenges",
+    up: [
+      // portal and plugin records (kind 'portal' or 'plugin'): config as JSON text, the record's
+      // other fields as a JSON object
+      `CREATE TABLE portals (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        config TEXT,
+        fields TEXT NOT NULL DEFAULT '{}',
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, kind, name)
+      )`,
+      // a developer's second sign-in step: the intermediate token and the code, both hashed;
+      // times in epoch s; a challenge is dead once used or out of attempts
+      `CREATE TABLE two_factor_challenges (
+        otp_id TEXT PRIMARY KEY,
+        developer_id TEXT NOT NULL REFERENCES developers(id) ON DELETE CASCADE,
+        token_hash TEXT NOT NULL,
+        code_hash TEXT NOT NULL,
+        method TEXT NOT NULL,
+        issued_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        used INTEGER NOT NULL DEFAULT 0
+      )`,
+      `CREATE INDEX two_factor_challenges_expiry ON two_factor_challenges(expires_at)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

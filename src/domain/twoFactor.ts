@@ -51,7 +51,8 @@ export interface SecondFactor {
 export class TwoFactor implements SecondFactor {
   private readonly codeKey: Buffer;
 
-  constructor(private readonly d: DomainDeps, private readonly settings: InstanceSettings, secrets: SecretBox) {
+  /** `now`: epoch seconds (a test's own clock) */
+  constructor(private readonly d: DomainDeps, private readonly settings: InstanceSettings, secrets: SecretBox, private readonly now = nowSeconds) {
     this.codeKey = secrets.derive("developer two-factor codes");
   }
 
@@ -76,7 +77,7 @@ export class TwoFactor implements SecondFactor {
     if (!own && !(await this.requiredOfAll())) return null;
     // required of all but never chosen: by email, the address every developer has
     const method = own && dev.two_factor_method ? dev.two_factor_method : "email";
-    const now = nowSeconds();
+    const now = this.now();
     await challengesRepo.purge(this.d.db, now - 3600);
     const otpId = newUuid(), token = newToken();
     const code = String(randomInt(0, 10 ** CODE_DIGITS)).padStart(CODE_DIGITS, "0");
@@ -112,7 +113,7 @@ export class TwoFactor implements SecondFactor {
   async verify(intermediateToken: string | null, body: unknown): Promise<string> {
     if (!intermediateToken) throw fail("AUTH_REQUIRED", "send the intermediate_token of the sign-in as ClearBlade-DevToken");
     const b = validate(VerifyBody, body);
-    const now = nowSeconds();
+    const now = this.now();
     const c = await challengesRepo.get(this.d.db, b.otp_id);
     // hashes compared: what a caller sends does not steer where a comparison stops
     if (!c || c.token_hash !== hashToken(intermediateToken))

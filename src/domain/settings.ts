@@ -31,35 +31,45 @@ const port = z.union([z.number(), z.string().regex(/^\d+$/, "must be a port numb
   .pipe(z.number().int().min(1).max(65535));
 const text = z.string().max(TEXT_MAX);
 
+/** The services' fields, and what a new service takes for those left out (an update changes
+ *  only the fields it sends). */
 const EmailFields = {
   host: z.string().min(1).max(253),
   port,
-  username: z.string().max(256).default(""),
-  password: z.string().max(1024).default(""),
+  username: z.string().max(256),
+  password: z.string().max(1024),
   from: z.string().min(3).max(320),
-  protocol: z.literal("SMTP", { error: "must be 'SMTP' (the only protocol)" }).default("SMTP"),
-  encryption_type: z.enum(["STARTTLS", "TLS", "NONE"], { error: "must be one of STARTTLS, TLS, NONE" }).default("STARTTLS"),
-  two_factor_subject: text.default("Your sign-in code"),
-  two_factor_message: text.default("Your sign-in code is $CODE").refine((m) => m.includes("$CODE"), "must contain $CODE (where the code goes)"),
-  validation_subject: text.default("Confirm your email address"),
-  validation_message: text.default("Confirm your email address: $LINK"),
+  protocol: z.literal("SMTP", { error: "must be 'SMTP' (the only protocol)" }),
+  encryption_type: z.enum(["STARTTLS", "TLS", "NONE"], { error: "must be one of STARTTLS, TLS, NONE" }),
+  two_factor_subject: text,
+  two_factor_message: text.refine((m) => m.includes("$CODE"), "must contain $CODE (where the code goes)"),
+  validation_subject: text,
+  validation_message: text,
 };
-const EmailCreate = z.object(EmailFields).strict();
-const EmailUpdate = z.object(Object.fromEntries(Object.entries(EmailFields).map(([k, v]) => [k, v.optional()])) as { [K in keyof typeof EmailFields]: z.ZodOptional<(typeof EmailFields)[K]> }).strict();
-type EmailService = z.infer<typeof EmailCreate>;
+const EMAIL_DEFAULTS = {
+  username: "", password: "", protocol: "SMTP" as const, encryption_type: "STARTTLS" as const, two_factor_subject: "Your sign-in code",
+  two_factor_message: "Your sign-in code is $CODE", validation_subject: "Confirm your email address", validation_message: "Confirm your email address: $LINK",
+};
+const EmailUpdate = z.object(EmailFields).partial().strict();
+const EmailCreate = EmailUpdate.required({ host: true, port: true, from: true });
+type EmailService = Required<z.infer<typeof EmailUpdate>>;
 
 const SmsFields = {
-  service_name: z.string().max(100).default("Twilio"),
+  service_name: z.string().max(100),
   url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
-  username: z.string().max(256).default(""),
-  password: z.string().max(1024).default(""),
+  username: z.string().max(256),
+  password: z.string().max(1024),
   from: z.string().min(1).max(50),
-  two_factor_message: text.default("Your sign-in code is $CODE").refine((m) => m.includes("$CODE"), "must contain $CODE (where the code goes)"),
-  validation_message: text.default("Confirm your phone number: $LINK"),
+  two_factor_message: text.refine((m) => m.includes("$CODE"), "must contain $CODE (where the code goes)"),
+  validation_message: text,
 };
-const SmsCreate = z.object(SmsFields).strict();
-const SmsUpdate = z.object(Object.fromEntries(Object.entries(SmsFields).map(([k, v]) => [k, v.optional()])) as { [K in keyof typeof SmsFields]: z.ZodOptional<(typeof SmsFields)[K]> }).strict();
-type SmsService = z.infer<typeof SmsCreate>;
+const SMS_DEFAULTS = { service_name: "Twilio", username: "", password: "", two_factor_message: "Your sign-in code is $CODE", validation_message: "Confirm your phone number: $LINK" };
+const SmsUpdate = z.object(SmsFields).partial().strict();
+const SmsCreate = SmsUpdate.required({ url: true, from: true });
+type SmsService = Required<z.infer<typeof SmsUpdate>>;
+
+/** The fields sent, without those left out. */
+const sent = <T extends object>(b: T) => Object.fromEntries(Object.entries(b).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 const TestBody = z.object({ recipient: z.string().min(1).max(320) }).strict();
 
@@ -141,7 +151,7 @@ export class InstanceSettings {
     this.requireAdmin(p);
     const b = validate(EmailCreate, body);
     if (await this.emailService()) throw fail("ALREADY_EXISTS", "the email service is configured already: change it with PUT");
-    await this.saveEmail(b);
+    await this.saveEmail({ ...EMAIL_DEFAULTS, ...sent(b) } as EmailService);
     return { success: true };
   }
 
@@ -150,7 +160,7 @@ export class InstanceSettings {
     const b = validate(EmailUpdate, body);
     const cur = await this.emailService();
     if (!cur) throw fail("NOT_FOUND", "the email service is not configured: create it with POST");
-    await this.saveEmail({ ...cur, ...Object.fromEntries(Object.entries(b).filter(([, v]) => v !== undefined)) });
+    await this.saveEmail({ ...cur, ...sent(b) });
     return { success: true };
   }
 
@@ -207,7 +217,7 @@ export class InstanceSettings {
     this.requireAdmin(p);
     const b = validate(SmsCreate, body);
     if (await this.smsService()) throw fail("ALREADY_EXISTS", "the SMS service is configured already: change it with PUT");
-    await this.saveSms(b);
+    await this.saveSms({ ...SMS_DEFAULTS, ...sent(b) } as SmsService);
     return { success: true };
   }
 
@@ -216,7 +226,7 @@ export class InstanceSettings {
     const b = validate(SmsUpdate, body);
     const cur = await this.smsService();
     if (!cur) throw fail("NOT_FOUND", "the SMS service is not configured: create it with POST");
-    await this.saveSms({ ...cur, ...Object.fromEntries(Object.entries(b).filter(([, v]) => v !== undefined)) });
+    await this.saveSms({ ...cur, ...sent(b) });
     return { success: true };
   }
 

@@ -22,7 +22,8 @@ export const MAX_ATTEMPTS = 5;
 const CODE_DIGITS = 6;
 
 const VerifyBody = z.object({
-  code: z.union([z.string().min(1).max(20), z.number().int().nonnegative().transform(String)]),
+  // a code sent as a number lost its leading zeros
+  code: z.union([z.string().min(1).max(20), z.number().int().nonnegative().transform((n) => String(n).padStart(CODE_DIGITS, "0"))]),
   otp_id: z.string().min(1).max(100),
   two_factor_method: z.string().max(20).optional(),
   otp_issued: z.union([z.string().max(40), z.number()]).optional(),
@@ -65,9 +66,9 @@ export class TwoFactor implements SecondFactor {
 
   async checkCanEnable(method: string, phone: string) {
     if (method.includes("email") && !(await this.settings.emailService()))
-      throw fail("INVALID_ARGUMENT", "two_factor_enabled: the email service is not configured on this instance (the platform admin sets it at /admin/settings/email-service)");
+      throw fail("INVALID_ARGUMENT", "two_factor_enabled: the email service is not configured on this instance (the platform admin sets it with /admin/settings/email-service)");
     if (method.includes("sms")) {
-      if (!(await this.settings.smsService())) throw fail("INVALID_ARGUMENT", "two_factor_enabled: the SMS service is not configured on this instance (the platform admin sets it at /admin/settings/sms-service)");
+      if (!(await this.settings.smsService())) throw fail("INVALID_ARGUMENT", "two_factor_enabled: the SMS service is not configured on this instance (the platform admin sets it with /admin/settings/sms-service)");
       if (!phone) throw fail("INVALID_ARGUMENT", "two_factor_enabled: set a phone number to receive codes by SMS");
     }
   }

@@ -2,14 +2,15 @@
 // /admin/userinfo, or required of all by /admin/settings/security), a correct password answers a
 // challenge instead of a token: a 6-digit code goes out by email, SMS or both, and POST
 // /admin/auth/verify trades it, with the challenge's intermediate token, for the developer token.
-// A code lives CODE_TTL_S, is good once, and a challenge dies after MAX_ATTEMPTS wrong codes.
+// A code lives CODE_TTL_S, is good once, and a challenge dies after MAX_ATTEMPTS wrong codes; a
+// developer is sent at most MAX_CHALLENGES codes in CHALLENGE_WINDOW_S.
 // The code is kept as an HMAC under a key derived from the node's secret key (a copy of the
 // database alone does not give it away), the intermediate token as a hash; challenges live in the
 // database, so any node of a cluster can check them.
 import { createHmac, randomInt } from "node:crypto";
 import { z } from "zod";
 import type { SecretBox } from "../auth/secrets.ts";
-import { fail } from "../core/errors.ts";
+import { fail, failFor } from "../core/errors.ts";
 import { hashToken, newToken, newUuid, nowSeconds } from "../core/ids.ts";
 import { validate } from "../core/validate.ts";
 import type { DeveloperRow } from "../store/developers.ts";
@@ -19,6 +20,10 @@ import { fillTemplate, type InstanceSettings } from "./settings.ts";
 
 export const CODE_TTL_S = 300;
 export const MAX_ATTEMPTS = 5;
+/** Challenges a developer may be sent in CHALLENGE_WINDOW_S: each takes the right password, but
+ *  without a bound a thief of the password could guess codes MAX_ATTEMPTS at a time for ever. */
+export const MAX_CHALLENGES = 5;
+export const CHALLENGE_WINDOW_S = 600;
 const CODE_DIGITS = 6;
 
 const VerifyBody = z.object({
@@ -79,7 +84,10 @@ export class TwoFactor implements SecondFactor {
     // required of all but never chosen: by email, the address every developer has
     const method = own && dev.two_factor_method ? dev.two_factor_method : "email";
     const now = this.now();
-    await challengesRepo.purge(this.d.db, now - 3600);
+    await challengesRepo.purge(this.d.db, now - 2 * CHALLENGE_WINDOW_S);
+    const recent = await challengesRepo.issuedSince(this.d.db, dev.id, now - CHALLENGE_WINDOW_S);
+    if (recent >= MAX_CHALLENGES)
+      throw failFor(CHALLENGE_WINDOW_S / 2, "THROTTLED", `${MAX_CHALLENGES} sign-in codes were sent to this developer in the last ${CHALLENGE_WINDOW_S / 60} minutes: wait before signing in again`);
     const otpId = newUuid(), token = newToken();
     const code = String(randomInt(0, 10 ** CODE_DIGITS)).padStart(CODE_DIGITS, "0");
     await challengesRepo.insert(this.d.db, {

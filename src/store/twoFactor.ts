@@ -22,5 +22,7 @@ export const challengesRepo = {
   async use(ex: Executor, otpId: string): Promise<boolean> {
     return (await ex.run(`UPDATE two_factor_challenges SET used = 1 WHERE otp_id = ? AND used = 0`, [otpId])).changes === 1;
   },
+  issuedSince: async (ex: Executor, developerId: string, since: number) =>
+    Number((await ex.get<{ n: number }>(`SELECT count(*) AS n FROM two_factor_challenges WHERE developer_id = ? AND issued_at > ?`, [developerId, since]))!.n),
   purge: (ex: Executor, before: number) => ex.run(`DELETE FROM two_factor_challenges WHERE expires_at < ?`, [before]),
 };

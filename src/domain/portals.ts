@@ -79,20 +79,20 @@ export class Portals {
     const config = b.config !== undefined && b.config !== null ? configText(b.config)
       : base ? base.config : kind === "portal" ? JSON.stringify(DEFAULT_CONFIG) : null;
     return {
-      system_key: systemKey, kind, name, description: (b.description as string | undefined) ?? base?.description ?? "",
+      system_key: systemKey, name, description: (b.description as string | undefined) ?? base?.description ?? "",
       config, fields: fieldsText, updated_at: nowIso(),
     };
   }
 
   private async mustGet(systemKey: string, kind: PortalKind, name: string): Promise<PortalRow> {
-    const r = await portalsRepo.get(this.d.db, systemKey, kind, name);
+    const r = await portalsRepo(kind).get(this.d.db, systemKey, name);
     if (!r) throw notFound(WHAT[kind], name);
     return r;
   }
 
   async list(p: Principal, systemKey: string, kind: PortalKind) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    return (await portalsRepo.list(this.d.db, s.system_key, kind)).map(portalToWire);
+    return (await portalsRepo(kind).list(this.d.db, s.system_key)).map(portalToWire);
   }
 
   /** Developers; a user or device with read on the portal by name (role permission `portals`). */
@@ -107,9 +107,10 @@ export class Portals {
     const n = checkName(name);
     const r = this.record(kind, s.system_key, n, body);
     await this.d.db.tx(async (tx) => {
-      if (await portalsRepo.get(tx, s.system_key, kind, n)) throw fail("ALREADY_EXISTS", `${WHAT[kind]} '${n}' already exists`);
-      if ((await portalsRepo.count(tx, s.system_key, kind)) >= MAX_PORTALS) throw fail("INVALID_ARGUMENT", `a system has at most ${MAX_PORTALS} ${WHAT[kind]}s`);
-      await portalsRepo.put(tx, r);
+      if (await portalsRepo(kind).get(tx, s.system_key, n)) throw fail("ALREADY_EXISTS", `${WHAT[kind]} '${n}' already exists`);
+      if ((await portalsRepo(kind).count(tx, s.system_key)) >= MAX_PORTALS) throw fail("INVALID_ARGUMENT", `a system has at most ${MAX_PORTALS} ${WHAT[kind]}s`);
+      await portalsRepo(kind).put(tx, r);
+      await this.d.changes.record(tx, s.system_key, kind, n, "upsert", r);
     });
     return portalToWire(r);
   }
@@ -119,10 +120,11 @@ export class Portals {
     const s = kind === "portal" ? await this.systems.access(p, systemKey) : await this.systems.accessAsDeveloper(p, systemKey);
     if (kind === "portal") await this.d.perms.require(p, { kind: "item", itemKind: "portals", name }, LEVEL.UPDATE);
     const r = await this.d.db.tx(async (tx) => {
-      const cur = await portalsRepo.get(tx, s.system_key, kind, name);
+      const cur = await portalsRepo(kind).get(tx, s.system_key, name);
       if (!cur) throw notFound(WHAT[kind], name);
       const next = this.record(kind, s.system_key, name, body, cur);
-      await portalsRepo.put(tx, next);
+      await portalsRepo(kind).put(tx, next);
+      await this.d.changes.record(tx, s.system_key, kind, name, "upsert", next);
       return next;
     });
     return portalToWire(r);
@@ -130,8 +132,11 @@ export class Portals {
 
   async remove(p: Principal, systemKey: string, kind: PortalKind, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    await this.mustGet(s.system_key, kind, name);
-    await portalsRepo.delete(this.d.db, s.system_key, kind, name);
+    await this.d.db.tx(async (tx) => {
+      if (!(await portalsRepo(kind).get(tx, s.system_key, name))) throw notFound(WHAT[kind], name);
+      await portalsRepo(kind).delete(tx, s.system_key, name);
+      await this.d.changes.record(tx, s.system_key, kind, name, "delete", { name });
+    });
     return {};
   }
 }

@@ -632,18 +632,17 @@ export const MIGRATIONS: Migration[] = [
     version: 25,
     name: "portals and plugins, developer sign-in challenges",
     up: [
-      // portal and plugin records (kind 'portal' or 'plugin'): config as JSON text, the record's
-      // other fields as a JSON object
-      `CREATE TABLE portals (
+      // portal and plugin records: config as JSON text (null: a plugin made without one), the
+      // record's other fields as a JSON object
+      ...["portals", "plugins"].map((table) => `CREATE TABLE ${table} (
         system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
-        kind TEXT NOT NULL,
         name TEXT NOT NULL,
         description TEXT NOT NULL DEFAULT '',
         config TEXT,
         fields TEXT NOT NULL DEFAULT '{}',
         updated_at TEXT NOT NULL,
-        PRIMARY KEY (system_key, kind, name)
-      )`,
+        PRIMARY KEY (system_key, name)
+      )`),
       // a developer's second sign-in step: the intermediate token and the code, both hashed;
       // times in epoch s; a challenge is dead once used or out of attempts
       `CREATE TABLE two_factor_challenges (

@@ -103,6 +103,7 @@ export const ASSET_NAME_COLUMNS: Readonly<Record<string, { table: string; column
   collection: { table: "collections", column: "name" }, role: { table: "roles", column: "name" },
   user: { table: "users", column: "email" }, device: { table: "devices", column: "name" },
   adapter: { table: "adapters", column: "name" },
+  portal: { table: "portals", column: "name" }, plugin: { table: "plugins", column: "name" },
 };
 const ASSET_NAMES_SQL = Object.entries(ASSET_NAME_COLUMNS)
   .map(([t, s]) => `SELECT '${t}' AS t, ${s.column} AS name FROM ${s.table} WHERE system_key = ?1`).join(" UNION ALL ");

@@ -714,7 +714,7 @@ export function linkCause(err: unknown, platformUrl: string): { cause: LinkCause
 }
 
 /** The kinds of definitions the platform sends an edge. */
-const SYNCED_TYPES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"];
+const SYNCED_TYPES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "portal", "plugin"];
 
 function readPem(path: string): string {
   try { return readFileSync(path, "utf8"); } catch (e) { throw new Error(`--platform-ca ${path}: ${(e as Error).message}`); }

@@ -11,6 +11,7 @@ import { librariesRepo, servicesRepo, type LibraryRow, type ServiceRow } from ".
 import { tombstonesRepo } from "../store/sync.ts";
 import { timersRepo, triggersRepo, type TimerRow, type TriggerRow } from "../store/triggers.ts";
 import { usersRepo, type UserRow } from "../store/users.ts";
+import { type PortalKind, type PortalRow, portalsRepo } from "../store/portals.ts";
 import { adapterBody, type AdapterBody, decodeBase64, fileContentProblem } from "../domain/adapters.ts";
 import { userForEdge } from "../domain/users.ts";
 import { DEFINITION_TYPES, type DefinitionType } from "../domain/changes.ts";
@@ -154,11 +155,22 @@ const collection: DefinitionKind<Awaited<ReturnType<typeof collectionsRepo.list>
   stale: [],
 };
 
-export const KINDS: Record<DefinitionType, DefinitionKind> = { service, library, trigger, timer, collection, role, user, device, adapter };
+/** Portal and plugin records: the row is the body. */
+function portalRecords(kind: PortalKind): DefinitionKind<PortalRow> {
+  const repo = portalsRepo(kind);
+  return {
+    list: (ex, sk) => repo.list(ex, sk), nameOf: (r) => r.name, body: (_ex, _sk, r) => r,
+    apply: (ex, sk, _n, b: PortalRow) => repo.put(ex, { ...b, system_key: sk }),
+    remove: (ex, sk, name) => repo.delete(ex, sk, name),
+    deleteBody: (_ex, _sk, name) => byName(name), stale: [],
+  };
+}
+
+export const KINDS: Record<DefinitionType, DefinitionKind> = { service, library, trigger, timer, collection, role, user, device, adapter, portal: portalRecords("portal"), plugin: portalRecords("plugin") };
 
 /** The order a snapshot brings the kinds in: what others need first (roles before the users and
  *  devices that hold them, libraries before services, collections before their triggers). */
-export const SNAPSHOT_ORDER: readonly DefinitionType[] = ["role", "library", "service", "collection", "trigger", "timer", "user", "adapter", "device"];
+export const SNAPSHOT_ORDER: readonly DefinitionType[] = ["role", "library", "service", "collection", "trigger", "timer", "user", "adapter", "device", "plugin", "portal"];
 
 /** The caches changes of these kinds make stale. */
 export function staleCaches(types: Iterable<string>): Set<StaleCache> {

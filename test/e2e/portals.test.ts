@@ -1,8 +1,9 @@
 // Portals and plugins, black-box: /admin/portals/{systemKey}, /api/v/2/portals/{systemKey}/{name},
 // /api/v/2/plugins/{systemKey}[/{name}]; config taken as an object or JSON text and returned as an
-// object; developers manage both, a user reads and updates a portal by the role permission portals.
+// object; developers manage both, a user reads and updates a portal by the role permission portals;
+// a real edge receives the ones its template names, online and after being offline.
 import t from "tap";
-import { type DevSystem, type Outpost, devWithSystem, isErr, must, newUser, ok200, request, startOutpost, uniq } from "./harness.ts";
+import { Client, type DevSystem, type Outpost, devWithSystem, isErr, must, newUser, ok200, request, startOutpost, uniq, waitFor } from "./harness.ts";
 
 // error codes of src/core/errors.ts
 const E = { BAD_JSON: 106, INVALID_ARGUMENT: 111, PERMISSION_DENIED: 200, NOT_AUTHORIZED_FOR_SYSTEM: 201, AUTH_REQUIRED: 202, DEVELOPER_ONLY: 205, ALREADY_EXISTS: 207, NOT_FOUND: 208 } as const;
@@ -153,4 +154,68 @@ t.test("a deleted system takes its portals with it", async (t) => {
   ok200(t, await sys.dev.post(portalPath(sys, "p1"), { config }), "create");
   ok200(t, await sys.dev.del(`/admin/systemmanagement?id=${sys.systemKey}`), "delete the system");
   isErr(t, await sys.dev.get(`/admin/portals/${sys.systemKey}`), 404, undefined, "no system, no portals");
+});
+
+// ---- edge sync --------------------------------------------------------------------------------
+
+async function edgeDev(e: Outpost, sys: DevSystem): Promise<Client> {
+  let c: Client | null = null;
+  const ok = await waitFor(async () => {
+    const a = await request(e.url, "POST", "/admin/auth", { body: { email: sys.email, password: sys.password } });
+    if (a.status === 200) c = new Client(e.url, { "ClearBlade-DevToken": a.body.dev_token });
+    return a.status === 200;
+  }, 20_000);
+  if (!ok) throw new Error("the developer cannot sign in on the edge");
+  return c!;
+}
+
+t.test("an edge receives the portals and plugins its template names, online and after being offline", async (t) => {
+  const sys = await devWithSystem(o, "edgeportals");
+  const edge = uniq("gw"), token = `${edge}-token`;
+  await must(sys.dev.post(`/admin/edges/${sys.systemKey}/${edge}`, { token }), "edge record");
+  ok200(t, await sys.dev.post(portalPath(sys, "office"), { config }), "a portal the template does not name");
+  ok200(t, await sys.dev.post(portalPath(sys, "floor"), { description: "v1", config: JSON.stringify(config) }), "the portal it names, before the edge starts");
+  isErr(t, await sys.dev.put(`/admin/edges/template/${sys.systemKey}/${edge}`, { add: [{ def_module: "portal", def_name: "nosuch", mode: "sync" }] }), 400, E.INVALID_ARGUMENT, "a template entry naming a portal the system does not have");
+  await must(sys.dev.put(`/admin/edges/template/${sys.systemKey}/${edge}`, {
+    add: [{ def_module: "portal", def_name: "floor", mode: "sync_to_edge" }, { def_module: "plugin", def_name: "*", mode: "sync_to_edge" }],
+  }), "template: the portal floor, every plugin");
+  const edgeArgs = ["--mode", "edge", "--platform-url", o.url, "--system-key", sys.systemKey, "--edge-name", edge, "--edge-token", token, "--sync-ping-ms", "500"];
+  let e = await startOutpost({ args: edgeArgs, keepData: true });
+  const dataDir = e.dataDir;
+  t.teardown(async () => { await e.stop(); });
+  let ed = await edgeDev(e, sys);
+  const onEdge = async (path: string) => (await ed.get(path)).body;
+  t.ok(await waitFor(async () => (await ed.get(portalPath(sys, "floor"))).status === 200, 20_000), "the snapshot brought the portal");
+  const got = await onEdge(portalPath(sys, "floor"));
+  t.same(got.config, config, "with its config");
+  t.equal(got.description, "v1");
+  isErr(t, await ed.get(portalPath(sys, "office")), 404, E.NOT_FOUND, "not the portal the template does not name");
+
+  ok200(t, await sys.dev.put(portalPath(sys, "floor"), { description: "v2" }), "change on the platform");
+  t.ok(await waitFor(async () => (await onEdge(portalPath(sys, "floor"))).description === "v2", 20_000), "the change reaches the edge");
+  ok200(t, await sys.dev.post(pluginPath(sys), { name: "gauge", code: "g1" }), "a plugin on the platform");
+  t.ok(await waitFor(async () => (await onEdge(pluginPath(sys, "gauge"))).code === "g1", 20_000), "the plugin reaches the edge");
+  const status = await must(sys.dev.get(`/admin/${sys.systemKey}/sync/edge/status/${edge}`), "sync status");
+  t.ok(status.some((a: any) => a.asset_type === "portal" && a.asset_name === "floor"), "sync status lists the portal");
+  t.ok(status.some((a: any) => a.asset_type === "plugin" && a.asset_name === "gauge"), "and the plugin");
+  isErr(t, await ed.get(portalPath(sys, "office")), 404, E.NOT_FOUND, "still not the other portal (after changes that did arrive)");
+
+  // offline: the changes wait for it
+  await e.stop();
+  ok200(t, await sys.dev.put(portalPath(sys, "floor"), { description: "v3", config: { ...config, columns: 9 } }), "change while the edge is off");
+  ok200(t, await sys.dev.del(pluginPath(sys, "gauge")), "delete the plugin while the edge is off");
+  ok200(t, await sys.dev.post(pluginPath(sys), { name: "chart", code: "c1" }), "a new plugin while the edge is off");
+  e = await startOutpost({ args: edgeArgs, dataDir, keepData: true });
+  ed = await edgeDev(e, sys);
+  t.ok(await waitFor(async () => (await onEdge(pluginPath(sys, "chart"))).code === "c1", 20_000), "the new plugin arrives once the edge is back");
+  const after = await onEdge(portalPath(sys, "floor"));
+  t.equal(after.description, "v3", "the portal's change arrived");
+  t.equal(after.config.columns, 9, "with its config");
+  isErr(t, await ed.get(pluginPath(sys, "gauge")), 404, E.NOT_FOUND, "the deleted plugin is gone");
+  ok200(t, await sys.dev.del(portalPath(sys, "floor")), "delete the portal online");
+  t.ok(await waitFor(async () => (await ed.get(portalPath(sys, "floor"))).status === 404, 20_000), "gone from the edge");
+  t.ok(await waitFor(async () => {
+    const st = await must(sys.dev.get(`/admin/${sys.systemKey}/sync/edge/status/${edge}`), "status");
+    return st.filter((a: any) => a.asset_type === "plugin" || a.asset_type === "portal").every((a: any) => a.status === "synced");
+  }, 20_000), "every portal and plugin entry synced");
 });

@@ -36,7 +36,9 @@ beforeAll(async () => {
   await s.users.register(sk, sys.system_secret, null, { email: "u@example.com", password: "pw" });
   await s.devices.create(dev, sk, "thermo", { type: "", state: "", enabled: true, allow_key_auth: true, active_key: "k-123456" });
   await s.adapters.create(dev, sk, { name: "modbus", description: "", architecture: "linux-amd64" });
-  Object.assign(made, { library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.portals.create(dev, sk, "portal", "floor", { config: { panes: [] } });
+  await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup

@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
-import { DEFINITION_TYPES } from "../../../src/domain/changes.ts";
+import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
 import { SYNC_MODULES } from "../../../src/domain/edges.ts";
 import { type Db, openDb } from "../../../src/store/db.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import { ASSET_NAME_COLUMNS, assetNames } from "../../../src/store/sync.ts";
-import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds.ts";
+import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds/index.ts";
 
 let app: App;
 let other: Db;

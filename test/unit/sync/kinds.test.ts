@@ -1,4 +1,4 @@
-// Every kind of definition in the sync table (src/sync/kinds.ts) does all of it: a platform's
+// Every kind of definition in the sync registry (src/sync/kinds/) does all of it: a platform's
 // asset of the kind is listed and read as a change body, applied to another node's database (and
 // applied again, as a repeated change is), listed there under the same name, and removed from
 // there by name. The domain makes one asset of each kind on a platform (in memory); the other node

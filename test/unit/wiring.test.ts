@@ -39,7 +39,7 @@ const LIBRARY_HOOKS = new Set([
   "code/pool.ts:slot.worker.onmessage", "code/pool.ts:slot.worker.onerror",
   "code/syntax.ts:w.onmessage", "code/syntax.ts:w.onerror",
   "sync/edge/link.ts:ws.onopen", "sync/edge/link.ts:ws.onmessage", "sync/edge/link.ts:ws.onclose", "sync/edge/link.ts:ws.onerror",
-  "broker/broker.ts:ws.data.kick", "broker/broker.ts:am.subscribe", "broker/broker.ts:am.unsubscribe", "broker/broker.ts:c.deliver0",
+  "broker/listeners.ts:ws.data.kick", "broker/broker.ts:am.subscribe", "broker/broker.ts:am.unsubscribe", "broker/broker.ts:c.deliver0",
   "broker/publish.ts:parser.parse", "broker/publish.ts:c.deliver0",
   "broker/writes.ts:conn.cork", "broker/writes.ts:conn.uncork", "broker/writes.ts:conn.write", "broker/writes.ts:conn.end", "broker/writes.ts:conn.destroy",
   "throttle/limiters.ts:this.cmd.onclose", "throttle/limiters.ts:this.sub.onclose",

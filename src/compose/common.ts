@@ -5,7 +5,6 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { Permissions } from "../auth/permissions.ts";
 import { Tokens } from "../auth/tokens.ts";
-import { DeviceKeys } from "../auth/deviceKeys.ts";
 import { SecretBox } from "../auth/secrets.ts";
 import type { Config } from "../config.ts";
 import { EventBus } from "../core/events.ts";
@@ -15,26 +14,16 @@ import type { Logger } from "../core/log.ts";
 import { largest, Metrics, OTHER } from "../core/metrics.ts";
 import { newUuid } from "../core/ids.ts";
 import type { DomainDeps } from "../domain/deps.ts";
-import { Collections } from "../domain/collections.ts";
-import { Developers, type UpstreamSignIn } from "../domain/developers.ts";
-import { DeveloperKeys } from "../domain/developerKeys.ts";
-import { type ConnectionView, Devices } from "../domain/devices.ts";
-import { type Broker as MessagesBroker, Messages } from "../domain/messages.ts";
-import { CodeServices } from "../domain/services.ts";
-import { Triggers } from "../domain/triggers.ts";
+import type { UpstreamSignIn } from "../domain/developers.ts";
+import type { ConnectionView } from "../domain/devices.ts";
+import type { Broker as MessagesBroker } from "../domain/messages.ts";
 import { Webhooks } from "../domain/webhooks.ts";
-import { Throttlers } from "../domain/throttlers.ts";
-import { Adapters, type EdgeControl } from "../domain/adapters.ts";
-import { ExternalDbs } from "../domain/externalDbs.ts";
-import { ServiceCaches } from "../domain/serviceCaches.ts";
-import { type LockBackend, LocalLocks, Locks } from "../domain/locks.ts";
-import { Roles } from "../domain/roles.ts";
-import { Systems } from "../domain/systems.ts";
-import { Users } from "../domain/users.ts";
+import type { EdgeControl } from "../domain/adapters.ts";
+import { LocalLocks } from "../domain/locks.ts";
+import { buildModules, type ModuleParts } from "../domain/modules.ts";
 import { Health, type HealthOptions } from "../domain/health.ts";
-import { type EdgeLinks, Edges } from "../domain/edges.ts";
-import { EdgeGroups } from "../domain/edgeGroups.ts";
-import { EdgeOps, type FleetLink } from "../domain/edgeOps.ts";
+import type { EdgeLinks } from "../domain/edges.ts";
+import type { FleetLink } from "../domain/edgeOps.ts";
 import { ChangeRecorder } from "../domain/changes.ts";
 import { CodeEngine } from "../code/engine.ts";
 import { compileChecker } from "../code/syntax.ts";
@@ -48,7 +37,7 @@ import { type BrokerDeps, MqttBroker } from "../broker/broker.ts";
 import { LibsqlPersistence } from "../broker/persistence.ts";
 import { type HttpServer, listenApi, listenMetrics } from "../http/server.ts";
 import type { Services } from "../http/services.ts";
-import { type CacheValueStore, MemoryCacheValues } from "../store/cacheValues.ts";
+import { MemoryCacheValues } from "../store/cacheValues.ts";
 import { type Db, databaseBytes, openDb, redactedUrl } from "../store/db.ts";
 import { migrate } from "../store/migrations.ts";
 import type { ElsewhereHub, SyncHub } from "../sync/platform.ts";
@@ -62,7 +51,7 @@ export interface Stoppable { name: string; stop(): Promise<void> | void }
 export type Started = Stoppable[];
 
 /** What code services share: this process's memory, or on a cluster the nodes' Redis. */
-export interface SharedState { cacheValues: CacheValueStore; lockBackend: LockBackend }
+export type SharedState = Pick<ModuleParts, "cacheValues" | "lockBackend">;
 export const localState = (): SharedState => ({ cacheValues: new MemoryCacheValues(), lockBackend: new LocalLocks() });
 
 /** The broker's links beyond this node: where messages on relayed topics go, a cluster's emitter. */
@@ -158,54 +147,30 @@ function makePorts() {
     edgeControl: new Port<EdgeControl>("edge control"),
   };
 }
-export type Ports = ReturnType<typeof makePorts>;
 
-/** The records' modules: systems, accounts, collections, devices, messages, code services. */
-function buildRecords(k: Kernel, ports: Ports) {
-  const { deps, config, log } = k;
-  const systems = new Systems(deps);
-  const roles = new Roles(deps, systems);
-  const developers = new Developers(deps, ports.upstream);
-  const developerKeys = new DeveloperKeys(deps);
-  const secrets = SecretBox.load(config.dataDir, config.secretKey);
-  const users = new Users(deps, systems, roles, secrets);
-  const connectors = new ConnectorPool(log);
-  const externalDbs = new ExternalDbs(deps, systems, secrets, connectors);
-  const collections = new Collections(deps, systems, externalDbs);
-  const devices = new Devices(deps, systems, roles, new DeviceKeys(secrets), ports.deviceConnections);
-  const messages = new Messages(deps, systems, ports.broker);
-  // code is compiled at upload, and on an edge when it arrives, as a sandbox would load it
-  const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
-  const codeServices = new CodeServices(deps, systems, compileCheck);
-  return { systems, roles, developers, developerKeys, users, connectors, externalDbs, collections, devices, messages, compileCheck, codeServices };
-}
-
-/** The domain: every module, the code engine it runs services with, and the ports later parts attach. */
+/** The domain: every module (src/domain/modules.ts), the code engine it runs services with, and
+ *  the ports later parts attach. */
 export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) {
   const { deps, signals, config, log, metrics } = k;
   const ports = makePorts();
-  const r = buildRecords(k, ports);
-  const { systems, codeServices, users, devices, messages, externalDbs } = r;
+  const secrets = SecretBox.load(config.dataDir, config.secretKey);
+  // code is compiled at upload, and on an edge when it arrives, as a sandbox would load it
+  const compileCheck = compileChecker(config.codeMemoryLimitMb * 1024 * 1024);
   const shared = await mode.sharedState(started);
-  const serviceCaches = new ServiceCaches(deps, systems, shared.cacheValues);
-  signals.on("system.removed", ({ systemKey }) => serviceCaches.forgetSystem(systemKey));
-  const locks = new Locks(shared.lockBackend);
-  const triggers = new Triggers(deps, systems, codeServices);
-  started.push({ name: "external-dbs", stop: () => r.connectors.stop() });
-  const messageTimers = new MessageTimers(publishAsOwner({ users, devices, messages }), log);
-  const code = new CodeEngine({ d: deps, systems, services: codeServices, collections: r.collections, users, devices, messages, triggers, roles: r.roles, externalDbs, messageTimers, caches: serviceCaches, locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
-  const edges = new Edges(deps, systems, ports.edgeLinks);
-  const edgeGroups = new EdgeGroups(deps, systems);
-  const edgeOps = new EdgeOps(deps, systems, edges, ports.fleetLink);
-  const webhooks = new Webhooks(deps, systems, codeServices, users, k.tokens, code);
+  const connectors = new ConnectorPool(log);
+  started.push({ name: "external-dbs", stop: () => connectors.stop() });
   const throttle = new Throttle({ db: k.db, config, log, metrics, nodeId: newUuid() });
   await throttle.start();
   started.push({ name: "throttle", stop: () => throttle.stop() });
-  const throttlers = new Throttlers(deps, throttle);
-  const adapters = new Adapters(deps, systems, edges, ports.edgeControl);
+  const m = buildModules(deps, { ...ports, ...shared, secrets, connectors, compileCheck, throttle });
+  signals.on("system.removed", ({ systemKey }) => m.serviceCaches.forgetSystem(systemKey));
+  const messageTimers = new MessageTimers(publishAsOwner(m), log);
+  const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
+    roles: m.roles, externalDbs: m.externalDbs, messageTimers, caches: m.serviceCaches, locks: m.locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
+  const webhooks = new Webhooks(deps, m.systems, m.codeServices, m.users, k.tokens, code);
   // what a deleted system leaves on this node: its messaging timers and database connections
-  signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void externalDbs.forgetSystem(systemKey); });
-  return { ...k, ...r, ports, serviceCaches, triggers, messageTimers, code, edges, edgeGroups, edgeOps, webhooks, throttle, throttlers, adapters };
+  signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void m.externalDbs.forgetSystem(systemKey); });
+  return { ...k, ...m, ports, compileCheck, throttle, messageTimers, code, webhooks };
 }
 export type Domain = Awaited<ReturnType<typeof buildDomain>>;
 

@@ -63,7 +63,7 @@ async function poolRun(): Promise<[number, number]> {
 }
 
 /** A developer's system with a trivial service a user may run; the URL and the user's headers. */
-async function trivialService(url: string) {
+export async function trivialService(url: string) {
   const s = await setupSystem(url);
   const dev = { "ClearBlade-DevToken": s.devToken };
   await json(`${url}/admin/code/v/1/${s.systemKey}/trivial`, "POST", { code: "function trivial(req, resp){ resp.success('ok') }" }, dev);
@@ -172,7 +172,7 @@ export async function benchCode() {
 
 /** Requests/s of a service doing one collection fetch through ClearBlade's classic callback call
  *  (the run's stack waits for the answer) against the same work through ClearBladeAsync. */
-async function blockingVsAsync(url: string, b: Awaited<ReturnType<typeof trivialService>>): Promise<[number, number, number]> {
+export async function blockingVsAsync(url: string, b: Awaited<ReturnType<typeof trivialService>>): Promise<[number, number, number]> {
   const sk = b.s.systemKey;
   const col = await json(`${url}/admin/collectionmanagement`, "POST", { appID: sk, name: "readings" }, b.dev);
   await json(`${url}/api/v/1/data/${col.collectionID}`, "POST", [{}, {}, {}], b.dev);

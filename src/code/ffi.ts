@@ -15,6 +15,9 @@ type MaybeAsync<T> = T | Promise<T>;
 interface Internals {
   ffi: {
     QTS_NewString(ctx: number, chars: number): number;
+    QTS_ArgvGetJSValueConstPointer(argv: number, i: number): number;
+    QTS_DupValuePointer(ctx: number, value: number): number;
+    QTS_Throw(ctx: number, error: number): number;
     QTS_GetString(ctx: number, value: number): number;
     QTS_FreeCString(ctx: number, chars: number): void;
     QTS_FreeValuePointer(ctx: number, value: number): void;
@@ -30,7 +33,19 @@ interface Internals {
   ctx: { value: number };
   rt: { value: number };
   memory: { heapValueHandle(ptr: number): QuickJSHandle };
+  /** the host function registered under an id (what newFunction was given) */
+  getFunction(id: number): unknown;
+  /** what QuickJS calls for a host function: the context's entry, replaced here */
+  cToHostCallbacks: { callFunction(ctx: number, self: number, argc: number, argv: number, id: number): MaybeAsync<number> };
 }
+
+/** What a host function defined through DirectCall answers: a string, a handle (handed to the
+ *  caller), nothing (undefined), or a promise of a string (the call suspends until it settles:
+ *  the asyncify build only). */
+export type HostAnswer = string | QuickJSHandle | undefined | void | Promise<string>;
+export type HostFunction = (args: string[]) => HostAnswer;
+/** the functions given to newFunction for DirectCall's host functions, and what answers them */
+const hostFunctions = new WeakMap<object, HostFunction>();
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -76,6 +91,48 @@ export class DirectCall {
     this.callExport = this.q.module.cwrap("QTS_Call", "number", n(5), {});
     this.jobsExport = this.q.module.cwrap("QTS_ExecutePendingJob", "number", n(3), {});
     this.views();
+    // calls of the host functions defined below skip quickjs-emscripten's path (a scope, a
+    // generator and a Lifetime per argument: most of a host call's cost); others keep it
+    const callbacks = this.q.cToHostCallbacks, slow = callbacks.callFunction;
+    callbacks.callFunction = (ctx, self, argc, argv, id) => {
+      const fn = hostFunctions.get(this.q.getFunction(id) as object);
+      return fn ? this.hostCall(fn, argc, argv) : slow(ctx, self, argc, argv, id);
+    };
+  }
+
+  /** Defines a global function of string arguments, answered on the C API directly. */
+  define(name: string, fn: HostFunction) {
+    const vm = this.q as unknown as QuickJSContext;
+    const entry = () => { throw new Error(`${name} was called through quickjs-emscripten's path`); };
+    hostFunctions.set(entry, fn);
+    vm.newFunction(name, entry).consume((f) => vm.setProp(vm.global, name, f));
+  }
+
+  private hostCall(fn: HostFunction, argc: number, argv: number): MaybeAsync<number> {
+    const { ffi } = this.q;
+    const args: string[] = [];
+    for (let i = 0; i < argc; i++) {
+      const chars = ffi.QTS_GetString(this.ctx, ffi.QTS_ArgvGetJSValueConstPointer(argv, i));
+      args.push(this.readString(chars));
+      ffi.QTS_FreeCString(this.ctx, chars);
+    }
+    try {
+      const answer = fn(args);
+      if (answer instanceof Promise) return answer.then((text) => this.newString(text));
+      return this.answerPtr(answer);
+    } catch (err) {
+      const vm = this.q as unknown as QuickJSContext;
+      return vm.newError(err instanceof Error ? err.message : String(err)).consume((e) => ffi.QTS_Throw(this.ctx, (e as unknown as { value: number }).value));
+    }
+  }
+
+  /** The value a host function answers, as the C side takes it: a pointer it frees (0: undefined). */
+  private answerPtr(answer: string | QuickJSHandle | undefined | void): number {
+    if (answer === undefined || answer === null) return 0;
+    if (typeof answer === "string") return this.newString(answer);
+    const ptr = this.q.ffi.QTS_DupValuePointer(this.ctx, (answer as unknown as { value: number }).value);
+    answer.dispose();
+    return ptr;
   }
 
   private views() {

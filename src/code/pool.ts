@@ -4,7 +4,11 @@
 // Scheduling: a worker runs one batch at a time, and a batch holds steps of one system (runs to
 // start, answers to host calls of its runs waiting there). One system holds at most `maxShare` of
 // the workers at once; its further runs wait in its own bounded queue (past it: 429), and free
-// workers go to the system served least recently. A run's host calls come here, are answered by
+// workers go to the system served least recently. The share is work-conserving: a worker no system
+// within its share wants may be borrowed past the share by a system whose batches end quickly (a
+// blocking call ends a batch too), so one tenant alone uses every core, and another tenant that
+// comes waits at most about one such batch. A system whose batches run long (busy loops) keeps to
+// its share. A run's host calls come here, are answered by
 // the engine (rights checked on this thread), and go back in a later batch to the worker holding
 // the run.
 //
@@ -86,9 +90,12 @@ interface Sys {
   holding: number;
   /** when it was last given a worker (a counter) */
   served: number;
+  /** how long its batches take, ms (a moving average): it may borrow workers past its share while
+   *  this stays under BORROW_MAX_MS */
+  batchMs: number;
 }
 
-interface Batch { sys: Sys; steps: Step[]; runs: (Run | undefined)[] }
+interface Batch { sys: Sys; steps: Step[]; runs: (Run | undefined)[]; /** performance.now() at send */ at: number }
 
 interface Slot {
   worker: Worker;
@@ -127,6 +134,8 @@ const MIN_SHARE_BYTES = 32 << 20;
 const MB = 1 << 20;
 const RESPAWN_MIN_MS = 100;
 const RESPAWN_MAX_MS = 10_000;
+/** a system may borrow workers past its share while its batches take less than this on average */
+const BORROW_MAX_MS = 5;
 
 export class WorkerPool {
   readonly workers: number;
@@ -178,7 +187,7 @@ export class WorkerPool {
   submit(spec: RunSpec): { id: number; done: Promise<PoolOutcome> } {
     if (this.stopped) throw fail("INTERNAL", "the code engine is stopping");
     let sys = this.systems.get(spec.system);
-    if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0 }));
+    if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0, batchMs: BORROW_MAX_MS }));
     if (sys.queue.length >= this.o.queueMax) throw failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`);
     const id = ++this.nextId;
     let resolve!: (o: PoolOutcome) => void;
@@ -285,6 +294,7 @@ export class WorkerPool {
     this.end(slot);
     if (b) {
       b.sys.holding--;
+      b.sys.batchMs += (performance.now() - b.at - b.sys.batchMs) / 8;
       // steps after the stuck one never started: their runs go back to the front of the queue
       const again: Run[] = [];
       for (let i = at + 1; i < b.runs.length; i++) {
@@ -344,17 +354,20 @@ export class WorkerPool {
   // ---- scheduling -----------------------------------------------------------------------------
 
   /** Gives free workers batches: each to the waiting system served least recently that may
-   *  hold another worker. */
+   *  hold another worker; a worker none of those takes, to one that may borrow it. */
   private pump() {
     if (this.pumping || this.stopped) return;
     this.pumping = true;
     try {
       for (;;) {
         let best: Sys | null = null, bestSlot: Slot | null = null;
-        for (const sys of this.waiting) {
-          if (sys.holding >= this.maxHold || (best && sys.served >= best.served)) continue;
-          const slot = this.slotFor(sys);
-          if (slot) { best = sys; bestSlot = slot; }
+        for (const borrow of [false, true]) {
+          for (const sys of this.waiting) {
+            if ((best && sys.served >= best.served) || (sys.holding >= this.maxHold && (!borrow || sys.batchMs >= BORROW_MAX_MS))) continue;
+            const slot = this.slotFor(sys);
+            if (slot) { best = sys; bestSlot = slot; }
+          }
+          if (best) break;
         }
         if (!best || !bestSlot) break;
         this.send(bestSlot, best);
@@ -426,7 +439,7 @@ export class WorkerPool {
     if (!steps.length) return;
     sys.holding++;
     sys.served = ++this.served;
-    slot.batch = { sys, steps, runs };
+    slot.batch = { sys, steps, runs, at: performance.now() };
     const m: BatchMessage = { t: "b", cx: contexts, s: steps };
     if (src) m.src = src;
     if (drop) m.drop = drop;
@@ -461,6 +474,7 @@ export class WorkerPool {
     if (m.t === "e" && slot.batch) {
       const b = slot.batch;
       b.sys.holding--;
+      b.sys.batchMs += (performance.now() - b.at - b.sys.batchMs) / 8;
       slot.batch = null;
       if (m.r !== undefined) this.giveBack(slot, b, m.r);
     }

@@ -40,8 +40,8 @@ import type { Services } from "../http/services.ts";
 import { MemoryCacheValues } from "../store/cacheValues.ts";
 import { type Db, databaseBytes, openDb, redactedUrl } from "../store/db.ts";
 import { migrate } from "../store/migrations.ts";
-import type { ElsewhereHub, SyncHub } from "../sync/platform.ts";
-import type { EdgeSync } from "../sync/edge.ts";
+import type { ElsewhereHub, SyncHub } from "../sync/platform/hub.ts";
+import type { EdgeSync } from "../sync/edge/link.ts";
 import { NodeRegistry } from "../cluster/nodes.ts";
 import { COMMIT, VERSION } from "../version.ts";
 

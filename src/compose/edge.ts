@@ -7,9 +7,9 @@ import { Port } from "../core/port.ts";
 import type { MqttBroker } from "../broker/broker.ts";
 import type { HttpServer } from "../http/server.ts";
 import { AdapterRunner } from "../adapters/runner.ts";
-import { staleCaches } from "../sync/kinds.ts";
+import { staleCaches } from "../sync/kinds/index.ts";
 import { EdgeRelay } from "../sync/relay.ts";
-import { EdgeSync } from "../sync/edge.ts";
+import { EdgeSync } from "../sync/edge/link.ts";
 import { FleetAgent } from "../sync/fleetAgent.ts";
 import { type Domain, localState, type ModeParts, type Started } from "./common.ts";
 

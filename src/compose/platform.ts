@@ -7,7 +7,7 @@ import { largest, type Metrics } from "../core/metrics.ts";
 import { Port } from "../core/port.ts";
 import type { MqttBroker } from "../broker/broker.ts";
 import type { Db } from "../store/db.ts";
-import { SyncHub } from "../sync/platform.ts";
+import { SyncHub } from "../sync/platform/hub.ts";
 import type { ClusterBus } from "../cluster/bus.ts";
 import { SharedRedis } from "../cluster/redis.ts";
 import { RedisCacheValues } from "../cluster/cacheValues.ts";

@@ -88,6 +88,32 @@ describe("WorkerPool", () => {
     expect(bMs).toBeLessThan(400);
   });
 
+  test("a system alone borrows the idle workers past its share while its batches are short; once they run long it keeps to its share", async () => {
+    const p = await pool();
+    expect(p.maxHold).toBe(1);
+    const quick = spec("a", "quick", "function quick(req, resp){ resp.success(1) }");
+    const busy = spec("a", "busy", "function busy(req, resp){ var t = Date.now(); while (Date.now() - t < 150) {} resp.success(2) }");
+    // a new system is not known to be quick: its second run waits for its one worker
+    const first = [p.submit(busy)];
+    await handedOut(p, 1);
+    first.push(p.submit(busy));
+    expect(p.stats()).toMatchObject({ running: 1, queued: 1 });
+    await Promise.all(first.map((r) => r.done));
+    // many short batches later it borrows the second worker
+    for (let i = 0; i < 40; i++) expect(await run(p, quick)).toEqual({ kind: "success", value: 1 });
+    const borrowed = [p.submit(busy)];
+    await handedOut(p, 1);
+    borrowed.push(p.submit(busy));
+    expect(p.stats()).toMatchObject({ running: 2, queued: 0, busy: 2 });
+    for (const r of borrowed) expect(value(await r.done)).toEqual({ kind: "success", value: 2 });
+    // its batches ran long: back to its share
+    const after = [p.submit(busy)];
+    await handedOut(p, 1);
+    after.push(p.submit(busy));
+    expect(p.stats()).toMatchObject({ running: 1, queued: 1 });
+    await Promise.all(after.map((r) => r.done));
+  });
+
   test("a batch hands back what it has not started once it has run a while: another system waits one step, not the whole burst", async () => {
     const p = await pool({ workers: 1 });
     const ended: string[] = [];

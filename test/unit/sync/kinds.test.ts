@@ -1,4 +1,4 @@
-// Every kind of definition in the sync table (src/sync/kinds.ts) does all of it: a platform's
+// Every kind of definition in the sync registry (src/sync/kinds/) does all of it: a platform's
 // asset of the kind is listed and read as a change body, applied to another node's database (and
 // applied again, as a repeated change is), listed there under the same name, and removed from
 // there by name. The domain makes one asset of each kind on a platform (in memory); the other node
@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
-import { DEFINITION_TYPES } from "../../../src/domain/changes.ts";
+import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
 import { SYNC_MODULES } from "../../../src/domain/edges.ts";
 import { type Db, openDb } from "../../../src/store/db.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import { ASSET_NAME_COLUMNS, assetNames } from "../../../src/store/sync.ts";
-import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds.ts";
+import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds/index.ts";
 
 let app: App;
 let other: Db;

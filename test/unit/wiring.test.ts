@@ -33,8 +33,10 @@ function assignments(pattern: RegExp, files: string[]): string[] {
 }
 
 /** Objects of libraries and of the runtime, assigned through their own API (event handlers of a
- *  WebSocket, a Worker or a Redis client; what the broker adapts in aedes and its sockets). */
+ *  WebSocket, a Worker or a Redis client; what the broker adapts in aedes and its sockets; the
+ *  entry quickjs-emscripten calls host functions through, which it offers no other way to set). */
 const LIBRARY_HOOKS = new Set([
+  "code/ffi.ts:callbacks.callFunction",
   "code/worker.ts:self.onmessage", "code/compileWorker.ts:self.onmessage",
   "code/pool.ts:slot.worker.onmessage", "code/pool.ts:slot.worker.onerror",
   "code/syntax.ts:w.onmessage", "code/syntax.ts:w.onerror",

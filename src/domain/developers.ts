@@ -64,9 +64,10 @@ export type UpstreamSignIn = (email: string, password: string) => Promise<Upstre
 export class Developers {
   /** `upstream`: on an edge, where the platform checks developers' passwords (attached by the
    *  edge's sync link) */
-  /** `secondFactor`: two-factor sign-in and the admin's token lifetime (attached once built) */
+  /** `secondFactor`: two-factor sign-in and the admin's token lifetime (none: the password alone,
+   *  --dev-token-ttl) */
   constructor(private readonly d: DomainDeps, private readonly upstream = new Port<UpstreamSignIn>("upstream sign-in"),
-    private readonly secondFactor = new Port<SecondFactor>("second factor")) {
+    private readonly secondFactor: SecondFactor | null = null) {
     d.tokens.registerLoader("dev", async (row: TokenRow): Promise<Principal | null> => {
       const dev = await developersRepo.byId(d.db, row.subject_id);
       return dev ? { kind: "developer", id: dev.id, email: dev.email, admin: dev.admin === 1, tokenHash: row.token_hash } : null;
@@ -74,7 +75,7 @@ export class Developers {
   }
 
   private tokenTtl(): Promise<number> | number {
-    return this.secondFactor.get()?.developerTokenTtl() ?? this.d.config.devTokenTtl;
+    return this.secondFactor?.developerTokenTtl() ?? this.d.config.devTokenTtl;
   }
 
   private async session(dev: DeveloperRow) {
@@ -116,12 +117,12 @@ export class Developers {
 
   /** The password was right: a token, or the challenge of a second step (domain/twoFactor.ts). */
   private async signedIn(dev: DeveloperRow) {
-    return (await this.secondFactor.get()?.challengeFor(dev)) ?? this.session(dev);
+    return (await this.secondFactor?.challengeFor(dev)) ?? this.session(dev);
   }
 
   /** The second step: the code of a challenge, with its intermediate token, for a token. */
   async verifyTwoFactor(intermediateToken: string | null, body: unknown) {
-    const sf = this.secondFactor.get();
+    const sf = this.secondFactor;
     if (!sf) throw fail("INVALID_ARGUMENT", "two-factor sign-in is not available on this node");
     const dev = await developersRepo.byId(this.d.db, await sf.verify(intermediateToken, body));
     if (!dev) throw fail("BAD_CREDENTIALS", "developer no longer exists");
@@ -162,7 +163,7 @@ export class Developers {
   }
 
   async info(p: Principal) {
-    const sf = this.secondFactor.get();
+    const sf = this.secondFactor;
     return { ...developerToWire(await this.me(p)), two_factor_enabled_instance: sf ? await sf.requiredOfAll() : false };
   }
 
@@ -188,7 +189,7 @@ export class Developers {
     // turned on (or its method changed): its codes must be able to reach the developer
     const enabled = changes.two_factor_enabled ?? dev.two_factor_enabled;
     if (enabled === 1 && (changes.two_factor_enabled === 1 || changes.two_factor_method !== undefined || changes.phone !== undefined))
-      await this.secondFactor.get()?.checkCanEnable(changes.two_factor_method ?? dev.two_factor_method, changes.phone ?? dev.phone);
+      await this.secondFactor?.checkCanEnable(changes.two_factor_method ?? dev.two_factor_method, changes.phone ?? dev.phone);
     await this.d.db.tx(async (tx) => {
       if (changes.email_lower && (await developersRepo.byEmail(tx, changes.email_lower))) throw fail("ALREADY_EXISTS", `developer '${b.email}' already exists`);
       await developersRepo.update(tx, dev.id, changes);

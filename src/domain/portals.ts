@@ -19,8 +19,9 @@ const DESCRIPTION_MAX = 4000;
 export const PORTAL_CONFIG_MAX = 4 * 1024 * 1024;
 /** Records of one kind in a system. */
 export const MAX_PORTALS = 1000;
-/** The config ClearBlade's CLI gives a portal made without one. */
-const DEFAULT_CONFIG = { version: 1, allow_edit: true, plugins: [], panes: [], datasources: [], columns: null };
+/** A portal made without a config has an empty one, as a new portal's export by ClearBlade shows
+ *  (ClearBlade's 2020 CLI cannot export a config whose datasources are an array). */
+const DEFAULT_CONFIG = {};
 /** Fields the server sets: ignored when a client sends them back. */
 const SERVER_FIELDS = new Set(["system_key", "last_updated"]);
 
@@ -70,6 +71,7 @@ export class Portals {
   private record(kind: PortalKind, systemKey: string, name: string, body: unknown, base?: PortalRow): PortalRow {
     const b = objectBody(body);
     if (b.name !== undefined && b.name !== name) throw fail("INVALID_ARGUMENT", `body: name '${String(b.name)}' is not the ${WHAT[kind]}'s ('${name}'); a ${WHAT[kind]} cannot be renamed`);
+    if (b.description === null) b.description = "";
     if (b.description !== undefined && (typeof b.description !== "string" || b.description.length > DESCRIPTION_MAX))
       throw fail("INVALID_ARGUMENT", `description must be a string of up to ${DESCRIPTION_MAX} characters`);
     const fields: Record<string, unknown> = base ? JSON.parse(base.fields) : kind === "portal" ? { type: "custom_v2", namespace: "" } : {};

@@ -28,6 +28,8 @@ interface Internals {
   };
   module: {
     HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void;
+    /** what the module calls for a host function (asyncify: how the call suspends, in that build) */
+    callbacks: { callFunction(asyncify: Asyncify | undefined, ctx: number, self: number, argc: number, argv: number, id: number): MaybeAsync<number> };
     cwrap(name: string, ret: string, args: string[], opts?: object): (...args: number[]) => MaybeAsync<number>;
   };
   ctx: { value: number };
@@ -35,17 +37,19 @@ interface Internals {
   memory: { heapValueHandle(ptr: number): QuickJSHandle };
   /** the host function registered under an id (what newFunction was given) */
   getFunction(id: number): unknown;
-  /** what QuickJS calls for a host function: the context's entry, replaced here */
-  cToHostCallbacks: { callFunction(ctx: number, self: number, argc: number, argv: number, id: number): MaybeAsync<number> };
 }
+
+/** Emscripten's asyncify: a host function answering through handleSleep suspends its caller. */
+interface Asyncify { handleSleep(start: (wakeUp: (value: number) => void) => void): number }
 
 /** What a host function defined through DirectCall answers: a string, a handle (handed to the
  *  caller), nothing (undefined), or a promise of a string (the call suspends until it settles:
  *  the asyncify build only). */
 export type HostAnswer = string | QuickJSHandle | undefined | void | Promise<string>;
 export type HostFunction = (args: string[]) => HostAnswer;
-/** the functions given to newFunction for DirectCall's host functions, and what answers them */
-const hostFunctions = new WeakMap<object, HostFunction>();
+/** the functions given to newFunction for DirectCall's host functions, and what answers them
+ *  (`suspends`: it may answer a promise) */
+const hostFunctions = new WeakMap<object, { fn: HostFunction; suspends: boolean }>();
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -92,23 +96,30 @@ export class DirectCall {
     this.jobsExport = this.q.module.cwrap("QTS_ExecutePendingJob", "number", n(3), {});
     this.views();
     // calls of the host functions defined below skip quickjs-emscripten's path (a scope, a
-    // generator and a Lifetime per argument: most of a host call's cost); others keep it
-    const callbacks = this.q.cToHostCallbacks, slow = callbacks.callFunction;
-    callbacks.callFunction = (ctx, self, argc, argv, id) => {
-      const fn = hostFunctions.get(this.q.getFunction(id) as object);
-      return fn ? this.hostCall(fn, argc, argv) : slow(ctx, self, argc, argv, id);
+    // generator and a Lifetime per argument, and an Error made for each suspension: most of a host
+    // call's cost); others keep it. One module instance holds one context (a lane, see sandbox.ts).
+    const callbacks = this.q.module.callbacks, slow = callbacks.callFunction.bind(callbacks);
+    callbacks.callFunction = (asyncify, ctx, self, argc, argv, id) => {
+      const host = ctx === this.ctx ? hostFunctions.get(this.q.getFunction(id) as object) : undefined;
+      if (!host) return slow(asyncify, ctx, self, argc, argv, id);
+      // a call that may suspend goes through handleSleep, which, when the stack is rewound to
+      // resume it, answers what the call settled to instead of calling it again
+      if (!host.suspends || !asyncify) return this.hostCall(host.fn, argc, argv, null);
+      return asyncify.handleSleep((wakeUp) => this.hostCall(host.fn, argc, argv, wakeUp));
     };
   }
 
-  /** Defines a global function of string arguments, answered on the C API directly. */
-  define(name: string, fn: HostFunction) {
+  /** Defines a global function of string arguments, answered on the C API directly; one that
+   *  `suspends` may answer a promise (the asyncify build). */
+  define(name: string, fn: HostFunction, suspends = false) {
     const vm = this.q as unknown as QuickJSContext;
     const entry = () => { throw new Error(`${name} was called through quickjs-emscripten's path`); };
-    hostFunctions.set(entry, fn);
+    hostFunctions.set(entry, { fn, suspends });
     vm.newFunction(name, entry).consume((f) => vm.setProp(vm.global, name, f));
   }
 
-  private hostCall(fn: HostFunction, argc: number, argv: number): MaybeAsync<number> {
+  /** Answers a host call: its value as a pointer, or, under handleSleep, through `wakeUp`. */
+  private hostCall(fn: HostFunction, argc: number, argv: number, wakeUp: ((value: number) => void) | null): number {
     const { ffi } = this.q;
     const args: string[] = [];
     for (let i = 0; i < argc; i++) {
@@ -118,11 +129,19 @@ export class DirectCall {
     }
     try {
       const answer = fn(args);
-      if (answer instanceof Promise) return answer.then((text) => this.newString(text));
-      return this.answerPtr(answer);
+      if (answer instanceof Promise) {
+        if (!wakeUp) throw new Error("this call cannot suspend here");
+        void answer.then((text) => wakeUp(this.newString(text)));
+        return 0;
+      }
+      const ptr = this.answerPtr(answer);
+      wakeUp?.(ptr);
+      return ptr;
     } catch (err) {
       const vm = this.q as unknown as QuickJSContext;
-      return vm.newError(err instanceof Error ? err.message : String(err)).consume((e) => ffi.QTS_Throw(this.ctx, (e as unknown as { value: number }).value));
+      const thrown = vm.newError(err instanceof Error ? err.message : String(err)).consume((e) => ffi.QTS_Throw(this.ctx, (e as unknown as { value: number }).value));
+      wakeUp?.(thrown);
+      return thrown;
     }
   }
 

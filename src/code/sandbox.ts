@@ -264,7 +264,7 @@ export class Sandbox {
   }
 
   private installHost() {
-    const vm = this.vm, define = (name: string, fn: HostFunction) => this.direct.define(name, fn);
+    const vm = this.vm, define = (name: string, fn: HostFunction, suspends?: boolean) => this.direct.define(name, fn, suspends);
     // the promise flavour: answered later, its reaction runs when the driver next runs jobs
     define("__host", ([op = "", json = ""]) => {
       const d = vm.newPromise();
@@ -303,7 +303,7 @@ export class Sandbox {
           resolve(text);
         }, true);
       });
-    });
+    }, true);
     define("__local", ([op = "", json = ""]) => local(op, json));
     define("__done", ([kind = "", json = ""]) => {
       if (kind === "success" || kind === "error") { this.finish({ kind, raw: "j" + json, status: this.status, headers: this.headers }); return; }

@@ -10,14 +10,12 @@
 // messages, retained messages of equal topics in two systems never collide, and a client id
 // reused in another system neither resumes the session nor disconnects the client of the first.
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import net from "node:net";
-import tls from "node:tls";
 import { Aedes, type AedesOptions, type Client } from "aedes";
 import MQEmitter from "mqemitter";
 import { Duplex } from "node:stream";
 import { LEVEL, type Permissions } from "../auth/permissions.ts";
-import { developerReaches, type Principal, principalEmail, principalId } from "../auth/principal.ts";
+import { type Principal, principalEmail, principalId } from "../auth/principal.ts";
 import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
 import type { EventBus } from "../core/events.ts";
@@ -26,8 +24,11 @@ import type { ConnectionView } from "../domain/devices.ts";
 import type { Deliver, Broker as MessagingBroker, Messages } from "../domain/messages.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
+import { Admission, CLIENT_ID_MAX } from "./admission.ts";
 import { Grants } from "./grants.ts";
+import { MqttListeners } from "./listeners.ts";
 import { fastPublishIn, fastPublishOut } from "./publish.ts";
+import { inSystem, ownTopic, type Session } from "./session.ts";
 import { dollarBlocked, type Handler, parseShare, SharedSubscriptions, startsWithWildcard } from "./shared.ts";
 import { coalesceWrites } from "./writes.ts";
 
@@ -51,44 +52,12 @@ export interface BrokerDeps {
   brokerId?: string;
 }
 
-interface Session {
-  systemKey: string;
-  prefix: string;
-  /** the client id as the client sent it (aedes' client.id is it inside the system's space) */
-  clientId: string;
-  principal: Principal | null;
-  ip: string;
-  connectedAt: string;
-  /** publish/subscribe decisions, cached like the role permissions they come from */
-  allowed: Map<string, { ok: boolean; until: number }>;
-  /** gives back a concurrency slot of the MQTT Connections throttler when the client goes */
-  release?: () => void;
-  /** why the connection ended, as far as the broker saw (for its log line) */
-  endedBy?: string;
-  /** sent no client id and asked to keep its session ([MQTT-3.1.3-8]: refused) */
-  keptWithoutId?: boolean;
-}
-
 const DECISION_MS = 5_000;
 /** Longest a stop waits for publishes in flight. */
 const DRAIN_MS = 2_000;
 const DECISIONS_MAX = 500;
-/** A client refused again and again is logged once per this long, with the count in between. */
-const REFUSAL_LOG_MS = 60_000;
-const REFUSALS_KEPT = 10_000;
-
-/** Longest client id a client may send (the system key and a slash come in front of it). */
-const CLIENT_ID_MAX = 128;
-const IDENTIFIER_REJECTED = 2;
-const NOT_AUTHORIZED = 5;
-/** MQTT 3.1.1 has no "connection rate exceeded" (MQTT 5 0x9F): "server unavailable" is the nearest refusal */
-const SERVER_UNAVAILABLE = 3;
 /** where a throttled publish goes: a topic outside every system, so nobody receives or keeps it */
 const DROPPED_TOPIC = "$throttled";
-
-function authError(message: string) {
-  return Object.assign(new Error(message), { returnCode: NOT_AUTHORIZED });
-}
 
 export class MqttBroker implements ConnectionView, MessagingBroker {
   aedes!: Aedes;
@@ -113,15 +82,17 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
    *  increment on the per-message path, nothing more) */
   readonly messagesIn = [0, 0, 0];
   readonly messagesOut = [0, 0, 0];
-  private readonly servers: { name: string; close(): Promise<void> }[] = [];
-  /** refusals logged lately, by system and client id: when the next may be, and how many were not */
-  private readonly refusals = new Map<string, { until: number; skipped: number }>();
-  private webSockets: ReturnType<typeof Bun.serve>[] = [];
-  /** what a SIGHUP calls to give the TLS listeners a new certificate (reloadTls) */
-  private readonly tlsReloads: ((creds: { cert: Buffer; key: Buffer }) => void)[] = [];
-  readonly ports: Record<string, number> = {};
 
-  constructor(private readonly d: BrokerDeps) {}
+  private readonly listeners: MqttListeners;
+  private readonly admission: Admission;
+
+  constructor(private readonly d: BrokerDeps) {
+    this.listeners = new MqttListeners(d.config, (stream, ip) => this.accept(stream, ip));
+    this.admission = new Admission(d);
+  }
+
+  /** the port each listener took, by name (mqtt, mqtt-ws, mqtt-tls, mqtt-wss) */
+  get ports(): Record<string, number> { return this.listeners.ports; }
 
   async start() {
     this.aedes = await Aedes.createBroker({
@@ -132,7 +103,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       // checked for MQTT 3.1 clients only, on the id in the system's space (see accept)
       maxClientsIdLength: CLIENT_ID_MAX + 64,
       authenticate: (client, username, password, done) => {
-        this.authenticate(client, username, password).then(() => done(null, true), (err) => done(err, false));
+        this.admission.authenticate(this.sessions.get(client), username, password).then(() => done(null, true), (err) => done(err, false));
       },
       authorizePublish: (client, packet, cb) => {
         if (!client) return cb(null); // the broker itself (wills, REST publishes checked already)
@@ -197,91 +168,14 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       this.d.log.debug("mqtt client error", { client: client?.id, err });
     });
     a.on("keepaliveTimeout", (client) => { const s = this.sessions.get(client); if (s) s.endedBy ??= "keepalive timeout"; });
-
-    const c = this.d.config;
-    await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
-    this.listenWs("mqtt-ws", c.mqttWsPort);
-    if (c.tlsCert && c.tlsKey) {
-      const creds = { cert: readFileSync(c.tlsCert), key: readFileSync(c.tlsKey) };
-      const server = tls.createServer(creds, (s) => this.accept(s));
-      await this.listenTcp("mqtt-tls", server, c.mqttTlsPort);
-      this.tlsReloads.push((next) => server.setSecureContext(next));
-      this.listenWs("mqtt-wss", c.mqttWssPort, creds);
-    }
-  }
-
-  private listenTcp(name: string, server: net.Server, port: number) {
-    return new Promise<void>((res, rej) => {
-      server.once("error", rej);
-      server.listen(port, this.d.config.httpHost, () => {
-        this.ports[name] = (server.address() as net.AddressInfo).port;
-        this.servers.push({ name, close: () => new Promise((r) => server.close(() => r())) });
-        res();
-      });
-    });
-  }
-
-  /** MQTT over WebSocket (path /mqtt, subprotocol "mqtt") on Bun's own WebSocket server. */
-  private listenWs(name: string, port: number, tlsCreds?: { cert: Buffer; key: Buffer }) {
-    type Data = { stream?: Duplex; ip: string; kick?: () => void };
-    const options: Parameters<typeof Bun.serve<Data>>[0] = {
-      // never share the port with another process (Bun's default, said here as the API's listener says it)
-      port, hostname: this.d.config.httpHost, reusePort: false,
-      ...(tlsCreds ? { tls: { cert: tlsCreds.cert, key: tlsCreds.key } } : {}),
-      fetch: (req, srv) => {
-        if (new URL(req.url).pathname !== "/mqtt") return new Response("not found", { status: 404 });
-        const wantsMqtt = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).find((p) => p === "mqtt" || p === "mqttv3.1");
-        const ok = srv.upgrade(req, { data: { ip: srv.requestIP(req)?.address ?? "" }, headers: wantsMqtt ? { "Sec-WebSocket-Protocol": wantsMqtt } : {} });
-        return ok ? undefined : new Response("MQTT over WebSocket only", { status: 400 });
-      },
-      websocket: {
-        open: (ws) => {
-          const stream = new Duplex({
-            read() {},
-            write(chunk: Buffer, _enc, cb) { ws.send(chunk); cb(); },
-            final(cb) { ws.close(); cb(); },
-            destroy(err, cb) { try { ws.close(); } catch { /* gone */ } cb(err); },
-          });
-          ws.data.stream = stream;
-          const client = this.accept(stream, ws.data.ip) as unknown as { _paused: boolean; _parsingBatch: number; _parser: { parse(b: Buffer): void } };
-          // aedes reads on 'readable'; bytes that arrive while it is busy with an earlier packet can
-          // sit unread until the next message (seen on about 1 in 20 fresh WebSocket clients).
-          // After each message, read whatever aedes left, when it is idle.
-          ws.data.kick = () => {
-            if (!client._paused && client._parsingBatch <= 0 && stream.readableLength > 0) {
-              const buf = stream.read() as Buffer | null;
-              if (buf) client._parser.parse(buf);
-            }
-          };
-        },
-        message: (ws, msg) => {
-          ws.data.stream?.push(typeof msg === "string" ? Buffer.from(msg) : Buffer.from(msg));
-          setImmediate(() => ws.data.kick?.());
-        },
-        close: (ws) => { ws.data.stream?.push(null); },
-      },
-    };
-    let server = Bun.serve<Data>(options);
-    this.ports[name] = server.port!;
-    this.webSockets.push(server);
-    if (!tlsCreds) return;
-    // Bun cannot change a listening server's certificate: the old server stops listening (it
-    // keeps the connections it has until they end, or until the broker stops) and a new one
-    // takes the port
-    this.tlsReloads.push((next) => {
-      const old = server;
-      void old.stop(false).then(() => { this.webSockets = this.webSockets.filter((w) => w !== old); });
-      server = Bun.serve<Data>({ ...options, port: this.ports[name]!, tls: { cert: next.cert, key: next.key } });
-      this.webSockets.push(server);
-    });
+    await this.listeners.start();
   }
 
   /** New certificate and key for the TLS listeners (MQTT over TLS and over secure WebSocket):
    *  new connections get them; those already open keep theirs. */
   reloadTls(creds: { cert: Buffer; key: Buffer }) {
-    for (const reload of this.tlsReloads) reload(creds);
+    this.listeners.reloadTls(creds);
   }
-
   /** Hands a connection to aedes, rewriting the client's topics into its system's space. */
   private accept(stream: net.Socket | Duplex, ip?: string): Client {
     coalesceWrites(stream);
@@ -328,62 +222,6 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     });
     const deliver0 = c.deliver0;
     c.deliver0 = (packet, cb) => (packet.qos > 0 && grants.granted(packet.topic) > 0 ? c.deliverQoS(packet, cb) : deliver0(packet, cb));
-  }
-
-  private async authenticate(client: Client, username: string | undefined, password: Buffer | undefined) {
-    const s = this.sessions.get(client);
-    if (!s) throw authError("username (a token) and password (the system key) are required");
-    // [MQTT-3.1.3-8]: a session needs a client id to be found again
-    if (s.keptWithoutId) this.refuse(s, Object.assign(new Error("a client without a client id must set CleanSession"), { returnCode: IDENTIFIER_REJECTED }));
-    if (!username || !password || !s.systemKey) this.refuse(s, authError("username (a token) and password (the system key) are required"));
-    if (s.clientId.length > CLIENT_ID_MAX) this.refuse(s, Object.assign(new Error(`client id longer than ${CLIENT_ID_MAX} characters`), { returnCode: IDENTIFIER_REJECTED }));
-    const p = await this.d.tokens.resolve(username);
-    let release: (() => void) | undefined;
-    try {
-      // every CONNECT counts, refused ones too (a storm of bad tokens is still a storm)
-      release = await this.admit(s, p);
-      if (!p) throw authError("invalid token");
-      const system = await this.d.systems.find(s.systemKey);
-      if (!system) throw authError("unknown system");
-      if (p.kind === "developer" ? !developerReaches(p, system) : p.systemKey !== s.systemKey) throw authError("the token does not belong to this system");
-    } catch (err) {
-      release?.();
-      this.refused(s, p, (err as Error).message);
-      throw err;
-    }
-    s.principal = p;
-    s.release = release;
-    s.connectedAt = new Date().toISOString();
-  }
-
-  private refuse(s: Session, err: Error): never {
-    this.refused(s, null, err.message);
-    throw err;
-  }
-
-  /** A refused CONNECT, logged at most once a minute per system, address and reason (a client
-   *  retrying every second, or many with made-up ids, would otherwise fill the log). */
-  private refused(s: Session, p: Principal | null, reason: string) {
-    if (!this.d.log.enabled("warn")) return;
-    const key = `${s.systemKey}\u0000${s.ip}\u0000${reason}`;
-    const now = Date.now();
-    const seen = this.refusals.get(key);
-    if (seen && seen.until > now) { seen.skipped++; return; }
-    if (this.refusals.size >= REFUSALS_KEPT) this.refusals.clear();
-    this.refusals.set(key, { until: now + REFUSAL_LOG_MS, skipped: 0 });
-    this.d.log.warn("mqtt connect refused", {
-      clientId: s.clientId, systemKey: s.systemKey, principal: p?.kind ?? "unknown", ...(p ? { who: principalEmail(p) } : {}), ip: s.ip, reason,
-      ...(seen?.skipped ? { refusedSinceLastLine: seen.skipped } : {}),
-    });
-  }
-
-  /** The MQTT Connections throttler; developers are never throttled. */
-  private async admit(s: Session, p: Principal | null): Promise<(() => void) | undefined> {
-    const t = this.d.throttle;
-    if (!t?.active("MQTT Connections") || p?.kind === "developer") return undefined;
-    const d = await t.evaluate("MQTT Connections", { systemKey: s.systemKey, resource: "", ip: s.ip, email: () => (p ? principalEmail(p) : "") });
-    if (!d.ok) throw Object.assign(new Error(`connection rate exceeded (case '${d.caseName}')`), { returnCode: SERVER_UNAVAILABLE });
-    return d.release;
   }
 
   /** aedes writes a QoS 1 PUBACK before it publishes the message (stores it for persistent
@@ -585,33 +423,13 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   }
 
   async stop() {
-    for (const w of this.webSockets) w.stop(true);
-    this.webSockets = [];
+    this.listeners.stopWebSockets();
     // publishes a client already has its PUBACK for are published (history, relay) before the
     // broker closes; bounded, so a publish that failed on its way cannot hold the stop
     const deadline = Date.now() + DRAIN_MS;
     while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     this.shared?.stop();
     await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
-    await Promise.all(this.servers.map((s) => s.close()));
-    this.servers.length = 0;
+    await this.listeners.close();
   }
-}
-
-/** A client's topic or filter in its system's space ($share/group/ keeps its place in front). */
-export function inSystem(prefix: string, topic: string): string {
-  if (topic.startsWith("$share/")) {
-    const i = topic.indexOf("/", 7);
-    if (i > 0) return topic.slice(0, i + 1) + prefix + topic.slice(i + 1);
-  }
-  return prefix + topic;
-}
-
-/** The client's own form of a topic or filter in its system's space, or null if it is not in it. */
-export function ownTopic(prefix: string, topic: string): string | null {
-  if (topic.startsWith("$share/")) {
-    const i = topic.indexOf("/", 7);
-    return i > 0 && topic.startsWith(prefix, i + 1) ? topic.slice(0, i + 1) + topic.slice(i + 1 + prefix.length) : null;
-  }
-  return topic.startsWith(prefix) ? topic.slice(prefix.length) : null;
 }

@@ -25,7 +25,9 @@ import PacketJs from "aedes-packet";
 import QlobberSubJs from "qlobber/aedes/qlobber-sub";
 import type { Logger } from "../core/log.ts";
 import { type Db, diskFull, type RunResult, type Stmt } from "../store/db.ts";
-import { decodePacket, encodePacket, mqttRepo, type MqttPacket, type PacketRow, type RetainedRow } from "../store/mqtt.ts";
+import { decodePacket, encodePacket, mqttRepo, type MqttPacket, type PacketRow } from "../store/mqtt.ts";
+import { HeldWrites } from "./heldWrites.ts";
+import { dollarBlocked, matches, retainedRows } from "./retained.ts";
 
 export type { MqttPacket } from "../store/mqtt.ts";
 
@@ -67,29 +69,6 @@ const newTrie = () => new QlobberSub({ wildcard_one: "+", wildcard_some: "#", se
 const Packet = PacketJs as unknown as new (p: object) => MqttPacket;
 
 const PAGE = 256;
-/** How often writes held for a full disk are tried again. */
-const HELD_RETRY_MS = 1_000;
-
-/** [MQTT-4.7.2-1] at level `root`: whether a filter (split on "/") starting there with a wildcard
- *  meets a topic whose level there starts with "$". */
-function dollarBlocked(filter: string[], topic: string, root: number): boolean {
-  const f = filter[root];
-  if (f !== "+" && f !== "#") return false;
-  let at = 0;
-  for (let i = 0; i < root; i++) { at = topic.indexOf("/", at) + 1; if (at === 0) return false; }
-  return topic.charCodeAt(at) === 36;
-}
-
-/** Whether an MQTT topic filter (split on "/") matches a topic. */
-function matches(filter: string[], topic: string): boolean {
-  const t = topic.split("/");
-  for (let i = 0; i < filter.length; i++) {
-    const f = filter[i];
-    if (f === "#") return true; // also matches the parent level: "a/#" matches "a"
-    if (i >= t.length || (f !== "+" && f !== t[i])) return false;
-  }
-  return filter.length === t.length;
-}
 
 /** The record kept per subscription: its options, without the fields the packet left out. */
 function stored(s: Subscription): StoredSubscription {
@@ -115,13 +94,8 @@ export class LibsqlPersistence {
   /** the level MQTT's first-level rules apply to (1 when topics carry a tenant's key) */
   readonly #root: number;
   readonly #log: Logger | undefined;
-  /** Writes the database refused for a full disk, in memory until it takes them: retained
-   *  messages by topic (null: deleted), and each client's packets queued after its stored ones. */
-  readonly #heldRetained = new Map<string, MqttPacket | null>();
-  readonly #heldQueue = new Map<string, MqttPacket[]>();
-  /** inbound QoS 2 packets awaiting their PUBREL (short-lived: kept in memory only) */
-  readonly #heldIncoming = new Map<string, MqttPacket>();
-  #heldTimer: ReturnType<typeof setTimeout> | null = null;
+  /** writes the database refused for a full disk, in memory until it takes them */
+  readonly #held: HeldWrites;
 
   constructor(opts: LibsqlPersistenceOptions) {
     const limit = opts.offlineQueueLimit ?? 1000;
@@ -131,6 +105,7 @@ export class LibsqlPersistence {
     this.#shared = opts.shared ?? false;
     this.#root = opts.scoped ? 1 : 0;
     this.#log = opts.log;
+    this.#held = new HeldWrites(this.#db, limit, this.#log, (clients) => this.#recount(clients));
   }
 
   /** The broker given to setup(). */
@@ -183,8 +158,7 @@ export class LibsqlPersistence {
   async destroy(): Promise<void> {
     if (this.#destroyed) throw new Error("destroyed called twice!");
     this.#destroyed = true;
-    if (this.#heldTimer) clearTimeout(this.#heldTimer);
-    const held = this.#heldRetained.size + [...this.#heldQueue.values()].reduce((n, q) => n + q.length, 0);
+    const held = this.#held.stop();
     if (held) this.#log?.error("mqtt: messages held for a full disk were never written (the broker stopped first)", { messages: held });
     this.#trie = newTrie();
     this.#subs.clear();
@@ -205,15 +179,15 @@ export class LibsqlPersistence {
     const topic = packet.topic as string;
     const remove = !payload || payload.length === 0;
     // a topic already held stays held: a direct write would be overwritten by the older held one
-    if (!this.#heldRetained.has(topic)) {
+    if (!this.#held.retained.has(topic)) {
       try {
         if (remove) await mqttRepo.deleteRetained(this.#db, topic);
         else await mqttRepo.putRetained(this.#db, topic, encodePacket(packet));
         return;
       } catch (e) { if (!diskFull(e)) throw e; }
     }
-    this.#heldRetained.set(topic, remove ? null : decodePacket(encodePacket(packet)));
-    this.#holding();
+    this.#held.retained.set(topic, remove ? null : decodePacket(encodePacket(packet)));
+    this.#held.holding();
   }
 
   createRetainedStream(pattern: string): Readable {
@@ -235,8 +209,8 @@ export class LibsqlPersistence {
     };
     for (const pattern of patterns) {
       // what is held for a full disk stands in for what the database has of the topic
-      const held = this.#heldRetained.size ? new Map(this.#heldRetained) : null;
-      for await (const row of this.#retainedRows(pattern)) {
+      const held = this.#held.retained.size ? new Map(this.#held.retained) : null;
+      for await (const row of retainedRows(this.#db, pattern, this.#root, PAGE)) {
         if (held?.has(row.topic)) continue;
         if (first(row.topic)) yield decodePacket(row);
       }
@@ -246,39 +220,6 @@ export class LibsqlPersistence {
         if (!packet || dollarBlocked(filter, topic, this.#root) || !matches(filter, topic)) continue;
         if (first(topic)) yield packet;
       }
-    }
-  }
-
-  /** Reads only the rows under the pattern's literal prefix (up to its first wildcard): one range
-   *  of the topic index, so "<systemKey>/a/+" never reads another system's messages. */
-  async *#retainedRows(pattern: string): AsyncGenerator<RetainedRow> {
-    const filter = pattern.split("/");
-    const k = filter.findIndex((l) => l === "+" || l === "#");
-    if (k === -1) {
-      const row = await mqttRepo.retained(this.#db, pattern);
-      if (row) yield row;
-      return;
-    }
-    let from = "", to: string | null = null;
-    if (k > 0) {
-      const prefix = filter.slice(0, k).join("/");
-      if (filter[k] === "#") {
-        const row = await mqttRepo.retained(this.#db, prefix);
-        if (row && matches(filter, row.topic)) yield row;
-      }
-      // "0" is the character after "/": [prefix/, prefix0) holds exactly the topics below prefix.
-      from = prefix + "/";
-      to = prefix + "0";
-    }
-    for (let after: string | null = null; ;) {
-      const rows = await mqttRepo.retainedRange(this.#db, from, to, after, PAGE);
-      for (const r of rows) {
-        // [MQTT-4.7.2-1] a filter starting with a wildcard does not match topics starting with "$".
-        if (k === this.#root && dollarBlocked(filter, r.topic, k)) continue;
-        if (matches(filter, r.topic)) yield r;
-      }
-      if (rows.length < PAGE) return;
-      after = rows[rows.length - 1]!.topic;
     }
   }
 
@@ -362,10 +303,10 @@ export class LibsqlPersistence {
       subs = subs.filter(({ clientId }) => !seen.has(clientId) && !!seen.add(clientId));
     }
     // a client with packets held for a full disk gets this one held after them (its order kept)
-    if (this.#heldQueue.size && subs.some(({ clientId }) => this.#heldQueue.has(clientId))) {
+    if (this.#held.queue.size && subs.some(({ clientId }) => this.#held.queue.has(clientId))) {
       const p = new Packet(packet);
-      for (const { clientId } of subs) if (this.#heldQueue.has(clientId)) this.#hold(clientId, p);
-      subs = subs.filter(({ clientId }) => !this.#heldQueue.has(clientId));
+      for (const { clientId } of subs) if (this.#held.queue.has(clientId)) this.#held.hold(clientId, p);
+      subs = subs.filter(({ clientId }) => !this.#held.queue.has(clientId));
       if (subs.length === 0) return;
     }
     // another node may have sent and cleared packets this one counted: count again before trimming
@@ -394,7 +335,7 @@ export class LibsqlPersistence {
     } catch (e) {
       await this.#recount(clients);
       if (!diskFull(e)) throw e;
-      for (const id of clients) this.#hold(id, p);
+      for (const id of clients) this.#held.hold(id, p);
     }
   }
 
@@ -410,7 +351,7 @@ export class LibsqlPersistence {
 
   /** Records the messageId a queued packet is sent with (or replaces it by a PUBREL). */
   async outgoingUpdate(client: ClientRef, packet: MqttPacket): Promise<void> {
-    const held = this.#heldQueue.get(client.id);
+    const held = this.#held.queue.get(client.id);
     if (held) {
       // as the database's update matches: the same publication, else another broker's packet
       // with this messageId
@@ -439,13 +380,13 @@ export class LibsqlPersistence {
     // nothing queued for the client (every queued packet is counted here, unless another node
     // may have queued it): an acknowledgement of a live delivery, no statement for it. Each QoS 1
     // PUBACK of a clean session asked the database, about a third of the broker's time at QoS 1.
-    if (!this.#shared && !this.#queued.has(client.id)) return this.#unhold(client.id, messageId);
+    if (!this.#shared && !this.#queued.has(client.id)) return this.#held.unhold(client.id, messageId);
     let row: PacketRow | undefined;
     try { row = await mqttRepo.clearOutgoing(this.#db, client.id, messageId); } catch (e) {
       // left queued: sent again at the client's next session (at least once)
       if (!diskFull(e)) throw e;
     }
-    if (!row) return this.#unhold(client.id, messageId);
+    if (!row) return this.#held.unhold(client.id, messageId);
     const n = (this.#queued.get(client.id) ?? 1) - 1;
     if (n > 0) this.#queued.set(client.id, n);
     else this.#queued.delete(client.id);
@@ -457,7 +398,7 @@ export class LibsqlPersistence {
   outgoingStream(client: ClientRef): Readable {
     const db = this.#db;
     // then the packets held for a full disk, which came after the stored ones
-    const held = [...(this.#heldQueue.get(client.id) ?? [])];
+    const held = [...(this.#held.queue.get(client.id) ?? [])];
     return Readable.from((async function* () {
       const last = await mqttRepo.lastOutgoing(db, client.id);
       for (let after = 0; last !== null;) {
@@ -470,72 +411,6 @@ export class LibsqlPersistence {
     })());
   }
 
-  // -- held for a full disk ----------------------------------------------------------------------
-
-  /** Holds a queued packet the database refused; past the queue limit the oldest held goes. */
-  #hold(clientId: string, packet: MqttPacket) {
-    let q = this.#heldQueue.get(clientId);
-    if (!q) this.#heldQueue.set(clientId, (q = []));
-    q.push({ ...packet });
-    if (q.length > this.offlineQueueLimit) q.shift();
-    this.#holding();
-  }
-
-  /** Removes and returns the client's held packet with this messageId. */
-  #unhold(clientId: string, messageId: number): MqttPacket | undefined {
-    const q = this.#heldQueue.get(clientId);
-    const i = q ? q.findIndex((h) => h.messageId === messageId) : -1;
-    if (i < 0) return undefined;
-    const [p] = q!.splice(i, 1);
-    if (q!.length === 0) this.#heldQueue.delete(clientId);
-    return p;
-  }
-
-  /** Something is held: try writing it in a moment (said once per spell of a full disk). */
-  #holding() {
-    if (this.#heldTimer || this.#destroyed) return;
-    this.#log?.warn("mqtt: the disk under the database is full; retained and queued messages are held in memory until it takes writes again");
-    this.#retryHeld();
-  }
-
-  /** Writes what is held, in one transaction; what was held meanwhile waits for the next try. */
-  async #writeHeld() {
-    const retained = [...this.#heldRetained];
-    const queues = [...this.#heldQueue].map(([id, q]) => [id, [...q]] as const);
-    try {
-      await this.#db.tx(async (tx) => {
-        for (const [topic, p] of retained) {
-          if (p) await mqttRepo.putRetained(tx, topic, encodePacket(p));
-          else await mqttRepo.deleteRetained(tx, topic);
-        }
-        for (const [id, q] of queues) for (const p of q) { const s = mqttRepo.enqueue(id, p, encodePacket(p)); await tx.run(s.sql, s.args); }
-      });
-    } catch (e) {
-      if (!diskFull(e)) this.#log?.error("mqtt: messages held for a full disk could not be written", { err: e });
-      this.#retryHeld();
-      return;
-    }
-    for (const [topic, p] of retained) if (this.#heldRetained.get(topic) === p) this.#heldRetained.delete(topic);
-    let packets = 0;
-    for (const [id, written] of queues) {
-      // the ones written go (a held one acknowledged meanwhile was written all the same: it is
-      // sent again at most)
-      const q = (this.#heldQueue.get(id) ?? []).filter((h) => !written.includes(h));
-      if (q.length) this.#heldQueue.set(id, q); else this.#heldQueue.delete(id);
-      packets += written.length;
-    }
-    await this.#recount(queues.map(([id]) => id));
-    this.#log?.info("mqtt: messages held for a full disk are written", { retained: retained.length, queued: packets });
-    // what was held meanwhile, in the next try
-    this.#heldTimer = null;
-    if (this.#heldRetained.size || this.#heldQueue.size) this.#retryHeld();
-  }
-
-  #retryHeld() {
-    this.#heldTimer = this.#destroyed ? null : setTimeout(() => void this.#writeHeld(), HELD_RETRY_MS);
-    this.#heldTimer?.unref?.();
-  }
-
   // -- incoming QoS 2 ----------------------------------------------------------------------------
 
   async incomingStorePacket(client: ClientRef, packet: MqttPacket): Promise<void> {
@@ -543,12 +418,12 @@ export class LibsqlPersistence {
     p.messageId = packet.messageId;
     try { await mqttRepo.putIncoming(this.#db, client.id, packet.messageId as number, encodePacket(p)); } catch (e) {
       if (!diskFull(e)) throw e;
-      this.#heldIncoming.set(`${client.id}\u0000${packet.messageId}`, decodePacket(encodePacket(p)));
+      this.#held.incoming.set(`${client.id}\u0000${packet.messageId}`, decodePacket(encodePacket(p)));
     }
   }
 
   async incomingGetPacket(client: ClientRef, packet: MqttPacket): Promise<MqttPacket> {
-    const held = this.#heldIncoming.get(`${client.id}\u0000${packet.messageId}`);
+    const held = this.#held.incoming.get(`${client.id}\u0000${packet.messageId}`);
     if (held) return held;
     const row = await mqttRepo.incoming(this.#db, client.id, packet.messageId as number);
     if (!row) throw new Error("no such packet");
@@ -556,14 +431,14 @@ export class LibsqlPersistence {
   }
 
   async incomingDelPacket(client: ClientRef, packet: MqttPacket): Promise<void> {
-    if (this.#heldIncoming.delete(`${client.id}\u0000${packet.messageId}`)) return;
+    if (this.#held.incoming.delete(`${client.id}\u0000${packet.messageId}`)) return;
     const r = await mqttRepo.deleteIncoming(this.#db, client.id, packet.messageId as number);
     if (r.changes === 0) throw new Error("no such packet");
   }
 
   /** Forgets the client's inbound QoS 2 packets (a clean session starts). */
   async cleanIncoming(client: ClientRef): Promise<void> {
-    for (const k of this.#heldIncoming.keys()) if (k.startsWith(`${client.id}\u0000`)) this.#heldIncoming.delete(k);
+    for (const k of this.#held.incoming.keys()) if (k.startsWith(`${client.id}\u0000`)) this.#held.incoming.delete(k);
     await mqttRepo.deleteIncomingOf(this.#db, client.id);
   }
 

@@ -22,7 +22,7 @@ import type { Db } from "../store/db.ts";
 import { clusterRepo } from "../store/cluster.ts";
 import type { ChangeRecorder } from "../domain/changes.ts";
 import type { ControlResult } from "../adapters/runner.ts";
-import type { ElsewhereHub, RelayRequest, SyncHub } from "../sync/platform.ts";
+import type { ElsewhereHub, RelayRequest, SyncHub } from "../sync/platform/hub.ts";
 import { ApiError, type ErrorKindName, ErrorKinds, fail } from "../core/errors.ts";
 import { BODY_MAX_BYTES, chunked, type EdgeOp } from "../sync/fleet.ts";
 import type { ClusterBus } from "./bus.ts";

@@ -9,7 +9,7 @@ import { TtlCache } from "../core/cache.ts";
 import { randomUUID } from "node:crypto";
 import { ApiError, fail, failFor, notFound } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
-import { type Counter, type Histogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
+import { type Counter, type CounterSeries, type Histogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
 import { DEFAULT_EXECUTION_TIMEOUT_S, MISSING_LIBRARIES, parseDependencies, type ServiceChange } from "../domain/services.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { ServiceRow } from "../store/services.ts";
@@ -48,6 +48,8 @@ export class CodeEngine {
   private stopped = false;
   /** on /metrics: runs by outcome (success, error: resp.error, failed: threw, timed out, could not run) and their durations */
   private readonly runs?: Counter;
+  /** its series by outcome, kept: a run counts without building a series key */
+  private readonly runsBy: Record<string, CounterSeries> = {};
   private readonly runSeconds?: Histogram;
   /** and per service, with --metrics-system-labels */
   private readonly perService: ServiceRunMetrics | null;
@@ -171,7 +173,7 @@ export class CodeEngine {
     let outcome: PoolOutcome;
     let id = -1;
     const instance: Instance = {
-      id: randomUUID(), systemKey, service: name, startedAt: new Date().toISOString(), userId: principalId(p), stream,
+      id: randomUUID(), systemKey, service: name, startedAt: Date.now(), userId: principalId(p), stream,
       stop: (why) => { if (id >= 0) this.pool.abort(id, why); },
     };
     this.instances.add(instance);
@@ -195,7 +197,7 @@ export class CodeEngine {
       id = submitted.id;
       outcome = await submitted.done;
       const seconds = (performance.now() - t0) / 1000;
-      this.runs?.inc({ outcome: outcome.kind });
+      if (this.runs) (this.runsBy[outcome.kind] ??= this.runs.series({ outcome: outcome.kind })).n++;
       this.runSeconds?.observe(seconds);
       this.perService?.count(systemKey, name, outcome.kind, seconds);
       this.instances.ended(instance, params, outcome, p.kind);
@@ -213,7 +215,7 @@ export class CodeEngine {
   private keepLog(svc: ServiceRow, i: Instance, o: PoolOutcome, t0: number) {
     const lines = o.logs ?? [];
     if (o.kind === "failed") lines.push(`run failed: ${o.error}`);
-    void this.e.services.recordLog(svc, { id: i.id, started_at: i.startedAt, duration_ms: Math.round(performance.now() - t0), success: o.kind === "success" ? 1 : 0, log: lines.join("\n") })
+    void this.e.services.recordLog(svc, { id: i.id, started_at: new Date(i.startedAt).toISOString(), duration_ms: Math.round(performance.now() - t0), success: o.kind === "success" ? 1 : 0, log: lines.join("\n") })
       .catch((err) => this.e.d.log.warn("could not keep a service run's log", { service: svc.name, err }));
   }
 

@@ -15,6 +15,9 @@ type MaybeAsync<T> = T | Promise<T>;
 interface Internals {
   ffi: {
     QTS_NewString(ctx: number, chars: number): number;
+    QTS_ArgvGetJSValueConstPointer(argv: number, i: number): number;
+    QTS_DupValuePointer(ctx: number, value: number): number;
+    QTS_Throw(ctx: number, error: number): number;
     QTS_GetString(ctx: number, value: number): number;
     QTS_FreeCString(ctx: number, chars: number): void;
     QTS_FreeValuePointer(ctx: number, value: number): void;
@@ -25,12 +28,28 @@ interface Internals {
   };
   module: {
     HEAPU8: Uint8Array; _malloc(n: number): number; _free(p: number): void;
+    /** what the module calls for a host function (asyncify: how the call suspends, in that build) */
+    callbacks: { callFunction(asyncify: Asyncify | undefined, ctx: number, self: number, argc: number, argv: number, id: number): MaybeAsync<number> };
     cwrap(name: string, ret: string, args: string[], opts?: object): (...args: number[]) => MaybeAsync<number>;
   };
   ctx: { value: number };
   rt: { value: number };
   memory: { heapValueHandle(ptr: number): QuickJSHandle };
+  /** the host function registered under an id (what newFunction was given) */
+  getFunction(id: number): unknown;
 }
+
+/** Emscripten's asyncify: a host function answering through handleSleep suspends its caller. */
+interface Asyncify { handleSleep(start: (wakeUp: (value: number) => void) => void): number }
+
+/** What a host function defined through DirectCall answers: a string, a handle (handed to the
+ *  caller), nothing (undefined), or a promise of a string (the call suspends until it settles:
+ *  the asyncify build only). */
+export type HostAnswer = string | QuickJSHandle | undefined | void | Promise<string>;
+export type HostFunction = (args: string[]) => HostAnswer;
+/** the functions given to newFunction for DirectCall's host functions, and what answers them
+ *  (`suspends`: it may answer a promise) */
+const hostFunctions = new WeakMap<object, { fn: HostFunction; suspends: boolean }>();
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -76,6 +95,63 @@ export class DirectCall {
     this.callExport = this.q.module.cwrap("QTS_Call", "number", n(5), {});
     this.jobsExport = this.q.module.cwrap("QTS_ExecutePendingJob", "number", n(3), {});
     this.views();
+    // calls of the host functions defined below skip quickjs-emscripten's path (a scope, a
+    // generator and a Lifetime per argument, and an Error made for each suspension: most of a host
+    // call's cost); others keep it. One module instance holds one context (a lane, see sandbox.ts).
+    const callbacks = this.q.module.callbacks, slow = callbacks.callFunction.bind(callbacks);
+    callbacks.callFunction = (asyncify, ctx, self, argc, argv, id) => {
+      const host = ctx === this.ctx ? hostFunctions.get(this.q.getFunction(id) as object) : undefined;
+      if (!host) return slow(asyncify, ctx, self, argc, argv, id);
+      // a call that may suspend goes through handleSleep, which, when the stack is rewound to
+      // resume it, answers what the call settled to instead of calling it again
+      if (!host.suspends || !asyncify) return this.hostCall(host.fn, argc, argv, null);
+      return asyncify.handleSleep((wakeUp) => this.hostCall(host.fn, argc, argv, wakeUp));
+    };
+  }
+
+  /** Defines a global function of string arguments, answered on the C API directly; one that
+   *  `suspends` may answer a promise (the asyncify build). */
+  define(name: string, fn: HostFunction, suspends = false) {
+    const vm = this.q as unknown as QuickJSContext;
+    const entry = () => { throw new Error(`${name} was called through quickjs-emscripten's path`); };
+    hostFunctions.set(entry, { fn, suspends });
+    vm.newFunction(name, entry).consume((f) => vm.setProp(vm.global, name, f));
+  }
+
+  /** Answers a host call: its value as a pointer, or, under handleSleep, through `wakeUp`. */
+  private hostCall(fn: HostFunction, argc: number, argv: number, wakeUp: ((value: number) => void) | null): number {
+    const { ffi } = this.q;
+    const args: string[] = [];
+    for (let i = 0; i < argc; i++) {
+      const chars = ffi.QTS_GetString(this.ctx, ffi.QTS_ArgvGetJSValueConstPointer(argv, i));
+      args.push(this.readString(chars));
+      ffi.QTS_FreeCString(this.ctx, chars);
+    }
+    try {
+      const answer = fn(args);
+      if (answer instanceof Promise) {
+        if (!wakeUp) throw new Error("this call cannot suspend here");
+        void answer.then((text) => wakeUp(this.newString(text)));
+        return 0;
+      }
+      const ptr = this.answerPtr(answer);
+      wakeUp?.(ptr);
+      return ptr;
+    } catch (err) {
+      const vm = this.q as unknown as QuickJSContext;
+      const thrown = vm.newError(err instanceof Error ? err.message : String(err)).consume((e) => ffi.QTS_Throw(this.ctx, (e as unknown as { value: number }).value));
+      wakeUp?.(thrown);
+      return thrown;
+    }
+  }
+
+  /** The value a host function answers, as the C side takes it: a pointer it frees (0: undefined). */
+  private answerPtr(answer: string | QuickJSHandle | undefined | void): number {
+    if (answer === undefined || answer === null) return 0;
+    if (typeof answer === "string") return this.newString(answer);
+    const ptr = this.q.ffi.QTS_DupValuePointer(this.ctx, (answer as unknown as { value: number }).value);
+    answer.dispose();
+    return ptr;
   }
 
   private views() {

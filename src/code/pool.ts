@@ -24,97 +24,11 @@
 // terminated and replaced; its run answers as timed out.
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
-import type { Counter } from "../core/metrics.ts";
 import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
-import { type CompiledQuickJS, compileQuickJS, type RunOutcome, type SandboxSource } from "./sandbox.ts";
+import type { Batch, PoolOptions, PoolOutcome, Run, RunSpec, Slot, Sys } from "./poolTypes.ts";
+import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
-export interface PoolOptions {
-  workers: number;
-  /** the heaps of all workers together */
-  memoryMb: number;
-  /** one sandbox's limit */
-  sandboxMemoryMb: number;
-  sliceMs: number;
-  /** the share of the workers one system may hold at once (0..1] */
-  maxShare: number;
-  /** runs of one system waiting for a worker */
-  queueMax: number;
-  /** warm sandboxes kept over all workers (WARM_MAX unless given) */
-  warmMax?: number;
-  log: Logger;
-  /** counts workers replaced, by reason */
-  restarts?: Counter;
-}
-
-/** One run, as the engine hands it over. */
-export interface RunSpec {
-  system: string;
-  /** systemKey/name */
-  key: string;
-  /** the version of the service's code and libraries: a worker with another rebuilds */
-  version: string;
-  source: SandboxSource;
-  entry: string;
-  /** the caller's part of req as JSON */
-  context: string;
-  params: string | null;
-  /** 0: none (a stream service) */
-  timeoutMs: number;
-  logs: boolean;
-  /** the run's instance id (req.service_instance_id, and how it is listed and stopped) */
-  instanceId: string;
-  /** a runtime-API call of the run, answered as {ok, data} / {ok, error} JSON text */
-  host(op: string, argsJson: string): Promise<string>;
-}
-
-export type PoolOutcome = RunOutcome & { logs?: string[]; /** its worker had to be terminated */ killed?: boolean };
-
-interface Run {
-  id: number;
-  spec: RunSpec;
-  sys: Sys;
-  /** epoch ms, 0: none */
-  deadline: number;
-  slot: Slot | null;
-  over: boolean;
-  resolve(o: PoolOutcome): void;
-}
-
-interface Sys {
-  key: string;
-  queue: Run[];
-  /** answers to host calls, by the worker holding their run */
-  answers: Map<Slot, AnswerStep[]>;
-  /** workers running a batch of this system now */
-  holding: number;
-  /** when it was last given a worker (a counter) */
-  served: number;
-  /** how long its batches take, ms (a moving average): it may borrow workers past its share while
-   *  this stays under BORROW_MAX_MS */
-  batchMs: number;
-}
-
-interface Batch { sys: Sys; steps: Step[]; runs: (Run | undefined)[]; /** performance.now() at send */ at: number }
-
-interface Slot {
-  worker: Worker;
-  ready: boolean;
-  batch: Batch | null;
-  ended: boolean;
-  /** runs started on it and not over */
-  runs: Map<number, Run>;
-  /** sources it holds: key -> version, least recently used first */
-  sources: LruMap<string, string>;
-  heap: number;
-  warm: number;
-  /** see InitMessage.watch */
-  deadline: Float64Array;
-  current: Int32Array;
-  /** set while code of other systems waits for this worker (see sandbox.ts: past its slice, the
-   *  stretch running now is then stopped) */
-  contended: Int32Array;
-}
+export type { PoolOptions, PoolOutcome, RunSpec } from "./poolTypes.ts";
 
 /** The worker's code: next to this file when run from source; in the binary, an entry of its own
  *  under the bundle's root, src/ (scripts/build.ts). */

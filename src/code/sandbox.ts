@@ -24,7 +24,7 @@ import {
 } from "quickjs-emscripten";
 import blockingWasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
 import plainWasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
-import { DirectCall } from "./ffi.ts";
+import { DirectCall, type HostFunction } from "./ffi.ts";
 import { PRELUDE } from "./prelude/index.ts";
 import { local } from "./local.ts";
 
@@ -195,13 +195,13 @@ export class Sandbox {
     s.rt.setInterruptHandler(() => s.interrupt());
     try {
       s.vm = s.rt.newContext();
+      s.direct = new DirectCall(s.vm);
       s.installHost();
       s.vm.unwrapResult(s.vm.evalCode(`(${JSON.stringify(src.meta)})`)).consume((meta) => s.vm.setProp(s.vm.global, "cbmeta", meta));
       s.load("prelude", PRELUDE);
       for (const lib of src.libraries) s.load(`library ${lib.name}`, lib.code);
       s.load(`service ${src.service.name}`, src.service.code);
       s.runFn = s.vm.getProp(s.vm.global, "__run");
-      s.direct = new DirectCall(s.vm);
       s.isDoneFn = s.vm.getProp(s.vm.global, "__isDone");
     } catch (e) {
       s.dispose();
@@ -264,10 +264,9 @@ export class Sandbox {
   }
 
   private installHost() {
-    const vm = this.vm;
+    const vm = this.vm, define = (name: string, fn: HostFunction, suspends?: boolean) => this.direct.define(name, fn, suspends);
     // the promise flavour: answered later, its reaction runs when the driver next runs jobs
-    vm.newFunction("__host", (opH, argsH) => {
-      const op = vm.getString(opH), json = vm.getString(argsH);
+    define("__host", ([op = "", json = ""]) => {
       const d = vm.newPromise();
       this.pending.add(d);
       const hooks = this.hooks;
@@ -286,30 +285,27 @@ export class Sandbox {
       else settle(JSON.stringify({ ok: false, error: { detail: "no run" } }));
       calling = false;
       return d.handle;
-    }).consume((f) => vm.setProp(vm.global, "__host", f));
+    });
     // the blocking flavour: the stack waits for the answer (the reply's JSON text)
     // (a function answering a promise suspends its caller: newFunction is newAsyncifiedFunction in
     // this build, whose type would not allow the immediate answer given when there is no run)
-    vm.newFunction("__hostSync", (opH, argsH): QuickJSHandle => {
+    define("__hostSync", ([op = "", json = ""]) => {
       const hooks = this.hooks;
-      if (!this.blocking) return vm.newString(NOT_BLOCKING);
-      if (!hooks || this.outcome) return vm.newString(NO_RUN);
-      const op = vm.getString(opH), json = vm.getString(argsH);
-      return new Promise<QuickJSHandle>((resolve) => {
+      if (!this.blocking) return NOT_BLOCKING;
+      if (!hooks || this.outcome) return NO_RUN;
+      return new Promise<string>((resolve) => {
         this.suspended = true;
         this.quiet();
         hooks.host(op, json, (text) => {
           if (this.disposed || hooks !== this.hooks) return; // never resumed: the lane goes
           this.suspended = false;
           this.enter();
-          resolve(vm.newString(text));
+          resolve(text);
         }, true);
-      }) as unknown as QuickJSHandle;
-    }).consume((f) => vm.setProp(vm.global, "__hostSync", f));
-    vm.newFunction("__local", (opH, argsH) => vm.newString(local(vm.getString(opH), vm.getString(argsH))))
-      .consume((f) => vm.setProp(vm.global, "__local", f));
-    vm.newFunction("__done", (kindH, jsonH) => {
-      const kind = vm.getString(kindH), json = vm.getString(jsonH);
+      });
+    }, true);
+    define("__local", ([op = "", json = ""]) => local(op, json));
+    define("__done", ([kind = "", json = ""]) => {
       if (kind === "success" || kind === "error") { this.finish({ kind, raw: "j" + json, status: this.status, headers: this.headers }); return; }
       let value: unknown = null;
       try { value = JSON.parse(json); } catch { value = json; }
@@ -318,10 +314,8 @@ export class Sandbox {
       if (kind === "waiting") { this.awaiting = true; return; }
       if (kind === "failed") { this.finish({ kind: "failed", error: typeof value === "string" ? value : JSON.stringify(value) }); return; }
       if (kind === "missing") this.finish({ kind: "failed", error: `the service code defines no function named '${String(value)}'` });
-    }).consume((f) => vm.setProp(vm.global, "__done", f));
-    vm.newFunction("__log", (textH) => {
-      this.hooks?.log(vm.getString(textH));
-    }).consume((f) => vm.setProp(vm.global, "__log", f));
+    });
+    define("__log", ([text = ""]) => { this.hooks?.log(text); });
   }
 
   /** Runs the entry function once. Ends when it calls success/error, when no work is left

@@ -43,6 +43,8 @@ export const ErrorKinds = {
   NOT_FOUND: kind(208, 404, "User", "Not found"),
   INVALID_SECRET: kind(209, 401, "User", "Invalid system key or secret"),
   SYSTEM_NOT_FOUND: kind(210, 404, "Admin", "System not found"),
+  // a sign-in code (or a test message) could not go out: no service configured, or it refused
+  DELIVERY_FAILED: kind(211, 503, "Admin", "Message not sent"),
   BAD_QUERY: kind(305, 400, "Data", "Invalid query"),
   THROTTLED: kind(429, 429, "Throttle", "Too many requests"),
   EXTERNAL_DB: kind(1301, 400, "External Database", "External database error"),

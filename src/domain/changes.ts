@@ -5,10 +5,8 @@
 import { Hlc, parse } from "../core/hlc.ts";
 import type { Db, Executor } from "../store/db.ts";
 import { changesRepo, outboxRepo, syncStateRepo } from "../store/sync.ts";
+import type { DefinitionType } from "../core/syncKinds.ts";
 
-/** The kinds of definitions edge sync moves (what each involves: sync/kinds.ts). */
-export const DEFINITION_TYPES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter"] as const;
-export type DefinitionType = (typeof DEFINITION_TYPES)[number];
 /** What a change log entry is about: a definition, or a row of a collection. */
 export type AssetType = DefinitionType | "row";
 

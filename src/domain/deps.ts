@@ -1,4 +1,4 @@
-// What every domain module is built with (wired in app.ts).
+// What every domain module is built with (built in compose/common.ts).
 import type { Config } from "../config.ts";
 import type { Permissions } from "../auth/permissions.ts";
 import type { Tokens } from "../auth/tokens.ts";

@@ -10,6 +10,7 @@ import { type DeveloperChanges, type DeveloperRow, developersRepo } from "../sto
 import { settingsRepo } from "../store/settings.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import type { DomainDeps } from "./deps.ts";
+import type { SecondFactor } from "./twoFactor.ts";
 
 export const TWO_FACTOR_METHODS = ["email", "sms", "email_sms"] as const;
 
@@ -63,15 +64,22 @@ export type UpstreamSignIn = (email: string, password: string) => Promise<Upstre
 export class Developers {
   /** `upstream`: on an edge, where the platform checks developers' passwords (attached by the
    *  edge's sync link) */
-  constructor(private readonly d: DomainDeps, private readonly upstream = new Port<UpstreamSignIn>("upstream sign-in")) {
+  /** `secondFactor`: two-factor sign-in and the admin's token lifetime (none: the password alone,
+   *  --dev-token-ttl) */
+  constructor(private readonly d: DomainDeps, private readonly upstream = new Port<UpstreamSignIn>("upstream sign-in"),
+    private readonly secondFactor: SecondFactor | null = null) {
     d.tokens.registerLoader("dev", async (row: TokenRow): Promise<Principal | null> => {
       const dev = await developersRepo.byId(d.db, row.subject_id);
       return dev ? { kind: "developer", id: dev.id, email: dev.email, admin: dev.admin === 1, tokenHash: row.token_hash } : null;
     });
   }
 
+  private tokenTtl(): Promise<number> | number {
+    return this.secondFactor?.developerTokenTtl() ?? this.d.config.devTokenTtl;
+  }
+
   private async session(dev: DeveloperRow) {
-    const t = await this.d.tokens.issue(this.d.db, "dev", dev.id, null, this.d.config.devTokenTtl);
+    const t = await this.d.tokens.issue(this.d.db, "dev", dev.id, null, await this.tokenTtl());
     await developersRepo.touchLogin(this.d.db, dev.id, nowIso());
     return { dev_token: t.token, expires_at: t.expiresAt, refresh_token: t.refreshToken, user_id: dev.id, is_two_factor: false };
   }
@@ -96,7 +104,7 @@ export class Developers {
   async authenticate(body: unknown) {
     const b = validate(AuthBody, body);
     if ("grant_type" in b) {
-      const { issued, row } = await this.d.tokens.refresh("dev", b.refresh_token, b.access_token, async () => this.d.config.devTokenTtl);
+      const { issued, row } = await this.d.tokens.refresh("dev", b.refresh_token, b.access_token, async () => this.tokenTtl());
       return { dev_token: issued.token, expires_at: issued.expiresAt, refresh_token: issued.refreshToken, user_id: row.subject_id, is_two_factor: false };
     }
     const login = (b.email ?? b.username)!;
@@ -104,6 +112,20 @@ export class Developers {
     const upstream = this.upstream.get();
     if (upstream && dev) return this.authenticateUpstream(upstream, dev, b.password);
     if (!(await verifyPassword(b.password, dev?.password_hash)) || !dev) throw fail("BAD_CREDENTIALS", "invalid email or password");
+    return this.signedIn(dev);
+  }
+
+  /** The password was right: a token, or the challenge of a second step (domain/twoFactor.ts). */
+  private async signedIn(dev: DeveloperRow) {
+    return (await this.secondFactor?.challengeFor(dev)) ?? this.session(dev);
+  }
+
+  /** The second step: the code of a challenge, with its intermediate token, for a token. */
+  async verifyTwoFactor(intermediateToken: string | null, body: unknown) {
+    const sf = this.secondFactor;
+    if (!sf) throw fail("INVALID_ARGUMENT", "two-factor sign-in is not available on this node");
+    const dev = await developersRepo.byId(this.d.db, await sf.verify(intermediateToken, body));
+    if (!dev) throw fail("BAD_CREDENTIALS", "developer no longer exists");
     return this.session(dev);
   }
 
@@ -124,7 +146,7 @@ export class Developers {
         if (v.id !== dev.id) throw fail("BAD_CREDENTIALS", "invalid email or password");
         if (!(await verifyPassword(password, dev.password_hash))) await developersRepo.setPassword(this.d.db, dev.id, await hashPassword(password));
     }
-    return this.session(dev);
+    return this.signedIn(dev);
   }
 
   async logout(p: Principal) {
@@ -140,7 +162,10 @@ export class Developers {
     return dev;
   }
 
-  async info(p: Principal) { return developerToWire(await this.me(p)); }
+  async info(p: Principal) {
+    const sf = this.secondFactor;
+    return { ...developerToWire(await this.me(p)), two_factor_enabled_instance: sf ? await sf.requiredOfAll() : false };
+  }
 
   async checkAuth(p: Principal) {
     await this.me(p);
@@ -161,6 +186,10 @@ export class Developers {
     if ((changes.two_factor_enabled === 1 || (dev.two_factor_enabled && changes.two_factor_enabled === undefined)) &&
         !(changes.two_factor_method ?? dev.two_factor_method))
       throw fail("INVALID_ARGUMENT", `two_factor_method: set one of ${TWO_FACTOR_METHODS.join(", ")} to enable two-factor authentication`);
+    // turned on (or its method changed): its codes must be able to reach the developer
+    const enabled = changes.two_factor_enabled ?? dev.two_factor_enabled;
+    if (enabled === 1 && (changes.two_factor_enabled === 1 || changes.two_factor_method !== undefined || changes.phone !== undefined))
+      await this.secondFactor?.checkCanEnable(changes.two_factor_method ?? dev.two_factor_method, changes.phone ?? dev.phone);
     await this.d.db.tx(async (tx) => {
       if (changes.email_lower && (await developersRepo.byEmail(tx, changes.email_lower))) throw fail("ALREADY_EXISTS", `developer '${b.email}' already exists`);
       await developersRepo.update(tx, dev.id, changes);

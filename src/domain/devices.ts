@@ -63,7 +63,7 @@ const activeKeyOf = (v: unknown): string => {
 export class Devices {
   readonly columnsOf: CustomColumns;
 
-  /** `keys` checks device keys (app.ts gives it the server's secret key for fast verifiers). */
+  /** `keys` checks device keys (the composition gives it the server's secret key for fast verifiers). */
   /** `connections`: the broker's live connections, attached once it runs (it is built after the domain) */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null),
     private readonly connections = new Port<ConnectionView>("device connections")) {

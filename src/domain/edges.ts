@@ -14,7 +14,7 @@ import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
-import { DEFINITION_TYPES } from "./changes.ts";
+import { TEMPLATE_MODULES } from "../core/syncKinds.ts";
 import { CustomColumns } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -25,7 +25,7 @@ const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]
 const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
 /** What a template entry can name: a kind of definition, or MQTT topics to relay. */
-export const SYNC_MODULES = [...DEFINITION_TYPES, "topic"] as const;
+export const SYNC_MODULES = TEMPLATE_MODULES;
 export type SyncModule = (typeof SYNC_MODULES)[number];
 export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
 export type SyncMode = (typeof SYNC_MODES)[number];

@@ -17,6 +17,7 @@ import { USER_COLUMNS, type UserRow, usersRepo } from "../store/users.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Roles } from "./roles.ts";
+import { ServiceAccounts, serviceTokenHash, userForEdge } from "./serviceAccounts.ts";
 import { Systems } from "./systems.ts";
 
 const MANAGE_FIELDS = new Set(["user", "changes"]);
@@ -36,20 +37,8 @@ const PassBody = z.object({ old_password: z.string(), new_password: passwordSche
 
 type Schema = CustomSchema;
 
-/** Where a service account's token is kept in the user's data document: sealed (developers read
- *  it back as cb_token) and hashed (to revoke it). Not a column, so no other read shows it. */
-const SERVICE_TOKEN = "__service_token";
-interface ServiceToken { sealed: string; hash: string }
-
-/** A user's row as an edge receives it: a service account's token stays on the platform (an edge
- *  receives no tokens). The password hash goes along: the template chose to let the system's users
- *  sign in on the edge, offline too. */
-export function userForEdge(row: UserRow): UserRow {
-  if (!row.data.includes(SERVICE_TOKEN)) return row;
-  const data = JSON.parse(row.data) as Record<string, unknown>;
-  delete data[SERVICE_TOKEN];
-  return { ...row, data: JSON.stringify(data) };
-}
+// sync/kinds.ts sends users to edges through it
+export { userForEdge } from "./serviceAccounts.ts";
 
 /** Columns only a developer or a user manager sets: they decide how long tokens live. */
 const PRIVILEGED_COLUMNS = ["cb_service_account", "cb_ttl_override"];
@@ -57,13 +46,7 @@ function refusePrivileged(values: Record<string, unknown>) {
   for (const k of PRIVILEGED_COLUMNS) if (k in values) throw fail("PERMISSION_DENIED", `'${k}' is set by a developer or a user manager, not by the user`);
 }
 
-/** The hash of a user's service account token, if it has one (kept when other tokens go). */
-const serviceTokenHash = (data: Record<string, unknown>): string[] => {
-  const t = data[SERVICE_TOKEN] as ServiceToken | undefined;
-  return t ? [t.hash] : [];
-};
-
-/** A user's custom and standard column values (and its service token). */
+/** A user's custom and standard column values (and its service account's token). */
 const userData = (u: Pick<UserRow, "data">): Record<string, unknown> => JSON.parse(u.data) as Record<string, unknown>;
 
 /** How long a node may serve a user row from memory. */
@@ -74,10 +57,12 @@ const QUERY_UPDATE_FIELDS = new Set(["query", "changes", "$set"]);
 
 export class Users {
   private readonly columnsOf: CustomColumns;
+  private readonly serviceAccounts: ServiceAccounts;
   /** key: systemKey + "/" + user_id */
   private readonly rows = new TtlCache<string, UserRow>(USER_CACHE_MS, 20_000);
 
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly box: SecretBox | null = null) {
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, box: SecretBox | null = null) {
+    this.serviceAccounts = new ServiceAccounts(d.tokens, box);
     this.columnsOf = new CustomColumns(d.db, "users", USER_COLUMNS, STANDARD_DATA_COLUMNS, ["password", "roles", "user_token", "cb_token"], "user_id", PRIVILEGED_COLUMNS);
     d.tokens.registerLoader("user", async (row: TokenRow): Promise<Principal | null> => {
       const u = await usersRepo.byId(d.db, row.system_key!, row.subject_id);
@@ -99,26 +84,9 @@ export class Users {
   /** The developer's view: a service account's token as cb_token. */
   private toDeveloperWire(u: UserRow, schema: Schema): Record<string, unknown> {
     const out = this.toWire(u, schema);
-    const t = userData(u)[SERVICE_TOKEN] as ServiceToken | undefined;
-    if (t && this.box) { try { out.cb_token = this.box.open(t.sealed); } catch { /* sealed under another key */ } }
+    const token = this.serviceAccounts.tokenOf(userData(u));
+    if (token !== undefined) out.cb_token = token;
     return out;
-  }
-
-  /** Keeps data's service token in step with its cb_service_account flag: issues a token that
-   *  never expires when the flag is set, revokes it when cleared (a developer rotates it by
-   *  clearing and setting the flag; a password change keeps it). */
-  private async serviceToken(tx: Executor, systemKey: string, userId: string, data: Record<string, unknown>) {
-    const held = data[SERVICE_TOKEN] as ServiceToken | undefined;
-    const wanted = data.cb_service_account === true;
-    if (held && !wanted) {
-      await this.d.tokens.revoke(tx, held.hash);
-      delete data[SERVICE_TOKEN];
-    }
-    if (wanted && !held) {
-      if (!this.box) throw fail("INTERNAL", "service accounts need the node's secret key");
-      const t = await this.d.tokens.issue(tx, "user", userId, systemKey, 0);
-      data[SERVICE_TOKEN] = { sealed: this.box.seal(t.token), hash: t.hash } satisfies ServiceToken;
-    }
   }
 
   private columnValues(schema: Schema, values: Record<string, unknown>, data?: Record<string, unknown>) {
@@ -170,7 +138,7 @@ export class Users {
     const data = this.columnValues(schema, rest);
     if (await usersRepo.byEmail(tx, systemKey, e.data)) throw fail("ALREADY_EXISTS", `user '${e.data}' already exists`);
     const userId = newKey();
-    await this.serviceToken(tx, systemKey, userId, data);
+    await this.serviceAccounts.sync(tx, systemKey, userId, data);
     const row: UserRow = {
       user_id: userId, system_key: systemKey, email: e.data, email_lower: e.data.toLowerCase(),
       password_hash: await hashPassword(pw.data), creation_date: nowIso(), data: JSON.stringify(data),
@@ -296,7 +264,7 @@ export class Users {
     const out = await this.d.db.tx(async (tx) => {
       const schema = await this.schema(tx, u.system_key);
       const data = this.columnValues(schema, cols, userData(u));
-      await this.serviceToken(tx, u.system_key, u.user_id, data);
+      await this.serviceAccounts.sync(tx, u.system_key, u.user_id, data);
       if (newEmail.toLowerCase() !== u.email_lower) {
         const other = await usersRepo.byEmail(tx, u.system_key, newEmail);
         if (other) throw fail("ALREADY_EXISTS", `user '${newEmail}' already exists`);

@@ -38,7 +38,7 @@ const ACTIONS: Record<string, ActionType> = { POST: "Create", PUT: "Update", PAT
 
 /** Route -> rule; null: the route changes no asset (sign-ins, publishes, runs, queries). */
 export const RULES: Record<string, Rule | null> = {
-  "/admin/auth": null, "/admin/logout": null, "/admin/checkauth": null, "/api/v/1/user/auth": null, "/api/v/1/user/anon": null,
+  "/admin/auth": null, "/admin/auth/verify": null, "/admin/settings/email-service/test": null, "/admin/settings/sms-service/test": null, "/admin/logout": null, "/admin/checkauth": null, "/api/v/1/user/auth": null, "/api/v/1/user/anon": null,
   "/api/v/1/user/checkauth": null, "/api/v/1/user/logout": null, "/api/v/2/devices/:systemKey/auth": null,
   "/api/v/1/message/:systemKey/publish": null, "/api/v/1/code/:systemKey/:name": null,
   "/api/v/4/webhook/execute/:systemKey/:name": null, "/api/v/4/webhook/execute/:systemKey/:name/*": null,

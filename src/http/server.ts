@@ -7,33 +7,16 @@ import { Elysia } from "elysia";
 import { ApiError, envelope, ErrorKinds, fail } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { diskFull, uniqueViolation } from "../store/db.ts";
-import { codeRoutes } from "./routes/code.ts";
-import { dataRoutes } from "./routes/data.ts";
-import { developerRoutes } from "./routes/developer.ts";
-import { deviceRoutes } from "./routes/devices.ts";
-import { edgeRoutes } from "./routes/edges.ts";
-import { handlerRoutes } from "./routes/handlers.ts";
-import { messagingRoutes } from "./routes/messaging.ts";
-import { roleRoutes } from "./routes/roles.ts";
-import { systemRoutes } from "./routes/systems.ts";
-import { userRoutes } from "./routes/users.ts";
-import { webhookRoutes } from "./routes/webhooks.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
-import { throttlerRoutes } from "./routes/throttlers.ts";
-import { adapterRoutes } from "./routes/adapters.ts";
-import { externalDbRoutes } from "./routes/externalDbs.ts";
-import { serviceCacheRoutes } from "./routes/serviceCaches.ts";
+import * as routeGroups from "./routeGroups.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import { pathOf, RequestMetrics } from "./metrics.ts";
 import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
 import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
-import { fleetRoutes } from "./routes/fleet.ts";
-import { sessionRoutes } from "./routes/sessions.ts";
-import { auditRoutes } from "./routes/audit.ts";
-import { HttpAudit } from "./audit.ts";
 import type { Services } from "./services.ts";
+import { HttpAudit } from "./audit.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
@@ -174,26 +157,9 @@ export function createHttpApp(s: Services) {
       return r.status === "ok" ? r : new Response(JSON.stringify(r), { status: 503, headers: JSON_HEADERS });
     })
     .get("/metrics", ({ request }) => metricsAnswer(s.metrics, s.config.metricsToken, request))
-    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT }))
-    .use(developerRoutes(s))
-    .use(systemRoutes(s))
-    .use(userRoutes(s))
-    .use(roleRoutes(s))
-    .use(dataRoutes(s))
-    .use(deviceRoutes(s))
-    .use(messagingRoutes(s))
-    .use(codeRoutes(s))
-    .use(handlerRoutes(s))
-    .use(edgeRoutes(s))
-    .use(fleetRoutes(s))
-    .use(webhookRoutes(s))
-    .use(throttlerRoutes(s))
-    .use(adapterRoutes(s))
-    .use(externalDbRoutes(s))
-    .use(serviceCacheRoutes(s))
-    .use(sessionRoutes(s))
-    .use(auditRoutes(s))
-    .use(consoleRoutes()) as unknown as Elysia;
+    .get("/api/about", () => ({ about: "Outpost", buildId: s.config.mode, version: VERSION, commit: COMMIT })) as unknown as Elysia;
+  for (const routes of Object.values(routeGroups)) app.use(routes(s));
+  app.use(consoleRoutes());
   requests.useRoutes(app.routes);
   return app;
 }

@@ -6,8 +6,8 @@
 import type { Executor, Stmt } from "./db.ts";
 import type { Dialect } from "../core/dialect.ts";
 
-// The two MQTT migrations are plain objects: migrations.ts lists (and type-checks) them, so this
-// file does not import it back.
+// The two MQTT migrations are plain objects: the ranges of src/store/migrations/ list (and
+// type-check) them, so this file does not import them back.
 export const MQTT_MIGRATION = {
   version: 3,
   name: "mqtt persistence",

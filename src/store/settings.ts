@@ -7,6 +7,7 @@ export const settingsRepo = {
   },
   put: (ex: Executor, key: string, value: string) =>
     ex.run(`INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, [key, value]),
+  delete: (ex: Executor, key: string) => ex.run(`DELETE FROM settings WHERE key = ?`, [key]),
   /** Inserts only when absent; returns the stored value either way. */
   async getOrInit(ex: Executor, key: string, value: string): Promise<string> {
     await ex.run(`INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING`, [key, value]);

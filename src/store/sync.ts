@@ -2,6 +2,7 @@
 // the outbox and sync bookkeeping.
 import type { Executor, RunResult } from "./db.ts";
 import { tableOf } from "./collections.ts";
+import { DEFINITION_KINDS } from "../core/syncKinds.ts";
 
 export interface ChangeRow {
   seq: number; system_key: string; asset_type: string; asset_name: string; item_id: string | null;
@@ -95,15 +96,9 @@ export const changesRepo = {
  *  system key, asset type, asset name). */
 const NEXT_VERSION = `coalesce((SELECT v.version FROM sync_asset_seqs v WHERE v.system_key = ? AND v.asset_type = ? AND v.asset_name = ?), 0) + 1`;
 
-/** Where each kind of definition edge sync moves keeps its assets' names (the sync kinds'
- *  table, sync/kinds.ts, is checked to match it kind for kind). */
-export const ASSET_NAME_COLUMNS: Readonly<Record<string, { table: string; column: string }>> = {
-  service: { table: "services", column: "name" }, library: { table: "libraries", column: "name" },
-  trigger: { table: "triggers", column: "name" }, timer: { table: "timers", column: "name" },
-  collection: { table: "collections", column: "name" }, role: { table: "roles", column: "name" },
-  user: { table: "users", column: "email" }, device: { table: "devices", column: "name" },
-  adapter: { table: "adapters", column: "name" },
-};
+/** Where each kind of definition edge sync moves keeps its assets' names (src/core/syncKinds.ts). */
+export const ASSET_NAME_COLUMNS: Readonly<Record<string, { table: string; column: string }>> =
+  Object.fromEntries(Object.entries(DEFINITION_KINDS).map(([type, k]) => [type, { table: k.table, column: k.nameColumn }]));
 const ASSET_NAMES_SQL = Object.entries(ASSET_NAME_COLUMNS)
   .map(([t, s]) => `SELECT '${t}' AS t, ${s.column} AS name FROM ${s.table} WHERE system_key = ?1`).join(" UNION ALL ");
 

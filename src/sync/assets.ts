@@ -9,7 +9,8 @@ import type { Executor, SqlValue } from "../store/db.ts";
 import { assetNames, changesRepo, tombstonesRepo } from "../store/sync.ts";
 import type { TemplateEntry } from "../domain/edges.ts";
 import type { AssetType, RowChange } from "../domain/changes.ts";
-import { type CollectionBody, isDefinitionType, KINDS, SNAPSHOT_ORDER } from "./kinds.ts";
+import { isDefinitionType } from "../core/syncKinds.ts";
+import { type CollectionBody, KINDS, SNAPSHOT_ORDER } from "./kinds/index.ts";
 import { BATCH_BYTES, BATCH_CHANGES, type WireChange } from "./protocol.ts";
 
 

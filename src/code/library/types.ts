@@ -87,9 +87,15 @@ export class RunState {
   /** The resource, if the run opened it. */
   peek<T>(key: string): T | undefined { return this.held.get(key)?.value as T | undefined; }
 
-  /** Closes everything the run opened (when it ends, however it ends). */
-  async close(log: (what: string, err: unknown) => void) {
+  /** Closes everything the run opened (when it ends, however it ends); at once, without a
+   *  promise, when it opened nothing (most runs). */
+  close(log: (what: string, err: unknown) => void): Promise<void> | undefined {
     this.closed = true;
+    if (this.held.size === 0) return;
+    return this.closeAll(log);
+  }
+
+  private async closeAll(log: (what: string, err: unknown) => void) {
     const all = [...this.held.entries()];
     this.held.clear();
     await Promise.all(all.map(async ([k, r]) => { try { await r.close(); } catch (err) { log(k, err); } }));

@@ -2,6 +2,8 @@
 // /admin/auth; the token lives in sessionStorage (gone with the tab, never in a URL) and goes in
 // the ClearBlade-DevToken header. Everything shown is built as DOM nodes and text, never as HTML
 // markup, so nothing a record holds can run in the page.
+// It imports nothing of the server's but the table of sync kinds (plain data, bundled in).
+import { TEMPLATE_MODULES } from "../../core/syncKinds.ts";
 
 type Child = Node | string | number | null | undefined | false | Child[];
 type Attrs = Record<string, string | number | boolean | null | undefined | ((e: Event) => void)>;
@@ -276,7 +278,7 @@ async function edges(main: HTMLElement, sk: string) {
 // ---- platform: one edge -----------------------------------------------------------------------
 
 /** The kinds of assets a template names and how they go (as the API takes them). */
-const MODULES = ["service", "library", "trigger", "timer", "collection", "role", "user", "device", "adapter", "topic"];
+const MODULES: string[] = [...TEMPLATE_MODULES];
 const MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"];
 interface Entry { def_module: string; def_name: string; mode: string; rows?: boolean; source?: string }
 

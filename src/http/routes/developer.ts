@@ -1,6 +1,6 @@
 // Developer accounts and platform admin operations (docs/api.md).
 import { Elysia } from "elysia";
-import { jsonBody, withCaller } from "../request.ts";
+import { jsonBody, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 export const developerRoutes = (s: Services) => {
@@ -8,6 +8,8 @@ export const developerRoutes = (s: Services) => {
   return new Elysia()
     .post("/admin/reg", async ({ request }) => s.developers.register(await jsonBody(request)))
     .post("/admin/auth", async ({ request }) => s.developers.authenticate(await jsonBody(request)))
+    // the token header carries the challenge's intermediate token, not a session
+    .post("/admin/auth/verify", async ({ request }) => s.developers.verifyTwoFactor(tokenOf(request), await jsonBody(request)))
     .post("/admin/logout", caller((p) => s.developers.logout(p)))
     .post("/admin/checkauth", caller((p) => s.developers.checkAuth(p)))
     .get("/admin/userinfo", caller((p) => s.developers.info(p)))

@@ -11,7 +11,7 @@ import { SIGNAL_SHARED, type SignalName, type SignalPayloads, Signals } from "..
 import type { ChangeRecorder } from "../../../src/domain/changes.ts";
 import type { Systems } from "../../../src/domain/systems.ts";
 import type { Db } from "../../../src/store/db.ts";
-import type { ElsewhereHub, SyncHub } from "../../../src/sync/platform.ts";
+import type { ElsewhereHub, SyncHub } from "../../../src/sync/platform/hub.ts";
 
 /** The buses of the nodes joined: what one sends, the others receive (as JSON). */
 class FakeBus {

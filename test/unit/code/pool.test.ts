@@ -199,7 +199,7 @@ describe("WorkerPool", () => {
     expect(p.stats().heaps[0]).toBeLessThanOrEqual(8 << 20);
     expect(p.stats().warm).toBe(0);
     expect(await run(p, keeper)).toEqual({ kind: "success", value: 40 << 20 });
-  });
+  }, 20_000);
 
   test("warm sandboxes are bounded over the pool, least recently used go first", async () => {
     const p = await pool({ workers: 1, warmMax: 8 });

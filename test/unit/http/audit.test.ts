@@ -31,3 +31,9 @@ describe("audit rules", () => {
     expect(redacted([1, "two", null])).toEqual([1, "two", null]);
   });
 });
+
+test("a 2FA code and a settings test message change no asset; portals and settings have their class", () => {
+  for (const r of ["/admin/auth/verify", "/admin/settings/email-service/test", "/admin/settings/sms-service/test"]) expect(ruleOf(r)).toBeNull();
+  expect(ruleOf("/api/v/2/portals/:systemKey/:name")).toEqual({ cls: "portals", id: "name" });
+  expect(ruleOf("/admin/settings/security")?.cls).toBe("settings");
+});

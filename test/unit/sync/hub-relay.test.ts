@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
-import type { SyncHub } from "../../../src/sync/platform.ts";
+import type { SyncHub } from "../../../src/sync/platform/hub.ts";
 
 let app: App;
 let hub: SyncHub;

@@ -8,7 +8,7 @@ import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
 import { tombstonesRepo } from "../../../src/store/sync.ts";
-import type { SyncHub } from "../../../src/sync/platform.ts";
+import type { SyncHub } from "../../../src/sync/platform/hub.ts";
 import { BATCH_BYTES } from "../../../src/sync/protocol.ts";
 
 let app: App;

@@ -1,4 +1,4 @@
-// Every kind of definition in the sync table (src/sync/kinds.ts) does all of it: a platform's
+// Every kind of definition in the sync registry (src/sync/kinds/) does all of it: a platform's
 // asset of the kind is listed and read as a change body, applied to another node's database (and
 // applied again, as a repeated change is), listed there under the same name, and removed from
 // there by name. The domain makes one asset of each kind on a platform (in memory); the other node
@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
-import { DEFINITION_TYPES } from "../../../src/domain/changes.ts";
+import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
 import { SYNC_MODULES } from "../../../src/domain/edges.ts";
 import { type Db, openDb } from "../../../src/store/db.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import { ASSET_NAME_COLUMNS, assetNames } from "../../../src/store/sync.ts";
-import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds.ts";
+import { KINDS, SNAPSHOT_ORDER, staleCaches } from "../../../src/sync/kinds/index.ts";
 
 let app: App;
 let other: Db;
@@ -36,7 +36,9 @@ beforeAll(async () => {
   await s.users.register(sk, sys.system_secret, null, { email: "u@example.com", password: "pw" });
   await s.devices.create(dev, sk, "thermo", { type: "", state: "", enabled: true, allow_key_auth: true, active_key: "k-123456" });
   await s.adapters.create(dev, sk, { name: "modbus", description: "", architecture: "linux-amd64" });
-  Object.assign(made, { library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.portals.create(dev, sk, "portal", "floor", { config: { panes: [] } });
+  await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup

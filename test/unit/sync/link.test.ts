@@ -1,7 +1,7 @@
 // Why an edge's try to reach its platform failed, from the socket's error as Bun gives it
 // ("WebSocket connection to '<url>' failed: <why>", with a code): each cause the edge reports.
 import { describe, expect, test } from "bun:test";
-import { linkCause } from "../../../src/sync/edge.ts";
+import { linkCause } from "../../../src/sync/edge/link.ts";
 
 const URL = "https://platform.example.com:9443";
 const err = (why: string, code?: string) => Object.assign(new Error(`WebSocket connection to 'wss://platform.example.com:9443/api/v/4/sync' failed: ${why}`), code ? { code } : {});

@@ -1,0 +1,170 @@
+// An edge's link to the platform: its hello (credentials, protocol, position, what it reports
+// failed), refusals (logged and recorded at a bounded rate), its close, links gone silent, and
+// its template changing while it is connected.
+import { nowIso, nowSeconds } from "../../core/ids.ts";
+import type { TemplateEntry } from "../../domain/edges.ts";
+import { developerProfile, developersRepo } from "../../store/developers.ts";
+import { type EdgeRow, edgesRepo } from "../../store/edges.ts";
+import { clusterRepo } from "../../store/cluster.ts";
+import { statusRepo } from "../../store/sync.ts";
+import { systemsRepo } from "../../store/systems.ts";
+import { fail } from "../../core/errors.ts";
+import { BUILD } from "../../version.ts";
+import { CLAIMED_PROTOCOL, type EdgeMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason } from "../protocol.ts";
+import { versionOf } from "./ack.ts";
+import type { EdgeSession } from "./session.ts";
+import type { HubState } from "./state.ts";
+import { position } from "./status.ts";
+import type { Socket } from "./types.ts";
+
+/** How often at most a refused edge's record is written again for the same reason (its time). */
+const REFUSAL_RECORD_MS = 5_000;
+/** How often sessions are checked for a silent link. */
+export const SWEEP_MS = 250;
+
+export function reject(s: EdgeSession, message: string) {
+  s.send({ t: "error", message, reason: "message" });
+  s.ws.close(4000, message.slice(0, 100));
+}
+
+/** Refuses an edge's hello: tells the edge `message` and what kind of refusal it is, logs `why`
+ *  (said precisely here: the edge is told no more than it needs) as `reason`, at once and then
+ *  once per --sync-log-ms per edge with the count in between, and keeps `why` and when on the
+ *  edge's record when it has one (written when it changes, else at most every REFUSAL_RECORD_MS).
+ *  Every refusal of a hello goes through here (a version refusal too). */
+async function refuse(h: HubState, s: EdgeSession, who: string, edge: EdgeRow | undefined, reason: RefusalReason, message: string, why: string, fields: Record<string, unknown> = {}, logMsg = "edge refused") {
+  const now = Date.now();
+  let r = h.refusals.get(who);
+  if (!r || r.why !== why || now - r.loggedAt >= h.d.logMs) {
+    h.d.log.warn(logMsg, { edge: who, reason: why, ...(s.ws.remote ? { from: s.ws.remote } : {}), ...(r?.more ? { refusedSinceLastLine: r.more } : {}), ...fields });
+    r = { why, loggedAt: now, more: 0, recordedAt: r?.recordedAt ?? 0, recordedWhy: r?.recordedWhy ?? "" };
+    h.refusals.set(who, r);
+  } else r.more++;
+  if (edge && (r.recordedWhy !== why || now - r.recordedAt >= REFUSAL_RECORD_MS)) {
+    r.recordedAt = now;
+    r.recordedWhy = why;
+    await edgesRepo.update(h.d.db, edge.system_key, edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+  }
+  s.send({ t: "error", message, reason });
+  s.ws.close(4000, message.slice(0, 100));
+}
+
+export async function close(h: HubState, ws: Socket, code?: number, reason?: string) {
+  const s = h.bySocket.get(ws);
+  if (!s || !s.edge) return;
+  s.closed = true;
+  if (code === PROTOCOL_REFUSED_CLOSE) {
+    // the edge refused this platform's protocol: its reason is shown here as at the edge
+    const why = `the edge refused this platform: ${reason || "sync protocol version"}`;
+    h.refused.set(s.key, { reason: why, at: nowIso() });
+    h.d.log.warn("edge refused this platform: its sync protocol is not one the edge speaks", { edge: s.key, reason: reason ?? "", version: s.version });
+    // and on the edge's record, as a refusal by the platform is
+    await edgesRepo.update(h.d.db, s.edge.system_key, s.edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+  }
+  for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
+  for (const [id, sink] of s.relays) { s.relays.delete(id); sink.fail(fail("EDGE_OFFLINE", `edge '${s.edge.name}' disconnected before it answered`)); }
+  for (const [id, done] of s.ops) { s.ops.delete(id); done({ error: { kind: "EDGE_OFFLINE", message: `edge '${s.edge.name}' disconnected before it answered` } }); }
+  if (h.sessions.get(s.key) !== s) return;
+  h.sessions.delete(s.key);
+  h.bySystem.get(s.edge.system_key)?.delete(s);
+  // only while this node holds it: the edge may have moved to another node meanwhile
+  await clusterRepo.releaseEdge(h.d.db, s.edge.system_key, s.edge.name, h.d.nodeId, nowSeconds());
+  h.d.events.emit("StartConnectDisconnect::EdgeDisconnectedOnPlatform", s.edge.system_key, { edgeName: s.edge.name });
+  h.d.log.info("edge disconnected", { edge: s.key });
+}
+
+/** Ends sessions whose edge has been silent for two ping periods (a link that dropped without
+ *  closing: a TCP connection through a dead route never says so). */
+export function sweep(h: HubState) {
+  const now = Date.now();
+  for (const s of h.sessions.values()) {
+    if (now - s.lastHeard <= 2 * s.pingMs + SWEEP_MS) continue;
+    h.d.log.warn("edge silent, link dropped", { edge: s.key, silentMs: now - s.lastHeard });
+    if (s.ws.terminate) s.ws.terminate(); else s.ws.close(4003, "silent");
+    void close(h, s.ws).catch((err) => h.d.log.warn("closing a silent session failed", { err }));
+  }
+}
+
+export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "hello" }>) {
+  if (s.edge) return reject(s, "hello twice");
+  const { edge, tokenOk } = await h.d.edges.authenticate(m.systemKey, m.edge, m.token);
+  const who = `${m.systemKey}/${m.edge}`;
+  // the edge is not told which of the two it got wrong; the platform's log and record say
+  if (!edge) return refuse(h, s, `${m.systemKey}/?`, undefined, "credentials", "unknown edge or wrong token", `no edge '${m.edge}' in system ${m.systemKey}`, { edgeName: m.edge, version: m.version });
+  if (!tokenOk) return refuse(h, s, who, edge, "credentials", "unknown edge or wrong token", "wrong token", { version: m.version });
+  // an edge speaking a protocol this platform does not: refused, and its status says why
+  const refusal = protocolRefusal(m.protocol, "edge");
+  if (refusal) {
+    h.refused.set(who, { reason: refusal, at: nowIso() });
+    await edgesRepo.update(h.d.db, edge.system_key, edge.name, { last_talked: nowSeconds(), last_seen_version: m.version });
+    return refuse(h, s, who, edge, "protocol", refusal, refusal, { protocol: m.protocol, version: m.version }, "edge refused: its sync protocol is not one this platform speaks");
+  }
+  h.refused.delete(who);
+  const system = await systemsRepo.byKey(h.d.db, m.systemKey);
+  const owner = system && (await developersRepo.byId(h.d.db, system.owner_id));
+  if (!system || !owner) return refuse(h, s, who, edge, "system", "unknown system", "the edge's system has no owner");
+  const sk = edge.system_key;
+  s.edge = edge;
+  s.pingMs = m.pingMs;
+  s.version = m.version;
+  s.outbox = m.outbox;
+  s.features = m.features;
+  s.template = await h.d.edges.templateOf(h.d.db, sk, edge);
+  s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
+  const old = h.sessions.get(s.key);
+  if (old && old !== s) { old.closed = true; old.ws.close(4002, "replaced by a new connection"); h.bySystem.get(sk)?.delete(old); }
+  h.sessions.set(s.key, s);
+  if (!h.bySystem.has(sk)) h.bySystem.set(sk, new Set());
+  h.bySystem.get(sk)!.add(s);
+  h.d.changes.addSystemWithEdges(sk);
+  const now = nowSeconds();
+  await edgesRepo.update(h.d.db, sk, edge.name, {
+    is_connected: 1, first_talked: edge.first_talked ?? now, last_talked: now, last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch,
+  });
+  await clusterRepo.holdEdge(h.d.db, sk, edge.name, h.d.nodeId);
+  // the clocks: the edge's stamp counts (within the accepted skew), and how far off it is shows
+  if (m.hlc) h.d.changes.clock.observe(m.hlc);
+  if (m.time !== undefined) h.skews.set(s.key, Math.round(m.time - Date.now()));
+  const { head, valid } = await position(h, sk, m.cursor, m.synced, m.incarnation, edge.incarnation);
+  // a new edge, one that held another incarnation of its record, or one whose position the log
+  // no longer holds, starts from a full snapshot
+  const full = !valid;
+  s.cursor = full ? 0 : m.cursor;
+  s.sent = full ? head : m.cursor;
+  // the edge's own word on how far it got (its last acknowledgement may not have arrived) and
+  // on what failed (the same), before anything else is sent
+  await h.d.db.tx(async (tx) => {
+    if (!full) await edgesRepo.update(tx, sk, edge.name, { cursor: m.cursor });
+    const at = nowIso();
+    const failedNow = new Map((await statusRepo.failedFor(tx, sk, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
+    for (const f of m.failures) {
+      const type = f.type === "row" ? "collection_rows" : f.type;
+      // a failure already recorded (its acknowledgement arrived) counts once
+      const version = await versionOf(tx, sk, f);
+      if (failedNow.get(`${type}\u0000${f.name}`) !== version) await statusRepo.failed(tx, sk, edge.name, type, f.name, version, (f.error ?? "").slice(0, 2000), at);
+    }
+  });
+  // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
+  s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
+    incarnation: edge.incarnation, hlc: h.d.changes.clock.now(), protocol: CLAIMED_PROTOCOL, version: BUILD, templateName: edge.template });
+  if (full) s.jobs.push({ kind: "full", seq: head });
+  else {
+    // a template changed while the edge was away: what it added comes, what it dropped goes
+    s.wantTemplate();
+    // deploy-mode assets are copied at every start of the edge
+    const deploy = s.template.filter((e) => e.mode === "deploy");
+    if (m.fresh && deploy.length) s.jobs.push({ kind: "deploy", scope: { template: deploy, live: false } });
+  }
+  h.d.events.emit("StartConnectDisconnect::EdgeConnectedOnPlatform", sk, { edgeName: edge.name });
+  h.d.log.info("edge connected", { edge: s.key, cursor: m.cursor, snapshot: full, template: !s.holdsTemplate() });
+  await s.pump();
+}
+
+export async function retemplate(h: HubState, s: EdgeSession) {
+  s.edge = (await edgesRepo.get(h.d.db, s.edge.system_key, s.edge.name)) ?? s.edge;
+  s.template = await h.d.edges.templateOf(h.d.db, s.edge.system_key, s.edge);
+  s.send({ t: "template", template: s.template, templateName: s.edge.template });
+  // what the change added comes as a snapshot, what it dropped goes at its end
+  s.wantTemplate();
+  await s.pump();
+}

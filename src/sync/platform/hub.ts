@@ -1,0 +1,155 @@
+// The platform's side of edge sync: authenticates edges on the sync channel, brings each to its
+// template (a full snapshot when it is new, re-created or further behind than the log reaches; the
+// assets a template change added and the removal of those it dropped otherwise), then streams the
+// change log filtered by its template; applies rows and messages coming up; keeps per-asset status.
+// The hub holds the channel and hands each step to its file: connect (hello, refusals, close),
+// session (what is sent to one edge), ack, uplink, relayDown, control, status, compaction.
+import { nowSeconds } from "../../core/ids.ts";
+import { describeIssues } from "../../core/validate.ts";
+import { edgesRepo } from "../../store/edges.ts";
+import { clusterRepo } from "../../store/cluster.ts";
+import type { ChangeRow } from "../../store/sync.ts";
+import { systemsRepo } from "../../store/systems.ts";
+import type { ControlResult } from "../../adapters/runner.ts";
+import { EdgeMessage } from "../protocol.ts";
+import type { EdgeOp, RelayedAnswer } from "../fleet.ts";
+import { ack } from "./ack.ts";
+import { compact } from "./compaction.ts";
+import { close, hello, reject, retemplate, sweep, SWEEP_MS } from "./connect.ts";
+import { control, op, relay } from "./control.ts";
+import { deliverHere, relayDown } from "./relayDown.ts";
+import { EdgeSession } from "./session.ts";
+import { HubState } from "./state.ts";
+import { connectedEdges, failedAssets, lag, linkMetrics, retry, status } from "./status.ts";
+import type { AssetStatus, ControlRequest, HubDeps, RelayRequest, Socket } from "./types.ts";
+import { up } from "./uplink.ts";
+
+export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";
+
+export class SyncHub {
+  private readonly st: HubState;
+  private compactor: ReturnType<typeof setInterval> | null = null;
+  private sweeper: ReturnType<typeof setInterval> | null = null;
+  private offCommitted: (() => void) | null = null;
+
+  constructor(readonly d: HubDeps) {
+    const st = this.st = new HubState(d);
+    d.signals.on("edge.changed", ({ systemKey: sk, edge, what }) => {
+      if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
+      const s = st.sessions.get(`${sk}/${edge}`);
+      if (!s) return;
+      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
+      if (what === "template") void retemplate(st, s);
+    });
+  }
+
+  /** relayed messages for one edge that was connected to no node, or whose link was too far
+   *  behind (/metrics) */
+  get relayDropped() { return this.st.relayDropped; }
+
+  async start() {
+    // the edges this node held before it restarted (other nodes' edges stay theirs)
+    await clusterRepo.releaseEdgesOf(this.d.db, this.d.nodeId);
+    const keys = (await systemsRepo.all(this.d.db)).map((s) => s.system_key);
+    const withEdges: string[] = [];
+    for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
+    this.d.changes.setSystemsWithEdges(withEdges);
+    this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
+    this.d.edgeLinks.attach({
+      lagOf: (sk, edge) => this.lag(sk, edge),
+      // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
+      liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.st.elsewhere ? null : false),
+      skewOf: (sk, edge) => this.st.skews.get(`${sk}/${edge}`) ?? null,
+    });
+    // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
+    for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });
+    this.compactor = setInterval(() => this.compact().catch((err) => this.d.log.warn("change log compaction failed", { err })), this.d.compactMs);
+    this.compactor.unref();
+    this.sweeper = setInterval(() => sweep(this.st), SWEEP_MS);
+    this.sweeper.unref();
+  }
+
+  stop() {
+    if (this.compactor) clearInterval(this.compactor);
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.offCommitted?.();
+    for (const s of this.st.sessions.values()) { s.closed = true; s.ws.close(1001, "platform stopping"); }
+    this.st.sessions.clear();
+    this.st.bySystem.clear();
+  }
+
+  /** New changes of these assets are in a system's log (committed here or on another node):
+   *  the sessions of edges they go to send them. */
+  wake(sk: string, assets: ReadonlySet<string>) {
+    for (const s of this.st.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
+  }
+
+  /** A log entry as the text a batch carries (its body is stored as JSON already). */
+  wireText(r: ChangeRow): string { return this.st.wireText(r); }
+
+  // ---- the channel ----------------------------------------------------------------------------
+
+  open(ws: Socket) { this.st.bySocket.set(ws, new EdgeSession(this.st, ws)); }
+
+  async message(ws: Socket, raw: unknown) {
+    const s = this.st.bySocket.get(ws);
+    if (!s || s.closed) return;
+    s.lastHeard = Date.now();
+    let json: unknown = raw;
+    if (typeof raw === "string") { try { json = JSON.parse(raw); } catch { return reject(s, "not JSON"); } }
+    else if (raw instanceof Uint8Array || raw instanceof ArrayBuffer) { try { json = JSON.parse(Buffer.from(raw as Uint8Array).toString("utf8")); } catch { return reject(s, "not JSON"); } }
+    const parsed = EdgeMessage.safeParse(json);
+    if (!parsed.success) return reject(s, describeIssues(parsed.error, "message"));
+    const m = parsed.data;
+    try {
+      if (m.t === "hello") return await hello(this.st, s, m);
+      if (!s.edge) return reject(s, "say hello first");
+      if (m.t === "ack") return await ack(this.st, s, m);
+      if (m.t === "up") return await up(this.st, s, m);
+      if (m.t === "ping") {
+        s.send({ t: "pong" });
+        if (m.outbox !== undefined) s.outbox = m.outbox;
+        await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() });
+        // entries that go to no edge of this one's template were not woken for: pass over them now
+        await s.pump();
+      }
+      if (m.t === "control_result") { const done = s.controls.get(m.id); s.controls.delete(m.id); done?.({ err: m.err, command: m.command, output: m.output }); }
+      if (m.t === "response") s.relays.get(m.id)?.head(m.status, m.headers);
+      if (m.t === "response_body") {
+        const sink = s.relays.get(m.id);
+        if (sink && (!sink.chunk(m.chunk) || m.end)) {
+          if (m.cut) sink.cut(); else sink.end();
+          s.relays.delete(m.id);
+          if (!m.end) s.send({ t: "request_cancel", id: m.id });
+        }
+      }
+      if (m.t === "op_result") { const done = s.ops.get(m.id); s.ops.delete(m.id); done?.(m); }
+    } catch (err) {
+      this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
+      ws.close(1011, "sync error");
+    }
+  }
+
+  close(ws: Socket, code?: number, reason?: string) { return close(this.st, ws, code, reason); }
+
+  // ---- relay to edges, requests to one edge -----------------------------------------------------
+
+  /** See relayDown.ts; every publish on the platform comes here, most leave at once. */
+  relayDown(sk: string, topic: string, payload: Buffer, qos: number, from = ""): Promise<void> | undefined { return relayDown(this.st, sk, topic, payload, qos, from); }
+  deliverHere(sk: string, edge: string, except: string, text: string): boolean { return deliverHere(this.st, sk, edge, except, text); }
+  control(sk: string, edge: string, req: ControlRequest): Promise<ControlResult> { return control(this.st, sk, edge, req); }
+  relay(sk: string, edge: string, req: RelayRequest): Promise<RelayedAnswer> { return relay(this.st, sk, edge, req); }
+  op(sk: string, edge: string, edgeOp: EdgeOp, timeoutMs: number): Promise<unknown> { return op(this.st, sk, edge, edgeOp, timeoutMs); }
+
+  // ---- status ---------------------------------------------------------------------------------
+
+  linkMetrics() { return linkMetrics(this.st); }
+  connectedEdges() { return connectedEdges(this.st); }
+  failedAssets() { return failedAssets(this.st); }
+  /** A live session, not a stored flag: a silent link ends the session (see sweep). */
+  isConnected(sk: string, edge: string) { return this.st.sessions.has(`${sk}/${edge}`); }
+  lag(sk: string, edgeName: string): Promise<number | null> { return lag(this.st, sk, edgeName); }
+  status(sk: string, edgeName: string): Promise<AssetStatus[]> { return status(this.st, sk, edgeName); }
+  retry(sk: string, edgeName: string, only?: { type: string; name: string }[]) { return retry(this.st, sk, edgeName, only); }
+  compact() { return compact(this.st); }
+}

@@ -73,7 +73,8 @@ t.test("the outbox is held to --outbox-max-mb while the platform is out of reach
   // 30 rows of 100 KB: about 3 MB in the outbox, three times its bound
   const big = "x".repeat(100_000);
   for (let i = 0; i < 30; i++) await must(ed.post(`/api/v/1/data/${e.id}`, { label: `row-${String(i).padStart(2, "0")}-${big}` }), "write on the edge");
-  t.ok(await waitFor(async () => ((await metric(edge, "outpost_sync_outbox_dropped_total")) ?? 0) > 0, 10_000), "the edge's /metrics counts dropped items");
+  // a trim that ran while the writes still came dropped part of them; a later one drops the rest
+  t.ok(await waitFor(async () => ((await metric(edge, "outpost_sync_outbox_dropped_total")) ?? 0) >= 19, 10_000), "the edge's /metrics counts dropped items");
   const dropped = (await metric(edge, "outpost_sync_outbox_dropped_total"))!;
   t.ok(dropped >= 19 && dropped <= 21, `about 20 of the 30 dropped (${dropped})`);
   t.match(edge.logs(), /outbox over its bounds: the oldest items were dropped[^\n]*--outbox-max-mb \(1 MB\)/, "a log line says why");

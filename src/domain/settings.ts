@@ -113,7 +113,7 @@ export class InstanceSettings {
 
   async putSecurity(p: Principal, body: unknown) {
     this.requireAdmin(p);
-    const b = validate(SecurityBody, body ?? {});
+    const b = validate(SecurityBody, body);
     const cur = await this.security();
     const next: SecuritySettings = { ...cur, ...(b.developer_token_ttl !== undefined ? { developer_token_ttl: b.developer_token_ttl } : {}), two_factor_auth: b.two_factor_auth ?? cur.two_factor_auth };
     // every developer then signs in with a code by email (unless they chose SMS): without a way to

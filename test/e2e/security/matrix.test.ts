@@ -182,6 +182,13 @@ const pgCreds = PG_UP
 if (!PG_UP) t.comment(`PostgreSQL (${PG.host}) is not there: external databases are tested without a server, connection collections not at all`);
 const cache = uniq("cache"), cacheVictim = uniq("cachev");
 for (const c of [cache, cacheVictim]) await must("service cache", A.dev.post(`/admin/v/4/service_caches/${SK}/${c}`, { ttl: 60, description: "matrix" }));
+const portal = uniq("portal"), portalVictim = uniq("portalv"), plugin = uniq("plugin"), pluginVictim = uniq("pluginv");
+for (const p of [portal, portalVictim]) await must("portal", A.dev.post(`/api/v/2/portals/${SK}/${p}`, { description: "matrix", config: {} }));
+for (const p of [plugin, pluginVictim]) await must("plugin", A.dev.post(`/api/v/2/plugins/${SK}`, { name: p, description: "matrix", config: {} }));
+// the instance's email and SMS services, so their GETs read a real record (nothing listens there)
+const asAdmin = { "ClearBlade-DevToken": adminToken };
+await must("email service", request(o.url, "POST", "/admin/settings/email-service", { headers: asAdmin, body: { host: "127.0.0.1", port: "2525", from: "outpost@example.com", protocol: "SMTP", encryption_type: "NONE" } }));
+await must("SMS service", request(o.url, "POST", "/admin/settings/sms-service", { headers: asAdmin, body: { url: "http://127.0.0.1:1/sms", from: "Outpost" } }));
 const db = uniq("db"), dbVictim = uniq("dbv");
 for (const d of [db, dbVictim]) await must("external db", A.dev.post(`/api/v/4/external-db/${SK}`, { name: d, db_type: "postgres", credentials: pgCreds }));
 let connCol = "";
@@ -200,7 +207,7 @@ const ids: Ids = {
   device, deviceVictim, deviceAuth, deviceKey, dcol, dcolVictim, topic,
   svc, svcVictim, failId, lib, libVictim, trig, trigVictim, timer, timerVictim,
   edge, edgeVictim, ecol, ecolVictim, hook, hookVictim, thr: THR, kase, kaseVictim,
-  adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol, cache, cacheVictim,
+  adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol, cache, cacheVictim, portal, portalVictim, plugin, pluginVictim,
   selfDevEmail, selfDevPassword, resetDevEmail, userAEmail: userA.email, userAPassword: userA.password,
 };
 /** Data of system A that no answer to a caller of system B may contain, error or not. */

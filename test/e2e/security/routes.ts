@@ -33,6 +33,7 @@ export interface Ids {
   adapter: string; adapterVictim: string; file: string; fileVictim: string;
   db: string; dbVictim: string; connCol: string;
   cache: string; cacheVictim: string;
+  portal: string; portalVictim: string; plugin: string; pluginVictim: string;
   selfDevEmail: string; selfDevPassword: string; resetDevEmail: string;
   userAEmail: string; userAPassword: string;
 }
@@ -371,6 +372,50 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: sc, method: "POST", path: "/admin/v/4/service_caches/{sk}/{new}", auth: "dev", body: () => ({ ttl: 60, description: "matrix" }), bodyRequired: true, nullable: ["description"] });
   add({ file: sc, method: "PUT", path: "/admin/v/4/service_caches/{sk}/{cache}", auth: "dev", body: () => ({ ttl: 120, description: "matrix" }), bodyRequired: true, nullable: ["description"] });
   add({ file: sc, method: "DELETE", path: "/admin/v/4/service_caches/{sk}/{cacheVictim}", auth: "dev", noBaseline: "deletes a cache" });
+
+  // ---- sessions.ts ---------------------------------------------------------------------------
+  const se = "sessions.ts";
+  for (const kind of ["user", "device"]) {
+    add({ file: se, method: "GET", path: `/admin/v/4/session/{sk}/${kind}`, auth: "dev" });
+    add({ file: se, method: "GET", path: `/admin/v/4/session/{sk}/${kind}/count`, auth: "dev" });
+    add({ file: se, method: "DELETE", path: `/admin/v/4/session/{sk}/${kind}?query=${qs(FILTER_ALL)}`, auth: "dev", noBaseline: "revokes every session of the kind" });
+  }
+
+  // ---- audit.ts ------------------------------------------------------------------------------
+  const au = "audit.ts";
+  add({ file: au, method: "GET", path: "/admin/audit", auth: "admin", as: "admin" });
+  add({ file: au, method: "GET", path: "/admin/audit/count", auth: "admin", as: "admin" });
+  add({ file: au, method: "GET", path: "/admin/audit/{sk}", auth: "dev" });
+  add({ file: au, method: "GET", path: "/admin/audit/{sk}/count", auth: "dev" });
+
+  // ---- portals.ts ----------------------------------------------------------------------------
+  const po = "portals.ts";
+  const kept = "a record's other fields are kept as sent (ClearBlade's portal and plugin records carry more)";
+  add({ file: po, method: "GET", path: "/admin/portals/{sk}", auth: "dev" });
+  add({ file: po, method: "GET", path: "/api/v/2/portals/{sk}/{portal}", auth: "user" });
+  add({ file: po, method: "POST", path: "/api/v/2/portals/{sk}/{new}", auth: "dev", body: () => ({ description: "matrix", config: { pages: [] } }), extraFields: kept, anyType: ["config"] });
+  add({ file: po, method: "PUT", path: "/api/v/2/portals/{sk}/{portal}", auth: "user", body: () => ({ description: "changed" }), extraFields: kept, anyType: ["config"] });
+  add({ file: po, method: "DELETE", path: "/api/v/2/portals/{sk}/{portalVictim}", auth: "dev", noBaseline: "deletes a portal" });
+  add({ file: po, method: "GET", path: "/api/v/2/plugins/{sk}", auth: "dev" });
+  add({ file: po, method: "POST", path: "/api/v/2/plugins/{sk}", auth: "dev", body: (_i, f) => ({ name: f(), description: "matrix", config: {} }), extraFields: kept, anyType: ["config"] });
+  add({ file: po, method: "GET", path: "/api/v/2/plugins/{sk}/{plugin}", auth: "dev" });
+  add({ file: po, method: "PUT", path: "/api/v/2/plugins/{sk}/{plugin}", auth: "dev", body: () => ({ description: "changed" }), extraFields: kept, anyType: ["config"] });
+  add({ file: po, method: "DELETE", path: "/api/v/2/plugins/{sk}/{pluginVictim}", auth: "dev", noBaseline: "deletes a plugin" });
+
+  // ---- settings.ts (the instance's, the platform admin's) -------------------------------------
+  const st = "settings.ts";
+  add({ file: st, method: "GET", path: "/admin/settings/security", auth: "admin", as: "admin" });
+  add({ file: st, method: "PUT", path: "/admin/settings/security", auth: "admin", as: "admin", body: () => ({ developer_token_ttl: 86_400 }) });
+  add({ file: st, method: "GET", path: "/admin/settings/email-service", auth: "admin", as: "admin" });
+  add({ file: st, method: "POST", path: "/admin/settings/email-service", auth: "admin", as: "admin", body: () => ({ host: "127.0.0.1", port: "2525", from: "outpost@example.com", protocol: "SMTP", encryption_type: "NONE" }), noBaseline: "the service exists already (made before the matrix)" });
+  add({ file: st, method: "PUT", path: "/admin/settings/email-service", auth: "admin", as: "admin", body: () => ({ from: "outpost@example.com" }) });
+  add({ file: st, method: "DELETE", path: "/admin/settings/email-service", auth: "admin", as: "admin", noBaseline: "removes the instance's email service" });
+  add({ file: st, method: "POST", path: "/admin/settings/email-service/test", auth: "admin", as: "admin", body: () => ({ recipient: "someone@example.com" }), noBaseline: "sends a mail through a server that is not there" });
+  add({ file: st, method: "GET", path: "/admin/settings/sms-service", auth: "admin", as: "admin" });
+  add({ file: st, method: "POST", path: "/admin/settings/sms-service", auth: "admin", as: "admin", body: () => ({ url: "http://127.0.0.1:1/sms", from: "Outpost" }), noBaseline: "the service exists already (made before the matrix)" });
+  add({ file: st, method: "PUT", path: "/admin/settings/sms-service", auth: "admin", as: "admin", body: () => ({ from: "Outpost" }) });
+  add({ file: st, method: "DELETE", path: "/admin/settings/sms-service", auth: "admin", as: "admin", noBaseline: "removes the instance's SMS service" });
+  add({ file: st, method: "POST", path: "/admin/settings/sms-service/test", auth: "admin", as: "admin", body: () => ({ recipient: "+15550100" }), noBaseline: "sends a message through a gateway that is not there" });
 
   return R;
 }

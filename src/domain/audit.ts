@@ -66,6 +66,15 @@ export class AuditTrail {
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly opts: AuditOptions) {
     if (opts.enabled) d.events.on((e) => this.mqtt(e), MQTT_EVENTS);
+    d.signals.on("system.removed", ({ systemKey }) => { void this.forgetSystem(systemKey); });
+  }
+
+  /** A deleted system's trail goes with the rest of its data: it names the system's assets. */
+  private async forgetSystem(systemKey: string) {
+    this.waiting = this.waiting.filter((e) => e.systemKey !== systemKey && !(e.systemKey === "" && e.collectionId !== undefined && this.systemOf.get(e.collectionId) === systemKey));
+    await this.flushing;
+    try { await auditRepo.removeSystem(this.d.db, systemKey); }
+    catch (err) { this.d.log.warn("could not remove a deleted system's audit rows", { systemKey, err }); }
   }
 
   get enabled() { return this.opts.enabled; }

@@ -52,6 +52,9 @@ export const auditRepo = {
     const where = compileWhere(filters, AUDIT_COLUMNS, ex.dialect);
     return Number((await ex.get<{ n: number }>(`SELECT count(*) AS n FROM audit WHERE ${s.sql} AND (${where.sql})`, [...s.args, ...where.args]))!.n);
   },
+  async removeSystem(ex: Executor, systemKey: string) {
+    await ex.run(`DELETE FROM audit WHERE system_key = ?`, [systemKey]);
+  },
   /** Drops rows older than `before` (ISO time), and the oldest past the newest `maxRows`. */
   async trim(ex: Executor, before: string, maxRows: number) {
     await ex.run(`DELETE FROM audit WHERE time < ?`, [before]);

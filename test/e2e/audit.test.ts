@@ -111,6 +111,23 @@ t.test("every system's trail: platform admins", async (t) => {
   ok200(t, await request(o.url, "GET", `/admin/audit/${sys.systemKey}`, { headers: h }), "an admin reads a system's trail too");
 });
 
+t.test("a deleted system's trail goes with it", async (t) => {
+  const admin = await must(request(o.url, "POST", "/admin/auth", { body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } }), "admin sign-in");
+  const h = { "ClearBlade-DevToken": admin.dev_token };
+  const doomed = await devWithSystem(o, "audit-doomed");
+  const dev = uniq("doomedDevice");
+  await must(doomed.dev.post(`/admin/devices/${doomed.systemKey}/${dev}`, { type: "t", state: "s", active_key: "k-123456", enabled: true }), "device");
+  t.ok(await waitFor(async () => (await must(trail(doomed, where({ asset_id: dev })), "trail")).length === 1, 5_000), "the device's creation is recorded");
+  await must(doomed.dev.del(`/admin/systemmanagement?id=${doomed.systemKey}`), "delete the system");
+  let rows: any[] = [];
+  t.ok(await waitFor(async () => {
+    rows = (await request(o.url, "GET", `/admin/audit?query=${qs(where({ system_key: doomed.systemKey }))}`, { headers: h })).body;
+    return Array.isArray(rows) && rows.length === 0;
+  }, 5_000), `no row of the system is left (${JSON.stringify(rows).slice(0, 300)})`);
+  const all = await request(o.url, "GET", `/admin/audit?query=${qs({ PAGESIZE: 1000 })}`, { headers: h });
+  t.notOk(all.text.includes(dev), "nothing in the platform's trail names its device");
+});
+
 t.test("failure paths", async (t) => {
   const u = await newUser(sys);
   isErr(t, await sys.dev.get(`/admin/audit/${sys.systemKey}?query=${encodeURIComponent("{nope")}`), 400, "query not JSON");

@@ -1,12 +1,9 @@
 
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IPublishPacket, MqttClient } from "mqtt";
 import type { Test } from "tap";
 import t from "tap";
-import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
+import { type DevSystem, devWithSystem, hasCommand, mqttFlush, needs, startOutpost, uniq, waitFor, startTwoNodes } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -111,21 +108,8 @@ t.test("a device and a code service's MQTT.Client in one group split the message
 
 const haveRedis = hasCommand("redis-server");
 t.test("cluster: the service on one node and the device on the other share the group's messages, each once", await needs("redis-server", haveRedis), async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "outpost-cshare-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const redis = await startRedis();
-  cleanups.push(redis.stop);
-  t.ok(redis.up, "redis-server up");
-  const port = redis.port;
-  const shared = await sharedClusterDb(dir);
-  cleanups.push(shared.drop);
-  const db = shared.url;
-  const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${port}`, "--node-id", id, "--secret-key", "cshare-test-secret-key-0123456789"];
-  for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
-  const nodes = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];
-  for (const n of nodes) await n.start();
-  cleanups.push(async () => { for (const n of nodes) await n.kill(); });
-  const [A, B] = nodes as [NodeProcess, NodeProcess];
+  const { nodes: [A, B], redisUp } = await startTwoNodes("cshare", cleanups);
+  t.ok(redisUp, "redis-server up");
   const s = await devWithSystem({ url: A.url }, "cshare-cluster");
   // the device on A, the service run on B, the publisher on A
   const pub = await connect(A.mqttPort, s.devToken, s.systemKey);

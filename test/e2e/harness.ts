@@ -1,7 +1,7 @@
 // Black-box harness: starts the built binary on free ports with its own data directory and
 // talks to it over real HTTP. Runs on Node (tap); no Bun APIs here.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -116,6 +116,24 @@ export const pgDatabaseOf = (dataDir: string) =>
 export async function testDbArgs(dataDir: string, args: readonly string[], env?: Record<string, string>): Promise<string[]> {
   if (TEST_DB !== "postgres" || !takesTestDb(args, env)) return [];
   return ["--db", await createPgDatabase(pgDatabaseOf(dataDir))];
+}
+
+/** Two cluster nodes (n0, n1) on a Redis and a shared database of the test's own, started, in a
+ *  fresh directory; everything they need is stopped and removed through `cleanups` (run last
+ *  first). `redisUp`: the Redis answered (the test asserts it). */
+export async function startTwoNodes(prefix: string, cleanups: (() => Promise<void> | void)[]): Promise<{ nodes: [NodeProcess, NodeProcess]; redisUp: boolean; db: string }> {
+  const dir = mkdtempSync(join(tmpdir(), `outpost-${prefix}-`));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const redis = await startRedis();
+  cleanups.push(redis.stop);
+  const shared = await sharedClusterDb(dir);
+  cleanups.push(shared.drop);
+  const args = (id: string) => () => ["--db", shared.url, "--redis-url", `redis://127.0.0.1:${redis.port}`, "--node-id", id, "--secret-key", `${prefix}-test-secret-key-0123456789`];
+  for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
+  const nodes: [NodeProcess, NodeProcess] = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];
+  for (const n of nodes) await n.start();
+  cleanups.push(async () => { for (const n of nodes) await n.kill(); });
+  return { nodes, redisUp: redis.up, db: shared.url };
 }
 
 /** An Outpost process a test starts, stops, kills and starts again on the same data directory,

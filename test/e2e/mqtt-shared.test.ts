@@ -1,13 +1,10 @@
 
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import mqtt from "mqtt";
 import type { IClientOptions, IPublishPacket, MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
 import t from "tap";
-import { type DevSystem, devWithSystem, freePort, hasCommand, mqttFlush, NodeProcess, needs, startOutpost, storedData, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
+import { type DevSystem, devWithSystem, hasCommand, mqttFlush, needs, startOutpost, storedData, uniq, waitFor, startTwoNodes } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -353,22 +350,9 @@ const texts2 = (m: Member) => m.got.map((g) => g.text);
 
 const haveRedis = hasCommand("redis-server");
 t.test("cluster: a group with members on two nodes gets each message once, wherever it is published", await needs("redis-server", haveRedis), async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "outpost-share-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const redis = await startRedis();
-  cleanups.push(redis.stop);
-  t.ok(redis.up, "redis-server up");
-  const port = redis.port;
-  const shared = await sharedClusterDb(dir);
-  cleanups.push(shared.drop);
-  const db = shared.url;
+  const { nodes: [A, B], redisUp, db } = await startTwoNodes("share", cleanups);
+  t.ok(redisUp, "redis-server up");
   t.comment(`shared database: ${db.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
-  const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${port}`, "--node-id", id, "--secret-key", "share-test-secret-key-0123456789"];
-  for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
-  const nodes = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];
-  for (const n of nodes) await n.start();
-  cleanups.push(async () => { for (const n of nodes) await n.kill(); });
-  const [A, B] = nodes as [NodeProcess, NodeProcess];
   const s = await devWithSystem({ url: A.url }, "share-cluster");
   const group = uniq("cg");
   // two members on A, one on B; publishers on both

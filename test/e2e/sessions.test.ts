@@ -1,13 +1,8 @@
-// Sessions: /admin/v/4/session/{systemKey}/user|device[/count]. Listing, counting and revoking the
-// tokens a system's users and devices were issued; a revoked session's token stops working and
-// its MQTT clients are closed, on the other node of a cluster too.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+
 import mqtt from "mqtt";
 import type { MqttClient } from "mqtt";
 import t from "tap";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isErr, must, needs, newUser, NodeProcess, ok200, qs, request, sharedClusterDb, startOutpost, startRedis, uniq, waitFor } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, hasCommand, isErr, must, needs, newUser, ok200, qs, request, startOutpost, startTwoNodes, uniq, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
 const clients = new Set<MqttClient>();
@@ -162,19 +157,8 @@ t.test("failure paths", async (t) => {
 
 const haveRedis = hasCommand("redis-server");
 t.test("cluster: revoking on one node closes the MQTT client on the other and refuses the token there", await needs("redis-server", haveRedis), async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "outpost-sessions-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const redis = await startRedis();
-  cleanups.push(redis.stop);
-  t.ok(redis.up, "redis-server up");
-  const shared = await sharedClusterDb(dir);
-  cleanups.push(shared.drop);
-  const args = (id: string) => () => ["--db", shared.url, "--redis-url", `redis://127.0.0.1:${redis.port}`, "--node-id", id, "--secret-key", "sessions-test-secret-key-0123456789"];
-  for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
-  const nodes = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];
-  for (const n of nodes) await n.start();
-  cleanups.push(async () => { for (const n of nodes) await n.kill(); });
-  const [A, B] = nodes as [NodeProcess, NodeProcess];
+  const { nodes: [A, B], redisUp } = await startTwoNodes("sessions", cleanups);
+  t.ok(redisUp, "redis-server up");
   const s = await devWithSystem({ url: A.url }, "sessions-cluster");
   const u = await newUser(s);
   const onB = new Client(B.url, { "ClearBlade-UserToken": u.token });

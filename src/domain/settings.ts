@@ -127,8 +127,7 @@ export class InstanceSettings {
   // ---- email service ----------------------------------------------------------------------------
 
   async emailService(): Promise<EmailService | undefined> {
-    const s = await this.read<EmailService>(KEY.email);
-    return s && { ...s, password: s.password ? this.secrets.open(s.password) : "" };
+    return this.readService<EmailService>(KEY.email);
   }
 
   private emailToWire(s: EmailService) {
@@ -136,8 +135,14 @@ export class InstanceSettings {
     return { ...rest, port: String(s.port), password_set: password !== "" };
   }
 
-  private async saveEmail(s: EmailService) {
-    await settingsRepo.put(this.d.db, KEY.email, JSON.stringify({ ...s, password: s.password ? this.secrets.seal(s.password) : "" }));
+  /** A service's settings, its password kept sealed (never stored in clear). */
+  private async readService<T extends { password: string }>(key: string): Promise<T | undefined> {
+    const s = await this.read<T>(key);
+    return s && { ...s, password: s.password ? this.secrets.open(s.password) : "" };
+  }
+
+  private async saveService(key: string, s: { password: string }) {
+    await settingsRepo.put(this.d.db, key, JSON.stringify({ ...s, password: s.password ? this.secrets.seal(s.password) : "" }));
   }
 
   async getEmail(p: Principal) {
@@ -151,7 +156,7 @@ export class InstanceSettings {
     this.requireAdmin(p);
     const b = validate(EmailCreate, body);
     if (await this.emailService()) throw fail("ALREADY_EXISTS", "the email service is configured already: change it with PUT");
-    await this.saveEmail({ ...EMAIL_DEFAULTS, ...sent(b) } as EmailService);
+    await this.saveService(KEY.email, { ...EMAIL_DEFAULTS, ...sent(b) } as EmailService);
     return { success: true };
   }
 
@@ -160,7 +165,7 @@ export class InstanceSettings {
     const b = validate(EmailUpdate, body);
     const cur = await this.emailService();
     if (!cur) throw fail("NOT_FOUND", "the email service is not configured: create it with POST");
-    await this.saveEmail({ ...cur, ...sent(b) });
+    await this.saveService(KEY.email, { ...cur, ...sent(b) });
     return { success: true };
   }
 
@@ -193,17 +198,12 @@ export class InstanceSettings {
   // ---- SMS service ------------------------------------------------------------------------------
 
   async smsService(): Promise<SmsService | undefined> {
-    const s = await this.read<SmsService>(KEY.sms);
-    return s && { ...s, password: s.password ? this.secrets.open(s.password) : "" };
+    return this.readService<SmsService>(KEY.sms);
   }
 
   private smsToWire(s: SmsService) {
     const { password, ...rest } = s;
     return { ...rest, password_set: password !== "" };
-  }
-
-  private async saveSms(s: SmsService) {
-    await settingsRepo.put(this.d.db, KEY.sms, JSON.stringify({ ...s, password: s.password ? this.secrets.seal(s.password) : "" }));
   }
 
   async getSms(p: Principal) {
@@ -217,7 +217,7 @@ export class InstanceSettings {
     this.requireAdmin(p);
     const b = validate(SmsCreate, body);
     if (await this.smsService()) throw fail("ALREADY_EXISTS", "the SMS service is configured already: change it with PUT");
-    await this.saveSms({ ...SMS_DEFAULTS, ...sent(b) } as SmsService);
+    await this.saveService(KEY.sms, { ...SMS_DEFAULTS, ...sent(b) } as SmsService);
     return { success: true };
   }
 
@@ -226,7 +226,7 @@ export class InstanceSettings {
     const b = validate(SmsUpdate, body);
     const cur = await this.smsService();
     if (!cur) throw fail("NOT_FOUND", "the SMS service is not configured: create it with POST");
-    await this.saveSms({ ...cur, ...sent(b) });
+    await this.saveService(KEY.sms, { ...cur, ...sent(b) });
     return { success: true };
   }
 

@@ -2,25 +2,11 @@
 // without documentation, or documentation left behind by a removed route, fails here.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { loadConfig } from "../../../src/config.ts";
 import { createHttpApp } from "../../../src/http/server.ts";
-import type { Services } from "../../../src/http/services.ts";
+import { standIn } from "./standIn.ts";
 
 const AUTH = new Set(["none", "optional", "token", "developer", "edge"]);
 const ROW = /^\| (GET|POST|PUT|PATCH|DELETE|WS) \| `([^`]+)` \| ([a-z]+) \| (.+) \|$/;
-
-/** Stands in for every service: registering routes touches only the config and a few methods, and
- *  nothing is called. Both s.syncHub and s.edgeSync are present, so the routes only a platform or
- *  only an edge registers are both listed. */
-function standIn(): Services {
-  const any: unknown = new Proxy(function () {}, {
-    get: (_t, k) => (k === "then" ? undefined : k === Symbol.toPrimitive ? () => "" : any),
-    apply: () => any,
-    construct: () => any as object,
-  });
-  const config = { ...loadConfig([], {}), edgeToken: "edge-token" };
-  return new Proxy({} as Services, { get: (_t, k) => (k === "config" ? config : k === "requestMetrics" ? undefined : any), set: () => true });
-}
 
 const registered = () => (createHttpApp(standIn()).routes as { method: string; path: string }[]).map((r) => `${r.method} ${r.path}`);
 

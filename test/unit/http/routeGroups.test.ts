@@ -3,23 +3,11 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { loadConfig } from "../../../src/config.ts";
 import { createHttpApp } from "../../../src/http/server.ts";
-import type { Services } from "../../../src/http/services.ts";
+import { standIn } from "./standIn.ts";
 import * as routeGroups from "../../../src/http/routeGroups.ts";
 
 const HTTP_DIR = resolve(import.meta.dir, "../../../src/http");
-
-/** Stands in for every service (as in api-docs.test.ts): registering routes calls nothing. */
-function standIn(): Services {
-  const any: unknown = new Proxy(function () {}, {
-    get: (_t, k) => (k === "then" ? undefined : k === Symbol.toPrimitive ? () => "" : any),
-    apply: () => any,
-    construct: () => any as object,
-  });
-  const config = { ...loadConfig([], {}), edgeToken: "edge-token" };
-  return new Proxy({} as Services, { get: (_t, k) => (k === "config" ? config : k === "requestMetrics" ? undefined : any), set: () => true });
-}
 
 /** Routes that one method and one path shape (parameter names aside) would route alike. */
 function clashes(routes: { method: string; path: string }[]): string[][] {

@@ -7,6 +7,7 @@ import { loadConfig } from "../../../src/config.ts";
 import { type AuditEntry, AuditTrail } from "../../../src/domain/audit.ts";
 import type { DomainDeps } from "../../../src/domain/deps.ts";
 import { EventBus } from "../../../src/core/events.ts";
+import { Signals } from "../../../src/core/signals.ts";
 
 let app: App;
 let dev: Principal, sk: string;
@@ -23,7 +24,7 @@ beforeAll(async () => {
 afterAll(() => app.stop());
 
 const trail = (opts: { retentionDays?: number; maxRows?: number } = {}) =>
-  new AuditTrail({ db: app.db, log: app.log, events: new EventBus() } as unknown as DomainDeps, app.services.systems, { enabled: true, retentionDays: opts.retentionDays ?? 30, maxRows: opts.maxRows ?? 1_000_000 });
+  new AuditTrail({ db: app.db, log: app.log, events: new EventBus(), signals: new Signals() } as unknown as DomainDeps, app.services.systems, { enabled: true, retentionDays: opts.retentionDays ?? 30, maxRows: opts.maxRows ?? 1_000_000 });
 
 test("recorded rows wait for a flush, then read newest first; filters and counts", async () => {
   const a = trail();
@@ -38,7 +39,7 @@ test("recorded rows wait for a flush, then read newest first; filters and counts
 });
 
 test("a disabled trail records nothing", async () => {
-  const off = new AuditTrail({ db: app.db, log: app.log, events: new EventBus() } as unknown as DomainDeps, app.services.systems, { enabled: false, retentionDays: 1, maxRows: 1000 });
+  const off = new AuditTrail({ db: app.db, log: app.log, events: new EventBus(), signals: new Signals() } as unknown as DomainDeps, app.services.systems, { enabled: false, retentionDays: 1, maxRows: 1000 });
   const before = (await app.db.get<{ n: number }>("SELECT count(*) AS n FROM audit"))!.n;
   off.record(entry(99, Date.now()));
   await off.flush();

@@ -31,6 +31,9 @@ export interface OutboundRequest {
   headers: [string, string][];
   body?: string | Uint8Array;
   timeoutMs: number;
+  /** the timeout the caller asked for, named when the request times out (`timeoutMs` may be what
+   *  was left of it after waiting for a slot) */
+  statedTimeoutMs?: number;
   /** redirects followed at most (0: a 3xx is the answer) */
   maxRedirects: number;
   /** check the server's certificate (false: any certificate, as ClearBlade's strictSSL:false) */
@@ -106,7 +109,7 @@ export async function sendOutbound(policy: EgressPolicy, req: OutboundRequest, d
   const timer = setTimeout(() => { timedOut = true; abort.abort(); }, timeoutMs);
   const onRunEnd = () => abort.abort();
   deps.signal?.addEventListener("abort", onRunEnd, { once: true });
-  const stopped = () => timedOut ? outboundFail(`the request to ${first} timed out after ${timeoutMs} ms`) : outboundFail("the request was cancelled (the run ended)");
+  const stopped = () => timedOut ? outboundFail(`the request to ${first} timed out after ${req.statedTimeoutMs ?? timeoutMs} ms`) : outboundFail("the request was cancelled (the run ended)");
   const until = <T>(p: Promise<T>): Promise<T> => new Promise<T>((resolve, reject) => {
     if (abort.signal.aborted) return reject(stopped());
     const onAbort = () => reject(stopped());

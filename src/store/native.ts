@@ -25,11 +25,12 @@ function ownDir(dir: string): string | null {
 }
 
 /** Writes the addon under `dir` (once per content: a later start reuses it) and loads it. */
-function loadFrom(dir: string, bytes: Buffer, name: string): unknown {
+function loadFrom(dir: string, addon: EmbeddedAddon, name: string): unknown {
   const file = join(dir, name);
   let present = false;
-  try { present = statSync(file).size === bytes.length; } catch { /* not there yet */ }
+  try { present = statSync(file).size === addon.size; } catch { /* not there yet */ }
   if (!present) {
+    const bytes = addon.bytes();
     // written beside and renamed: a start that dies halfway leaves no torn addon under the name
     const part = `${file}.${process.pid}.part`;
     const fd = openSync(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o700);
@@ -51,11 +52,25 @@ function loadFrom(dir: string, bytes: Buffer, name: string): unknown {
   return m.exports;
 }
 
+/** The addon as the binary carries it: zstd-compressed, decompressed only when it is written out. */
+interface EmbeddedAddon { size: number; bytes(): Buffer }
+
 /** The addon's exports, for libsql (the build's replacement for its `require` of the addon).
- *  `embedded` is the addon's path inside the binary. */
-export function loadLibsqlAddon(embedded: string): unknown {
-  const bytes = readFileSync(embedded);
-  const name = `outpost-libsql-${Bun.hash(bytes).toString(16)}.node`;
+ *  `embedded` is the path inside the binary of the addon compressed with zstd; `size` and `hash`
+ *  (Bun.hash, hex) are those of the addon itself. */
+export function loadLibsqlAddon(embedded: string, size: number, hash: string): unknown {
+  let bytes: Buffer | undefined;
+  const addon: EmbeddedAddon = {
+    size,
+    bytes() {
+      if (!bytes) {
+        bytes = Buffer.from(Bun.zstdDecompressSync(readFileSync(embedded)));
+        if (bytes.length !== size || Bun.hash(bytes).toString(16) !== hash) throw new Error("the embedded database engine (libsql addon) is damaged: the binary is corrupt");
+      }
+      return bytes;
+    },
+  };
+  const name = `outpost-libsql-${hash}.node`;
   const uid = process.getuid?.() ?? 0;
   // $TMPDIR is often shared (/tmp): a directory of this user's own in it
   const dirs = [join(tmpdir(), `outpost-${uid}`), ...(fallback ? [fallback] : [])];
@@ -63,7 +78,7 @@ export function loadLibsqlAddon(embedded: string): unknown {
   for (const d of dirs) {
     const dir = ownDir(d);
     if (!dir) { tried.push(`${d}: not a directory of this user's own, or writable by others`); continue; }
-    try { return loadFrom(dir, bytes, name); }
+    try { return loadFrom(dir, addon, name); }
     catch (e) { tried.push(`${d}: ${(e as Error).message}`); }
   }
   throw refuse(`cannot load the database engine (libsql native addon) from any of: ${tried.join("; ")}. ` +

@@ -11,6 +11,7 @@ import type { DomainDeps } from "./deps.ts";
 import { Adapters, type EdgeControl } from "./adapters.ts";
 import { Collections } from "./collections.ts";
 import { DeveloperKeys } from "./developerKeys.ts";
+import { Deployments } from "./deployments.ts";
 import { Developers, type UpstreamSignIn } from "./developers.ts";
 import { type ConnectionView, Devices } from "./devices.ts";
 import { EdgeGroups } from "./edgeGroups.ts";
@@ -68,6 +69,7 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     locks: new Locks(p.lockBackend),
     triggers: new Triggers(deps, systems, codeServices),
     edgeGroups: new EdgeGroups(deps, systems),
+    deployments: new Deployments(deps, systems),
     edgeOps: new EdgeOps(deps, systems, edges, p.fleetLink),
     throttlers: new Throttlers(deps, p.throttle),
     adapters: new Adapters(deps, systems, edges, p.edgeControl),

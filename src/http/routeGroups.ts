@@ -5,6 +5,7 @@ export { adapterRoutes } from "./routes/adapters.ts";
 export { auditRoutes } from "./routes/audit.ts";
 export { codeRoutes } from "./routes/code.ts";
 export { dataRoutes } from "./routes/data.ts";
+export { deploymentRoutes } from "./routes/deployments.ts";
 export { developerRoutes } from "./routes/developer.ts";
 export { deviceRoutes } from "./routes/devices.ts";
 export { edgeRoutes } from "./routes/edges.ts";

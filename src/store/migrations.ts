@@ -244,6 +244,24 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX two_factor_challenges_expiry ON two_factor_challenges(expires_at)`,
     ],
   },
+  {
+    version: 26,
+    name: "deployments",
+    up: [
+      // named sets of assets many edges share: `assets` a JSON array of {asset_class, asset_id,
+      // sync_to_edge, sync_to_platform}, `edges` a JSON array of edge names (they need not exist yet)
+      `CREATE TABLE deployments (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        assets TEXT NOT NULL DEFAULT '[]',
+        edges TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -3,14 +3,14 @@
 // sync_to_platform}], edges: [names]}`. Each asset entry stands for a template entry (the class
 // for a kind of definition, `asset_id` "" for every asset of it, the two flags for the mode), and
 // an edge's effective template is the union of its own template and the entries of every
-// deployment naming it (Edges.templateOf): one engine brings both down, and keeps per-asset status.
+// deployment naming it (Edges.templateOf, templateEntries.ts): one engine brings both down, and
+// keeps per-asset status.
 // Edges named need not exist yet (an edge made later gets what its deployments hold).
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
 import { parseQuery } from "../core/query.ts";
-import type { DefinitionType } from "../core/syncKinds.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { type DeploymentRow, deploymentsRepo } from "../store/deployments.ts";
@@ -19,16 +19,9 @@ import { rolesRepo } from "../store/roles.ts";
 import { assetNames } from "../store/sync.ts";
 import { usersRepo } from "../store/users.ts";
 import type { DomainDeps } from "./deps.ts";
-import type { SyncMode, TemplateEntry } from "./edges.ts";
 import type { Systems } from "./systems.ts";
+import { ASSET_CLASSES, type DeploymentAsset, entryOf, matching } from "./templateEntries.ts";
 
-/** ClearBlade's asset class strings for the kinds of definitions Outpost syncs (a collection's
- *  class is its own name). Both spellings of adapters; `rolesperms` is what ClearBlade's CLI writes. */
-export const ASSET_CLASSES: Readonly<Record<string, DefinitionType>> = {
-  services: "service", libraries: "library", triggers: "trigger", timers: "timer", roles: "role", rolesperms: "role",
-  users: "user", devices: "device", adaptors: "adapter", adapters: "adapter", portals: "portal", plugins: "plugin",
-  servicecaches: "servicecache", webhooks: "webhook",
-};
 /** The class a kind is shown under (status, the per-asset views). */
 const CLASS_OF: Readonly<Partial<Record<string, string>>> = {
   service: "services", library: "libraries", trigger: "triggers", timer: "timers", role: "roles", user: "users", device: "devices",
@@ -41,7 +34,6 @@ const NOT_DEPLOYABLE: Readonly<Record<string, string>> = {
   edges: "edge records are the platform's own", messaging: "message history is not deployable; relay topics with an edge template's topic entries",
 };
 
-export interface DeploymentAsset { asset_class: string; asset_id: string; sync_to_edge: boolean; sync_to_platform: boolean }
 export interface Deployment { name: string; description: string; assets: DeploymentAsset[]; edges: string[]; created_at: string; updated_at: string }
 
 const CREATE_FIELDS = new Set(["name", "description", "assets", "edges"]);
@@ -61,70 +53,6 @@ const wire = (r: DeploymentRow): Deployment => ({
   created_at: r.created_at, updated_at: r.updated_at,
 });
 const assetKey = (a: { asset_class: string; asset_id: string }) => `${a.asset_class}\u0000${a.asset_id}`;
-
-// ---- the one engine: deployment assets as template entries, and the union -----------------------
-
-/** The mode a pair of flags stands for (neither: copied at the edge's start only). */
-export function modeOf(toEdge: boolean, toPlatform: boolean): SyncMode {
-  return toEdge && toPlatform ? "sync" : toEdge ? "sync_to_edge" : toPlatform ? "sync_to_platform" : "deploy";
-}
-const down = (m: SyncMode) => m === "sync" || m === "sync_to_edge";
-const up = (m: SyncMode) => m === "sync" || m === "sync_to_platform";
-
-/** A deployment's asset as a template entry (a class that is not a kind's is a collection's name). */
-export function entryOf(a: DeploymentAsset, deployment: string): TemplateEntry {
-  const kind = ASSET_CLASSES[a.asset_class];
-  const mode = modeOf(a.sync_to_edge, a.sync_to_platform), source = `deployment:${deployment}`;
-  // a collection comes with its rows (ClearBlade deploys a collection's items with it)
-  return kind ? { def_module: kind, def_name: a.asset_id || "*", mode, source } : { def_module: "collection", def_name: a.asset_class, mode, rows: true, source };
-}
-
-/** The entry of `t` that brings an asset of `module` called `name`: its own, else the module's `*`
- *  (topics: their filter only). */
-function matching(t: TemplateEntry[], module: string, name: string): TemplateEntry | undefined {
-  let star: TemplateEntry | undefined;
-  for (const e of t) {
-    if (e.def_module !== module) continue;
-    if (e.def_name === name) return e;
-    if (e.def_name === "*" && module !== "topic") star = e;
-  }
-  return star;
-}
-
-/** The union of two entry sets: each asset goes down, or comes up, when either set says so. An
- *  entry of one set takes in what the other set's entry for the same asset (or its kind's `*`)
- *  adds; within one set entries keep their meaning (an edge's own entry overrides its named
- *  template's). An entry the other set does not touch is kept as it is. */
-export function unite(a: TemplateEntry[], b: TemplateEntry[]): TemplateEntry[] {
-  if (!b.length) return a;
-  if (!a.length) return b;
-  const key = (e: TemplateEntry) => `${e.def_module}\u0000${e.def_name}`;
-  const out = new Map<string, TemplateEntry>();
-  for (const [mine, other] of [[a, b], [b, a]] as const) {
-    for (const e of mine) {
-      const k = key(e);
-      if (out.has(k)) continue;
-      const x = matching(other, e.def_module, e.def_name);
-      if (!x) { out.set(k, e); continue; }
-      const mode = modeOf(down(e.mode) || down(x.mode), up(e.mode) || up(x.mode));
-      const rows = e.def_module === "collection" ? { rows: e.rows !== false || x.rows !== false } : {};
-      const sources = [...new Set([...(e.source ?? "").split(","), ...(x.source ?? "").split(",")].filter(Boolean))];
-      out.set(k, { def_module: e.def_module, def_name: e.def_name, mode, ...rows, ...(sources.length ? { source: sources.join(",") } : {}) });
-    }
-  }
-  return [...out.values()];
-}
-
-/** The entries every deployment naming the edge brings, united (one deployment's entries unite
- *  too: a class's "" entry and one of its assets' add up). */
-export async function deploymentEntries(ex: Executor, systemKey: string, edge: string): Promise<TemplateEntry[]> {
-  let out: TemplateEntry[] = [];
-  for (const r of await deploymentsRepo.all(ex, systemKey)) {
-    if (!(JSON.parse(r.edges) as string[]).includes(edge)) continue;
-    for (const a of JSON.parse(r.assets) as DeploymentAsset[]) out = unite(out, [entryOf(a, r.name)]);
-  }
-  return out;
-}
 
 // ---- parsing ------------------------------------------------------------------------------------
 

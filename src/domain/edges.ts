@@ -14,9 +14,8 @@ import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
-import { TEMPLATE_MODULES } from "../core/syncKinds.ts";
 import { CustomColumns } from "./customColumns.ts";
-import { deploymentEntries, unite } from "./deployments.ts";
+import { deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -25,19 +24,7 @@ const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
 const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]);
 const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
-/** What a template entry can name: a kind of definition, or MQTT topics to relay. */
-export const SYNC_MODULES = TEMPLATE_MODULES;
-export type SyncModule = (typeof SYNC_MODULES)[number];
-export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
-export type SyncMode = (typeof SYNC_MODES)[number];
-
-export interface TemplateEntry {
-  def_module: SyncModule; def_name: string; mode: SyncMode; rows?: boolean;
-  /** where the entry comes from: "edge" (the edge's own entries), "template:<name>" (its named
-   *  template) or "deployment:<name>", comma-separated when several bring it; set by templateOf,
-   *  not taken from clients */
-  source?: string;
-}
+export { SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry } from "./templateEntries.ts";
 
 /** The mode an edge's own entry has when it takes an entry of its named template away (stored
  *  only; never part of a template an edge receives). */

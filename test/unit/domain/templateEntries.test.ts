@@ -2,8 +2,7 @@
 // union of an edge's template with its deployments: what goes down, what comes up.
 import { describe, expect, test } from "bun:test";
 import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
-import { ASSET_CLASSES, entryOf, modeOf, unite } from "../../../src/domain/deployments.ts";
-import type { TemplateEntry } from "../../../src/domain/edges.ts";
+import { ASSET_CLASSES, entryOf, modeOf, type TemplateEntry, unite } from "../../../src/domain/templateEntries.ts";
 import { entryFor, goesDown, upCollections } from "../../../src/sync/assets.ts";
 
 const asset = (asset_class: string, asset_id = "", sync_to_edge = false, sync_to_platform = false) => ({ asset_class, asset_id, sync_to_edge, sync_to_platform });

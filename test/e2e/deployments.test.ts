@@ -187,3 +187,59 @@ t.test("the per-asset view and the status of a deployment whose edges do not exi
   t.equal(st.name, d1);
   t.same(st.edges, [{ edge_name: "e1", exists: false, connected: false, status: "no_such_edge", assets: [] }], "an edge that does not exist says so");
 });
+
+t.test("ClearBlade.Deployment() and ClearBladeAsync.Deployment() in a service, with the caller's rights", async (t) => {
+  const name = uniq("cd");
+  const classic = `function viaClassic(req, resp) {
+    var d = ClearBlade.Deployment(), out = {};
+    d.create("${name}", "from code", { assets: [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false }], edges: ["gwX"] }, function (err, made) {
+      if (err) { resp.error(made); return; }
+      out.made = made;
+      d.update("${name}", { edges: { add: ["gwY"] } }, function (err, up) {
+        if (err) { resp.error(up); return; }
+        out.updated = up;
+        d.readAll(function (err, all) {
+          out.all = all;
+          d.read("${name}", function (err, one) {
+            out.one = one;
+            d.delete("${name}", function (err) {
+              out.deleteErr = err;
+              d.read("${name}", function (err, gone) { out.goneErr = err; resp.success(out); });
+            });
+          });
+        });
+      });
+    });
+  }`;
+  ok200(t, await s.dev.post(`/admin/code/v/1/${s.systemKey}/viaClassic`, { code: classic }), "a service using ClearBlade.Deployment()");
+  const run = await must(s.dev.post(`/api/v/1/code/${s.systemKey}/viaClassic`, {}), "run it as the developer");
+  t.equal(run.success, true, "the run succeeds");
+  const out = run.results;
+  t.same(out.made.edges, ["gwX"], "create answers the deployment");
+  t.same(out.made.assets, [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false }], "with its assets");
+  t.same(out.updated.edges, ["gwX", "gwY"], "update answers the whole deployment");
+  t.ok(out.all.some((d: any) => d.name === name && Array.isArray(d.assets)), "readAll answers whole deployments");
+  t.equal(out.one.description, "from code", "read");
+  t.equal(out.deleteErr, false, "delete");
+  t.equal(out.goneErr, true, "reading it after the delete fails");
+  isErr(t, await s.dev.get(admin(s, name)), 404, E.NOT_FOUND, "and REST agrees it is gone");
+
+  const asyncCode = `function viaAsync(req, resp) {
+    var d = ClearBladeAsync.Deployment();
+    d.create("${name}a", "async", { assets: [], edges: [] })
+      .then(function () { return d.update("${name}a", { assets: { add: [{ asset_class: "nosuch" }] } }); })
+      .then(function () { resp.success("no error"); }, function (e) { resp.success("refused: " + (e.message || e)); });
+  }`;
+  ok200(t, await s.dev.post(`/admin/code/v/1/${s.systemKey}/viaAsync`, { code: asyncCode }), "a service using ClearBladeAsync.Deployment()");
+  const a = await must(s.dev.post(`/api/v/1/code/${s.systemKey}/viaAsync`, {}), "run it");
+  t.match(a.results, /refused: .*unknown asset class 'nosuch'/, "a bad change is refused with the domain's reason");
+  ok200(t, await s.dev.get(admin(s, `${name}a`)), "the create before it happened");
+
+  // a user allowed to run the service, without the deployments permission
+  const u = await newUser(s);
+  const role = uniq("Runner");
+  ok200(t, await s.dev.post(`/admin/user/${s.systemKey}/roles`, { name: role, services: [{ itemInfo: { name: "viaAsync" }, permissions: 1 }] }), "a role running the service");
+  ok200(t, await s.dev.put(`/admin/user/${s.systemKey}`, { user: u.userId, changes: { roles: { add: [role] } } }), "the user in it");
+  const asUser = await u.client.post(`/api/v/1/code/${s.systemKey}/viaAsync`, {});
+  t.match(String(asUser.body?.results ?? asUser.text), /refused: .*not allowed to create deployments/, "the user's run cannot create a deployment");
+});

@@ -34,7 +34,7 @@ const NOT_DEPLOYABLE: Readonly<Record<string, string>> = {
   edges: "edge records are the platform's own", messaging: "message history is not deployable; relay topics with an edge template's topic entries",
 };
 
-export interface Deployment { name: string; description: string; assets: DeploymentAsset[]; edges: string[]; created_at: string; updated_at: string }
+export interface Deployment { name: string; description: string; assets: (DeploymentAsset & { sync: boolean })[]; edges: string[]; created_at: string; updated_at: string }
 
 const CREATE_FIELDS = new Set(["name", "description", "assets", "edges"]);
 const UPDATE_FIELDS = new Set(["name", "description", "assets", "edges"]);
@@ -48,9 +48,11 @@ const EDGES_MAX = 10_000;
 export const MAX_DEPLOYMENTS = 1000;
 const EDGE_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
+/** A deployment as clients read it. Each asset also carries `sync` (both flags), the older single
+ *  flag ClearBlade's 2020 CLI compares assets by (it fails on an asset without it). */
 const wire = (r: DeploymentRow): Deployment => ({
-  name: r.name, description: r.description, assets: JSON.parse(r.assets) as DeploymentAsset[], edges: JSON.parse(r.edges) as string[],
-  created_at: r.created_at, updated_at: r.updated_at,
+  name: r.name, description: r.description, edges: JSON.parse(r.edges) as string[], created_at: r.created_at, updated_at: r.updated_at,
+  assets: (JSON.parse(r.assets) as DeploymentAsset[]).map((a) => ({ ...a, sync: a.sync_to_edge && a.sync_to_platform })),
 });
 const assetKey = (a: { asset_class: string; asset_id: string }) => `${a.asset_class}\u0000${a.asset_id}`;
 

@@ -35,9 +35,9 @@ t.test("create, read, list, change and delete on the developer paths", async (t)
   });
   ok200(t, made, "create");
   t.same(made.body.assets, [
-    { asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false },
-    { asset_class: "readings", asset_id: "", sync_to_edge: true, sync_to_platform: true },
-  ], "create answers the assets (sync: true is both flags)");
+    { asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false, sync: false },
+    { asset_class: "readings", asset_id: "", sync_to_edge: true, sync_to_platform: true, sync: true },
+  ], "create answers the assets (sync: true is both flags, and reads back as both)");
   t.same(made.body.edges, ["gw1", "gw2"], "edges that do not exist yet are taken, once each");
   const got = await must(s.dev.get(admin(s, name)), "get");
   t.equal(got.name, name);
@@ -124,7 +124,7 @@ t.test("bad bodies and names are refused, naming what is wrong", async (t) => {
     t.match(r.body?.error?.detail ?? r.text, re, `${what}: says why`);
   }
   const still = await must(s.dev.get(admin(s, name)), "after the refused changes");
-  t.same(still.assets, [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false }], "a refused change changed nothing");
+  t.same(still.assets, [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false, sync: false }], "a refused change changed nothing");
 });
 
 t.test("other systems: their deployments are not reachable, names do not cross", async (t) => {
@@ -216,7 +216,7 @@ t.test("ClearBlade.Deployment() and ClearBladeAsync.Deployment() in a service, w
   t.equal(run.success, true, "the run succeeds");
   const out = run.results;
   t.same(out.made.edges, ["gwX"], "create answers the deployment");
-  t.same(out.made.assets, [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false }], "with its assets");
+  t.same(out.made.assets, [{ asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false, sync: false }], "with its assets");
   t.same(out.updated.edges, ["gwX", "gwY"], "update answers the whole deployment");
   t.ok(out.all.some((d: any) => d.name === name && Array.isArray(d.assets)), "readAll answers whole deployments");
   t.equal(out.one.description, "from code", "read");

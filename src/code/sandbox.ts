@@ -22,8 +22,11 @@
 // point where the worker goes on with other runs; a stretch without one (user code, and calls
 // that block the thread) runs on until its deadline, unless code of other systems waits for its
 // worker: then it is stopped at the end of its slice (`sliceMs`; QuickJS cannot suspend from its
-// interrupt, so it cannot be paused instead), and on the asyncify build a call past its slice
-// suspends instead of blocking. The deadline of the stretch running now is published for the
+// interrupt, so it cannot be paused instead). A call is where the slice starts again: on the
+// asyncify build a call past its slice suspends instead of blocking, and on the plain build, which
+// cannot give the worker back, the run goes on (a ClearBlade service looping over thousands of
+// short calls must not be stopped because other tenants wait; one system holds at most its share
+// of the workers). The deadline of the stretch running now is published for the
 // pool's watchdog, which ends a worker that does not come back from code the interrupt cannot
 // reach.
 import {
@@ -179,8 +182,6 @@ export class Sandbox {
   private suspends = true;
   /** the run ended while blocked in a call: its code is interrupted at once */
   private halted = false;
-  /** the stretch running now blocked the thread in a call (see interrupt) */
-  private heldInCall = false;
 
   // the current run
   private hooks: RunHooks | null = null;
@@ -247,7 +248,6 @@ export class Sandbox {
   private enter() {
     this.executing = true;
     this.sliceDeadline = Date.now() + this.limits.sliceMs;
-    this.heldInCall = false;
     if (watch) watch[0] = Number.isFinite(this.runDeadline) ? this.runDeadline : 0;
   }
 
@@ -327,10 +327,14 @@ export class Sandbox {
       if (!hooks || this.outcome) return NO_RUN;
       const late = contended?.[0] === 1 && Date.now() > this.sliceDeadline;
       if (hooks.block && !SUSPENDING_OPS.has(op) && !(late && this.suspends)) {
-        // on the plain build nothing gives the worker back: past its slice, the run is stopped here
-        // as the interrupt would (which a stretch of few operations between calls never reaches)
-        const r = late ? { stopped: this.stoppedForOthers(true) } : hooks.block(op, json, this.runDeadline);
-        if (typeof r === "string") { this.heldInCall = true; return r; }
+        const r = hooks.block(op, json, this.runDeadline);
+        if (typeof r === "string") {
+          // on the plain build the call is where the slice starts again (the worker was held, not
+          // given back: see above); on the asyncify build blocked time counts, so that a call past
+          // the slice suspends and the worker goes to the systems waiting
+          if (!this.suspends) this.sliceDeadline = Date.now() + this.limits.sliceMs;
+          return r;
+        }
         this.halted = true;
         this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
         return STOPPED;
@@ -464,12 +468,9 @@ export class Sandbox {
   /** Ends the current run (a stream service being stopped). */
   abort(reason: string) { this.finish({ kind: "failed", error: reason }); }
 
-  /** Why a run was stopped at the end of its slice; `inCalls`: calls that blocked the worker
-   *  took part of it. */
-  private stoppedForOthers(inCalls: boolean): string {
-    return inCalls
-      ? `stopped: it held its worker longer than ${this.limits.sliceMs} ms (its code, and its calls, which block the worker in a service that names no call that waits) while other systems' code waited for it (--code-slice-ms)`
-      : `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)`;
+  /** Why a run was stopped at the end of its slice. */
+  private stoppedForOthers(): string {
+    return `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)`;
   }
 
   private timedOut(): RunOutcome {
@@ -486,7 +487,7 @@ export class Sandbox {
       // past its deadline, whatever a run failed of (an interrupt surfacing as a rejection, a
       // half-run callback) is its timeout
       if (Date.now() >= this.runDeadline) o = this.timedOut();
-      else if (this.preempted && /interrupted/.test(o.error)) o = { kind: "failed", error: this.stoppedForOthers(this.heldInCall) };
+      else if (this.preempted && /interrupted/.test(o.error)) o = { kind: "failed", error: this.stoppedForOthers() };
     }
     this.outcome = o;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }

@@ -123,7 +123,7 @@ export function skipAfter(key: string, after: string, prefix: string, depth: num
 export const missing = (path: string) => notFound("file", path);
 
 /** A stream that fails with PAYLOAD_TOO_LARGE once more than `max` bytes have passed through it. */
-export function limited(body: FileBody, max: number | undefined): ReadableStream<Uint8Array> | Uint8Array {
+export function limited(body: FileBody, max: number | undefined, onOver?: () => void): ReadableStream<Uint8Array> | Uint8Array {
   if (typeof body === "string") body = new TextEncoder().encode(body);
   if (body instanceof Uint8Array) {
     if (max !== undefined && body.byteLength > max) throw tooLarge(max);
@@ -134,7 +134,7 @@ export function limited(body: FileBody, max: number | undefined): ReadableStream
   return body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, ctl) {
       seen += chunk.byteLength;
-      if (seen > max) ctl.error(tooLarge(max));
+      if (seen > max) { onOver?.(); ctl.error(tooLarge(max)); }
       else ctl.enqueue(chunk);
     },
   }));

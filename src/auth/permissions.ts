@@ -17,14 +17,14 @@ export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as co
 const developerLevel = (p: DeveloperPrincipal): number => (p.key?.readOnly ? LEVEL.READ : LEVEL.ALL);
 
 /** Kinds granted per item (edgeremoteadmin: per edge, by the edge's name). */
-export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks", "edgeremoteadmin"] as const;
+export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks", "edgeremoteadmin", "files"] as const;
 export type ItemKind = (typeof ITEM_KINDS)[number];
 
 /** Kinds granted as a whole. */
 export const SCALAR_KINDS = [
   "allcollections", "allservices", "users", "devices", "edges", "msgHistory", "push", "roles", "timers",
   "triggers", "deployments", "manageusers", "allexternaldatabases", "usersecrets", "adapters", "filestores",
-  "edgeremoteadmin", "webhooks", "allservicecaches",
+  "edgeremoteadmin", "webhooks", "allservicecaches", "filestorefiles",
 ] as const;
 export type ScalarKind = (typeof SCALAR_KINDS)[number];
 

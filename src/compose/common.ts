@@ -164,6 +164,7 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   started.push({ name: "throttle", stop: () => throttle.stop() });
   const m = buildModules(deps, { ...ports, ...shared, secrets, connectors, compileCheck, throttle });
   signals.on("system.removed", ({ systemKey }) => m.serviceCaches.forgetSystem(systemKey));
+  signals.on("system.removed", ({ systemKey }) => m.fileStorage.removeSystem(systemKey));
   // started before the parts that record into it, stopped (its waiting rows written) after them
   await m.audit.start();
   started.push({ name: "audit", stop: () => m.audit.stop() });

@@ -118,10 +118,8 @@ export class BucketSets {
   async remove(p: Principal, systemKey: string, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const set = await this.mustGet(s.system_key, name);
-    const files = this.backendOf(set);
     await bucketSetsRepo.delete(this.d.db, s.system_key, name);
-    this.storage.forget(s.system_key, "bucket_sets", name);
-    if (files.kind === "local") await files.deleteAll("");
+    await this.storage.removeArea(s.system_key, "bucket_sets", name, this.d.config.mode === "edge" ? set.edge_storage : set.platform_storage);
     return {};
   }
 

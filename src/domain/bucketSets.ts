@@ -195,6 +195,13 @@ export class BucketSets {
     return {};
   }
 
+  /** A path from code (ClearBladeAsync.FS): '<box>/<path in the box>', or a box alone. */
+  fsPath(v: unknown): string {
+    const path = checkPath(v);
+    checkBox(path.split("/")[0]);
+    return path;
+  }
+
   /** A set's file to an edge's inbox (ClearBladeAsync.FS(set).syncFileToEdge). */
   async sendToEdge(p: Principal, systemKey: string, name: string, path: string, edge: string) {
     await this.open(p, systemKey, name, LEVEL.READ);

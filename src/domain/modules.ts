@@ -24,6 +24,9 @@ import { Roles } from "./roles.ts";
 import { type CompileCheck, CodeServices } from "./services.ts";
 import { ServiceCaches } from "./serviceCaches.ts";
 import { Portals } from "./portals.ts";
+import { BucketSets } from "./bucketSets.ts";
+import { FileStorage } from "./fileStorage.ts";
+import { FileStores } from "./fileStores.ts";
 import { Sessions } from "./sessions.ts";
 import { AuditTrail } from "./audit.ts";
 import { InstanceSettings } from "./settings.ts";
@@ -57,6 +60,7 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
   const codeServices = new CodeServices(deps, systems, p.compileCheck);
   const edges = new Edges(deps, systems, p.edgeLinks);
   const settings = new InstanceSettings(deps, p.secrets);
+  const fileStorage = new FileStorage(deps.config, p.secrets);
   return {
     systems, roles, users, externalDbs, codeServices, edges, settings,
     developers: new Developers(deps, p.upstream, new TwoFactor(deps, settings, p.secrets)),
@@ -66,6 +70,9 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     messages: new Messages(deps, systems, p.broker),
     serviceCaches: new ServiceCaches(deps, systems, p.cacheValues),
     portals: new Portals(deps, systems),
+    fileStorage,
+    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets),
+    fileStores: new FileStores(deps, systems, roles, fileStorage, p.secrets),
     locks: new Locks(p.lockBackend),
     triggers: new Triggers(deps, systems, codeServices),
     edgeGroups: new EdgeGroups(deps, systems),

@@ -262,6 +262,35 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 27,
+    name: "bucket sets and file stores",
+    up: [
+      // where a bucket set keeps its files on the platform and on an edge: a storage kind and its
+      // settings as JSON text (credentials sealed); the files themselves live in that storage
+      `CREATE TABLE bucket_sets (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        platform_storage TEXT NOT NULL,
+        platform_config TEXT NOT NULL DEFAULT '{}',
+        edge_storage TEXT NOT NULL,
+        edge_config TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      // a file store: its storage and who may read and write its files (comma lists of methods)
+      `CREATE TABLE file_stores (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        storage_type TEXT NOT NULL,
+        storage_config TEXT NOT NULL DEFAULT '{}',
+        read_auth_method TEXT NOT NULL,
+        write_auth_method TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

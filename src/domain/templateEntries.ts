@@ -56,6 +56,25 @@ export function matching(t: TemplateEntry[], module: string, name: string): Temp
   return star;
 }
 
+const keyOf = (e: TemplateEntry) => `${e.def_module}\u0000${e.def_name}`;
+
+/** `e` with what `x` adds: goes down or comes up when either does, rows when either takes them,
+ *  both sources. */
+function merged(e: TemplateEntry, x: TemplateEntry): TemplateEntry {
+  const mode = modeOf(down(e.mode) || down(x.mode), up(e.mode) || up(x.mode));
+  const rows = e.def_module === "collection" ? { rows: e.rows !== false || x.rows !== false } : {};
+  const sources = [...new Set([...(e.source ?? "").split(","), ...(x.source ?? "").split(",")].filter(Boolean))];
+  return { def_module: e.def_module, def_name: e.def_name, mode, ...rows, ...(sources.length ? { source: sources.join(",") } : {}) };
+}
+
+/** Entries by their key, for lookups of an asset's own entry and its kind's `*`. */
+function indexed(t: TemplateEntry[]) {
+  const m = new Map<string, TemplateEntry>();
+  for (const e of t) m.set(keyOf(e), e);
+  // the entry bringing an asset: its own, else its kind's * (topics: their filter only)
+  return (e: TemplateEntry) => m.get(keyOf(e)) ?? (e.def_module === "topic" ? undefined : m.get(`${e.def_module}\u0000*`));
+}
+
 /** The union of two entry sets: each asset goes down, or comes up, when either set says so. An
  *  entry of one set takes in what the other set's entry for the same asset (or its kind's `*`)
  *  adds; within one set entries keep their meaning (an edge's own entry overrides its named
@@ -63,18 +82,13 @@ export function matching(t: TemplateEntry[], module: string, name: string): Temp
 export function unite(a: TemplateEntry[], b: TemplateEntry[]): TemplateEntry[] {
   if (!b.length) return a;
   if (!a.length) return b;
-  const key = (e: TemplateEntry) => `${e.def_module}\u0000${e.def_name}`;
   const out = new Map<string, TemplateEntry>();
-  for (const [mine, other] of [[a, b], [b, a]] as const) {
+  for (const [mine, other] of [[a, indexed(b)], [b, indexed(a)]] as const) {
     for (const e of mine) {
-      const k = key(e);
+      const k = keyOf(e);
       if (out.has(k)) continue;
-      const x = matching(other, e.def_module, e.def_name);
-      if (!x) { out.set(k, e); continue; }
-      const mode = modeOf(down(e.mode) || down(x.mode), up(e.mode) || up(x.mode));
-      const rows = e.def_module === "collection" ? { rows: e.rows !== false || x.rows !== false } : {};
-      const sources = [...new Set([...(e.source ?? "").split(","), ...(x.source ?? "").split(",")].filter(Boolean))];
-      out.set(k, { def_module: e.def_module, def_name: e.def_name, mode, ...rows, ...(sources.length ? { source: sources.join(",") } : {}) });
+      const x = other(e);
+      out.set(k, x ? merged(e, x) : e);
     }
   }
   return [...out.values()];
@@ -83,10 +97,23 @@ export function unite(a: TemplateEntry[], b: TemplateEntry[]): TemplateEntry[] {
 /** The entries every deployment naming the edge brings, united (one deployment's entries unite
  *  too: a class's "" entry and one of its assets' add up). */
 export async function deploymentEntries(ex: Executor, systemKey: string, edge: string): Promise<TemplateEntry[]> {
-  let out: TemplateEntry[] = [];
-  for (const r of await deploymentsRepo.all(ex, systemKey)) {
+  return deployedTo(await deploymentsRepo.all(ex, systemKey), edge);
+}
+
+/** What deployments (as stored: assets and edges as JSON text) bring to the edge, in one pass
+ *  (the same as uniting each entry with the others). */
+export function deployedTo(rows: { name: string; assets: string; edges: string }[], edge: string): TemplateEntry[] {
+  const byKey = new Map<string, TemplateEntry>();
+  for (const r of rows) {
     if (!(JSON.parse(r.edges) as string[]).includes(edge)) continue;
-    for (const a of JSON.parse(r.assets) as DeploymentAsset[]) out = unite(out, [entryOf(a, r.name)]);
+    for (const a of JSON.parse(r.assets) as DeploymentAsset[]) {
+      const e = entryOf(a, r.name), k = keyOf(e), cur = byKey.get(k);
+      byKey.set(k, cur ? merged(cur, e) : e);
+    }
   }
-  return out;
+  // an asset's own entry takes in its class's "" entry
+  return [...byKey.values()].map((e) => {
+    const star = e.def_name === "*" ? undefined : byKey.get(`${e.def_module}\u0000*`);
+    return star ? merged(e, star) : e;
+  });
 }

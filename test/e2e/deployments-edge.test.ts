@@ -71,12 +71,16 @@ t.test("deployments online and offline, with a template, two deployments and hon
 
   // ---- online: create -------------------------------------------------------------------------
   const d1 = uniq("d1"), d2 = uniq("d2"), d3 = uniq("d3");
+  const made = Date.now();
   ok200(t, await s.dev.post(dep(), {
     name: d1, description: "line",
     assets: [{ asset_class: "services", asset_id: "calc", sync_to_edge: true }, { asset_class: "readings", asset_id: "", sync: true }, { asset_class: "servicecaches", asset_id: "c1", sync_to_edge: true }],
     edges: [edge],
   }), "create d1 while the edge is online");
   t.ok(await waitFor(() => has(svc(s, "calc")), SLOW), "d1's service reaches the edge at once");
+  t.comment(`deployment created -> its service on the online edge: ${Date.now() - made} ms`);
+  const onEdge = await ed.get(depStatus(d1));
+  t.equal(onEdge.status, 400, "an edge keeps no deployment status (the platform does)");
   t.ok(await waitFor(() => has(cache("c1")), SLOW), "and its service cache definition");
   t.ok(await waitFor(async () => (await ed.get(`/api/v/1/data/${readings.id}`)).status === 200, SLOW), "and its collection");
   t.ok(await has(svc(s, "base")), "the template's service stays: the edge has the union");

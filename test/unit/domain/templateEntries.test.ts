@@ -2,7 +2,7 @@
 // union of an edge's template with its deployments: what goes down, what comes up.
 import { describe, expect, test } from "bun:test";
 import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
-import { ASSET_CLASSES, entryOf, modeOf, type TemplateEntry, unite } from "../../../src/domain/templateEntries.ts";
+import { ASSET_CLASSES, deployedTo, entryOf, modeOf, type TemplateEntry, unite } from "../../../src/domain/templateEntries.ts";
 import { entryFor, goesDown, upCollections } from "../../../src/sync/assets.ts";
 
 const asset = (asset_class: string, asset_id = "", sync_to_edge = false, sync_to_platform = false) => ({ asset_class, asset_id, sync_to_edge, sync_to_platform });
@@ -74,5 +74,30 @@ describe("the union of a template and deployments", () => {
   test("topics unite by their filter only (a topic entry's * is no wildcard for others)", () => {
     const u = unite([e("topic", "a/#", "sync_to_platform")], [e("topic", "b/+", "sync_to_platform", "deployment:d1")]);
     expect(u.map((x) => x.def_name).sort()).toEqual(["a/#", "b/+"]);
+  });
+});
+
+describe("the entries of an edge's deployments", () => {
+  const row = (name: string, edges: string[], assets: ReturnType<typeof asset>[]) => ({ name, edges: JSON.stringify(edges), assets: JSON.stringify(assets) });
+  const rows = [
+    row("d1", ["gw"], [asset("services", "calc"), asset("readings", "", false, true)]),
+    row("d2", ["gw", "other"], [asset("services", "", true)]),
+    row("d3", ["gw"], [asset("services", "calc", false, false), asset("readings", "", true)]),
+    row("d4", ["other"], [asset("timers", "", true)]),
+  ];
+  test("only deployments naming the edge count", () => {
+    expect(deployedTo(rows, "nobody")).toEqual([]);
+    expect(deployedTo(rows, "other").map((e) => `${e.def_module}/${e.def_name}`).sort()).toEqual(["service/*", "timer/*"]);
+  });
+
+  test("folded in one pass as the pairwise union folds them", () => {
+    const pairwise = rows.filter((r) => (JSON.parse(r.edges) as string[]).includes("gw"))
+      .flatMap((r) => (JSON.parse(r.assets) as ReturnType<typeof asset>[]).map((a) => entryOf(a, r.name)))
+      .reduce((acc, x) => unite(acc, [x]), [] as TemplateEntry[]);
+    const norm = (t: TemplateEntry[]) => t.map((e) => ({ ...e, source: e.source!.split(",").sort().join(",") })).sort((a, b) => `${a.def_module}/${a.def_name}`.localeCompare(`${b.def_module}/${b.def_name}`));
+    const one = deployedTo(rows, "gw");
+    expect(norm(one)).toEqual(norm(pairwise));
+    expect(one.find((e) => e.def_name === "calc")!.mode).toBe("sync_to_edge");
+    expect(one.find((e) => e.def_name === "readings")).toMatchObject({ mode: "sync", rows: true });
   });
 });

@@ -37,7 +37,7 @@ async function startLink(d: Domain, broker: MqttBroker, restart: (() => void) | 
   const fleet = new FleetAgent({ config, log, tokens: d.tokens, commands: new AdapterRunner(join(config.dataDir, "commands"), { user: config.edgeCommandsUser, dataDir: config.dataDir }),
     api: edgeApi, restart });
   const edgeSync = new EdgeSync({
-    db: d.db, config, log, events: d.events, changes: d.changes, compileCheck: d.compileCheck, fleet,
+    db: d.db, config, log, events: d.events, changes: d.changes, compileCheck: d.compileCheck, fleet, secrets: d.secrets,
     // as from the edge itself: its broker does not relay it up again
     deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
     invalidate: (sk, types, ids) => {

@@ -60,7 +60,7 @@ async function sharedRedis(config: Config, log: Logger, started: Started): Promi
 async function startHub(d: Domain, broker: MqttBroker, toEdges: Port<MessageRelay>, started: Started) {
   const { config, log, ports } = d;
   const hub = new SyncHub({ db: d.db, log, events: d.events, signals: d.signals, changes: d.changes, edges: d.edges, edgeLinks: ports.edgeLinks, elsewhere: ports.elsewhere,
-    collections: d.collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId: d.node.nodeId });
+    collections: d.collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId: d.node.nodeId, secrets: d.secrets });
   await hub.start();
   started.push({ name: "sync", stop: () => hub.stop() });
   toEdges.attach((sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); });

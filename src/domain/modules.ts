@@ -35,6 +35,7 @@ import { Systems } from "./systems.ts";
 import { Throttlers } from "./throttlers.ts";
 import { Triggers } from "./triggers.ts";
 import { Users } from "./users.ts";
+import { UserSecrets } from "./userSecrets.ts";
 
 /** What the modules get from parts built after them (ports) or outside the domain. */
 export interface ModuleParts {
@@ -70,6 +71,7 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     messages: new Messages(deps, systems, p.broker),
     serviceCaches: new ServiceCaches(deps, systems, p.cacheValues),
     portals: new Portals(deps, systems),
+    userSecrets: new UserSecrets(deps, systems, p.secrets),
     fileStorage,
     bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets),
     fileStores: new FileStores(deps, systems, roles, fileStorage, p.secrets),

@@ -22,4 +22,5 @@ export { settingsRoutes } from "./routes/settings.ts";
 export { systemRoutes } from "./routes/systems.ts";
 export { throttlerRoutes } from "./routes/throttlers.ts";
 export { userRoutes } from "./routes/users.ts";
+export { userSecretRoutes } from "./routes/userSecrets.ts";
 export { webhookRoutes } from "./routes/webhooks.ts";

@@ -291,6 +291,20 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 30,
+    name: "user secrets",
+    up: [
+      // a system's named secrets: the value (JSON text) sealed with the node's secret box
+      `CREATE TABLE user_secrets (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

@@ -18,6 +18,7 @@ import type { CodeServices } from "../../domain/services.ts";
 import type { Systems } from "../../domain/systems.ts";
 import type { Triggers } from "../../domain/triggers.ts";
 import type { Users } from "../../domain/users.ts";
+import type { UserSecrets } from "../../domain/userSecrets.ts";
 import type { Metrics } from "../../core/metrics.ts";
 import type { EgressPolicy } from "../egress.ts";
 import type { MessageTimers } from "../messageTimers.ts";
@@ -42,6 +43,7 @@ export interface EngineDeps {
   messageTimers: MessageTimers;
   bucketSets: BucketSets;
   fileStores: FileStores;
+  secrets: UserSecrets;
   metrics?: Metrics;
 }
 

@@ -15,6 +15,7 @@ import { serviceCache } from "./serviceCache.ts";
 import { timer } from "./timer.ts";
 import { trigger } from "./trigger.ts";
 import { user } from "./user.ts";
+import { usersecret } from "./usersecret.ts";
 import { webhook } from "./webhook.ts";
 
 export type { CollectionBody } from "./collection.ts";
@@ -23,7 +24,7 @@ export type { DefinitionKind, StaleCache } from "./kind.ts";
 /** The kinds in the order a snapshot brings them: what others need first (roles before the users
  *  and devices that hold them, libraries before services, collections before their triggers,
  *  services before the webhooks that call them). */
-const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal, serviceCache, webhook];
+const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal, serviceCache, webhook, usersecret];
 
 export const SNAPSHOT_ORDER: readonly DefinitionType[] = IN_SNAPSHOT_ORDER.map((k) => k.type);
 

@@ -1,5 +1,6 @@
 // What the platform's side of edge sync shares between its steps: its dependencies, the socket of
 // an edge's link, the other nodes of a cluster, relayed requests, and per-asset status.
+import type { SecretBox } from "../../auth/secrets.ts";
 import type { Signals } from "../../core/signals.ts";
 import type { Port } from "../../core/port.ts";
 import type { EventBus } from "../../core/events.ts";
@@ -33,6 +34,8 @@ export interface HubDeps {
   compactMs: number;
   /** this platform node: the edges whose connections it holds carry it */
   nodeId: string;
+  /** opens the values kinds keep sealed (user secrets) as they go to an edge */
+  secrets: SecretBox;
 }
 
 /** An adapter control command for an edge, and how long it may take there. */

@@ -13,9 +13,9 @@ describe("asset classes", () => {
   test("each ClearBlade class names a kind Outpost syncs; both adapter spellings; roles as rolesperms too", () => {
     for (const kind of Object.values(ASSET_CLASSES)) expect(DEFINITION_TYPES).toContain(kind);
     expect(ASSET_CLASSES).toMatchObject({ services: "service", libraries: "library", triggers: "trigger", timers: "timer", roles: "role", rolesperms: "role",
-      users: "user", devices: "device", adaptors: "adapter", adapters: "adapter", portals: "portal", plugins: "plugin", servicecaches: "servicecache", webhooks: "webhook" });
+      users: "user", devices: "device", adaptors: "adapter", adapters: "adapter", portals: "portal", plugins: "plugin", servicecaches: "servicecache", webhooks: "webhook", usersecrets: "usersecret" });
     // not deployable here: said so by the domain, never read as a collection's name
-    for (const c of ["bucketsets", "usersecrets"]) expect(ASSET_CLASSES[c]).toBeUndefined();
+    for (const c of ["bucketsets"]) expect(ASSET_CLASSES[c]).toBeUndefined();
   });
 
   test("the flags are the modes: neither is deploy, both are sync", () => {

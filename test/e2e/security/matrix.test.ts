@@ -185,6 +185,9 @@ for (const c of [cache, cacheVictim]) await must("service cache", A.dev.post(`/a
 const portal = uniq("portal"), portalVictim = uniq("portalv"), plugin = uniq("plugin"), pluginVictim = uniq("pluginv");
 for (const p of [portal, portalVictim]) await must("portal", A.dev.post(`/api/v/2/portals/${SK}/${p}`, { description: "matrix", config: {} }));
 for (const p of [plugin, pluginVictim]) await must("plugin", A.dev.post(`/api/v/2/plugins/${SK}`, { name: p, description: "matrix", config: {} }));
+// user secrets whose values carry the row secret: no answer to system B may show them
+const usecret = uniq("usecret"), usecretVictim = uniq("usecretv");
+for (const u of [usecret, usecretVictim]) await must("user secret", A.dev.post(`/api/v/4/user_secrets/${SK}/${u}`, { value: `${ROW_SECRET}-usersecret` }));
 // the instance's email and SMS services, so their GETs read a real record (nothing listens there)
 const asAdmin = { "ClearBlade-DevToken": adminToken };
 await must("email service", request(o.url, "POST", "/admin/settings/email-service", { headers: asAdmin, body: { host: "127.0.0.1", port: "2525", from: "outpost@example.com", protocol: "SMTP", encryption_type: "NONE" } }));
@@ -209,6 +212,7 @@ const ids: Ids = {
   edge, edgeVictim, ecol, ecolVictim, hook, hookVictim, thr: THR, kase, kaseVictim,
   adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol, cache, cacheVictim, portal, portalVictim, plugin, pluginVictim,
   selfDevEmail, selfDevPassword, resetDevEmail, userAEmail: userA.email, userAPassword: userA.password,
+  usecret, usecretVictim,
 };
 /** Data of system A that no answer to a caller of system B may contain, error or not. */
 const A_SECRETS = [ROW_SECRET, MSG_SECRET, userA.email, adminUserA.email, target.email];

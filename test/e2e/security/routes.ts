@@ -36,6 +36,7 @@ export interface Ids {
   portal: string; portalVictim: string; plugin: string; pluginVictim: string;
   selfDevEmail: string; selfDevPassword: string; resetDevEmail: string;
   userAEmail: string; userAPassword: string;
+  usecret: string; usecretVictim: string;
 }
 
 export interface Route {
@@ -416,6 +417,15 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: st, method: "PUT", path: "/admin/settings/sms-service", auth: "admin", as: "admin", body: () => ({ from: "Outpost" }) });
   add({ file: st, method: "DELETE", path: "/admin/settings/sms-service", auth: "admin", as: "admin", noBaseline: "removes the instance's SMS service" });
   add({ file: st, method: "POST", path: "/admin/settings/sms-service/test", auth: "admin", as: "admin", body: () => ({ recipient: "+15550100" }), noBaseline: "sends a message through a gateway that is not there" });
+
+  // ---- userSecrets.ts (the body is the value itself: any JSON but null) -----------------------
+  const usf = "userSecrets.ts";
+  add({ file: usf, method: "GET", path: "/api/v/4/user_secrets/{sk}", auth: "user" });
+  add({ file: usf, method: "DELETE", path: "/api/v/4/user_secrets/{sk}", auth: "user", noBaseline: "deletes every secret of the system" });
+  add({ file: usf, method: "GET", path: "/api/v/4/user_secrets/{sk}/{usecret}", auth: "user" });
+  add({ file: usf, method: "POST", path: "/api/v/4/user_secrets/{sk}/{new}", auth: "user", shape: "free", bodyRequired: true, body: () => ({ key: "matrix" }) });
+  add({ file: usf, method: "PUT", path: "/api/v/4/user_secrets/{sk}/{usecret}", auth: "user", shape: "free", bodyRequired: true, body: () => ({ key: "changed" }) });
+  add({ file: usf, method: "DELETE", path: "/api/v/4/user_secrets/{sk}/{usecretVictim}", auth: "user", noBaseline: "deletes a secret" });
 
   return R;
 }

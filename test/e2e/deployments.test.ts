@@ -90,7 +90,7 @@ t.test("bad bodies and names are refused, naming what is wrong", async (t) => {
     [{ name, assets: [{ asset_class: "services", sync_to_edge: "yes" }] }, "a flag that is not a boolean", /sync_to_edge must be a boolean/],
     [{ name, assets: [{ asset_class: "services", color: "red" }] }, "an unknown field of an asset", /color/],
     [{ name, assets: [{ asset_class: "nosuch" }] }, "an unknown class (not a collection either)", /unknown asset class 'nosuch'/],
-    [{ name, assets: [{ asset_class: "usersecrets" }] }, "a class this server cannot deploy", /usersecrets.*cannot be deployed/],
+    [{ name, assets: [{ asset_class: "bucketsets" }] }, "a class this server cannot deploy", /bucketsets.*cannot be deployed/],
     [{ name, assets: [{ asset_class: "services", asset_id: "nosuch" }] }, "a service the system does not have", /no service 'nosuch'/],
     [{ name, assets: [{ asset_class: "services", asset_id: "theirs" }] }, "another system's service", /no service 'theirs'/],
     [{ name, assets: [{ asset_class: "readings", asset_id: "item-1" }] }, "item-level collection sync", /item-level/],

@@ -10,7 +10,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { SecretBox } from "../auth/secrets.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type BucketSetRow, bucketSetsRepo } from "../store/fileAreas.ts";
 import { checkPath, type FileBackend, type FileStat } from "../store/files/backend.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -23,6 +23,13 @@ export type Box = (typeof BOXES)[number];
 export const MAX_BUCKET_SETS = 1000;
 /** Files one listing of a set answers at most (the API has no paging). */
 export const MAX_LISTED_FILES = 10_000;
+
+// The fields of each body (ClearBlade's clients send these; a set read back also carries its
+// system_key). Anything else is a mistake the caller hears about, not something dropped.
+const SET_FIELDS = new Set(["name", "platform_storage", "platform_config", "edge_storage", "edge_config", "system_key"]);
+const FILE_FIELDS = new Set(["box", "path", "contents"]);
+const DELETE_FIELDS = new Set(["box", "path"]);
+const COPY_FIELDS = new Set(["from_box", "from_path", "to_box", "to_path"]);
 
 /** What a file looks like to ClearBlade's clients (cblib FileMeta). */
 export interface FileMeta {
@@ -96,7 +103,8 @@ export class BucketSets {
 
   async create(p: Principal, systemKey: string, body: unknown) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), SET_FIELDS);
+    if (b.system_key !== undefined && b.system_key !== s.system_key) throw fail("INVALID_ARGUMENT", "system_key, when sent, must be the path's system key");
     const name = checkAreaName(b.name, "bucket set");
     const platformKind = checkStorageKind(b.platform_storage, "platform_storage");
     const edgeKind = checkStorageKind(b.edge_storage, "edge_storage");
@@ -168,7 +176,7 @@ export class BucketSets {
   /** POST …/file/create {box, path, contents (base64)}. */
   async createFile(p: Principal, systemKey: string, name: string, body: unknown): Promise<FileMeta> {
     const { files } = await this.open(p, systemKey, name, LEVEL.CREATE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), FILE_FIELDS);
     const f = BucketSets.key(b.box, b.path);
     const c = b.contents ?? "";
     if (typeof c !== "string" || !/^[A-Za-z0-9+/\r\n]*={0,2}\s*$/.test(c)) throw fail("INVALID_ARGUMENT", "contents must be the file's bytes as base64 text");
@@ -179,7 +187,7 @@ export class BucketSets {
   /** POST …/file/copy and …/file/move {from_box, from_path, to_box, to_path}. */
   async copyFile(p: Principal, systemKey: string, name: string, body: unknown, move: boolean) {
     const { files } = await this.open(p, systemKey, name, move ? LEVEL.READ | LEVEL.CREATE | LEVEL.DELETE : LEVEL.READ | LEVEL.CREATE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), COPY_FIELDS);
     const from = BucketSets.key(b.from_box, b.from_path, "from_path"), to = BucketSets.key(b.to_box, b.to_path, "to_path");
     if (move) await files.move(from.key, to.key);
     else await files.copy(from.key, to.key);
@@ -189,7 +197,7 @@ export class BucketSets {
   /** POST …/file/delete {box, path}. */
   async deleteFile(p: Principal, systemKey: string, name: string, body: unknown) {
     const { files } = await this.open(p, systemKey, name, LEVEL.DELETE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), DELETE_FIELDS);
     const f = BucketSets.key(b.box, b.path);
     if (!(await files.delete(f.key))) throw notFound("file", f.key);
     return {};

@@ -164,11 +164,13 @@ export class Deployments {
     })();
   }
 
-  /** `{name, description}` of each deployment the query selects (ClearBlade's list). */
+  /** `{name, description}` of each deployment the query selects (ClearBlade's list), or the
+   *  columns its SELECTCOLUMNS names. */
   async list(p: Principal, systemKey: string, query: string | null) {
     await this.guard(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    return (await deploymentsRepo.list(this.d.db, systemKey, q)).map((r) => ({ name: r.name, description: r.description }));
+    const fields = (q.select ?? ["name", "description"]) as (keyof DeploymentRow)[];
+    return (await deploymentsRepo.list(this.d.db, systemKey, q)).map((r) => Object.fromEntries(fields.map((f) => [f, r[f]])));
   }
 
   /** Every deployment whole (the code library's readAll). */

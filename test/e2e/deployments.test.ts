@@ -77,6 +77,11 @@ t.test("the user paths, the query, and the name in the path", async (t) => {
   isErr(t, await s.dev.get(`${api(s)}?query=${qs({ FILTERS: [[{ EQ: [{ nosuch: 1 }] }]] })}`), 400, undefined, "a query naming an unknown field");
   const got = await must(s.dev.get(api(s, b)), "read on /api/v/3");
   t.same([got.assets, got.edges], [[], []], "no assets, no edges: empty arrays");
+  // SELECTCOLUMNS names the deployment's columns: the list keeps those; anything else is refused
+  const names = await must(s.dev.get(`${api(s)}?query=${qs({ SELECTCOLUMNS: ["name"], FILTERS: [[{ EQ: [{ name: b }] }]] })}`), "SELECTCOLUMNS name");
+  t.same(names, [{ name: b }], "only the selected column");
+  isErr(t, await s.dev.get(`${admin(s)}?query=${qs({ SELECTCOLUMNS: ["* FROM users --"] })}`), 400, undefined, "SELECTCOLUMNS with SQL in it");
+  isErr(t, await s.dev.get(`${api(s)}?query=${qs({ SELECTCOLUMNS: ["assets"] })}`), 400, undefined, "SELECTCOLUMNS naming a field that is not a column");
 });
 
 t.test("bad bodies and names are refused, naming what is wrong", async (t) => {

@@ -156,8 +156,15 @@ export class LocalFiles implements FileBackend {
     } catch (e) {
       await unlink(part).catch(() => {});
       await this.prune(part);
-      throw fsFailure(e, to);
+      throw await this.sourceGone(e, from, src) ?? fsFailure(e, to);
     }
+  }
+
+  /** A copy or move that failed because its source went away meanwhile (a concurrent move or
+   *  delete of the same file): the file is missing, not a server failure. */
+  private async sourceGone(e: unknown, from: string, src: string): Promise<unknown> {
+    if (code(e) !== "ENOENT") return null;
+    return (await stat(src).then((st) => st.isFile(), () => false)) ? null : missing(from);
   }
 
   async move(from: string, to: string): Promise<void> {
@@ -168,7 +175,7 @@ export class LocalFiles implements FileBackend {
       await mkdir(dirname(dst), { recursive: true, mode: 0o700 });
       await rename(src, dst);
     } catch (e) {
-      throw fsFailure(e, to);
+      throw await this.sourceGone(e, from, src) ?? fsFailure(e, to);
     }
     await this.prune(src);
   }

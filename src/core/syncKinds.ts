@@ -18,6 +18,7 @@ export const DEFINITION_KINDS = {
   adapter: { table: "adapters", nameColumn: "name" },
   portal: { table: "portals", nameColumn: "name" },
   plugin: { table: "plugins", nameColumn: "name" },
+  bucketset: { table: "bucket_sets", nameColumn: "name" },
 } as const;
 
 export type DefinitionType = keyof typeof DEFINITION_KINDS;

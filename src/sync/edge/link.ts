@@ -13,6 +13,7 @@ import { AdapterRunner } from "../../adapters/runner.ts";
 import { CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, SYNC_PATH } from "../protocol.ts";
 import { proxyFor } from "../proxy.ts";
 import { FLEET_FEATURE } from "../fleet.ts";
+import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import { publishable } from "../relay.ts";
 import { EdgeApply } from "./apply.ts";
 import { EdgeTemplate } from "./template.ts";
@@ -64,6 +65,8 @@ export class EdgeSync {
   private readonly outbox: Outbox;
   private readonly apply: EdgeApply;
   private readonly tpl: EdgeTemplate;
+  /** the platform as file sync's peer, while the link is welcomed */
+  private filePeer: FilePeer | null = null;
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
@@ -130,6 +133,11 @@ export class EdgeSync {
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
       this.lastHeard = Date.now();
+      // file bytes come in binary frames (JSON ones start with '{')
+      if (typeof ev.data !== "string") {
+        const bytes = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
+        if (bytes[0] === CHUNK_FRAME) { if (this.filePeer && this.ws === ws) this.d.files?.chunk(this.filePeer, bytes); return; }
+      }
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
@@ -139,6 +147,8 @@ export class EdgeSync {
       if (this.d.fleet?.handle(m, (x) => this.send(ws, x))) return;
       // relayed messages are live traffic: not held up behind a batch being applied
       if (m.t === "relay") { this.relayed(m); return; }
+      // files go beside the batches
+      if (isFileMessage(m)) { if (this.filePeer && this.ws === ws) void this.d.files?.message(this.filePeer, m).catch((err) => this.d.log.warn("file sync message failed", { err })); return; }
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });
@@ -186,6 +196,7 @@ export class EdgeSync {
     this.ws = null;
     if (this.watchdog) { clearInterval(this.watchdog); this.watchdog = null; }
     this.outbox.linkLost();
+    if (this.filePeer) { void this.d.files?.peerLost(this.filePeer); this.filePeer = null; }
     if (this.connected) {
       this.connected = false;
       this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
@@ -248,6 +259,11 @@ export class EdgeSync {
     this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
     this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
     void this.outbox.send();
+    if (this.d.files) {
+      this.filePeer = { systemKey: this.systemKey, edge: this.d.config.edgeName!, send: (x) => this.send(ws, x),
+        sendBinary: (b) => { if (ws.readyState === WebSocket.OPEN) ws.send(b); } };
+      this.d.files.peerUp(this.filePeer);
+    }
   }
 
   /** An adapter control command from the platform; the answer goes back on the same channel. */
@@ -284,7 +300,10 @@ export class EdgeSync {
   failedAssets(): Promise<Record<string, number>> { return failedAssets(this.d.db); }
 
   /** The link and the assets as this edge sees them (its local status endpoint). */
-  localStatus() { return localStatus(this.d.db, this.tpl.entries, this, this.outbox); }
+  async localStatus() {
+    const st = await localStatus(this.d.db, this.tpl.entries, this, this.outbox);
+    return { ...st, files: (await this.d.files?.status(this.systemKey, this.d.config.edgeName!)) ?? [] };
+  }
 }
 
 function readPem(path: string): string {

@@ -46,6 +46,7 @@ const SAMPLES: { [K in SignalName]: SignalPayloads[K] } = {
   "serviceCache.changed": { systemKey: "sk", name: null },
   "sessions.ended": { hashes: ["h3"] },
   "system.removed": { systemKey: "sk" },
+  "bucketSet.fileChanged": { systemKey: "sk", set: "s1", path: "outbox/a.txt", deleted: false },
 };
 const NAMES = Object.keys(SAMPLES) as SignalName[];
 

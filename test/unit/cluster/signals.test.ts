@@ -70,7 +70,7 @@ test("each shared signal crosses to the other node as remote, once; a local one 
   const shared = NAMES.filter((n) => SIGNAL_SHARED[n]);
   const local = NAMES.filter((n) => !SIGNAL_SHARED[n]);
   expect(shared.length).toBeGreaterThan(0);
-  expect(local).toEqual(["system.removed"]);
+  expect(local).toEqual(["system.removed", "bucketSet.fileChanged"]);
 
   for (const name of NAMES) {
     a.heard.length = 0; b.heard.length = 0;

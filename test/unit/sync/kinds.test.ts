@@ -38,7 +38,8 @@ beforeAll(async () => {
   await s.adapters.create(dev, sk, { name: "modbus", description: "", architecture: "linux-amd64" });
   await s.portals.create(dev, sk, "portal", "floor", { config: { panes: [] } });
   await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
-  Object.assign(made, { portal: "floor", plugin: "gauge", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.bucketSets.create(dev, sk, { name: "logs", platform_storage: "local", edge_storage: "local" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", bucketset: "logs", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup

@@ -16,7 +16,9 @@ export interface FileTransferRow {
   path: string;
   /** the sender: the file's key in its set; the receiver: where it lands */
   source: string;
-  size: number; sha256: string;
+  size: number;
+  /** the file's SHA-256 ('' until its last bytes were sent) */
+  sha256: string;
   /** bytes the receiver holds (as last recorded) */
   done: number;
   status: TransferStatus; error: string;
@@ -36,6 +38,8 @@ export const fileTransfersRepo = {
       [r.id, r.system_key, r.edge, r.role, r.set_name, r.path, r.source, r.size, r.sha256, r.done, r.status, r.error, r.created_ms, r.updated_ms]),
   progress: (ex: Executor, id: string, status: TransferStatus, done: number, error = "") =>
     ex.run(`UPDATE file_transfers SET status = ?, done = ?, error = ?, updated_ms = ? WHERE id = ?`, [status, done, error.slice(0, 2000), Date.now(), id]),
+  /** The file's SHA-256, once known (after its last bytes). */
+  hashed: (ex: Executor, id: string, sha256: string) => ex.run(`UPDATE file_transfers SET sha256 = ? WHERE id = ?`, [sha256, id]),
   delete: (ex: Executor, id: string) => ex.run(`DELETE FROM file_transfers WHERE id = ?`, [id]),
   /** The unfinished transfers of one side and peer, oldest first. */
   unfinished: async (ex: Executor, systemKey: string, edge: string, role: TransferRole) =>

@@ -3,18 +3,20 @@
 // sends an edge lands in the edge's `inbox/`. Both sides run this same code, as sender and as
 // receiver.
 //
-// The sender copies the file aside when it is written (so a later write of the same path cannot
-// mix into the bytes being sent; the later version replaces the earlier one's transfer) with its
-// SHA-256, and keeps the transfer in its database: both survive a restart. It offers the file; the
-// receiver answers with how much of it it already holds (a part file in its data directory, kept
-// across link cuts and restarts), and the sender sends the rest in binary frames of up to
-// CHUNK_BYTES, never more than --file-sync-inflight-bytes ahead of the receiver's
-// acknowledgements. Once the receiver holds every byte and the hash matches, it stores the file
-// in the set's storage in one step (a reader sees the old file or the new one) and says done.
+// The sender keeps the file aside when it is written (a hard link to that version on local
+// storage, else a copy), so a later write of the same path cannot mix into the bytes being sent
+// (the later version replaces the earlier one's transfer), and keeps the transfer in its
+// database: both survive a restart. It offers the file; the receiver answers with how much of it
+// it already holds (a part file in its data directory, kept across link cuts and restarts), and
+// the sender sends the rest in binary frames of up to CHUNK_BYTES, never more than
+// --file-sync-inflight-bytes ahead of the receiver's acknowledgements, then the file's SHA-256
+// (both sides hash the bytes as they pass; a resumed side hashes what it held first). Once the
+// receiver holds every byte and the hashes match, it stores the file in the set's storage in one
+// step (a reader sees the old file or the new one) and says done.
 // A file over --file-sync-max-bytes (the sender's, or the receiver's) fails at once, with why.
-import { createHash, randomUUID } from "node:crypto";
-import { mkdirSync } from "node:fs";
-import { type FileHandle, open, rm, stat, truncate } from "node:fs/promises";
+import { createHash, type Hash, randomUUID } from "node:crypto";
+import { closeSync, mkdirSync, openSync, readSync, writeSync } from "node:fs";
+import { rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Logger } from "../core/log.ts";
@@ -34,7 +36,9 @@ const PROGRESS_MS = 500;
 /** The file messages, either way (the receiver's answers and the sender's offers). */
 export const FILE_MESSAGES = [
   z.object({ t: z.literal("file_offer"), id: z.string().min(1).max(100), set: z.string().min(1).max(128), path: z.string().min(1).max(1024),
-    size: z.number().int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+    size: z.number().int().min(0) }),
+  // after the last bytes: the file's SHA-256, for the receiver to check what it holds
+  z.object({ t: z.literal("file_end"), id: z.string().max(100), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
   z.object({ t: z.literal("file_accept"), id: z.string().max(100), offset: z.number().int().min(0) }),
   z.object({ t: z.literal("file_ack"), id: z.string().max(100), offset: z.number().int().min(0) }),
   z.object({ t: z.literal("file_done"), id: z.string().max(100) }),
@@ -49,13 +53,19 @@ export const isFileMessage = (m: { t?: unknown }): boolean => typeof m.t === "st
 
 /** A binary frame: CHUNK_FRAME, the id's length and bytes, the offset (8 bytes), the file bytes. */
 export function encodeChunk(id: string, offset: number, bytes: Uint8Array): Uint8Array {
+  const out = chunkFrame(id, offset, bytes.length);
+  out.set(bytes, out.length - bytes.length);
+  return out;
+}
+
+/** A frame with its head written and room for `n` file bytes at its end. */
+function chunkFrame(id: string, offset: number, n: number): Uint8Array {
   const idBytes = Buffer.from(id);
-  const out = new Uint8Array(2 + idBytes.length + 8 + bytes.length);
+  const out = new Uint8Array(10 + idBytes.length + n);
   out[0] = CHUNK_FRAME;
   out[1] = idBytes.length;
   out.set(idBytes, 2);
   new DataView(out.buffer).setFloat64(2 + idBytes.length, offset);
-  out.set(bytes, 10 + idBytes.length);
   return out;
 }
 
@@ -89,9 +99,15 @@ export interface FileSyncDeps {
 }
 
 /** A transfer this side is sending on a live link. */
-interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number }
+interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number;
+  /** the bytes sent so far, hashed */
+  hash: Hash | null }
 /** A transfer this side is receiving. */
-interface Receiving { row: FileTransferRow; peer: FilePeer; file: FileHandle; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean }
+interface Receiving { row: FileTransferRow; peer: FilePeer;
+  /** the part file, open for appending (written synchronously: a chunk is one call to the page cache) */
+  fd: number; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean;
+  /** the bytes held, hashed; the hash the sender said (null: not yet) */
+  hash: Hash; expected: string | null }
 
 /** What a transfer looks like in sync status, on either side. */
 export interface FileStatus {
@@ -135,17 +151,17 @@ export class FileSync {
     const k = FileSync.key(peer.systemKey, peer.edge);
     if (this.peers.get(k) !== peer) return;
     this.peers.delete(k);
+    // each is written down before it leaves the live maps, so the status never goes back
     const s = this.sending.get(k);
     if (s?.peer === peer) {
-      this.sending.delete(k);
       await fileTransfersRepo.progress(this.d.db, s.row.id, "transferring", s.acked).catch(() => {});
+      if (this.sending.get(k) === s) this.sending.delete(k);
     }
     for (const [id, r] of this.receiving) {
       if (r.peer !== peer) continue;
-      this.receiving.delete(id);
       await r.writes;
-      await r.file.close().catch(() => {});
       if (!r.finishing) await fileTransfersRepo.progress(this.d.db, id, "transferring", r.offset).catch(() => {});
+      if (this.receiving.get(id) === r) { this.receiving.delete(id); closeQuietly(r.fd); }
     }
   }
 
@@ -158,6 +174,7 @@ export class FileSync {
       case "file_offer": return this.offered(peer, m);
       case "file_accept": return this.accepted(peer, m.id, m.offset);
       case "file_ack": return this.acked(peer, m.id, m.offset);
+      case "file_end": return this.ended(peer, m.id, m.sha256);
       case "file_done": return this.finished(peer, m.id, "synced", "");
       case "file_failed": return this.finished(peer, m.id, "failed", m.error);
       case "file_cancel": return this.cancelled(peer, m.id);
@@ -191,23 +208,20 @@ export class FileSync {
       this.d.log.warn("file not sent: too large", { set, path: source, size: st.size, max: this.d.maxBytes });
       return row;
     }
-    // the copy and its hash in one pass; the transfer is what was copied
+    // the version to send: linked on local storage, else copied; the transfer is what was kept
     const copy = this.copyOf(row.id);
-    const hash = createHash("sha256");
-    const sink = Bun.file(copy).writer();
-    let size = 0;
+    const started = performance.now();
+    let size: number;
     try {
-      for await (const chunk of await files.stream(source)) { hash.update(chunk); sink.write(chunk); size += chunk.byteLength; }
-      await sink.end();
+      size = (await files.linkOut?.(source, copy)) ? (await stat(copy)).size : await copyTo(await files.stream(source), copy);
     } catch (err) {
-      await Promise.resolve(sink.end()).catch(() => {});
       await rm(copy, { force: true });
       // gone meanwhile (deleted, moved): nothing to send
       if ((err as { code?: string }).code === "NOT_FOUND") return null;
       throw err;
     }
     row.size = size;
-    row.sha256 = hash.digest("hex");
+    this.d.log.debug("file queued", { set, path: source, size, keptMs: Math.round(performance.now() - started) });
     if (size > this.d.maxBytes) { row.status = "failed"; row.error = `the file is ${size} bytes, over --file-sync-max-bytes (${this.d.maxBytes})`; await rm(copy, { force: true }); }
     await fileTransfersRepo.insert(this.d.db, row);
     await fileTransfersRepo.prune(this.d.db, systemKey, edge, "send");
@@ -241,8 +255,8 @@ export class FileSync {
     if (!peer || this.sending.has(k)) return;
     const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send"))[0];
     if (!next || this.sending.has(k) || this.peers.get(k) !== peer) return;
-    this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0 });
-    peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size, sha256: next.sha256 });
+    this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0, hash: null });
+    peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size });
   }
 
   private current(peer: FilePeer, id: string): Sending | null {
@@ -254,8 +268,11 @@ export class FileSync {
   private async accepted(peer: FilePeer, id: string, offset: number) {
     const s = this.current(peer, id);
     if (!s) return;
-    s.accepted = true;
     s.sent = s.acked = Math.min(offset, s.row.size);
+    // the bytes the receiver holds count in the hash: read again from the kept version
+    s.hash = s.sent > 0 ? await hashFile(this.copyOf(id), s.sent) : createHash("sha256");
+    if (this.current(peer, id) !== s) return;
+    s.accepted = true;
     if (offset > 0) this.d.log.info("file transfer resumed", { set: s.row.set_name, path: s.row.source, offset, size: s.row.size });
     await fileTransfersRepo.progress(this.d.db, id, "transferring", s.acked);
     await this.push(s);
@@ -277,15 +294,27 @@ export class FileSync {
     if (s.pushing) return;
     s.pushing = true;
     try {
-      const file = Bun.file(this.copyOf(s.row.id));
-      while (s.accepted && s.sent < s.row.size && s.sent - s.acked < this.d.inflightBytes && this.current(s.peer, s.row.id) === s) {
-        const n = Math.min(CHUNK_BYTES, s.row.size - s.sent, Math.max(1, this.d.inflightBytes - (s.sent - s.acked)));
-        const bytes = new Uint8Array(await file.slice(s.sent, s.sent + n).arrayBuffer());
-        if (this.current(s.peer, s.row.id) !== s) return;
-        if (bytes.length !== n) throw new Error(`the copy of ${s.row.source} being sent is shorter than it was`);
-        s.peer.sendBinary(encodeChunk(s.row.id, s.sent, bytes));
-        s.sent += n;
-        this.bytesSent += n;
+      const fd = openSync(this.copyOf(s.row.id), "r");
+      try {
+        while (s.accepted && s.sent < s.row.size && s.sent - s.acked < this.d.inflightBytes && this.current(s.peer, s.row.id) === s) {
+          const n = Math.min(CHUNK_BYTES, s.row.size - s.sent, Math.max(1, this.d.inflightBytes - (s.sent - s.acked)));
+          // read straight into the frame, after its head
+          const frame = chunkFrame(s.row.id, s.sent, n);
+          const bytes = frame.subarray(frame.length - n);
+          if (readAll(fd, bytes, s.sent) !== n) throw new Error(`the version of ${s.row.source} being sent is shorter than it was`);
+          s.hash!.update(bytes);
+          s.peer.sendBinary(frame);
+          s.sent += n;
+          this.bytesSent += n;
+        }
+      } finally {
+        closeQuietly(fd);
+      }
+      if (s.accepted && s.sent === s.row.size && s.hash && this.current(s.peer, s.row.id) === s) {
+        const sha256 = s.hash.digest("hex");
+        s.hash = null;
+        s.peer.send({ t: "file_end", id: s.row.id, sha256 });
+        if (!s.row.sha256) { s.row.sha256 = sha256; await fileTransfersRepo.hashed(this.d.db, s.row.id, sha256); }
       }
     } catch (err) {
       this.d.log.warn("file transfer failed", { set: s.row.set_name, path: s.row.source, err });
@@ -326,7 +355,7 @@ export class FileSync {
     if (had?.status === "failed") return peer.send({ t: "file_failed", id: m.id, error: had.error });
     const now = Date.now();
     const row: FileTransferRow = had ?? { id: m.id, system_key: peer.systemKey, edge: peer.edge, role: "receive", set_name: m.set, path: m.path, source: "",
-      size: m.size, sha256: m.sha256, done: 0, status: "transferring", error: "", created_ms: now, updated_ms: now };
+      size: m.size, sha256: "", done: 0, status: "transferring", error: "", created_ms: now, updated_ms: now };
     const refuse = async (error: string) => {
       if (had) await fileTransfersRepo.progress(this.d.db, m.id, "failed", 0, error);
       else await fileTransfersRepo.insert(this.d.db, { ...row, status: "failed", error });
@@ -346,14 +375,16 @@ export class FileSync {
       await fileTransfersRepo.prune(this.d.db, peer.systemKey, peer.edge, "receive");
     }
     const prev = this.receiving.get(m.id);
-    if (prev) { this.receiving.delete(m.id); await prev.writes; await prev.file.close().catch(() => {}); }
+    if (prev) { this.receiving.delete(m.id); await prev.writes; closeQuietly(prev.fd); }
     const part = this.partOf(m.id);
     let offset = (await stat(part).catch(() => null))?.size ?? 0;
     if (offset > m.size) { await truncate(part, 0); offset = 0; }
-    const r: Receiving = { row, peer, file: await open(part, "a"), offset, writes: Promise.resolve(), savedAt: 0, finishing: false };
+    // what was held counts in the hash
+    const hash = offset > 0 ? await hashFile(part, offset) : createHash("sha256");
+    const r: Receiving = { row, peer, fd: openSync(part, "a"), offset, writes: Promise.resolve(), savedAt: 0, finishing: false, hash, expected: null };
     this.receiving.set(m.id, r);
+    this.d.log.debug("file accepted", { edge: peer.edge, path: dest, offset, size: m.size });
     peer.send({ t: "file_accept", id: m.id, offset });
-    if (offset === m.size) r.writes = this.complete(r);
   }
 
   /** File bytes from a peer: written at the end of the part file, acknowledged. Bytes that are not
@@ -363,15 +394,16 @@ export class FileSync {
     if (!c) return;
     const r = this.receiving.get(c.id);
     if (!r || r.peer !== peer || r.finishing) return;
-    const bytes = new Uint8Array(c.bytes); // the frame's buffer is not ours to keep
+    const bytes = c.bytes;
     r.writes = r.writes.then(async () => {
       if (this.receiving.get(c.id) !== r || c.offset !== r.offset || r.finishing) return;
       if (r.offset + bytes.length > r.row.size) { await this.fail(r, "the sender sent more bytes than the file has"); return; }
-      await r.file.write(bytes);
+      r.hash.update(bytes);
+      writeAll(r.fd, bytes);
       r.offset += bytes.length;
       this.bytesReceived += bytes.length;
       peer.send({ t: "file_ack", id: c.id, offset: r.offset });
-      if (r.offset === r.row.size) await this.complete(r);
+      if (r.offset === r.row.size) { if (r.expected) await this.complete(r); }
       else if (Date.now() - r.savedAt >= PROGRESS_MS) {
         r.savedAt = Date.now();
         await fileTransfersRepo.progress(this.d.db, r.row.id, "transferring", r.offset);
@@ -379,14 +411,22 @@ export class FileSync {
     }).catch((err) => this.fail(r, String((err as Error)?.message ?? err)));
   }
 
+  /** The sender's hash of the file: checked once every byte is here. */
+  private ended(peer: FilePeer, id: string, sha256: string) {
+    const r = this.receiving.get(id);
+    if (!r || r.peer !== peer || r.finishing) return;
+    r.expected = sha256;
+    r.writes = r.writes.then(() => (r.offset === r.row.size && !r.finishing ? this.complete(r) : undefined))
+      .catch((err) => this.fail(r, String((err as Error)?.message ?? err)));
+  }
+
   /** Every byte is here: checked against the hash, stored in the set in one step, said done. */
   private async complete(r: Receiving) {
     r.finishing = true;
-    await r.file.close().catch(() => {});
+    const started = performance.now();
+    closeQuietly(r.fd);
     const part = this.partOf(r.row.id);
-    const hash = createHash("sha256");
-    for await (const chunk of Bun.file(part).stream()) hash.update(chunk);
-    if (hash.digest("hex") !== r.row.sha256) {
+    if (r.hash.digest("hex") !== r.expected) {
       // what was received is not the file: it goes, and the sender starts over when it offers again
       await rm(part, { force: true });
       this.receiving.delete(r.row.id);
@@ -394,10 +434,13 @@ export class FileSync {
       r.peer.send({ t: "file_failed", id: r.row.id, error: "the file received does not match its SHA-256" });
       return;
     }
+    await fileTransfersRepo.hashed(this.d.db, r.row.id, r.expected);
     const files = await this.d.backend(r.row.system_key, r.row.set_name);
     if (!files) return this.fail(r, `no bucket set '${r.row.set_name}' on the ${this.d.side}`);
-    await files.put(r.row.source, Bun.file(part).stream());
+    // moved into place when the set's storage is on this machine, else its bytes are stored
+    if (!(await files.adopt?.(r.row.source, part))) await files.put(r.row.source, Bun.file(part).stream());
     await fileTransfersRepo.progress(this.d.db, r.row.id, "synced", r.row.size);
+    this.d.log.debug("file stored", { path: r.row.source, storeMs: Math.round(performance.now() - started) });
     await rm(part, { force: true });
     this.receiving.delete(r.row.id);
     this.d.log.info("file received", { edge: r.peer.edge, set: r.row.set_name, path: r.row.source, size: r.row.size });
@@ -406,7 +449,7 @@ export class FileSync {
 
   private async fail(r: Receiving, error: string) {
     this.receiving.delete(r.row.id);
-    await r.file.close().catch(() => {});
+    closeQuietly(r.fd);
     await rm(this.partOf(r.row.id), { force: true });
     await fileTransfersRepo.progress(this.d.db, r.row.id, "failed", r.offset, error).catch(() => {});
     this.d.log.warn("file not received", { edge: r.peer.edge, set: r.row.set_name, path: r.row.source, error });
@@ -422,7 +465,7 @@ export class FileSync {
 
   private async dropReceiving(id: string) {
     const r = this.receiving.get(id);
-    if (r) { this.receiving.delete(id); r.finishing = true; await r.writes.catch(() => {}); await r.file.close().catch(() => {}); }
+    if (r) { this.receiving.delete(id); r.finishing = true; await r.writes.catch(() => {}); closeQuietly(r.fd); }
     await fileTransfersRepo.delete(this.d.db, id);
     await rm(this.partOf(id), { force: true });
   }
@@ -446,6 +489,39 @@ export class FileSync {
       };
     });
   }
+}
+
+/** Reads `into.length` bytes of a file from `position` (fewer only at its end); how many. */
+function readAll(fd: number, into: Uint8Array, position: number): number {
+  let got = 0;
+  while (got < into.length) {
+    const n = readSync(fd, into, got, into.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got;
+}
+
+function writeAll(fd: number, bytes: Uint8Array) {
+  for (let done = 0; done < bytes.length;) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+function closeQuietly(fd: number) { try { closeSync(fd); } catch { /* closed already */ } }
+
+/** Writes a stream to a file; its size. */
+async function copyTo(from: ReadableStream<Uint8Array>, to: string): Promise<number> {
+  const sink = Bun.file(to).writer();
+  let size = 0;
+  try { for await (const chunk of from) { sink.write(chunk); size += chunk.byteLength; } }
+  finally { await sink.end(); }
+  return size;
+}
+
+/** The first `upTo` bytes of a file, hashed (what a resumed side held). */
+async function hashFile(path: string, upTo: number): Promise<Hash> {
+  const hash = createHash("sha256");
+  for await (const chunk of Bun.file(path).slice(0, upTo).stream()) hash.update(chunk);
+  return hash;
 }
 
 /** How the platform puts a set's file (`<box>/<path in the box>`) into an edge's inbox

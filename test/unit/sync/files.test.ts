@@ -189,8 +189,8 @@ describe("transfers", () => {
   test("a set the receiver lacks, or a path that climbs out of the box, is refused with why", async () => {
     link.open();
     // offers as the edge would send them, answered to the edge
-    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-1", set: "nope", path: "a.bin", size: 3, sha256: "0".repeat(64) });
-    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-2", set: SET, path: "../a.bin", size: 3, sha256: "0".repeat(64) });
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-1", set: "nope", path: "a.bin", size: 3 });
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-2", set: SET, path: "../a.bin", size: 3 });
     const answers = link.queue.splice(0).map((q) => q.frame);
     expect(answers).toEqual([
       { t: "file_failed", id: "t-1", error: "no bucket set 'nope' on the platform" },
@@ -201,8 +201,9 @@ describe("transfers", () => {
 
   test("bytes that do not match the hash are not stored", async () => {
     link.open();
-    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-3", set: SET, path: "h.bin", size: 4, sha256: "0".repeat(64) });
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-3", set: SET, path: "h.bin", size: 4 });
     platform.files.chunk(link.platformPeer, encodeChunk("t-3", 0, new Uint8Array([1, 2, 3, 4])));
+    await platform.files.message(link.platformPeer, { t: "file_end", id: "t-3", sha256: "0".repeat(64) });
     expect(await link.run(async () => (await status(platform, "h.bin"))?.status === "failed")).toBe(true);
     expect((await status(platform, "h.bin"))?.last_error).toMatch(/SHA-256/);
     expect(await landed("h.bin")).toBe(false);

@@ -120,13 +120,11 @@ export class BucketSets {
   async remove(p: Principal, systemKey: string, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const set = await this.mustGet(s.system_key, name);
-    const files = this.backendOf(set);
     await this.d.db.tx(async (tx) => {
       await bucketSetsRepo.delete(tx, s.system_key, name);
       await this.d.changes.record(tx, s.system_key, "bucketset", name, "delete", { name });
     });
-    this.storage.forget(s.system_key, "bucket_sets", name);
-    if (files.kind === "local") await files.deleteAll("");
+    await this.storage.removeArea(s.system_key, "bucket_sets", name, this.d.config.mode === "edge" ? set.edge_storage : set.platform_storage);
     return {};
   }
 
@@ -210,6 +208,13 @@ export class BucketSets {
   /** Says a file of a set was written or deleted (edge sync sends an edge's outbox up). */
   changed(systemKey: string, set: string, path: string, deleted: boolean) {
     void this.d.signals.emit("bucketSet.fileChanged", { systemKey, set, path, deleted });
+  }
+
+  /** A path from code (ClearBladeAsync.FS): '<box>/<path in the box>', or a box alone. */
+  fsPath(v: unknown): string {
+    const path = checkPath(v);
+    checkBox(path.split("/")[0]);
+    return path;
   }
 
   /** A set's file to an edge's inbox (ClearBladeAsync.FS(set).syncFileToEdge). */

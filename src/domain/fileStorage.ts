@@ -104,7 +104,7 @@ export class FileStorage {
         endpoint: c.endpoint!, bucket: c.bucket!, region: c.region, accessKeyId: c.access_key_id!,
         secretAccessKey: this.secrets.open(c[SECRET_FIELD]!), root: c.prefix ?? "",
       });
-    } else backend = new LocalFiles(join(this.systemDir(systemKey), area, encodeURIComponent(name)));
+    } else backend = new LocalFiles(this.areaDir(systemKey, area, name));
     this.open.set(id, { kept: `${kind}\n${kept}`, backend });
     return backend;
   }
@@ -114,6 +114,14 @@ export class FileStorage {
     this.forget(systemKey);
     await rm(this.systemDir(systemKey), { recursive: true, force: true });
   }
+
+  /** A deleted area's files: on local storage removed with their directory; in S3 they stay. */
+  async removeArea(systemKey: string, area: FileArea, name: string, kind: string) {
+    this.forget(systemKey, area, name);
+    if (kind === "local") await rm(this.areaDir(systemKey, area, name), { recursive: true, force: true });
+  }
+
+  private areaDir(systemKey: string, area: FileArea, name: string) { return join(this.systemDir(systemKey), area, encodeURIComponent(name)); }
 
   /** Forgets an area's backend (deleted, or its system gone). */
   forget(systemKey: string, area?: FileArea, name?: string) {

@@ -1,11 +1,11 @@
 // File stores (ClearBlade's newer file areas): a named store of files in a storage backend, with
 // raw bytes in and out, listing with continuation, copy and move. Who may read and who may write
 // is the store's own choice, each a comma list of methods, the first one whose credentials the
-// request carries deciding: `clearblade_auth` (a token header), `http_basic_auth` (a user's email
+// request carries deciding (`no_auth` when it carries none): `clearblade_auth` (a token header), `http_basic_auth` (a user's email
 // and password), `payload_auth` (a token in the `token` query parameter), `no_auth` (the caller
 // acts as the Anonymous role). A caller found must then hold the role permission `filestorefiles`
-// (read to read and list, create to write and copy to, delete to delete; move needs both); a
-// developer of the system may do everything. Developers define stores (role permission
+// (read to read and list, create to write and copy to, delete to delete; move needs both) on the
+// store, on the file ("<store>/<path>") or on all stores; a developer of the system may do everything. Developers define stores (role permission
 // `filestores` for users); storage settings with credentials only to developers asking decrypt.
 import { LEVEL } from "../auth/permissions.ts";
 import { verifyPassword } from "../auth/passwords.ts";
@@ -121,10 +121,8 @@ export class FileStores {
     await this.d.perms.require(p, { kind: "filestores" }, LEVEL.DELETE, "file stores");
     if (typeof name !== "string" || !name) throw fail("INVALID_ARGUMENT", "the store's name is required (?name=)");
     const r = await this.mustGet(s.system_key, name);
-    const files = this.backendOf(r);
     await fileStoresRepo.delete(this.d.db, s.system_key, name);
-    this.storage.forget(s.system_key, "filestores", name);
-    if (files.kind === "local") await files.deleteAll("");
+    await this.storage.removeArea(s.system_key, "filestores", name, r.storage_type);
     return {};
   }
 
@@ -138,8 +136,9 @@ export class FileStores {
       if (m === "clearblade_auth" && c.token) return this.byToken(c.token);
       if (m === "payload_auth" && c.payloadToken) return this.byToken(c.payloadToken);
       if (m === "http_basic_auth" && c.authorization?.toLowerCase().startsWith("basic ")) return this.byPassword(systemKey, c.authorization.slice(6).trim());
-      if (m === "no_auth") return { kind: "anonymous", systemKey, id: "anon", email: "anon", roles: ["Anonymous"], tokenHash: "" };
     }
+    // (no credentials of the other methods: only then the Anonymous role)
+    if (methods.includes("no_auth")) return { kind: "anonymous", systemKey, id: "anon", email: "anon", roles: ["Anonymous"], tokenHash: "" };
     throw fail("AUTH_REQUIRED", `file store '${r.name}' takes ${methods.join(" or ")} to ${access === "read" ? "read" : "write"}`);
   }
 
@@ -159,23 +158,28 @@ export class FileStores {
   }
 
   /** A store's backend, for a caller the store's methods let in with the rights `access` needs. */
-  async open(systemKey: string, name: string, access: FileAccess, c: FileCredentials): Promise<FileBackend> {
+  async open(systemKey: string, name: string, access: FileAccess, c: FileCredentials, path?: string): Promise<FileBackend> {
     const s = await this.systems.find(systemKey);
     if (!s) throw fail("SYSTEM_NOT_FOUND", `system '${systemKey}' does not exist`);
     const r = await this.mustGet(s.system_key, name);
     const p = await this.caller(s.system_key, r, access, c);
-    return this.openAs(p, r, access);
+    return this.openAs(p, r, access, path);
   }
 
   /** As open(), for a caller already known (code running as it). */
-  async openFor(p: Principal, systemKey: string, name: string, access: FileAccess): Promise<FileBackend> {
+  async openFor(p: Principal, systemKey: string, name: string, access: FileAccess, path?: string): Promise<FileBackend> {
     const s = await this.systems.access(p, systemKey);
-    return this.openAs(p, await this.mustGet(s.system_key, name), access);
+    return this.openAs(p, await this.mustGet(s.system_key, name), access, path);
   }
 
-  private async openAs(p: Principal, r: FileStoreRow, access: FileAccess): Promise<FileBackend> {
+  /** The caller's rights on the store's files: a grant on the store, on the file ("<store>/<path>"),
+   *  or on every store's files. */
+  private async openAs(p: Principal, r: FileStoreRow, access: FileAccess, path?: string): Promise<FileBackend> {
     await this.systems.access(p, r.system_key);
-    await this.d.perms.require(p, { kind: "filestorefiles" }, LEVEL_FOR[access], `the files of file store '${r.name}'`);
+    const need = LEVEL_FOR[access];
+    let held = await this.d.perms.level(p, { kind: "item", itemKind: "filestorefiles", name: r.name });
+    if ((held & need) !== need && path) held |= await this.d.perms.level(p, { kind: "item", itemKind: "filestorefiles", name: `${r.name}/${path}` });
+    if ((held & need) !== need) throw fail("PERMISSION_DENIED", `not allowed to ${access} the files of file store '${r.name}' (the role permission filestorefiles)`);
     return this.backendOf(r);
   }
 

@@ -64,7 +64,9 @@ t.test("a role update with every permission kind cb-cli sends is taken; kinds wi
   t.same(P.EdgeRemoteAdmin, [{ Name: "gw-1", Level: 1 }], "edge remote administration, per edge");
   t.same([P.usersecrets, P.adapters, P.Filestores, P.MsgHistory, P.DevicesList, P.UsersList, P.EdgesList, P.AllServices, P.AllCollections, P.Triggers, P.Timers, P.Deployments, P.Roles, P.ManageUsers, P.AllExternalDatabases].map((x) => x?.Level),
     [1, 15, 1, 1, 15, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], "every whole-kind level");
-  t.notOk("Files" in P || "FileStoreFiles" in P || "SystemServices" in P, "file and system service grants are not kept (no such resources here)");
+  t.same(P.FileStoreFiles, [{ Name: "store/a.txt", Level: 1 }], "a file store file grant");
+  t.same(P.Files, [], "no bucket set grants (the list sent was empty)");
+  t.notOk("SystemServices" in P, "system service grants are not kept (no such resources here)");
 
   const before = JSON.stringify(P);
   for (const [c, what] of [

@@ -3,7 +3,8 @@
 // inbox/<edge>/ (20 MB across a link cut, resumed from where the platform was, once and
 // byte-identical); a file the platform sends lands in the edge's inbox; a file over
 // --file-sync-max-bytes fails with its status on both sides; a file written again while it moves
-// is sent as its last version only, and one deleted before it arrived never arrives.
+// is sent as its last version only, and one deleted before it arrived never arrives; services use
+// the same paths (ClearBladeAsync.FS on the edge's outbox, syncFileToEdge on the platform).
 import { createHash, randomBytes } from "node:crypto";
 import t from "tap";
 import { Client, type DevSystem, devWithSystem, isErr, must, newUser, type Outpost, request, startOutpost, uniq, waitFor } from "./harness.ts";
@@ -169,4 +170,28 @@ t.test("written again while it moves: the last version arrives whole; deleted be
   t.equal(await read(s.sys.dev, s.sys.systemKey, s.set, "inbox", `${s.edge}/gone.bin`), null, "the deleted file never arrived");
   const entries = ((await s.sys.dev.get(`/admin/${s.sys.systemKey}/sync/edge/status/${s.edge}`)).body as any[]).filter((a) => a.asset_name === `${s.set}/data.bin`);
   t.same(entries.map((e) => e.status), ["synced"], "one transfer of the path, synced (the replaced one was dropped)");
+});
+
+t.test("from code: a service on the edge writes to the outbox, one on the platform sends a file with syncFileToEdge", async (t) => {
+  const s = await setup("filesync-code");
+  const svc = uniq("files");
+  const code = `function ${svc}(req, resp) {
+    var fs = ClearBladeAsync.FS(${JSON.stringify(s.set)});
+    var p = req.params.send ? fs.syncFileToEdge(req.params.path, req.params.send) : fs.writeFile(req.params.path, req.params.text);
+    p.then(function (r) { resp.success(r === undefined ? "ok" : r); }, function (e) { resp.error(e.error || e.message); });
+  }`;
+  await must(s.sys.dev.post(`/admin/code/v/1/${s.sys.systemKey}/${svc}`, { code, parameters: [] }), "service");
+  await must(s.sys.dev.put(`/admin/edges/template/${s.sys.systemKey}/${s.edge}`, { add: [{ def_module: "service", def_name: svc, mode: "sync_to_edge" }] }), "template");
+  let r: any;
+  t.ok(await waitFor(async () => { r = await s.ed.post(`/api/v/1/code/${s.sys.systemKey}/${svc}`, { path: "outbox/from-code.txt", text: "written by a service on the edge" }); return r.body?.success === true; }, 20_000),
+    `the service runs on the edge (${r?.text?.slice(0, 200)})`);
+  t.ok(await waitFor(async () => (await read(s.sys.dev, s.sys.systemKey, s.set, "inbox", `${s.edge}/from-code.txt`)) !== null, 20_000), "its file reached the platform");
+  t.equal((await read(s.sys.dev, s.sys.systemKey, s.set, "inbox", `${s.edge}/from-code.txt`))?.toString(), "written by a service on the edge", "as written");
+
+  await must(s.sys.dev.post(`/api/v/4/bucket_sets/${s.sys.systemKey}/${s.set}/file/create`, { box: "sandbox", path: "to-edge.txt", contents: b64(Buffer.from("sent by code")) }), "platform file");
+  const sent = await s.sys.dev.post(`/api/v/1/code/${s.sys.systemKey}/${svc}`, { path: "sandbox/to-edge.txt", send: s.edge });
+  t.equal(sent.body?.success, true, `syncFileToEdge from a platform service (${sent.text.slice(0, 200)})`);
+  t.ok(await waitFor(async () => (await read(s.ed, s.sys.systemKey, s.set, "inbox", "to-edge.txt"))?.toString() === "sent by code", 20_000), "the file is in the edge's inbox");
+  const unknown = await s.sys.dev.post(`/api/v/1/code/${s.sys.systemKey}/${svc}`, { path: "sandbox/to-edge.txt", send: "nosuchedge" });
+  t.equal(unknown.body?.success, false, "syncFileToEdge to an unknown edge fails");
 });

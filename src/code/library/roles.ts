@@ -14,7 +14,7 @@ import { queryText } from "./types.ts";
 const ITEM_TYPES: Record<string, ItemKind> = {
   service: "services", collection: "collections", topic: "topics", portal: "portals", dashboard: "portals",
   servicecache: "servicecaches", externaldatabase: "externaldatabases", edge: "edges", adaptor: "adapters", adapter: "adapters", webhook: "webhooks",
-  bucketset: "files",
+  bucketset: "files", filestorefile: "filestorefiles",
 };
 /** ClearBlade's resource types of permissions on a whole kind. */
 const SCALAR_TYPES: Record<string, ScalarKind> = {

@@ -41,7 +41,7 @@ export const fileRoutes = (s: Services) => {
 
   const open = async (request: Request, access: FileAccess) => {
     const { systemKey, store, path } = storePath(request);
-    const files = await stores.open(systemKey || (systemKeyOf(request) ?? ""), store, access, credentials(request));
+    const files = await stores.open(systemKey || (systemKeyOf(request) ?? ""), store, access, credentials(request), path || undefined);
     return { files, path };
   };
 

@@ -82,7 +82,7 @@ function fileSync(d: Domain): FileSync {
     db: d.db, log: d.log, side: "platform", dir: join(config.dataDir, "filesync"), maxBytes: config.fileSyncMaxBytes, inflightBytes: config.fileSyncInflightBytes,
     backend: async (sk, set) => { const r = await bucketSetsRepo.get(d.db, sk, set); return r ? d.bucketSets.backendOf(r) : null; },
   });
-  d.bucketSets.edgeSender = edgeFileSender(files, (sk, edge) => d.edges.requireEdge(sk, edge));
+  d.ports.edgeFiles.attach(edgeFileSender(files, (sk, edge) => d.edges.requireEdge(sk, edge)));
   d.metrics.readCounter("outpost_file_sync_sent_bytes_total", "file bytes sent to edges (files sent to their inbox)", () => [[{}, files.bytesSent]]);
   d.metrics.readCounter("outpost_file_sync_received_bytes_total", "file bytes received from edges (their bucket sets' outbox)", () => [[{}, files.bytesReceived]]);
   return files;

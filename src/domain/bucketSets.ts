@@ -8,6 +8,7 @@
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import type { SecretBox } from "../auth/secrets.ts";
+import type { Port } from "../core/port.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
 import { objectBody } from "../core/validate.ts";
@@ -50,10 +51,9 @@ export function fileMeta(box: Box, st: FileStat): FileMeta {
 }
 
 export class BucketSets {
-  /** Edge sync's sender, attached when the sync side is built (null: not yet supported). */
-  edgeSender: EdgeFileSender | null = null;
-
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly storage: FileStorage, private readonly secrets: SecretBox) {}
+  /** `edgeFiles`: edge sync's sender, attached when a platform's sync side is built (none: not supported) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly storage: FileStorage, private readonly secrets: SecretBox,
+    private readonly edgeFiles: Port<EdgeFileSender>) {}
 
   private toWire(r: BucketSetRow, p: Principal) {
     const reveal = p.kind === "developer";
@@ -220,7 +220,8 @@ export class BucketSets {
   /** A set's file to an edge's inbox (ClearBladeAsync.FS(set).syncFileToEdge). */
   async sendToEdge(p: Principal, systemKey: string, name: string, path: string, edge: string) {
     await this.open(p, systemKey, name, LEVEL.READ);
-    if (!this.edgeSender) throw fail("INVALID_ARGUMENT", "syncFileToEdge is not yet supported by this node");
-    return this.edgeSender.sendToEdge(systemKey, name, path, edge);
+    const sender = this.edgeFiles.get();
+    if (!sender) throw fail("INVALID_ARGUMENT", "syncFileToEdge is not yet supported by this node");
+    return sender.sendToEdge(systemKey, name, path, edge);
   }
 }

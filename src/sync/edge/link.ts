@@ -13,9 +13,9 @@ import { AdapterRunner } from "../../adapters/runner.ts";
 import { CLAIMED_PROTOCOL, type PlatformMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, SYNC_PATH } from "../protocol.ts";
 import { proxyFor } from "../proxy.ts";
 import { FLEET_FEATURE } from "../fleet.ts";
-import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import { publishable } from "../relay.ts";
 import { EdgeApply } from "./apply.ts";
+import { EdgeFiles } from "./files.ts";
 import { EdgeTemplate } from "./template.ts";
 import type { EdgeSyncDeps } from "./deps.ts";
 import { hostOf, linkCause, LinkFailures } from "./linkFailure.ts";
@@ -65,8 +65,7 @@ export class EdgeSync {
   private readonly outbox: Outbox;
   private readonly apply: EdgeApply;
   private readonly tpl: EdgeTemplate;
-  /** the platform as file sync's peer, while the link is welcomed */
-  private filePeer: FilePeer | null = null;
+  private readonly files: EdgeFiles;
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
@@ -77,6 +76,7 @@ export class EdgeSync {
     this.failures = new LinkFailures(d.log, d.config);
     this.outbox = new Outbox(d, { ws: () => this.ws, connected: () => this.connected, send: (ws, m) => this.send(ws, m) });
     this.tpl = new EdgeTemplate(d, this.systemKey);
+    this.files = new EdgeFiles(d.files, d.log, this.systemKey, d.config.edgeName!);
     this.apply = new EdgeApply(d, this.systemKey, this.adapters, () => this.tpl.refreshUpCollections());
   }
 
@@ -133,11 +133,7 @@ export class EdgeSync {
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
       this.lastHeard = Date.now();
-      // file bytes come in binary frames (JSON ones start with '{')
-      if (typeof ev.data !== "string") {
-        const bytes = ev.data instanceof ArrayBuffer ? new Uint8Array(ev.data) : (ev.data as Uint8Array);
-        if (bytes[0] === CHUNK_FRAME) { if (this.filePeer && this.ws === ws) this.d.files?.chunk(this.filePeer, bytes); return; }
-      }
+      if (this.files.frame(ws, ev.data)) return;
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
@@ -147,8 +143,7 @@ export class EdgeSync {
       if (this.d.fleet?.handle(m, (x) => this.send(ws, x))) return;
       // relayed messages are live traffic: not held up behind a batch being applied
       if (m.t === "relay") { this.relayed(m); return; }
-      // files go beside the batches
-      if (isFileMessage(m)) { if (this.filePeer && this.ws === ws) void this.d.files?.message(this.filePeer, m).catch((err) => this.d.log.warn("file sync message failed", { err })); return; }
+      if (this.files.message(ws, m)) return;
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });
@@ -196,7 +191,7 @@ export class EdgeSync {
     this.ws = null;
     if (this.watchdog) { clearInterval(this.watchdog); this.watchdog = null; }
     this.outbox.linkLost();
-    if (this.filePeer) { void this.d.files?.peerLost(this.filePeer); this.filePeer = null; }
+    this.files.lost();
     if (this.connected) {
       this.connected = false;
       this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
@@ -259,11 +254,7 @@ export class EdgeSync {
     this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
     this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
     void this.outbox.send();
-    if (this.d.files) {
-      this.filePeer = { systemKey: this.systemKey, edge: this.d.config.edgeName!, send: (x) => this.send(ws, x),
-        sendBinary: (b) => { if (ws.readyState === WebSocket.OPEN) ws.send(b); } };
-      this.d.files.peerUp(this.filePeer);
-    }
+    this.files.up(ws, (x) => this.send(ws, x));
   }
 
   /** An adapter control command from the platform; the answer goes back on the same channel. */
@@ -300,10 +291,7 @@ export class EdgeSync {
   failedAssets(): Promise<Record<string, number>> { return failedAssets(this.d.db); }
 
   /** The link and the assets as this edge sees them (its local status endpoint). */
-  async localStatus() {
-    const st = await localStatus(this.d.db, this.tpl.entries, this, this.outbox);
-    return { ...st, files: (await this.d.files?.status(this.systemKey, this.d.config.edgeName!)) ?? [] };
-  }
+  async localStatus() { return { ...(await localStatus(this.d.db, this.tpl.entries, this, this.outbox)), files: await this.files.status() }; }
 }
 
 function readPem(path: string): string {

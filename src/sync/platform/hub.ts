@@ -99,9 +99,10 @@ export class SyncHub {
     if (!s || s.closed) return;
     s.lastHeard = Date.now();
     // file bytes come in binary frames (JSON ones start with '{')
-    if ((raw instanceof Uint8Array || raw instanceof ArrayBuffer) && new Uint8Array(raw as ArrayBuffer)[0] === CHUNK_FRAME) {
+    const bytes = raw instanceof Uint8Array ? raw : raw instanceof ArrayBuffer ? new Uint8Array(raw) : null;
+    if (bytes?.[0] === CHUNK_FRAME) {
       const peer = this.filePeers.get(s);
-      if (peer) this.d.files?.chunk(peer, raw instanceof Uint8Array ? raw : new Uint8Array(raw));
+      if (peer) this.d.files?.chunk(peer, bytes);
       return;
     }
     let json: unknown = raw;

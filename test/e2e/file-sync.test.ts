@@ -121,6 +121,14 @@ t.test("a file over --file-sync-max-bytes fails with its status, either way", as
   await must(s.sys.dev.post(`/api/v/4/bucket_sets/${s.sys.systemKey}/${s.set}/file/sync_to_edge`, { box: "sandbox", path: "small.txt", edge: s.edge }), "sync_to_edge");
   t.ok(await waitFor(async () => (await read(s.ed, s.sys.systemKey, s.set, "inbox", "small.txt")) !== null, 20_000), "a small file after it arrives");
   t.equal((await edgeFile(s, "big.bin"))?.status, "failed", "still failed (never queued again)");
+
+  // a set made on the edge itself is not one the platform gave it: its outbox is refused
+  const own = uniq("own");
+  await must(s.ed.post(`/api/v/4/bucket_sets/${s.sys.systemKey}`, { name: own, platform_storage: "local", edge_storage: "local" }), "a set made on the edge");
+  await must(s.ed.post(`/api/v/4/bucket_sets/${s.sys.systemKey}/${own}/file/create`, { box: "outbox", path: "x.txt", contents: b64(Buffer.from("x")) }), "write on the edge");
+  const ownStatus = async () => ((await s.ed.get("/api/v/4/edge/status")).body.files as any[]).find((f) => f.asset_name === `${own}/x.txt`);
+  t.ok(await waitFor(async () => (await ownStatus())?.status === "failed", 20_000), "a set not in the edge's template: failed");
+  t.match((await ownStatus()).last_error, /not in this edge's template/, "with why");
 });
 
 t.test("the platform sends a file to an edge's inbox; refusals", async (t) => {

@@ -12,6 +12,7 @@ import type { ChangeRow } from "../../store/sync.ts";
 import { systemsRepo } from "../../store/systems.ts";
 import type { ControlResult } from "../../adapters/runner.ts";
 import { EdgeMessage } from "../protocol.ts";
+import { entryFor } from "../assets.ts";
 import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import type { EdgeOp, RelayedAnswer } from "../fleet.ts";
 import { ack } from "./ack.ts";
@@ -122,7 +123,13 @@ export class SyncHub {
         return;
       }
       if (!s.edge) return reject(s, "say hello first");
-      if (isFileMessage(m)) { const peer = this.filePeers.get(s); if (peer) await this.d.files?.message(peer, m); return; }
+      if (isFileMessage(m)) {
+        const peer = this.filePeers.get(s);
+        // an edge sends files only of the sets its template brings it
+        if (peer && m.t === "file_offer" && !entryFor(s.template, "bucketset", m.set)) return s.send({ t: "file_failed", id: m.id, error: `bucket set '${m.set}' is not in this edge's template` });
+        if (peer) await this.d.files?.message(peer, m);
+        return;
+      }
       if (m.t === "ack") return await ack(this.st, s, m);
       if (m.t === "up") return await up(this.st, s, m);
       if (m.t === "ping") {

@@ -83,6 +83,8 @@ function fileSync(d: Domain): FileSync {
     backend: async (sk, set) => { const r = await bucketSetsRepo.get(d.db, sk, set); return r ? d.bucketSets.backendOf(r) : null; },
   });
   d.ports.edgeFiles.attach(edgeFileSender(files, (sk, edge) => d.edges.requireEdge(sk, edge)));
+  d.signals.on("edge.changed", ({ systemKey, edge, what }) => (what === "deleted" ? files.forget(systemKey, edge).catch((err) => d.log.warn("file transfers of a deleted edge not dropped", { err })) : undefined));
+  d.signals.on("system.removed", ({ systemKey }) => files.forget(systemKey).catch((err) => d.log.warn("file transfers of a deleted system not dropped", { err })));
   d.metrics.readCounter("outpost_file_sync_sent_bytes_total", "file bytes sent to edges (files sent to their inbox)", () => [[{}, files.bytesSent]]);
   d.metrics.readCounter("outpost_file_sync_received_bytes_total", "file bytes received from edges (their bucket sets' outbox)", () => [[{}, files.bytesReceived]]);
   return files;

@@ -52,6 +52,14 @@ export const fileTransfersRepo = {
   /** Every transfer with an edge, both ways, newest first (its status). */
   forEdge: async (ex: Executor, systemKey: string, edge: string) =>
     (await ex.all<FileTransferRow>(`SELECT * FROM file_transfers WHERE system_key = ? AND edge = ? ORDER BY created_ms DESC, id LIMIT ?`, [systemKey, edge, 2 * KEPT_FINISHED + 200])).map((r) => num(r)!),
+  /** Drops every transfer with an edge (of every edge of the system with none named); their ids. */
+  async forget(ex: Executor, systemKey: string, edge?: string): Promise<string[]> {
+    const where = edge === undefined ? `system_key = ?` : `system_key = ? AND edge = ?`;
+    const args = edge === undefined ? [systemKey] : [systemKey, edge];
+    const ids = (await ex.all<{ id: string }>(`SELECT id FROM file_transfers WHERE ${where}`, args)).map((r) => r.id);
+    await ex.run(`DELETE FROM file_transfers WHERE ${where}`, args);
+    return ids;
+  },
   /** Drops the oldest finished transfers of a peer and role beyond the number kept. */
   async prune(ex: Executor, systemKey: string, edge: string, role: TransferRole) {
     const cut = await ex.get<{ created_ms: number }>(`SELECT created_ms FROM file_transfers WHERE system_key = ? AND edge = ? AND role = ? AND status IN ('synced', 'failed') ORDER BY created_ms DESC LIMIT 1 OFFSET ?`,

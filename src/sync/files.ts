@@ -15,6 +15,7 @@
 // step (a reader sees the old file or the new one) and says done.
 // A file over --file-sync-max-bytes (the sender's, or the receiver's) fails at once, with why.
 import { mkdirSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { fail, notFound } from "../core/errors.ts";
 import { checkBox, type EdgeFileSender } from "../domain/bucketSets.ts";
@@ -86,6 +87,14 @@ export class FileSync {
 
   /** The unfinished transfer of a path to a side is dropped (its file was deleted). */
   cancel(systemKey: string, edge: string, set: string, path: string): Promise<void> { return this.sender.cancel(systemKey, edge, set, path); }
+
+  /** An edge (or a whole system) is gone: its transfers go, with the files kept for them. */
+  async forget(systemKey: string, edge?: string) {
+    for (const id of await fileTransfersRepo.forget(this.d.db, systemKey, edge)) {
+      await rm(join(this.d.dir, "out", id), { force: true });
+      await rm(join(this.d.dir, "in", `${id}.part`), { force: true });
+    }
+  }
 
   /** Every transfer with an edge, as its sync status shows them (newest first). */
   async status(systemKey: string, edge: string): Promise<FileStatus[]> {

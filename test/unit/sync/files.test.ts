@@ -199,7 +199,22 @@ describe("transfers", () => {
     expect(existsSync(join(platform.dir, "set", "inbox"))).toBe(false);
   });
 
-  test("bytes that do not match the hash are not stored", async () => {
+  test("an edge forgotten (deleted): its transfers go on both sides, with the files kept for them", async () => {
+    await edge.set.put("outbox/f.bin", randomBytes(3 * CHUNK_BYTES));
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/f.bin", "f.bin");
+    await link.run(async () => ((await status(platform, "f.bin"))?.bytes_done ?? 0) >= CHUNK_BYTES);
+    await link.cut();
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toHaveLength(1);
+    await platform.files.forget(SK, EDGE);
+    await edge.files.forget(SK);
+    expect(await platform.files.status(SK, EDGE)).toEqual([]);
+    expect(await edge.files.status(SK, EDGE)).toEqual([]);
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toEqual([]);
+    expect(readdirSync(join(edge.dir, "filesync", "out"))).toEqual([]);
+  });
+
+    test("bytes that do not match the hash are not stored", async () => {
     link.open();
     await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-3", set: SET, path: "h.bin", size: 4 });
     platform.files.chunk(link.platformPeer, encodeChunk("t-3", 0, new Uint8Array([1, 2, 3, 4])));

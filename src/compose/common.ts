@@ -13,6 +13,7 @@ import { Port } from "../core/port.ts";
 import type { Logger } from "../core/log.ts";
 import { largest, Metrics, OTHER } from "../core/metrics.ts";
 import { newUuid } from "../core/ids.ts";
+import type { EdgeFileSender } from "../domain/bucketSets.ts";
 import type { DomainDeps } from "../domain/deps.ts";
 import type { UpstreamSignIn } from "../domain/developers.ts";
 import type { ConnectionView } from "../domain/devices.ts";
@@ -145,6 +146,8 @@ function makePorts() {
     // what the sync hub (a platform's) does for them
     fleetLink: new Port<FleetLink>("fleet link"),
     edgeControl: new Port<EdgeControl>("edge control"),
+    // what file sync (a platform's) does for syncFileToEdge
+    edgeFiles: new Port<EdgeFileSender>("edge files"),
   };
 }
 

@@ -25,11 +25,10 @@ import { ASSET_CLASSES, type DeploymentAsset, entryOf, matching } from "./templa
 /** The class a kind is shown under (status, the per-asset views). */
 const CLASS_OF: Readonly<Partial<Record<string, string>>> = {
   service: "services", library: "libraries", trigger: "triggers", timer: "timers", role: "roles", user: "users", device: "devices",
-  adapter: "adaptors", portal: "portals", plugin: "plugins", servicecache: "servicecaches", webhook: "webhooks",
+  adapter: "adaptors", portal: "portals", plugin: "plugins", servicecache: "servicecaches", webhook: "webhooks", bucketset: "bucketsets",
 };
 /** ClearBlade classes this server cannot deploy (yet): said so, not taken for collection names. */
 const NOT_DEPLOYABLE: Readonly<Record<string, string>> = {
-  bucketsets: "bucket sets are not deployable by this server",
   usersecrets: "this server keeps no user secrets",
   edges: "edge records are the platform's own", messaging: "message history is not deployable; relay topics with an edge template's topic entries",
 };

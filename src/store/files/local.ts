@@ -5,7 +5,7 @@
 // file; a directory left empty by a delete or a move is removed, as object storage has no empty
 // directories either.
 import { randomBytes } from "node:crypto";
-import { copyFile, lstat, mkdir, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
+import { copyFile, link, lstat, mkdir, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, sep } from "node:path";
 import { fail } from "../../core/errors.ts";
 import {
@@ -86,6 +86,17 @@ export class LocalFiles implements FileBackend {
       throw fsFailure(e, path);
     }
     return (await this.stat(path))!;
+  }
+
+  async adopt(path: string, localFile: string): Promise<boolean> {
+    const full = await this.resolve(path);
+    await mkdir(dirname(full), { recursive: true, mode: 0o700 });
+    try { await rename(localFile, full); return true; } catch (e) { if (code(e) === "EXDEV") return false; throw fsFailure(e, path); }
+  }
+
+  async linkOut(path: string, localFile: string): Promise<boolean> {
+    const full = await this.fileAt(path);
+    try { await link(full, localFile); return true; } catch (e) { if (code(e) === "EXDEV" || code(e) === "EPERM") return false; throw fsFailure(e, path); }
   }
 
   async get(path: string, range?: { start: number; end?: number }): Promise<Uint8Array> {

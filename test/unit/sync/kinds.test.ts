@@ -40,7 +40,8 @@ beforeAll(async () => {
   await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
   await s.serviceCaches.create(dev, sk, "sessions", { ttl: 60 });
   await s.webhooks.create(dev, sk, "inbound", { service_name: "calc" });
-  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.bucketSets.create(dev, sk, { name: "logs", platform_storage: "local", edge_storage: "local" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", bucketset: "logs", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup

@@ -2,7 +2,9 @@
 // what, and how long the answer took; password resets; MQTT connects and disconnects.
 //
 // Off the request's critical path: record() only appends to a buffer, written in batches (one
-// transaction each) every FLUSH_MS or once BATCH rows wait; a write never waits for its row.
+// transaction each) every FLUSH_MS or once BATCH rows wait; a write never waits for its row. On a
+// libSQL file the batches go to a file of the trail's own, written by a thread of its own
+// (store/auditFile.ts), so neither the API's thread nor its connection does that work.
 // (Batches written often stay small and their rows short-lived: cheaper to collect.)
 // stop() writes what waits, so a clean shutdown loses nothing (a crash loses at most the last
 // FLUSH_MS). Bounded: rows older than --audit-retention-days and the oldest past --audit-max-rows
@@ -11,7 +13,9 @@ import type { Principal } from "../auth/principal.ts";
 import type { DomainEvent, EventType } from "../core/events.ts";
 import { fail } from "../core/errors.ts";
 import { type Condition, parseQuery } from "../core/query.ts";
-import { type AuditRow, auditRepo, type NewAuditRow } from "../store/audit.ts";
+import { join } from "node:path";
+import { type AuditRow, type AuditValues, auditRepo } from "../store/audit.ts";
+import { type AuditStore, openAuditStore } from "../store/auditFile.ts";
 import { collectionsRepo } from "../store/collections.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -64,7 +68,11 @@ export class AuditTrail {
   /** collections' systems, by id, as learnt (a deleted collection's is learnt before it goes) */
   private readonly systemOf = new Map<string, string>();
 
+  /** where the rows go: a file of the trail's own, written by a thread of its own, on a libSQL file */
+  private readonly store: AuditStore;
+
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly opts: AuditOptions) {
+    this.store = openAuditStore(d.db, () => join(d.config.dataDir, "native"));
     if (opts.enabled) d.events.on((e) => this.mqtt(e), MQTT_EVENTS);
     d.signals.on("system.removed", ({ systemKey }) => { void this.forgetSystem(systemKey); });
   }
@@ -73,11 +81,13 @@ export class AuditTrail {
   private async forgetSystem(systemKey: string) {
     this.waiting = this.waiting.filter((e) => e.systemKey !== systemKey && !(e.systemKey === "" && e.collectionId !== undefined && this.systemOf.get(e.collectionId) === systemKey));
     await this.flushing;
-    try { await auditRepo.removeSystem(this.d.db, systemKey); }
+    if (!this.store.hasRows()) return;
+    try { await auditRepo.removeSystem(this.store.executor, systemKey); }
     catch (err) { this.d.log.warn("could not remove a deleted system's audit rows", { systemKey, err }); }
   }
 
   get enabled() { return this.opts.enabled; }
+  get waitingRows() { return this.waiting.length; }
 
   /** Appends an entry; written with the next batch. */
   record(e: AuditEntry) {
@@ -103,6 +113,7 @@ export class AuditTrail {
     this.timer = this.trimTimer = null;
     await this.flush();
     if (this.waiting.length) this.d.log.warn("audit rows not written at stop", { rows: this.waiting.length });
+    await this.store.close().catch((err) => this.d.log.warn("could not close the audit trail's file", { err }));
   }
 
   /** Writes the waiting entries in one transaction; one flush at a time. */
@@ -117,7 +128,7 @@ export class AuditTrail {
     this.waiting = [];
     try {
       const rows = await this.rowsOf(batch);
-      await this.d.db.tx((tx) => auditRepo.insertMany(tx, rows));
+      await this.store.insert(rows);
     } catch (err) {
       // kept for the next flush (in order, before newer ones), within the bound
       this.waiting = batch.concat(this.waiting);
@@ -138,7 +149,7 @@ export class AuditTrail {
     this.systemOf.set(id, systemKey);
   }
 
-  private async rowsOf(batch: AuditEntry[]): Promise<NewAuditRow[]> {
+  private async rowsOf(batch: AuditEntry[]): Promise<AuditValues[]> {
     // the systems of collections named by id only (a data route called with a developer's token)
     const systemOf = this.systemOf;
     for (const e of batch) {
@@ -146,16 +157,16 @@ export class AuditTrail {
       const c = await collectionsRepo.byId(this.d.db, e.collectionId);
       if (c) this.remember(e.collectionId, c.system_key);
     }
-    return batch.map((e) => ({
-      system_key: e.systemKey || (e.collectionId ? systemOf.get(e.collectionId) ?? "" : ""),
-      time: new Date(e.at).toISOString(), response_time: Math.round(e.responseMs), asset_class: e.assetClass, action_type: e.action,
-      email: e.email, asset_id: e.assetId, changes: e.changes, user_type: e.userType,
-    }));
+    return batch.map((e): AuditValues => [
+      e.systemKey || (e.collectionId ? systemOf.get(e.collectionId) ?? "" : ""),
+      new Date(e.at).toISOString(), Math.round(e.responseMs), e.assetClass, e.action, e.email, e.assetId, e.changes, e.userType,
+    ]);
   }
 
   private async trim() {
+    if (!this.store.hasRows()) return;
     const before = new Date(Date.now() - this.opts.retentionDays * 86_400_000).toISOString();
-    try { await auditRepo.trim(this.d.db, before, this.opts.maxRows); } catch (err) { this.d.log.warn("audit trim failed", { err }); }
+    try { await auditRepo.trim(this.store.executor, before, this.opts.maxRows); } catch (err) { this.d.log.warn("audit trim failed", { err }); }
   }
 
   private mqtt(e: DomainEvent) {
@@ -175,7 +186,8 @@ export class AuditTrail {
     const scope = await this.scope(p, systemKey);
     const q = parseQuery(query);
     await this.flush();
-    const rows = await auditRepo.list(this.d.db, scope, { ...q, filters: canonicalActions(q.filters) });
+    if (!this.store.hasRows()) return [];
+    const rows = await auditRepo.list(this.store.executor, scope, { ...q, filters: canonicalActions(q.filters) });
     return rows.map(toWire);
   }
 
@@ -183,7 +195,8 @@ export class AuditTrail {
     const scope = await this.scope(p, systemKey);
     const q = parseQuery(query);
     await this.flush();
-    return { count: await auditRepo.count(this.d.db, scope, canonicalActions(q.filters)) };
+    if (!this.store.hasRows()) return { count: 0 };
+    return { count: await auditRepo.count(this.store.executor, scope, canonicalActions(q.filters)) };
   }
 
   private async scope(p: Principal, systemKey: string | null): Promise<string | null> {

@@ -180,10 +180,10 @@ async function compile(target: Target, outfile: string, order: string[]) {
     [executablePath] = await vendor("vendor-x64-baseline", [`@oven/bun-linux-x64-baseline@${BUN_VERSION}`], ["@oven/bun-linux-x64-baseline/bin/bun"]);
   }
   const res = await Bun.build({
-    // the code worker, the compile check's worker and the audit trail's thread are entries of their
-    // own: their threads load them from the binary, as /$bunfs/root/<dir>/<name>.ts under this root
-    // (src/code/pool.ts, src/code/syntax.ts, src/store/auditFile.ts)
-    entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts"), join(ROOT, "src/code/compileWorker.ts"), join(ROOT, "src/store/auditWorker.ts")],
+    // the code worker and the compile check's worker are entries of their own: their threads
+    // load them from the binary, as /$bunfs/root/code/<name>.ts under this root (src/code/pool.ts,
+    // src/code/syntax.ts)
+    entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts"), join(ROOT, "src/code/compileWorker.ts")],
     root: join(ROOT, "src"),
     plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources(), withoutAzureSdk(), stampedVersion(STAMP)],
     minify: true,

@@ -2,9 +2,7 @@
 // what, and how long the answer took; password resets; MQTT connects and disconnects.
 //
 // Off the request's critical path: record() only appends to a buffer, written in batches (one
-// transaction each) every FLUSH_MS or once BATCH rows wait; a write never waits for its row. On a
-// libSQL file the batches go to a file of the trail's own, written by a thread of its own
-// (store/auditFile.ts), so neither the API's thread nor its connection does that work.
+// transaction each) every FLUSH_MS or once BATCH rows wait; a write never waits for its row.
 // (Batches written often stay small and their rows short-lived: cheaper to collect.)
 // stop() writes what waits, so a clean shutdown loses nothing (a crash loses at most the last
 // FLUSH_MS). Bounded: rows older than --audit-retention-days and the oldest past --audit-max-rows
@@ -13,9 +11,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { DomainEvent, EventType } from "../core/events.ts";
 import { fail } from "../core/errors.ts";
 import { type Condition, parseQuery } from "../core/query.ts";
-import { join } from "node:path";
 import { type AuditRow, type AuditValues, auditRepo } from "../store/audit.ts";
-import { type AuditStore, openAuditStore } from "../store/auditFile.ts";
 import { collectionsRepo } from "../store/collections.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -68,11 +64,7 @@ export class AuditTrail {
   /** collections' systems, by id, as learnt (a deleted collection's is learnt before it goes) */
   private readonly systemOf = new Map<string, string>();
 
-  /** where the rows go: a file of the trail's own, written by a thread of its own, on a libSQL file */
-  private readonly store: AuditStore;
-
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly opts: AuditOptions) {
-    this.store = openAuditStore(d.db, () => join(d.config.dataDir, "native"));
     if (opts.enabled) d.events.on((e) => this.mqtt(e), MQTT_EVENTS);
     d.signals.on("system.removed", ({ systemKey }) => { void this.forgetSystem(systemKey); });
   }
@@ -81,8 +73,7 @@ export class AuditTrail {
   private async forgetSystem(systemKey: string) {
     this.waiting = this.waiting.filter((e) => e.systemKey !== systemKey && !(e.systemKey === "" && e.collectionId !== undefined && this.systemOf.get(e.collectionId) === systemKey));
     await this.flushing;
-    if (!this.store.hasRows()) return;
-    try { await auditRepo.removeSystem(this.store.executor, systemKey); }
+    try { await auditRepo.removeSystem(this.d.db, systemKey); }
     catch (err) { this.d.log.warn("could not remove a deleted system's audit rows", { systemKey, err }); }
   }
 
@@ -113,7 +104,6 @@ export class AuditTrail {
     this.timer = this.trimTimer = null;
     await this.flush();
     if (this.waiting.length) this.d.log.warn("audit rows not written at stop", { rows: this.waiting.length });
-    await this.store.close().catch((err) => this.d.log.warn("could not close the audit trail's file", { err }));
   }
 
   /** Writes the waiting entries in one transaction; one flush at a time. */
@@ -128,7 +118,7 @@ export class AuditTrail {
     this.waiting = [];
     try {
       const rows = await this.rowsOf(batch);
-      await this.store.insert(rows);
+      await this.d.db.tx((tx) => auditRepo.insertMany(tx, rows));
     } catch (err) {
       // kept for the next flush (in order, before newer ones), within the bound
       this.waiting = batch.concat(this.waiting);
@@ -164,9 +154,8 @@ export class AuditTrail {
   }
 
   private async trim() {
-    if (!this.store.hasRows()) return;
     const before = new Date(Date.now() - this.opts.retentionDays * 86_400_000).toISOString();
-    try { await auditRepo.trim(this.store.executor, before, this.opts.maxRows); } catch (err) { this.d.log.warn("audit trim failed", { err }); }
+    try { await auditRepo.trim(this.d.db, before, this.opts.maxRows); } catch (err) { this.d.log.warn("audit trim failed", { err }); }
   }
 
   private mqtt(e: DomainEvent) {
@@ -186,8 +175,7 @@ export class AuditTrail {
     const scope = await this.scope(p, systemKey);
     const q = parseQuery(query);
     await this.flush();
-    if (!this.store.hasRows()) return [];
-    const rows = await auditRepo.list(this.store.executor, scope, { ...q, filters: canonicalActions(q.filters) });
+    const rows = await auditRepo.list(this.d.db, scope, { ...q, filters: canonicalActions(q.filters) });
     return rows.map(toWire);
   }
 
@@ -195,8 +183,7 @@ export class AuditTrail {
     const scope = await this.scope(p, systemKey);
     const q = parseQuery(query);
     await this.flush();
-    if (!this.store.hasRows()) return { count: 0 };
-    return { count: await auditRepo.count(this.store.executor, scope, canonicalActions(q.filters)) };
+    return { count: await auditRepo.count(this.d.db, scope, canonicalActions(q.filters)) };
   }
 
   private async scope(p: Principal, systemKey: string | null): Promise<string | null> {

@@ -9,8 +9,7 @@ export interface AuditRow {
   id: number; system_key: string; time: string; response_time: number; asset_class: string; action_type: string;
   email: string; asset_id: string; changes: string; user_type: string;
 }
-/** A row to insert: its values in FIELDS' order (tuples cross to the trail's thread in less text
- *  than objects, and bind as they are). */
+/** A row to insert: its values in FIELDS' order (bound as they are, without an object per row). */
 export type AuditValues = [system_key: string, time: string, response_time: number, asset_class: string, action_type: string, email: string,
   asset_id: string, changes: string, user_type: string];
 
@@ -29,23 +28,6 @@ const FIELDS = ["system_key", "time", "response_time", "asset_class", "action_ty
 const CHUNKS = [200, 50, 10, 1];
 const TUPLE = `(${FIELDS.map(() => "?").join(",")})`;
 const INSERTS = new Map(CHUNKS.map((n) => [n, `INSERT INTO audit(${FIELDS.join(", ")}) VALUES ${Array.from({ length: n }, () => TUPLE).join(",")}`]));
-
-/** The trail's table in a file of its own (auditFile.ts), as migration 24 makes it in the database. */
-export const AUDIT_SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    system_key TEXT NOT NULL DEFAULT '',
-    time TEXT NOT NULL,
-    response_time INTEGER NOT NULL DEFAULT 0,
-    asset_class TEXT NOT NULL,
-    action_type TEXT NOT NULL,
-    email TEXT NOT NULL DEFAULT '',
-    asset_id TEXT NOT NULL DEFAULT '',
-    changes TEXT NOT NULL DEFAULT '{}',
-    user_type TEXT NOT NULL DEFAULT 'UNKNOWN'
-  )`,
-  `CREATE INDEX IF NOT EXISTS audit_system ON audit(system_key, id)`,
-];
 
 /** `systemKey` null: every system's rows (a platform admin's view). */
 const scope = (systemKey: string | null) => (systemKey === null ? { sql: "1 = 1", args: [] as unknown[] } : { sql: "system_key = ?", args: [systemKey] as unknown[] });

@@ -37,8 +37,7 @@ function assignments(pattern: RegExp, files: string[]): string[] {
  *  entry quickjs-emscripten calls host functions through, which it offers no other way to set). */
 const LIBRARY_HOOKS = new Set([
   "code/ffi.ts:callbacks.callFunction",
-  "code/worker.ts:self.onmessage", "code/compileWorker.ts:self.onmessage", "store/auditWorker.ts:self.onmessage",
-  "store/auditFile.ts:w.onmessage", "store/auditFile.ts:w.onerror",
+  "code/worker.ts:self.onmessage", "code/compileWorker.ts:self.onmessage",
   "code/pool.ts:slot.worker.onmessage", "code/pool.ts:slot.worker.onerror",
   "code/syntax.ts:w.onmessage", "code/syntax.ts:w.onerror",
   "sync/edge/link.ts:ws.onopen", "sync/edge/link.ts:ws.onmessage", "sync/edge/link.ts:ws.onclose", "sync/edge/link.ts:ws.onerror",

@@ -40,6 +40,10 @@ export const ConfigSchema = z.object({
   audit: z.enum(["on", "off"]).default("on"),
   auditRetentionDays: intText.pipe(z.number().int().min(1).max(36_500)).default(90),
   auditMaxRows: intText.pipe(z.number().int().min(1_000)).default(1_000_000),
+  // bucket sets and file stores kept in a local directory: where (default <data-dir>/files), and
+  // the largest file one write may store (the HTTP server takes no body over 64 MiB)
+  filesDir: z.string().min(1).optional(),
+  maxFileMb: intText.pipe(z.number().int().min(1).max(64)).default(32),
   // /metrics: on the API port only with this bearer token; without one, only on --metrics-port
   // (127.0.0.1; 0: no such listener)
   metricsToken: z.string().min(16, "must be at least 16 characters").optional(),
@@ -305,6 +309,8 @@ General
   --audit on|off              the audit trail: asset changes, password resets, MQTT connects (on)
   --audit-retention-days N    audit rows older than this are dropped (90)
   --audit-max-rows N          audit rows kept at most; the oldest go first (1000000)
+  --files-dir DIR             bucket sets and file stores on local storage (<data-dir>/files)
+  --max-file-mb N             the largest file one write may store, in MiB, at most 64 (32)
   --development-mode          development mode (disables the built-in throttling cases)
   --admin-email E --admin-password P
                               create a platform admin developer on first start

@@ -16,15 +16,16 @@ export const LEVEL = { READ: 1, CREATE: 2, UPDATE: 4, DELETE: 8, ALL: 15 } as co
 /** Developers hold everything in their systems; a read-only developer key only reading. */
 const developerLevel = (p: DeveloperPrincipal): number => (p.key?.readOnly ? LEVEL.READ : LEVEL.ALL);
 
-/** Kinds granted per item (edgeremoteadmin: per edge, by the edge's name). */
-export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks", "edgeremoteadmin"] as const;
+/** Kinds granted per item (edgeremoteadmin: per edge, by the edge's name; files: per bucket set;
+ *  filestorefiles: per file store, or one file of it, as "<store>/<path>"). */
+export const ITEM_KINDS = ["collections", "services", "topics", "portals", "servicecaches", "externaldatabases", "edges", "adapters", "webhooks", "edgeremoteadmin", "files", "filestorefiles"] as const;
 export type ItemKind = (typeof ITEM_KINDS)[number];
 
 /** Kinds granted as a whole. */
 export const SCALAR_KINDS = [
   "allcollections", "allservices", "users", "devices", "edges", "msgHistory", "push", "roles", "timers",
   "triggers", "deployments", "manageusers", "allexternaldatabases", "usersecrets", "adapters", "filestores",
-  "edgeremoteadmin", "webhooks", "allservicecaches",
+  "edgeremoteadmin", "webhooks", "allservicecaches", "filestorefiles",
 ] as const;
 export type ScalarKind = (typeof SCALAR_KINDS)[number];
 
@@ -80,6 +81,7 @@ export function grantedLevel(perms: RolePermissions[], res: Resource): number {
         if (res.itemKind === "externaldatabases") level |= p.scalars.allexternaldatabases ?? 0;
         else if (res.itemKind === "servicecaches") level |= p.scalars.allservicecaches ?? 0;
         else if (res.itemKind === "edgeremoteadmin") level |= p.scalars.edgeremoteadmin ?? 0;
+        else if (res.itemKind === "filestorefiles") level |= p.scalars.filestorefiles ?? 0;
         for (const g of p.items[res.itemKind] ?? []) if (g.name === res.name) level |= g.level;
         break;
       default:

@@ -19,7 +19,7 @@ import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, R
 export type { EngineDeps, ExecOptions, ExecResult };
 import { type Instance, instanceToWire, Instances } from "./instances.ts";
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
-import { needsBlocking, outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
+import { needsSuspending, outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
 const SERVICE_CACHE_MS = 5_000;
 const SOURCE_CACHE_MS = 600_000;
@@ -101,7 +101,7 @@ export class CodeEngine {
       source: {
         libraries: [...missingNatives(parseDependencies(s.dependencies)), ...libs.map((l) => ({ name: l.name, code: l.code }))],
         service: { name: s.name, code: s.code },
-        blocking: needsBlocking({ libraries: libs, service: s }),
+        suspends: needsSuspending({ libraries: libs, service: s }),
         meta: {
           is_edge: this.e.d.config.mode === "edge", edge_id: this.e.d.config.edgeName ?? "", platform_url: platformHost(this.e.d.config),
           node_id: this.e.d.config.mode, service_id: key, service_name: s.name, system_key: s.system_key, system_secret: system.system_secret,

@@ -17,14 +17,21 @@
 // memory a burst took returns to the system. Warm sandboxes are bounded over all workers, least
 // recently used first.
 //
+// A short operation's classic call blocks its worker instead: the worker posts it at once and waits
+// on shared memory, where the answer is written (callBuffer.ts); the worker stays in its batch,
+// counted against its system's share, and a stop reaches the run through that memory.
+//
 // Time: a run may take until its deadline (its execution_timeout, wall clock); each of its calls
-// hands the worker back to the pool. A stretch of user code without calls is stopped at the end of
-// its slice only while code of other systems waits for its worker (contended). A worker still in
-// the same stretch a grace period past its deadline (code the interrupt does not reach) is
-// terminated and replaced; its run answers as timed out.
+// that suspends hands the worker back to the pool (one that blocks waits at most until then). A
+// stretch of user code without such calls is stopped at the end of its slice only while code of
+// other systems waits for its worker (contended). A worker still in the same stretch a grace
+// period past its deadline (code the interrupt does not reach) is terminated and replaced; its run
+// answers as timed out.
+import { MessageChannel } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
-import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
+import { newCallBuffer, writeAnswer } from "./callBuffer.ts";
+import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
 import type { Batch, PoolOptions, PoolOutcome, Run, RunSpec, Slot, Sys } from "./poolTypes.ts";
 import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
@@ -123,7 +130,15 @@ export class WorkerPool {
       run.sys.queue.splice(run.sys.queue.indexOf(run), 1);
       if (!run.sys.queue.length && !run.sys.answers.size) this.waiting.delete(run.sys);
       this.finish(run, { kind: "failed", error: why });
-    } else this.post(run.slot, { t: "abort", id, why });
+    } else if (run.slot.blocked && run.slot.blockedRun === id) {
+      // its worker waits in a blocking call of this run: the answer stops it
+      const slot = run.slot;
+      writeAnswer(slot.calls, slot.large, slot.blocked, why, true);
+      slot.blocked = 0;
+    } else {
+      run.stopping = why;
+      this.post(run.slot, { t: "abort", id, why });
+    }
   }
 
   /** Drops warm sandboxes and sources of a service (systemKey/name) or a system (systemKey/). */
@@ -172,21 +187,22 @@ export class WorkerPool {
 
   private spawn() {
     const watch = new SharedArrayBuffer(24);
+    const channel = new MessageChannel();
     const slot: Slot = {
       worker: new Worker(WORKER_URL), ready: false, batch: null, ended: false, runs: new Map(), sources: new LruMap(SOURCES_MAX),
       heap: 0, warm: 0, deadline: new Float64Array(watch, 0, 1), current: new Int32Array(watch),
-      contended: new Int32Array(watch, 16, 1),
+      contended: new Int32Array(watch, 16, 1), calls: newCallBuffer(), large: channel.port1, blocked: 0, blockedRun: 0,
     };
     this.slots.push(slot);
     slot.worker.onmessage = (e: MessageEvent) => this.message(slot, e.data as string);
     slot.worker.onerror = (e) => { this.o.log.error("a code worker failed", { err: e.message }); this.lost(slot); };
     slot.worker.addEventListener("close", () => this.lost(slot));
     const init: InitMessage = {
-      t: "init", watch, heapMaxBytes: this.shareBytes, warmMax: Math.ceil((this.o.warmMax ?? WARM_MAX) / this.workers),
+      t: "init", watch, calls: slot.calls, large: channel.port2, heapMaxBytes: this.shareBytes, warmMax: Math.ceil((this.o.warmMax ?? WARM_MAX) / this.workers),
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb * MB, this.shareBytes), sliceMs: this.o.sliceMs },
     };
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
-    void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init); });
+    void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init, [channel.port2]); });
   }
 
   /** Ends a worker's thread (its heap goes with it). */
@@ -197,6 +213,7 @@ export class WorkerPool {
     if (i >= 0) this.slots.splice(i, 1);
     for (const s of this.systems.values()) s.answers.delete(slot);
     slot.worker.terminate();
+    slot.large.close();
   }
 
   /** Terminates a worker stuck in user code past its deadline; its run answers as timed out. */
@@ -366,7 +383,8 @@ export class WorkerPool {
 
   private message(slot: Slot, data: string) {
     if (slot.ended) return;
-    const m = JSON.parse(data) as ReportMessage | ReadyMessage;
+    const m = JSON.parse(data) as ReportMessage | ReadyMessage | BlockingCallMessage;
+    if (m.t === "k") { this.blockingCall(slot, m); return; }
     if (m.t === "ready") {
       slot.ready = true;
       this.backoffMs = 0;
@@ -421,6 +439,22 @@ export class WorkerPool {
       this.waiting.add(run.sys);
       this.pump();
     };
+    run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then(answer);
+  }
+
+  /** A host call its worker blocks on: answered into the worker's call buffer as soon as the
+   *  engine has answered it, unless the worker has moved on (it gave up at the run's deadline). */
+  private blockingCall(slot: Slot, c: BlockingCallMessage) {
+    slot.blocked = c.c;
+    slot.blockedRun = c.id;
+    const answer = (x: string) => {
+      if (slot.ended || slot.blocked !== c.c) return;
+      slot.blocked = 0;
+      writeAnswer(slot.calls, slot.large, c.c, x);
+    };
+    const run = slot.runs.get(c.id);
+    if (!run || run.over) { answer(JSON.stringify({ ok: false, error: { detail: "the run is over" } })); return; }
+    if (run.stopping !== undefined) { slot.blocked = 0; writeAnswer(slot.calls, slot.large, c.c, run.stopping, true); return; }
     run.spec.host(c.op, c.a).catch((err) => JSON.stringify({ ok: false, error: { detail: String(err) } })).then(answer);
   }
 

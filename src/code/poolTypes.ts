@@ -1,5 +1,6 @@
 // The worker pool's shapes (pool.ts): what the engine hands it, and how it keeps runs, systems,
 // batches and workers.
+import type { MessagePort } from "node:worker_threads";
 import type { LruMap } from "../core/cache.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
@@ -55,6 +56,9 @@ export interface Run {
   deadline: number;
   slot: Slot | null;
   over: boolean;
+  /** why it was stopped, while its worker has not ended it: a worker that blocks in calls without
+   *  going back to its messages learns it at its next call */
+  stopping?: string;
   resolve(o: PoolOutcome): void;
 }
 
@@ -91,4 +95,10 @@ export interface Slot {
   /** set while code of other systems waits for this worker (see sandbox.ts: past its slice, the
    *  stretch running now is then stopped) */
   contended: Int32Array;
+  /** answers to its blocking calls (see callBuffer.ts) */
+  calls: SharedArrayBuffer;
+  large: MessagePort;
+  /** the blocking call it waits on now (0: none), and its run */
+  blocked: number;
+  blockedRun: number;
 }

@@ -2,6 +2,7 @@
 // every message is one JSON string: Bun posts a string without structured cloning, and one
 // message carries a whole batch of steps, so a run costs about one post each way however many
 // runs share it.
+import type { MessagePort } from "node:worker_threads";
 import type { CompiledQuickJS, RunOutcome, SandboxLimits, SandboxSource } from "./sandbox.ts";
 
 /** main -> worker, once, as an object (it carries the shared watch buffer) */
@@ -11,6 +12,9 @@ export interface InitMessage {
    *  it belongs to, [3]: its step's index in the batch, [4]: set while code of other systems waits
    *  for this worker */
   watch: SharedArrayBuffer;
+  /** where answers to blocking calls are written (callBuffer.ts), and the port for large ones */
+  calls: SharedArrayBuffer;
+  large: MessagePort;
   limits: SandboxLimits;
   /** the bound of the worker's wasm heap */
   heapMaxBytes: number;
@@ -90,6 +94,10 @@ export interface ReportMessage {
 }
 
 export interface ReadyMessage { t: "ready"; heap: number }
+
+/** worker -> main, at once: a host call the worker thread blocks on until its answer is written
+ *  into the shared call buffer (see callBuffer.ts). */
+export interface BlockingCallMessage extends Call { t: "k" }
 
 /** An outcome as one string: "s"/"e" and the raw answer, "f" and the error, "T" for a timeout. */
 export function encodeOutcome(o: RunOutcome): string {

@@ -4,67 +4,38 @@
 // the host functions the prelude captures (see library/core.ts), which carry JSON text.
 //
 // ClearBlade's execution model: a classic call such as collection.fetch(q, cb) has run its
-// callback by the time it returns. The module is QuickJS's asyncify build, so a host function may
-// answer a promise: the run's stack is then saved and the call suspends; the lane's thread goes on
-// with other lanes, and the stack resumes where it left off once the answer comes. One lane holds
-// at most one suspended stack, so a lane runs one run at a time, and a run that blocks holds only
-// its own lane (docs/architecture.md has the measurements behind this choice).
+// callback by the time it returns. Two ways to wait for the answer (docs/architecture.md has the
+// measurements behind them):
+// - a short host operation (data, devices, users, caches, a publish...) blocks the worker thread:
+//   the worker's `block` hook posts the call at once and waits on shared memory (Atomics.wait)
+//   for the main thread's answer, bounded by the run's deadline. It works on both builds.
+// - an operation that waits (sleep, waitForMessage, outbound HTTP, a lock, another service, an
+//   external database: SUSPENDING_OPS) suspends: the module is then QuickJS's asyncify build, a
+//   host function may answer a promise, the run's stack is saved and the lane's thread goes on
+//   with other lanes; the stack resumes where it left off once the answer comes. One lane holds at
+//   most one suspended stack, so a lane runs one run at a time, and a run that suspends holds
+//   only its own lane. A service whose code names none of those runs on the plain build.
 //
 // Limits: a memory limit per runtime, and the lane's heap bounded a little above it; a wall-clock
-// limit per run (the service's execution_timeout), enforced by the interrupt while code runs and
-// by a timer while the run waits. Every call is a point where the worker goes on with other
-// runs; a stretch of user code without calls runs on until its deadline, unless code of other
-// systems waits for its worker: then it is stopped at the end of its slice (`sliceMs`; QuickJS
-// cannot suspend from its interrupt, so it cannot be paused instead). The deadline of the stretch
-// running now is published for the pool's watchdog, which ends a worker that does not come back
-// from code the interrupt cannot reach.
-import {
-  type QuickJSAsyncContext, type QuickJSAsyncRuntime, type QuickJSAsyncWASMModule, type QuickJSDeferredPromise, type QuickJSHandle,
-  RELEASE_ASYNC, RELEASE_SYNC, newQuickJSAsyncWASMModuleFromVariant, newQuickJSWASMModuleFromVariant, newVariant,
-} from "quickjs-emscripten";
-import blockingWasmPath from "@jitl/quickjs-wasmfile-release-asyncify/wasm" with { type: "file" };
-import plainWasmPath from "@jitl/quickjs-wasmfile-release-sync/wasm" with { type: "file" };
+// limit per run (the service's execution_timeout), enforced by the interrupt while code runs, by
+// the wait's bound while it blocks, and by a timer while the run waits. Every suspension is a
+// point where the worker goes on with other runs; a stretch without one (user code, and calls
+// that block the thread) runs on until its deadline, unless code of other systems waits for its
+// worker: then it is stopped at the end of its slice (`sliceMs`; QuickJS cannot suspend from its
+// interrupt, so it cannot be paused instead). A call is where the slice starts again: on the
+// asyncify build a call past its slice suspends instead of blocking, and on the plain build, which
+// cannot give the worker back, the run goes on (a ClearBlade service looping over thousands of
+// short calls must not be stopped because other tenants wait; one system holds at most its share
+// of the workers). The deadline of the stretch running now is published for the
+// pool's watchdog, which ends a worker that does not come back from code the interrupt cannot
+// reach.
+import type { QuickJSAsyncContext, QuickJSAsyncRuntime, QuickJSDeferredPromise, QuickJSHandle } from "quickjs-emscripten";
 import { DirectCall, type HostFunction } from "./ffi.ts";
+import { type CompiledQuickJS, INITIAL_PAGES, LANE_BASE_BYTES, newLane, needsSuspending, SUSPENDING_OPS } from "./lanes.ts";
 import { PRELUDE } from "./prelude/index.ts";
 import { local } from "./local.ts";
 
-/** QuickJS's two builds, compiled (compiled code is shared between threads and lanes): the
- *  asyncify build for services that may block (a classic call, waitForMessage, sleep), and the
- *  plain one, twice as fast, for the others (see needsBlocking). */
-export interface CompiledQuickJS { blocking: WebAssembly.Module; plain: WebAssembly.Module }
-export const compileQuickJS = async (): Promise<CompiledQuickJS> => ({
-  blocking: await WebAssembly.compile(await Bun.file(blockingWasmPath).arrayBuffer()),
-  plain: await WebAssembly.compile(await Bun.file(plainWasmPath).arrayBuffer()),
-});
-let compiledHere: Promise<CompiledQuickJS> | undefined;
-
-/** Whether a service (its code and its libraries') may make a blocking call: ClearBlade's classic
- *  API lives under `ClearBlade.`, and `Requests` and `sleep` block too. A service that names none
- *  of them runs on the plain build; if it reaches one anyway (through a name built at run time),
- *  the call fails saying so. */
-export function needsBlocking(src: Pick<SandboxSource, "libraries" | "service">): boolean {
-  const blocks = /\bClearBlade\b|\bRequests\b|\bsleep\b/;
-  return blocks.test(src.service.code) || src.libraries.some((l) => blocks.test(l.code));
-}
-
-/** A lane's heap starts at what the module's build asks for (16 MiB, mostly untouched). */
-const INITIAL_PAGES = 256;
-/** What a lane holds besides its runtime's own allocations: the module's data, its stacks, the
- *  prelude (measured: about 1.4 MB resident for an idle lane holding a small service). */
-export const LANE_BASE_BYTES = 1_400_000;
-/** Room above the runtime's memory limit for the module's own data and stacks. */
-const LANE_HEADROOM_PAGES = 128;
-
-/** A new lane: an instance of a build with a heap of its own, bounded by `maxBytes`. (The plain
- *  build is typed as the asyncify one: it offers the same calls, none of which suspends.) */
-export async function newLane(maxBytes: number, blocking: boolean, compiled?: CompiledQuickJS): Promise<{ qjs: QuickJSAsyncWASMModule; memory: WebAssembly.Memory }> {
-  const both = compiled ?? (await (compiledHere ??= compileQuickJS()));
-  const memory = new WebAssembly.Memory({ initial: INITIAL_PAGES, maximum: INITIAL_PAGES + LANE_HEADROOM_PAGES + Math.ceil(maxBytes / 65536) });
-  const qjs = blocking
-    ? await newQuickJSAsyncWASMModuleFromVariant(newVariant(RELEASE_ASYNC, { wasmModule: both.blocking, wasmMemory: memory }))
-    : (await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule: both.plain, wasmMemory: memory }))) as unknown as QuickJSAsyncWASMModule;
-  return { qjs, memory };
-}
+export { type CompiledQuickJS, compileQuickJS, LANE_BASE_BYTES, needsSuspending, newLane, SUSPENDING_OPS } from "./lanes.ts";
 
 /** Where the deadline of the stretch of user code running now is published (epoch ms, 0 when no
  *  user code runs), for a watchdog on another thread. */
@@ -77,8 +48,8 @@ export function publishDeadlines(view: Float64Array, contention?: Int32Array) { 
 export interface SandboxSource {
   libraries: { name: string; code: string }[];
   service: { name: string; code: string };
-  /** it may make blocking calls (needsBlocking): its lanes are the asyncify build's */
-  blocking?: boolean;
+  /** it may make calls that suspend (needsSuspending): its lanes are the asyncify build's */
+  suspends?: boolean;
   /** the `cbmeta` global */
   meta: Record<string, unknown>;
 }
@@ -90,6 +61,10 @@ export interface RunHooks {
    *  {ok, error}) as JSON text. `answer` is called once, later; `blocking`: the run's stack waits
    *  for it (a classic call, a yield). */
   host(op: string, argsJson: string, answer: (replyJson: string) => void, blocking: boolean): void;
+  /** the same, blocking this thread until the answer comes (a short operation's classic call): the
+   *  answer, null when `deadline` (epoch ms; Infinity: none) passed first, or why the run was
+   *  stopped meanwhile. Without it (a sandbox run in-process) every classic call suspends. */
+  block?(op: string, argsJson: string, deadline: number): string | null | { stopped: string };
   log(text: string): void;
 }
 
@@ -126,9 +101,13 @@ export class SourceError extends Error {}
 /** The longest a service's and its libraries' code may take to load (compile and run its top level). */
 export const LOAD_MAX_MS = 10_000;
 
-/** The reply a blocking call gets in a sandbox of the plain build (a service that names none of the
- *  blocking calls, and reached one through a name made at run time). */
-const NOT_BLOCKING = JSON.stringify({ ok: false, error: { detail: "this service's code names no blocking call (ClearBlade., Requests, sleep), so it runs where calls cannot block: name it plainly in the code, or use ClearBladeAsync" } });
+/** The reply a call that must suspend gets in a sandbox of the plain build (a service that names
+ *  none of them, and reached one through a name made at run time). */
+const NOT_SUSPENDING = JSON.stringify({ ok: false, error: { detail: "this service's code names no call that waits (waitForMessage, sleep, Requests, Lock, Database, Code), so it runs where calls cannot wait: name it plainly in the code, or use ClearBladeAsync" } });
+
+/** The reply a blocking call gets when its run ended while it waited (its deadline, a stop): the
+ *  code is interrupted right after. */
+const STOPPED = JSON.stringify({ ok: false, error: { detail: "the run is over" } });
 
 /** The reply a blocking call gets when there is no run to answer it (code run while loading). */
 const NO_RUN = JSON.stringify({ ok: false, error: { detail: "this call needs a running service: it cannot be made while the code is being loaded" } });
@@ -150,8 +129,10 @@ export class Sandbox {
   private disposed = false;
   /** set when a run left state behind (a failure, a suspended stack, pending work): not reused */
   broken = false;
-  /** the asyncify build: its runs may block */
-  private blocking = true;
+  /** the asyncify build: its runs may suspend */
+  private suspends = true;
+  /** the run ended while blocked in a call: its code is interrupted at once */
+  private halted = false;
 
   // the current run
   private hooks: RunHooks | null = null;
@@ -185,9 +166,9 @@ export class Sandbox {
   /** A sandbox holding `src` in a lane of its own. Throws SourceError when it does not load. */
   static async open(src: SandboxSource, limits: SandboxLimits, compiled?: CompiledQuickJS): Promise<Sandbox> {
     const s = new Sandbox(limits);
-    const blocking = src.blocking ?? needsBlocking(src);
-    s.blocking = blocking;
-    const lane = await newLane(limits.memoryBytes, blocking, compiled);
+    const suspends = src.suspends ?? needsSuspending(src);
+    s.suspends = suspends;
+    const lane = await newLane(limits.memoryBytes, suspends, compiled);
     s.memory = lane.memory;
     s.rt = lane.qjs.newRuntime();
     s.rt.setMemoryLimit(limits.memoryBytes);
@@ -240,6 +221,7 @@ export class Sandbox {
    *  of a slice when code of other systems waits for this worker (an error user code cannot catch
    *  either way). QuickJS cannot suspend here, so a long stretch without calls is not paused. */
   private interrupt(): boolean {
+    if (this.halted) return true;
     const now = Date.now();
     if (now > this.runDeadline) return true;
     if (now <= this.sliceDeadline) return false;
@@ -286,13 +268,29 @@ export class Sandbox {
       calling = false;
       return d.handle;
     });
-    // the blocking flavour: the stack waits for the answer (the reply's JSON text)
+    // the blocking flavour: the stack waits for the answer (the reply's JSON text), blocking the
+    // thread for a short operation, suspending for one that waits or, on the asyncify build, when
+    // other systems' code waits for this worker past the slice (so the worker goes to them)
     // (a function answering a promise suspends its caller: newFunction is newAsyncifiedFunction in
     // this build, whose type would not allow the immediate answer given when there is no run)
     define("__hostSync", ([op = "", json = ""]) => {
       const hooks = this.hooks;
-      if (!this.blocking) return NOT_BLOCKING;
       if (!hooks || this.outcome) return NO_RUN;
+      const late = contended?.[0] === 1 && Date.now() > this.sliceDeadline;
+      if (hooks.block && !SUSPENDING_OPS.has(op) && !(late && this.suspends)) {
+        const r = hooks.block(op, json, this.runDeadline);
+        if (typeof r === "string") {
+          // on the plain build the call is where the slice starts again (the worker was held, not
+          // given back: see above); on the asyncify build blocked time counts, so that a call past
+          // the slice suspends and the worker goes to the systems waiting
+          if (!this.suspends) this.sliceDeadline = Date.now() + this.limits.sliceMs;
+          return r;
+        }
+        this.halted = true;
+        this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
+        return STOPPED;
+      }
+      if (!this.suspends) return NOT_SUSPENDING;
       return new Promise<string>((resolve) => {
         this.suspended = true;
         this.quiet();
@@ -328,6 +326,7 @@ export class Sandbox {
     this.hooks = hooks;
     this.outcome = null;
     this.preempted = false;
+    this.halted = false;
     this.awaiting = false;
     this.status = undefined;
     this.headers = undefined;
@@ -420,6 +419,11 @@ export class Sandbox {
   /** Ends the current run (a stream service being stopped). */
   abort(reason: string) { this.finish({ kind: "failed", error: reason }); }
 
+  /** Why a run was stopped at the end of its slice. */
+  private stoppedForOthers(): string {
+    return `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)`;
+  }
+
   private timedOut(): RunOutcome {
     return { kind: "failed", error: `execution timed out after ${this.timeoutMs / 1000} s`, timedOut: true };
   }
@@ -434,7 +438,7 @@ export class Sandbox {
       // past its deadline, whatever a run failed of (an interrupt surfacing as a rejection, a
       // half-run callback) is its timeout
       if (Date.now() >= this.runDeadline) o = this.timedOut();
-      else if (this.preempted && /interrupted/.test(o.error)) o = { kind: "failed", error: `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)` };
+      else if (this.preempted && /interrupted/.test(o.error)) o = { kind: "failed", error: this.stoppedForOthers() };
     }
     this.outcome = o;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }

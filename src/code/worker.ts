@@ -7,8 +7,12 @@
 //
 // Steps run one at a time, each until its run suspends, waits or ends (a step is short: a slice
 // at most), and batches one after the other, even when a step had to wait for a lane to be made.
+// A short operation's classic call blocks the thread instead: posted at once, its answer read
+// from shared memory (callBuffer.ts).
+import type { MessagePort } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
-import { type AnswerStep, type BatchMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
+import { awaitAnswer } from "./callBuffer.ts";
+import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
 import { type CompiledQuickJS, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
 declare const self: Worker;
@@ -28,6 +32,8 @@ let limits: SandboxLimits;
 /** what this worker's sandboxes may take together (its share of --code-memory-mb) */
 let budgetBytes = Infinity;
 let watchRun: Int32Array;
+let callBuffer: SharedArrayBuffer;
+let largeAnswers: MessagePort;
 const sources = new Map<string, { st: string; src: SandboxSource }>();
 const pools = new Map<string, Pool>();
 /** idle sandboxes with their service, the least recently used dropped first (sized at init) */
@@ -150,10 +156,15 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
   runs.set(s.id, sb);
   const hooks: RunHooks = {
     host: (op, a, answer) => {
-      const c = ++nextCall;
+      const c = (nextCall = (nextCall + 1) | 0); // (an Int32 in the call buffer)
       answers.set(c, answer);
       own.push(c);
       calls.push({ id: s.id, c, op, a });
+    },
+    block: (op, a, deadline) => {
+      const c = (nextCall = (nextCall + 1) | 0);
+      postMessage(JSON.stringify({ t: "k", id: s.id, c, op, a } satisfies BlockingCallMessage));
+      return awaitAnswer(callBuffer, largeAnswers, c, deadline);
     },
     log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
   };
@@ -252,6 +263,8 @@ self.onmessage = (e: MessageEvent) => {
     lru = new LruMap(init.warmMax);
     publishDeadlines(new Float64Array(init.watch, 0, 1), new Int32Array(init.watch, 16, 1));
     watchRun = new Int32Array(init.watch);
+    callBuffer = init.calls;
+    largeAnswers = init.large;
     queue = queue.then(async () => {
       await warmUp();
       postMessage(JSON.stringify({ t: "ready", heap: heap() }));

@@ -164,6 +164,7 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   started.push({ name: "throttle", stop: () => throttle.stop() });
   const m = buildModules(deps, { ...ports, ...shared, secrets, connectors, compileCheck, throttle });
   signals.on("system.removed", ({ systemKey }) => m.serviceCaches.forgetSystem(systemKey));
+  signals.on("system.removed", ({ systemKey }) => m.fileStorage.removeSystem(systemKey));
   // started before the parts that record into it, stopped (its waiting rows written) after them
   await m.audit.start();
   started.push({ name: "audit", stop: () => m.audit.stop() });
@@ -171,7 +172,7 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   metrics.readCounter("outpost_audit_rows_dropped_total", "audit rows dropped: past the bound of rows waiting while the trail could not be written", () => [[{}, m.audit.dropped]]);
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
-    roles: m.roles, externalDbs: m.externalDbs, messageTimers, caches: m.serviceCaches, locks: m.locks, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
+    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
   const webhooks = new Webhooks(deps, m.systems, m.codeServices, m.users, k.tokens, code);
   // what a deleted system leaves on this node: its messaging timers and database connections
   signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void m.externalDbs.forgetSystem(systemKey); });

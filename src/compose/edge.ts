@@ -47,6 +47,8 @@ async function startLink(d: Domain, broker: MqttBroker, restart: (() => void) | 
       if (stale.has("code")) d.code.forgetSystem(sk);
       if (stale.has("triggers")) void d.triggers.changed(sk);
       if (stale.has("tokens")) d.tokens.forgetSystem(sk);
+      if (stale.has("servicecaches")) d.serviceCaches.forget(sk);
+      if (stale.has("webhooks")) d.webhooks.forgetSystem(sk);
       for (const id of ids) d.collections.forgetId(id);
     },
   });

@@ -18,6 +18,8 @@ export const DEFINITION_KINDS = {
   adapter: { table: "adapters", nameColumn: "name" },
   portal: { table: "portals", nameColumn: "name" },
   plugin: { table: "plugins", nameColumn: "name" },
+  servicecache: { table: "service_caches", nameColumn: "name" },
+  webhook: { table: "webhooks", nameColumn: "name" },
 } as const;
 
 export type DefinitionType = keyof typeof DEFINITION_KINDS;

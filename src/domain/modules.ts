@@ -11,6 +11,7 @@ import type { DomainDeps } from "./deps.ts";
 import { Adapters, type EdgeControl } from "./adapters.ts";
 import { Collections } from "./collections.ts";
 import { DeveloperKeys } from "./developerKeys.ts";
+import { Deployments } from "./deployments.ts";
 import { Developers, type UpstreamSignIn } from "./developers.ts";
 import { type ConnectionView, Devices } from "./devices.ts";
 import { EdgeGroups } from "./edgeGroups.ts";
@@ -23,6 +24,9 @@ import { Roles } from "./roles.ts";
 import { type CompileCheck, CodeServices } from "./services.ts";
 import { ServiceCaches } from "./serviceCaches.ts";
 import { Portals } from "./portals.ts";
+import { BucketSets } from "./bucketSets.ts";
+import { FileStorage } from "./fileStorage.ts";
+import { FileStores } from "./fileStores.ts";
 import { Sessions } from "./sessions.ts";
 import { AuditTrail } from "./audit.ts";
 import { InstanceSettings } from "./settings.ts";
@@ -56,6 +60,7 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
   const codeServices = new CodeServices(deps, systems, p.compileCheck);
   const edges = new Edges(deps, systems, p.edgeLinks);
   const settings = new InstanceSettings(deps, p.secrets);
+  const fileStorage = new FileStorage(deps.config, p.secrets);
   return {
     systems, roles, users, externalDbs, codeServices, edges, settings,
     developers: new Developers(deps, p.upstream, new TwoFactor(deps, settings, p.secrets)),
@@ -65,9 +70,13 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     messages: new Messages(deps, systems, p.broker),
     serviceCaches: new ServiceCaches(deps, systems, p.cacheValues),
     portals: new Portals(deps, systems),
+    fileStorage,
+    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets),
+    fileStores: new FileStores(deps, systems, roles, fileStorage, p.secrets),
     locks: new Locks(p.lockBackend),
     triggers: new Triggers(deps, systems, codeServices),
     edgeGroups: new EdgeGroups(deps, systems),
+    deployments: new Deployments(deps, systems),
     edgeOps: new EdgeOps(deps, systems, edges, p.fleetLink),
     throttlers: new Throttlers(deps, p.throttle),
     adapters: new Adapters(deps, systems, edges, p.edgeControl),

@@ -35,7 +35,7 @@ export async function seedBuiltinRoles(ex: Executor, systemKey: string) {
 const ITEM_WIRE: Record<ItemKind, string> = {
   collections: "Collections", services: "CodeServices", topics: "Topics", portals: "Portals",
   servicecaches: "ServiceCaches", externaldatabases: "ExternalDatabases", edges: "Edges", adapters: "Adapters", webhooks: "Webhooks",
-  edgeremoteadmin: "EdgeRemoteAdmin",
+  edgeremoteadmin: "EdgeRemoteAdmin", files: "Files", filestorefiles: "FileStoreFiles",
 };
 /** ClearBlade's own spellings where it has the kind (cb-cli reads `adapters` and `usersecrets` in
  *  lower case, and EdgeRemoteAdmin as the per-edge list above); the rest are Outpost's. */
@@ -44,7 +44,7 @@ const SCALAR_WIRE: Record<ScalarKind, string> = {
   edges: "EdgesList", msgHistory: "MsgHistory", push: "Push", roles: "Roles", timers: "Timers", triggers: "Triggers",
   deployments: "Deployments", manageusers: "ManageUsers", allexternaldatabases: "AllExternalDatabases",
   usersecrets: "usersecrets", adapters: "adapters", filestores: "Filestores", edgeremoteadmin: "AllEdgeRemoteAdmin",
-  webhooks: "AllWebhooks", allservicecaches: "AllServiceCaches",
+  webhooks: "AllWebhooks", allservicecaches: "AllServiceCaches", filestorefiles: "AllFileStoreFiles",
 };
 
 /** A role in its GET form. A collection grant is listed under the collection's current name
@@ -73,8 +73,8 @@ export async function rolesToWire(ex: Executor, systemKey: string, rows: RoleRow
 }
 
 /** Permission kinds ClearBlade's clients send that name resources Outpost does not have yet
- *  (files of bucket sets and file stores, system services): checked for shape, then left out. */
-const NO_RESOURCE_KINDS = new Set(["files", "filestorefiles", "system_services"]);
+ *  (system services): checked for shape, then left out. */
+const NO_RESOURCE_KINDS = new Set(["system_services"]);
 
 const level = (v: unknown, where: string): number => {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > LEVEL.ALL)

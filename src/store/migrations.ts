@@ -244,6 +244,53 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX two_factor_challenges_expiry ON two_factor_challenges(expires_at)`,
     ],
   },
+  {
+    version: 26,
+    name: "deployments",
+    up: [
+      // named sets of assets many edges share: `assets` a JSON array of {asset_class, asset_id,
+      // sync_to_edge, sync_to_platform}, `edges` a JSON array of edge names (they need not exist yet)
+      `CREATE TABLE deployments (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        assets TEXT NOT NULL DEFAULT '[]',
+        edges TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
+  {
+    version: 27,
+    name: "bucket sets and file stores",
+    up: [
+      // where a bucket set keeps its files on the platform and on an edge: a storage kind and its
+      // settings as JSON text (credentials sealed); the files themselves live in that storage
+      `CREATE TABLE bucket_sets (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        platform_storage TEXT NOT NULL,
+        platform_config TEXT NOT NULL DEFAULT '{}',
+        edge_storage TEXT NOT NULL,
+        edge_config TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+      // a file store: its storage and who may read and write its files (comma lists of methods)
+      `CREATE TABLE file_stores (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        storage_type TEXT NOT NULL,
+        storage_config TEXT NOT NULL DEFAULT '{}',
+        read_auth_method TEXT NOT NULL,
+        write_auth_method TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

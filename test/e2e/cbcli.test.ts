@@ -64,7 +64,9 @@ t.test("a role update with every permission kind cb-cli sends is taken; kinds wi
   t.same(P.EdgeRemoteAdmin, [{ Name: "gw-1", Level: 1 }], "edge remote administration, per edge");
   t.same([P.usersecrets, P.adapters, P.Filestores, P.MsgHistory, P.DevicesList, P.UsersList, P.EdgesList, P.AllServices, P.AllCollections, P.Triggers, P.Timers, P.Deployments, P.Roles, P.ManageUsers, P.AllExternalDatabases].map((x) => x?.Level),
     [1, 15, 1, 1, 15, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], "every whole-kind level");
-  t.notOk("Files" in P || "FileStoreFiles" in P || "SystemServices" in P, "file and system service grants are not kept (no such resources here)");
+  t.same(P.FileStoreFiles, [{ Name: "store/a.txt", Level: 1 }], "a file store file grant");
+  t.same(P.Files, [], "no bucket set grants (the list sent was empty)");
+  t.notOk("SystemServices" in P, "system service grants are not kept (no such resources here)");
 
   const before = JSON.stringify(P);
   for (const [c, what] of [
@@ -298,6 +300,7 @@ function cbcli(cli: CbCli, cwd: string, args: string[], home: string): Promise<R
 }
 
 const SERVICE = "function cbSvc(req, resp) { resp.success(cbLib(req.params.x)); }\n";
+const BUCKET_FILE = "the manual, kept in a bucket set\n";
 const LIBRARY = "function cbLib(x) { return [x, 'lib']; }\n";
 
 /** A system holding one of each asset cb-cli moves, some in the forms the fixes above are about. */
@@ -337,6 +340,8 @@ async function populate(s: DevSystem) {
   await must(s.dev.post(`/admin/v/4/service_caches/${sk}/cache1`, { ttl: 60, description: "a cache" }), "service cache");
   await must(s.dev.post(`/api/v/2/portals/${sk}/floor`, { description: "a portal", config: PORTAL_CONFIG }), "portal");
   await must(s.dev.post(`/api/v/2/plugins/${sk}`, { name: "gauge", description: "a plugin", code: "function gauge() {}" }), "plugin");
+  await must(s.dev.post(`/api/v/4/bucket_sets/${sk}`, { name: "media", platform_storage: "local", edge_storage: "local", platform_config: {}, edge_config: {} }), "bucket set");
+  await must(s.dev.post(`/api/v/4/bucket_sets/${sk}/media/file/create`, { box: "sandbox", path: "docs/readme.txt", contents: Buffer.from(BUCKET_FILE).toString("base64") }), "bucket set file");
   return { readings, john, role };
 }
 
@@ -395,7 +400,14 @@ async function contents(s: DevSystem, modern: boolean) {
     timer: { frequency: timer.frequency, repeats: timer.repeats, service_name: timer.service_name },
     webhook: { service_name: hook.service_name, auth_method: hook.auth_method, description: hook.description },
     cache: { ttl: cache.ttl, description: cache.description },
+    bucketFile: modern ? await bucketFile(s) : undefined,
   };
+}
+
+/** The bucket set file populate made, as the platform reads it back (null: not there). */
+async function bucketFile(s: DevSystem): Promise<string | null> {
+  const r = await s.dev.get(`/api/v/4/bucket_sets/${s.systemKey}/media/file/read?box=sandbox&path=docs/readme.txt`);
+  return r.status === 200 ? Buffer.from(r.text, "base64").toString("utf8") : null;
 }
 
 /** Every file under a directory (cb-cli's own state left out), relative. */
@@ -413,7 +425,7 @@ const readJson = (p: string) => JSON.parse(readFileSync(p, "utf8"));
 
 /** What cb-cli asks for that the platform does not have yet: it says so (a 404, or for message
  *  type triggers the file an export could not write) and goes on. */
-const NOT_HERE_YET = /Failed to pull all (deployments|bucket sets|bucket set files|file stores|file store files|user secrets)\.|message type triggers/i;
+const NOT_HERE_YET = /Failed to pull all (deployments|user secrets)\.|message type triggers/i;
 
 /** cb-cli's run is a success: exit 0 and nothing said about a refusal. */
 function succeeded(t: Test, r: Run, what: string) {
@@ -434,6 +446,7 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   const url = o.url, mqtt = `127.0.0.1:${o.mqttPort}`;
   const run = (cwd: string, ...args: string[]) => cbcli(cli, cwd, args, home);
   const before = await contents(s, cli.modern);
+  t.equal(before.bucketFile, cli.modern ? BUCKET_FILE : undefined, "the bucket set's file is there to carry");
 
   // init, then export into a folder of its own
   const init = dir("init");
@@ -455,6 +468,10 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   const exported = filesUnder(exp);
   t.ok(exported.some((f) => f.startsWith("portals/") && f.includes("floor")), `the portal exported (${exported.filter((f) => f.startsWith("portals/")).join(", ")})`);
   t.ok(exported.some((f) => f.startsWith("plugins/") && f.includes("gauge")), `the plugin exported (${exported.filter((f) => f.startsWith("plugins/")).join(", ")})`);
+  // bucket sets (the current CLI; the 2020 one predates them): the set, and its files under
+  // bucket-set-files/<set>/<box>/<path>
+  if (cli.modern) t.ok(exported.some((f) => f.startsWith("bucket-sets/") && f.includes("media")), `the bucket set exported (${exported.filter((f) => f.startsWith("bucket-set")).join(", ")})`);
+  if (cli.modern) t.equal(readFileSync(join(exp, "bucket-set-files/media/sandbox/docs/readme.txt"), "utf8"), BUCKET_FILE, "the bucket set's file exported");
 
   // edit the export and push it: code, a row, a role
   writeFileSync(join(exp, "code/services/cbSvc/cbSvc.js"), `${SERVICE}// edited\n`);

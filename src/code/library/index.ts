@@ -4,7 +4,9 @@
 import { cache } from "./cache.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
+import { deployments } from "./deployments.ts";
 import { devices } from "./devices.ts";
+import { files } from "./files.ts";
 import { globals } from "./globals.ts";
 import { http } from "./http.ts";
 import { lock } from "./lock.ts";
@@ -16,7 +18,7 @@ import { triggers } from "./triggers.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http];
+const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments];
 
 /** An operation as the run's code signed in, when it did (see RunState.as). */
 const asSignedIn = (op: HostOp): HostOp => (ctx, args) => op(ctx.run.as ? { ...ctx, p: ctx.run.as.principal } : ctx, args);

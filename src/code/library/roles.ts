@@ -14,6 +14,7 @@ import { queryText } from "./types.ts";
 const ITEM_TYPES: Record<string, ItemKind> = {
   service: "services", collection: "collections", topic: "topics", portal: "portals", dashboard: "portals",
   servicecache: "servicecaches", externaldatabase: "externaldatabases", edge: "edges", adaptor: "adapters", adapter: "adapters", webhook: "webhooks",
+  bucketset: "files", filestorefile: "filestorefiles",
 };
 /** ClearBlade's resource types of permissions on a whole kind. */
 const SCALAR_TYPES: Record<string, ScalarKind> = {
@@ -21,7 +22,7 @@ const SCALAR_TYPES: Record<string, ScalarKind> = {
   devices: "devices", edges: "edges", deployments: "deployments", timers: "timers", triggers: "triggers", roles: "roles",
   manageusers: "manageusers", messagehistory: "msgHistory", msghistory: "msgHistory", push: "push", usersecrets: "usersecrets",
   adaptors: "adapters", adapters: "adapters", filestores: "filestores", edgeremoteadmin: "edgeremoteadmin", webhooks: "webhooks",
-  allservicecaches: "allservicecaches",
+  allservicecaches: "allservicecaches", filestorefiles: "filestorefiles",
 };
 /** How a listing names each kind (the first ClearBlade name of it); edgeremoteadmin is both, per
  *  edge with an edge's name and the whole kind without. */

@@ -5,7 +5,10 @@ import type { Principal } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
+import type { BucketSets } from "../../domain/bucketSets.ts";
+import type { Deployments } from "../../domain/deployments.ts";
 import type { Devices } from "../../domain/devices.ts";
+import type { FileStores } from "../../domain/fileStores.ts";
 import type { ExternalDbs } from "../../domain/externalDbs.ts";
 import type { Locks } from "../../domain/locks.ts";
 import type { Messages } from "../../domain/messages.ts";
@@ -34,8 +37,11 @@ export interface EngineDeps {
   triggers: Triggers;
   roles: Roles;
   externalDbs: ExternalDbs;
+  deployments: Deployments;
   /** messaging setTimeout/setInterval: publishes that outlive the run that asked for them */
   messageTimers: MessageTimers;
+  bucketSets: BucketSets;
+  fileStores: FileStores;
   metrics?: Metrics;
 }
 

@@ -7,7 +7,9 @@ import { cache } from "./cache.ts";
 import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
+import { deployments } from "./deployments.ts";
 import { devices } from "./devices.ts";
+import { files } from "./files.ts";
 import { globals } from "./globals.ts";
 import { http } from "./http.ts";
 import { lock } from "./lock.ts";
@@ -18,7 +20,7 @@ import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import { users } from "./users.ts";
 
-const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http];
+const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments];
 
 /** An area's part of the prelude: its code, or the names that compile it on first use. */
 const areaJs = (a: PreludeArea) => (a.lazy ? `lazyArea(${JSON.stringify(a.lazy)}, ${JSON.stringify(a.js)});` : a.js);

@@ -223,7 +223,9 @@ async function systemName(sk: string) {
 interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string; source?: string; entry?: string }
 interface EdgeRecord { name: string; isConnected: boolean; last_talked: number | null; sync_lag: number | null; template?: string; last_refusal?: string; last_refusal_at?: number | null }
 /** Where a template entry (or the asset it brings) comes from, as the API names it. */
-const sourceText = (source: string | undefined) => (!source ? "–" : source === "edge" ? "this edge" : source.startsWith("template:") ? `template ${source.slice(9)}` : source);
+const oneSource = (s: string) => (s === "edge" ? "this edge" : s.startsWith("template:") ? `template ${s.slice(9)}` : s.startsWith("deployment:") ? `deployment ${s.slice(11)}` : s);
+/** Where an entry comes from (several, comma-separated, when a deployment brings it too). */
+const sourceText = (source: string | undefined) => (!source ? "–" : source.split(",").map(oneSource).join(", "));
 const count = (assets: Asset[], status: string) => assets.filter((a) => a.status === status).length;
 
 let failedOnly = false;
@@ -362,8 +364,10 @@ async function template(box: HTMLElement, sk: string, edge: string) {
     show(box, msg, table(["Module", "Name", "Mode", "Source", ""], entries.map((en) => {
       const m = select(MODES, en.mode);
       m.addEventListener("change", () => void change({ add: [{ def_module: en.def_module, def_name: en.def_name, mode: m.value, ...(en.rows !== undefined ? { rows: en.rows } : {}) }] }));
-      const rm = h("button", { class: "remove" }, "Remove");
-      rm.addEventListener("click", () => void change({ remove: [{ def_module: en.def_module, def_name: en.def_name }] }));
+      // an entry only deployments bring is changed in its deployments, not here
+      const own = (en.source ?? "edge").split(",").some((x) => x === "edge" || x.startsWith("template:"));
+      const rm = own ? h("button", { class: "remove" }, "Remove") : h("span", { class: "muted" }, "");
+      if (own) rm.addEventListener("click", () => void change({ remove: [{ def_module: en.def_module, def_name: en.def_name }] }));
       return h("tr", { "data-entry": `${en.def_module}/${en.def_name}`, "data-source": en.source ?? "" },
         h("td", {}, en.def_module), h("td", {}, en.def_name), h("td", {}, m), h("td", { class: "source" }, sourceText(en.source)), h("td", {}, rm));
     }), { id: "template-table" }), h("div", { class: "card" }, h("strong", {}, "Add to the template"), add));

@@ -11,16 +11,19 @@ import { library } from "./library.ts";
 import { plugin, portal } from "./portal.ts";
 import { role } from "./role.ts";
 import { service } from "./service.ts";
+import { serviceCache } from "./serviceCache.ts";
 import { timer } from "./timer.ts";
 import { trigger } from "./trigger.ts";
 import { user } from "./user.ts";
+import { webhook } from "./webhook.ts";
 
 export type { CollectionBody } from "./collection.ts";
 export type { DefinitionKind, StaleCache } from "./kind.ts";
 
 /** The kinds in the order a snapshot brings them: what others need first (roles before the users
- *  and devices that hold them, libraries before services, collections before their triggers). */
-const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal];
+ *  and devices that hold them, libraries before services, collections before their triggers,
+ *  services before the webhooks that call them). */
+const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal, serviceCache, webhook];
 
 export const SNAPSHOT_ORDER: readonly DefinitionType[] = IN_SNAPSHOT_ORDER.map((k) => k.type);
 

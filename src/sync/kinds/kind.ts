@@ -4,7 +4,7 @@ import type { Executor } from "../../store/db.ts";
 import type { DefinitionType } from "../../core/syncKinds.ts";
 
 /** What a change of a kind makes stale on the node that applies it. */
-export type StaleCache = "code" | "triggers" | "tokens";
+export type StaleCache = "code" | "triggers" | "tokens" | "servicecaches" | "webhooks";
 
 export interface DefinitionKind<R = any> {
   type: DefinitionType;

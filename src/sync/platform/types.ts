@@ -66,7 +66,8 @@ export interface AssetStatus {
   asset_type: string; asset_name: string; status: "pending" | "synced" | "failed";
   /** the asset's version (its changes counted) and the one the edge holds */
   desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string;
-  /** the template entry that brings it ("service/*") and where that comes from ("edge", or
-   *  "template:<name>" for the edge's named template); "" for an asset no entry brings any more */
+  /** the template entry that brings it ("service/*") and where that comes from ("edge",
+   *  "template:<name>" for the edge's named template, "deployment:<name>", comma-separated when
+   *  several bring it); "" for an asset no entry brings any more */
   source: string; entry: string;
 }

@@ -3,15 +3,17 @@
 // hands out one message per call, sleep and timers wait, and a run blocked in a call holds only its
 // own sandbox: others run meanwhile.
 import { afterAll, describe, expect, test } from "bun:test";
-import { needsBlocking, outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
+import { needsSuspending, outcomeValue, paramsJson, publishDeadlines, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
 
 const LIMITS = { memoryBytes: 32 << 20, sliceMs: 500 };
 const opened: Sandbox[] = [];
 afterAll(() => { for (const s of opened) s.dispose(); });
 const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
 
-async function sandbox(code: string, libraries: { name: string; code: string }[] = []) {
-  const sb = await Sandbox.create({ libraries, service: { name: "svc", code }, meta: {} }, LIMITS);
+/** On the asyncify build unless told otherwise: with hooks that cannot block the thread (no
+ *  `block`: a sandbox run in-process), every classic call then suspends. */
+async function sandbox(code: string, libraries: { name: string; code: string }[] = [], suspends = true) {
+  const sb = await Sandbox.create({ libraries, service: { name: "svc", code }, meta: {}, suspends }, LIMITS);
   opened.push(sb);
   return sb;
 }
@@ -174,20 +176,107 @@ describe("resp", () => {
 });
 
 describe("the plain build", () => {
-  test("a service naming no blocking call runs on the plain build; one that reaches a blocking call anyway is told why", async () => {
+  test("a service that names no call that waits runs on the plain build; one that reaches one anyway is told why", async () => {
     expect([
       { service: { name: "a", code: "function a(req, resp){ resp.success(1) }" }, libraries: [] },
-      { service: { name: "b", code: "function b(req, resp){ ClearBlade.init({}) }" }, libraries: [] },
+      { service: { name: "b", code: "function b(req, resp){ ClearBlade.Collection('x').fetch(null, function () {}) }" }, libraries: [] },
       { service: { name: "c", code: "function c(req, resp){ helper() }" }, libraries: [{ name: "l", code: "function helper(){ sleep(1) }" }] },
-      { service: { name: "d", code: "async function d(req, resp){ await ClearBladeAsync.Collection('x').fetch() }" }, libraries: [] },
-    ].map((s) => needsBlocking(s))).toEqual([false, true, true, false]);
-    const plain = await Sandbox.create({ libraries: [], service: { name: "svc", code: 'function svc(req, resp){ var cb = globalThis["Clear" + "Blade"]; var got; cb.Collection("c").count(null, function (e, d) { got = [e, d && d.detail]; }); resp.success(got) }' }, meta: {}, blocking: false }, LIMITS);
-    opened.push(plain);
-    const o = await run(plain, later(() => 1).hooks);
+      { service: { name: "d", code: "function d(req, resp){ ClearBlade.Messaging().waitForMessage(['t'], function () {}) }" }, libraries: [] },
+      { service: { name: "e", code: "function e(req, resp){ ClearBlade.Code().execute('x', {}, function () {}) }" }, libraries: [] },
+      { service: { name: "f", code: "function f(req, resp){ Requests().get({ uri: 'http://x' }, function () {}) }" }, libraries: [] },
+      { service: { name: "g", code: "function g(req, resp){ ClearBlade.Lock('l', 'me').lock(function () {}); ClearBlade.Database({}).query('select 1', function () {}) }" }, libraries: [] },
+      { service: { name: "h", code: "async function h(req, resp){ await ClearBladeAsync.Lock('l', 'me').lock(); await ClearBladeAsync.Code().execute('x', {}) }" }, libraries: [] },
+    ].map((s) => needsSuspending(s))).toEqual([false, false, true, true, true, true, true, false]);
+    const plain = await sandbox('function svc(req, resp){ var s = globalThis["sl" + "eep"]; try { s(5); resp.success("slept") } catch (e) { resp.success(e.message) } }', [], false);
+    const { hooks, calls } = later(() => null);
+    const o = await run(plain, { ...hooks, block: () => "unused" });
     expect(o.kind).toBe("success");
-    expect((o as { value: [boolean, string] }).value[0]).toBe(true);
-    expect((o as { value: [boolean, string] }).value[1]).toMatch(/names no blocking call/);
-    const async = await sandbox("async function svc(req, resp){ var n = await ClearBladeAsync.Collection('c').count(); resp.success(n) }");
+    expect((o as { value: string }).value).toMatch(/names no call that waits/);
+    expect(calls).toEqual([]);
+    const async = await sandbox("async function svc(req, resp){ var n = await ClearBladeAsync.Collection('c').count(); resp.success(n) }", [], false);
     expect(await run(async, later(() => 7).hooks)).toEqual({ kind: "success", value: 7 });
+  });
+});
+
+/** Hooks whose short calls block the thread, as a worker's do: `answerOf` answers at once (a
+ *  worker waits for the main thread's answer meanwhile), or says how the wait ended. */
+function blockingHooks(answerOf: (op: string, args: any, deadline: number) => unknown) {
+  const { hooks, calls } = later(() => null);
+  const blocked: string[] = [];
+  hooks.block = (op, a, deadline) => {
+    blocked.push(op);
+    const r = answerOf(op, JSON.parse(a), deadline);
+    if (r === null || (r && typeof r === "object" && "stopped" in r)) return r as null | { stopped: string };
+    return JSON.stringify(r instanceof Error ? { ok: false, error: { detail: r.message } } : { ok: true, data: r });
+  };
+  return { hooks, calls, blocked };
+}
+
+describe("classic calls that block the thread", () => {
+  test("on the plain build, a short call blocks through the hook: its callback has run when it returns, errors included", async () => {
+    const sb = await sandbox('function svc(req, resp){ var out = []; for (var i = 0; i < 3; i++) ClearBlade.Collection("c").count(null, function (e, n) { out.push(n); }); ClearBlade.Device().getDeviceByName("x", function (e, v) { out.push([e, v]); }); resp.success(out) }', [], false);
+    let n = 0;
+    const { hooks, calls, blocked } = blockingHooks((op) => (op === "device.get" ? new Error("no device x") : n++));
+    expect(await run(sb, hooks)).toEqual({ kind: "success", value: [0, 1, 2, [true, { detail: "no device x" }]] });
+    expect(blocked).toEqual(["collection.count", "collection.count", "collection.count", "device.get"]);
+    expect(calls).toEqual([]);
+    expect(sb.broken).toBe(false);
+  });
+
+  test("on the asyncify build, short calls block and calls that wait suspend", async () => {
+    const sb = await sandbox('function svc(req, resp){ var a, b; ClearBlade.Collection("c").count(null, function (e, n) { a = n; }); sleep(5); ClearBlade.Collection("c").count(null, function (e, n) { b = n; }); resp.success([a, b]) }');
+    let n = 10;
+    const { hooks, calls, blocked } = blockingHooks(() => n++);
+    expect(await run(sb, hooks)).toEqual({ kind: "success", value: [10, 11] });
+    expect(blocked).toEqual(["collection.count", "collection.count"]);
+    expect(calls.map((c) => [c.op, c.blocking])).toEqual([["timer.wait", true]]);
+  });
+
+  test("a blocked call whose deadline passes ends the run as timed out: nothing after it runs, and the sandbox is not reused", async () => {
+    const sb = await sandbox('function svc(req, resp){ var got = "none"; ClearBlade.Collection("c").fetch(null, function (e, d) { got = [e, d]; }); resp.success(got) }', [], false);
+    const deadlines: number[] = [];
+    const { hooks } = blockingHooks((_op, _a, deadline) => { deadlines.push(deadline); return null; });
+    const t0 = Date.now();
+    expect(await run(sb, hooks, {}, 300)).toEqual({ kind: "failed", error: "execution timed out after 0.3 s", timedOut: true });
+    expect(deadlines[0]).toBeGreaterThanOrEqual(t0 + 300);
+    expect(deadlines[0]).toBeLessThan(t0 + 400);
+    expect(sb.broken).toBe(true);
+  });
+
+  test("a run stopped while blocked ends with the reason; code that catches the call's error cannot go on", async () => {
+    const sb = await sandbox('function svc(req, resp){ for (;;) { try { ClearBlade.Collection("c").fetch(null, function () {}); } catch (e) {} } }', [], false);
+    let calls = 0;
+    const { hooks } = blockingHooks(() => (++calls === 3 ? { stopped: "the service was stopped" } : []));
+    expect(await run(sb, hooks, {}, 5_000)).toEqual({ kind: "failed", error: "the service was stopped" });
+    expect(calls).toBe(3);
+  });
+
+  test("past its slice while other systems wait: on the asyncify build a short call suspends instead, on the plain build it blocks and the run goes on (a call starts the slice again)", async () => {
+    const contention = new Int32Array(1);
+    publishDeadlines(new Float64Array(1), contention);
+    try {
+      const limits = { memoryBytes: 32 << 20, sliceMs: 40 };
+      const code = 'function svc(req, resp){ var n = 0; for (var i = 0; i < 20; i++) ClearBlade.Collection("c").count(null, function (e, d) { n += d; }); resp.success(n) }';
+      const slow = (): number => { const t = Date.now(); while (Date.now() - t < 5); return 1; };
+      const asyncify = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: true }, limits);
+      const plain = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: false }, limits);
+      opened.push(asyncify, plain);
+      // uncontended, both block all the way
+      for (const sb of [asyncify, plain]) {
+        const { hooks, blocked } = blockingHooks(slow);
+        expect(await run(sb, hooks)).toEqual({ kind: "success", value: 20 });
+        expect(blocked).toHaveLength(20);
+      }
+      contention[0] = 1;
+      const a = blockingHooks(slow);
+      const answered = later(() => 1, 0);
+      a.hooks.host = answered.hooks.host;
+      expect(await run(asyncify, a.hooks)).toEqual({ kind: "success", value: 20 });
+      expect(a.blocked.length).toBeLessThan(20);
+      expect(answered.calls.length).toBe(20 - a.blocked.length);
+      const p = blockingHooks(slow);
+      expect(await run(plain, p.hooks)).toEqual({ kind: "success", value: 20 });
+      expect(p.blocked).toHaveLength(20);
+    } finally { publishDeadlines(new Float64Array(1)); }
   });
 });

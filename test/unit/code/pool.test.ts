@@ -263,3 +263,101 @@ describe("WorkerPool", () => {
     expect(p.stats().workers).toBe(2);
   });
 });
+
+describe("classic calls that block the worker thread", () => {
+  const fetchRows = (name: string) => `function ${name}(req, resp){ var rows; ClearBlade.Collection("c").fetch(null, function (err, d) { rows = err ? "error: " + d.detail : d; }); resp.success(rows) }`;
+
+  test("a short call's answer comes back through shared memory, large answers included; errors reach the callback", async () => {
+    const p = await pool();
+    const big = "x".repeat(300_000);
+    let n = 0;
+    const host = async (op: string, a: string) => {
+      if (op !== "collection.fetch" || JSON.parse(a).collection.ref !== "c") return JSON.stringify({ ok: false, error: { detail: "unexpected " + op } });
+      n++;
+      if (n === 2) return JSON.stringify({ ok: true, data: { big, text: "héllo ✓" } });
+      if (n === 3) return JSON.stringify({ ok: false, error: { detail: "no such collection" } });
+      return JSON.stringify({ ok: true, data: { DATA: [1, 2, 3] } });
+    };
+    const s = spec("a", "rows", fetchRows("rows"), { host });
+    expect(await run(p, s)).toEqual({ kind: "success", value: { DATA: [1, 2, 3] } });
+    expect(await run(p, { ...s, instanceId: "2" })).toEqual({ kind: "success", value: { big, text: "héllo ✓" } });
+    expect(await run(p, { ...s, instanceId: "3" })).toEqual({ kind: "success", value: "error: no such collection" });
+    // many at once, over both workers, each answered with its own call's answer
+    const host2 = async (_op: string, a: string) => { await Bun.sleep(1); return JSON.stringify({ ok: true, data: JSON.parse(a).collection.ref }); };
+    const many = await Promise.all(Array.from({ length: 60 }, (_, i) => run(p, spec(`s${i % 3}`, "own", `function own(req, resp){ var got; ClearBlade.Collection("c" + req.params.i).fetch(null, function (e, d) { got = d; }); resp.success(got) }`, { host: host2, params: JSON.stringify({ i }) }))));
+    expect(many).toEqual(Array.from({ length: 60 }, (_, i) => ({ kind: "success", value: `c${i}` })));
+  });
+
+  test("a call never answered ends its run at its execution timeout; the worker is not terminated and takes the next runs", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    const never = () => new Promise<string>(() => {});
+    const t0 = Date.now();
+    expect(await run(p, spec("a", "stuck", fetchRows("stuck"), { host: never, timeoutMs: 300 }))).toEqual({ kind: "failed", error: "execution timed out after 0.3 s", timedOut: true });
+    expect(Date.now() - t0).toBeLessThan(300 + GRACE_MS);
+    // the watchdog looked several times meanwhile (every 100 ms)
+    expect(p.stats().killed).toBe(0);
+    expect(await run(p, spec("a", "rows", fetchRows("rows"), { host: async () => JSON.stringify({ ok: true, data: 5 }) }))).toEqual({ kind: "success", value: 5 });
+    expect(p.stats().killed).toBe(0);
+  });
+
+  test("abort reaches a run blocked in a call: it ends with the reason, and the worker goes on", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    let asked!: () => void;
+    const calling = new Promise<void>((r) => (asked = r));
+    const { id, done } = p.submit(spec("a", "stuck", fetchRows("stuck"), { host: () => { asked(); return new Promise<string>(() => {}); }, timeoutMs: 0 }));
+    await calling;
+    p.abort(id, "the service was stopped");
+    expect(await done).toEqual({ kind: "failed", error: "the service was stopped" });
+    expect(await run(p, spec("a", "rows", fetchRows("rows"), { host: async () => JSON.stringify({ ok: true, data: 6 }) }))).toEqual({ kind: "success", value: 6 });
+    expect(p.stats().killed).toBe(0);
+  });
+
+  test("a stream service looping over blocking calls, stopped between two calls, is stopped at its next call", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    let calls = 0;
+    let third!: () => void;
+    const answered = new Promise<void>((r) => (third = r));
+    const host = async () => { if (++calls === 3) setTimeout(third, 10); return JSON.stringify({ ok: true, data: 1 }); };
+    // each call is followed by 40 ms of code: the stop comes while the worker runs that, not in a call
+    const { id, done } = p.submit(spec("a", "loop", "function loop(req, resp){ for (;;) { ClearBlade.Collection('c').count(null, function () {}); var t = Date.now(); while (Date.now() - t < 40) {} } }", { host, timeoutMs: 0 }));
+    await answered;
+    p.abort(id, "the stream service was stopped");
+    expect(await done).toEqual({ kind: "failed", error: "the stream service was stopped" });
+    expect(calls).toBe(3);
+    expect(await run(p, spec("a", "after", "function after(req, resp){ resp.success('free') }"))).toEqual({ kind: "success", value: "free" });
+    expect(p.stats().killed).toBe(0);
+  });
+
+  test("a run blocking its worker and a suspended run on the same worker: the suspended one's answer waits its turn, both end", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    const order: string[] = [];
+    const host = async (op: string, a: string) => {
+      const args = JSON.parse(a);
+      await Bun.sleep(op === "timer.wait" ? args.ms : 5);
+      order.push(op);
+      return JSON.stringify({ ok: true, data: 1 });
+    };
+    const looper = spec("a", "looper", "function looper(req, resp){ var n = 0; for (var i = 0; i < 30; i++) ClearBlade.Collection('c').count(null, function (e, d) { n += d; }); resp.success(n) }", { host });
+    expect(await run(p, looper)).toEqual({ kind: "success", value: 30 }); // its sandbox is warm
+    order.length = 0;
+    const ended: string[] = [];
+    const sleeper = run(p, spec("a", "sleeper", "function sleeper(req, resp){ sleep(5); resp.success('woke') }", { host })).then((o) => { ended.push("sleeper"); return o; });
+    const looping = run(p, { ...looper, instanceId: "2" }).then((o) => { ended.push("looper"); return o; });
+    expect(await Promise.all([sleeper, looping])).toEqual([{ kind: "success", value: "woke" }, { kind: "success", value: 30 }]);
+    // the sleep was answered while the other run held the worker with its calls, and went on after
+    expect(order.indexOf("timer.wait")).toBeLessThan(order.length - 1);
+    expect(ended).toEqual(["looper", "sleeper"]);
+    expect(p.stats().killed).toBe(0);
+  });
+
+  test("a service calling another through the host suspends, so a callee that needs the caller's worker still runs", async () => {
+    const p = await pool({ workers: 1, maxShare: 1 });
+    const callee = spec("a", "callee", "function callee(req, resp){ var n; ClearBlade.Collection('c').count(null, function (e, d) { n = d; }); resp.success(n + 1) }", { host: async () => JSON.stringify({ ok: true, data: 41 }) });
+    const host = async (op: string) => {
+      if (op !== "code.execute") return JSON.stringify({ ok: false, error: { detail: op } });
+      const o = await p.submit(callee).done;
+      return JSON.stringify({ ok: true, data: o.kind === "success" ? outcomeValue(o.raw) : o });
+    };
+    expect(await run(p, spec("a", "caller", "function caller(req, resp){ var got; ClearBlade.Code().execute('callee', {}, function (e, d) { got = d; }); resp.success(got) }", { host, timeoutMs: 5_000 }))).toEqual({ kind: "success", value: 42 });
+  });
+});

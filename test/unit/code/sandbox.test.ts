@@ -15,8 +15,9 @@ async function run(sb: Sandbox, r: RunRequest, h: RunHooks = hooks, timeoutMs = 
   return { ...rest, value: outcomeValue(raw) };
 }
 
-async function sandbox(code: string): Promise<Sandbox> {
-  const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {} }, LIMITS);
+/** (`suspends`: on the asyncify build, where classic calls suspend when the hooks cannot block) */
+async function sandbox(code: string, suspends?: boolean): Promise<Sandbox> {
+  const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends }, LIMITS);
   opened.push(sb);
   return sb;
 }
@@ -129,18 +130,18 @@ describe("Sandbox runs", () => {
   });
 
   test("an error thrown in a host call's callback fails the run; a callback looping past the deadline times out", async () => {
-    const thrown = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { null.x; }) }');
+    const thrown = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { null.x; }) }', true);
     expect(await run(thrown, req("u"))).toEqual({ kind: "failed", error: "TypeError: cannot read property 'x' of null" });
-    const looping = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { while (true) {} }) }');
+    const looping = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { while (true) {} }) }', true);
     expect(await run(looping, req("u"), hooks, 300)).toEqual({ kind: "failed", error: "execution timed out after 0.3 s", timedOut: true });
-    const answered = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { resp.success([err, d]) }) }');
+    const answered = await sandbox('function svc(req, resp){ ClearBlade.Collection({ collectionName: "c" }).fetch(function (err, d) { resp.success([err, d]) }) }', true);
     expect(await run(answered, req("u"))).toEqual({ kind: "success", value: [false, null] });
   });
 
   test("a sandbox handed on and disposed as its run ends, as a worker does with a failed one, ends cleanly", async () => {
     for (const code of ["function svc(req, resp){ throw new Error('x') }", "function svc(req, resp){ while (true) {} }", "async function svc(req, resp){ await null; throw new Error('y') }",
       'function svc(req, resp){ ClearBlade.Collection("c").fetch(null, function () {}); }']) {
-      const sb = await sandbox(code);
+      const sb = await sandbox(code, true);
       const never: RunHooks = { host: () => {}, log: () => {} }; // a blocking call that is never answered
       const o = await sb.run("svc", req("u"), never, 200, () => sb.dispose());
       expect(o.kind).toBe("failed");

@@ -20,11 +20,17 @@ describe("applyPermissionChanges", () => {
     expect(grantedLevel([all], { kind: "item", itemKind: "edgeremoteadmin", name: "gw-2" })).toBe(LEVEL.ALL);
   });
 
-  test("file and system service grants are checked, then left out", () => {
+  test("file grants are kept per bucket set and per file store (or file); system service grants are checked, then left out", () => {
     const p = applyPermissionChanges(emptyPermissions(), {
-      files: [], filestorefiles: [{ itemInfo: { name: "store/a" }, permissions: 1 }], system_services: { permissions: 1 },
+      files: [{ itemInfo: { name: "set1" }, permissions: 1 }], filestorefiles: [{ itemInfo: { name: "store/a" }, permissions: 1 }], system_services: { permissions: 1 },
     });
-    expect(p).toEqual(emptyPermissions());
+    expect(p.items.files).toEqual([{ name: "set1", level: LEVEL.READ }]);
+    expect(p.items.filestorefiles).toEqual([{ name: "store/a", level: LEVEL.READ }]);
+    expect(grantedLevel([p], { kind: "item", itemKind: "filestorefiles", name: "store/a" })).toBe(LEVEL.READ);
+    expect(grantedLevel([p], { kind: "item", itemKind: "filestorefiles", name: "store/b" })).toBe(0);
+    const all = applyPermissionChanges(p, { filestorefiles: { permissions: LEVEL.ALL } });
+    expect(grantedLevel([all], { kind: "item", itemKind: "filestorefiles", name: "other" })).toBe(LEVEL.ALL);
+    expect(applyPermissionChanges(emptyPermissions(), { system_services: { permissions: 1 } })).toEqual(emptyPermissions());
     for (const bad of [{ files: "x" }, { files: [{}] }, { filestorefiles: [{ itemInfo: { name: "a" }, permissions: 16 }] }, { system_services: { permissions: "1" } }, { system_services: [1] }])
       expect(() => applyPermissionChanges(emptyPermissions(), bad)).toThrow(ApiError);
   });

@@ -38,7 +38,9 @@ beforeAll(async () => {
   await s.adapters.create(dev, sk, { name: "modbus", description: "", architecture: "linux-amd64" });
   await s.portals.create(dev, sk, "portal", "floor", { config: { panes: [] } });
   await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
-  Object.assign(made, { portal: "floor", plugin: "gauge", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.serviceCaches.create(dev, sk, "sessions", { ttl: 60 });
+  await s.webhooks.create(dev, sk, "inbound", { service_name: "calc" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup
@@ -69,6 +71,8 @@ describe("the kinds of definitions", () => {
     expect([...staleCaches(["library", "service"])]).toEqual(["code"]);
     expect([...staleCaches(["trigger"])]).toEqual(["triggers"]);
     expect([...staleCaches(["user", "device", "role"])]).toEqual(["tokens"]);
+    expect([...staleCaches(["servicecache"])]).toEqual(["servicecaches"]);
+    expect([...staleCaches(["webhook"])]).toEqual(["webhooks"]);
     expect([...staleCaches(["collection", "timer", "adapter", "row", "nonsense"])]).toEqual([]);
   });
 

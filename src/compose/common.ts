@@ -171,6 +171,8 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   // started before the parts that record into it, stopped (its waiting rows written) after them
   await m.audit.start();
   started.push({ name: "audit", stop: () => m.audit.stop() });
+  metrics.gauge("outpost_audit_rows_waiting", "audit rows recorded and not written yet", () => [[{}, m.audit.waitingRows]]);
+  metrics.readCounter("outpost_audit_rows_dropped_total", "audit rows dropped: past the bound of rows waiting while the trail could not be written", () => [[{}, m.audit.dropped]]);
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
     roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });

@@ -20,6 +20,7 @@ export const DEFINITION_KINDS = {
   plugin: { table: "plugins", nameColumn: "name" },
   servicecache: { table: "service_caches", nameColumn: "name" },
   webhook: { table: "webhooks", nameColumn: "name" },
+  bucketset: { table: "bucket_sets", nameColumn: "name" },
   usersecret: { table: "user_secrets", nameColumn: "name" },
 } as const;
 

@@ -25,11 +25,10 @@ import { ASSET_CLASSES, type DeploymentAsset, entryOf, matching } from "./templa
 /** The class a kind is shown under (status, the per-asset views). */
 const CLASS_OF: Readonly<Partial<Record<string, string>>> = {
   service: "services", library: "libraries", trigger: "triggers", timer: "timers", role: "roles", user: "users", device: "devices",
-  adapter: "adaptors", portal: "portals", plugin: "plugins", servicecache: "servicecaches", webhook: "webhooks", usersecret: "usersecrets",
+  adapter: "adaptors", portal: "portals", plugin: "plugins", servicecache: "servicecaches", webhook: "webhooks", bucketset: "bucketsets", usersecret: "usersecrets",
 };
 /** ClearBlade classes this server cannot deploy (yet): said so, not taken for collection names. */
 const NOT_DEPLOYABLE: Readonly<Record<string, string>> = {
-  bucketsets: "bucket sets are not deployable by this server",
   edges: "edge records are the platform's own", messaging: "message history is not deployable; relay topics with an edge template's topic entries",
 };
 
@@ -163,11 +162,13 @@ export class Deployments {
     })();
   }
 
-  /** `{name, description}` of each deployment the query selects (ClearBlade's list). */
+  /** `{name, description}` of each deployment the query selects (ClearBlade's list), or the
+   *  columns its SELECTCOLUMNS names. */
   async list(p: Principal, systemKey: string, query: string | null) {
     await this.guard(p, systemKey, LEVEL.READ);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    return (await deploymentsRepo.list(this.d.db, systemKey, q)).map((r) => ({ name: r.name, description: r.description }));
+    const fields = (q.select ?? ["name", "description"]) as (keyof DeploymentRow)[];
+    return (await deploymentsRepo.list(this.d.db, systemKey, q)).map((r) => Object.fromEntries(fields.map((f) => [f, r[f]])));
   }
 
   /** Every deployment whole (the code library's readAll). */

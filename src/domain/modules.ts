@@ -24,7 +24,7 @@ import { Roles } from "./roles.ts";
 import { type CompileCheck, CodeServices } from "./services.ts";
 import { ServiceCaches } from "./serviceCaches.ts";
 import { Portals } from "./portals.ts";
-import { BucketSets } from "./bucketSets.ts";
+import { BucketSets, type EdgeFileSender } from "./bucketSets.ts";
 import { FileStorage } from "./fileStorage.ts";
 import { FileStores } from "./fileStores.ts";
 import { Sessions } from "./sessions.ts";
@@ -51,6 +51,7 @@ export interface ModuleParts {
   edgeLinks: Port<EdgeLinks>;
   fleetLink: Port<FleetLink>;
   edgeControl: Port<EdgeControl>;
+  edgeFiles: Port<EdgeFileSender>;
 }
 
 export function buildModules(deps: DomainDeps, p: ModuleParts) {
@@ -73,7 +74,7 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     portals: new Portals(deps, systems),
     userSecrets: new UserSecrets(deps, systems, p.secrets),
     fileStorage,
-    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets),
+    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets, p.edgeFiles),
     fileStores: new FileStores(deps, systems, roles, fileStorage, p.secrets),
     locks: new Locks(p.lockBackend),
     triggers: new Triggers(deps, systems, codeServices),

@@ -27,7 +27,7 @@ export interface DeploymentAsset { asset_class: string; asset_id: string; sync_t
 export const ASSET_CLASSES: Readonly<Record<string, DefinitionType>> = {
   services: "service", libraries: "library", triggers: "trigger", timers: "timer", roles: "role", rolesperms: "role",
   users: "user", devices: "device", adaptors: "adapter", adapters: "adapter", portals: "portal", plugins: "plugin",
-  servicecaches: "servicecache", webhooks: "webhook", usersecrets: "usersecret",
+  servicecaches: "servicecache", webhooks: "webhook", bucketsets: "bucketset", usersecrets: "usersecret",
 };
 /** The mode a pair of flags stands for (neither: copied at the edge's start only). */
 export function modeOf(toEdge: boolean, toPlatform: boolean): SyncMode {

@@ -11,6 +11,7 @@ export { deviceRoutes } from "./routes/devices.ts";
 export { edgeRoutes } from "./routes/edges.ts";
 export { externalDbRoutes } from "./routes/externalDbs.ts";
 export { fileRoutes } from "./routes/files.ts";
+export { fileSyncRoutes } from "./routes/fileSync.ts";
 export { fleetRoutes } from "./routes/fleet.ts";
 export { handlerRoutes } from "./routes/handlers.ts";
 export { messagingRoutes } from "./routes/messaging.ts";

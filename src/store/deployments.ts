@@ -1,5 +1,5 @@
 // Deployments: named sets of a system's assets and the edges that get them.
-import type { ColumnMap, Query } from "../core/query.ts";
+import { type ColumnMap, type Query, selectedColumns } from "../core/query.ts";
 import type { Executor } from "./db.ts";
 import { listClauses, upsert } from "./sql.ts";
 
@@ -15,8 +15,11 @@ const COLUMNS: ColumnMap = {
 export const deploymentsRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<DeploymentRow>(`SELECT * FROM deployments WHERE system_key = ? AND name = ?`, [systemKey, name]),
   all: (ex: Executor, systemKey: string) => ex.all<DeploymentRow>(`SELECT * FROM deployments WHERE system_key = ? ORDER BY name`, [systemKey]),
-  /** The deployments a parsed query selects, ordered by its SORT then name. */
+  /** The deployments a parsed query selects, ordered by its SORT then name (whole rows: the caller
+   *  keeps the SELECTCOLUMNS it wants). */
   list(ex: Executor, systemKey: string, q: Query) {
+    // (SELECTCOLUMNS names columns of this map too: an unknown one is refused, as in FILTERS)
+    selectedColumns(q, COLUMNS);
     const { where, tail } = listClauses(ex.dialect, q, COLUMNS, "name");
     return ex.all<DeploymentRow>(`SELECT * FROM deployments WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
   },

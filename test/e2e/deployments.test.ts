@@ -77,6 +77,11 @@ t.test("the user paths, the query, and the name in the path", async (t) => {
   isErr(t, await s.dev.get(`${api(s)}?query=${qs({ FILTERS: [[{ EQ: [{ nosuch: 1 }] }]] })}`), 400, undefined, "a query naming an unknown field");
   const got = await must(s.dev.get(api(s, b)), "read on /api/v/3");
   t.same([got.assets, got.edges], [[], []], "no assets, no edges: empty arrays");
+  // SELECTCOLUMNS names the deployment's columns: the list keeps those; anything else is refused
+  const names = await must(s.dev.get(`${api(s)}?query=${qs({ SELECTCOLUMNS: ["name"], FILTERS: [[{ EQ: [{ name: b }] }]] })}`), "SELECTCOLUMNS name");
+  t.same(names, [{ name: b }], "only the selected column");
+  isErr(t, await s.dev.get(`${admin(s)}?query=${qs({ SELECTCOLUMNS: ["* FROM users --"] })}`), 400, undefined, "SELECTCOLUMNS with SQL in it");
+  isErr(t, await s.dev.get(`${api(s)}?query=${qs({ SELECTCOLUMNS: ["assets"] })}`), 400, undefined, "SELECTCOLUMNS naming a field that is not a column");
 });
 
 t.test("bad bodies and names are refused, naming what is wrong", async (t) => {
@@ -90,7 +95,7 @@ t.test("bad bodies and names are refused, naming what is wrong", async (t) => {
     [{ name, assets: [{ asset_class: "services", sync_to_edge: "yes" }] }, "a flag that is not a boolean", /sync_to_edge must be a boolean/],
     [{ name, assets: [{ asset_class: "services", color: "red" }] }, "an unknown field of an asset", /color/],
     [{ name, assets: [{ asset_class: "nosuch" }] }, "an unknown class (not a collection either)", /unknown asset class 'nosuch'/],
-    [{ name, assets: [{ asset_class: "bucketsets" }] }, "a class this server cannot deploy", /bucketsets.*cannot be deployed/],
+    [{ name, assets: [{ asset_class: "edges" }] }, "a class this server cannot deploy", /edges.*cannot be deployed/],
     [{ name, assets: [{ asset_class: "services", asset_id: "nosuch" }] }, "a service the system does not have", /no service 'nosuch'/],
     [{ name, assets: [{ asset_class: "services", asset_id: "theirs" }] }, "another system's service", /no service 'theirs'/],
     [{ name, assets: [{ asset_class: "readings", asset_id: "item-1" }] }, "item-level collection sync", /item-level/],

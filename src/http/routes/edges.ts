@@ -61,12 +61,13 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
+    const sockets = new WeakMap<object, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
     const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
       let x = sockets.get(ws.raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
         x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); },
+          sendBinary: (b) => { (ws.raw as { sendBinary(b: Uint8Array): unknown }).sendBinary(b); },
           remote: (ws.raw as { remoteAddress?: string }).remoteAddress,
           buffered: () => (ws.raw as { getBufferedAmount?(): number }).getBufferedAmount?.() ?? 0 };
         sockets.set(ws.raw, x);
@@ -102,6 +103,8 @@ export const edgeRoutes = (s: Services) => {
         // the edge's named template ("" : none); each asset says which entry brings it and from where
         template: st.template,
         outbox: st.outbox, synced: st.assets.filter((a) => a.status === "synced").length, failed: st.assets.filter((a) => a.status === "failed").length, assets: st.assets,
+        // files to and from the platform (bucket sets' outbox and inbox), newest first
+        files: st.files,
       };
     }) as unknown as Elysia;
   }

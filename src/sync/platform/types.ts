@@ -12,8 +12,11 @@ import type { ChangeRecorder } from "../../domain/changes.ts";
 import type { Db } from "../../store/db.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../../adapters/runner.ts";
 import type { EdgeOp, RelayedAnswer, VouchedCaller } from "../fleet.ts";
+import type { FileSync } from "../files.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
+  /** sends a binary frame (file bytes) */
+  sendBinary?(bytes: Uint8Array): void;
   /** the peer's address, for the log */
   remote?: string;
   /** bytes sent but not yet written to the network (a link falling behind) */
@@ -34,6 +37,8 @@ export interface HubDeps {
   compactMs: number;
   /** this platform node: the edges whose connections it holds carry it */
   nodeId: string;
+  /** files to and from edges (bucket sets' outbox and inbox) */
+  files?: FileSync;
   /** opens the values kinds keep sealed (user secrets) as they go to an edge */
   secrets: SecretBox;
 }
@@ -66,11 +71,14 @@ export type AssetResult = { type: string; name: string; seq: number; version?: n
 
 /** Status of one asset on one edge. */
 export interface AssetStatus {
-  asset_type: string; asset_name: string; status: "pending" | "synced" | "failed";
+  /** a file (asset_type "file") is also "transferring" while its bytes move */
+  asset_type: string; asset_name: string; status: "pending" | "transferring" | "synced" | "failed";
   /** the asset's version (its changes counted) and the one the edge holds */
   desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string;
   /** the template entry that brings it ("service/*") and where that comes from ("edge",
    *  "template:<name>" for the edge's named template, "deployment:<name>", comma-separated when
    *  several bring it); "" for an asset no entry brings any more */
   source: string; entry: string;
+  /** files: which way, and how many of their bytes the receiver holds */
+  direction?: "to_platform" | "to_edge"; bytes_done?: number; bytes_total?: number;
 }

@@ -15,7 +15,8 @@ describe("asset classes", () => {
     expect(ASSET_CLASSES).toMatchObject({ services: "service", libraries: "library", triggers: "trigger", timers: "timer", roles: "role", rolesperms: "role",
       users: "user", devices: "device", adaptors: "adapter", adapters: "adapter", portals: "portal", plugins: "plugin", servicecaches: "servicecache", webhooks: "webhook", usersecrets: "usersecret" });
     // not deployable here: said so by the domain, never read as a collection's name
-    for (const c of ["bucketsets"]) expect(ASSET_CLASSES[c]).toBeUndefined();
+    expect(ASSET_CLASSES.bucketsets).toBe("bucketset");
+    expect(ASSET_CLASSES.usersecrets).toBe("usersecret");
   });
 
   test("the flags are the modes: neither is deploy, both are sync", () => {

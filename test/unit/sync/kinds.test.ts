@@ -42,8 +42,9 @@ beforeAll(async () => {
   await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
   await s.serviceCaches.create(dev, sk, "sessions", { ttl: 60 });
   await s.webhooks.create(dev, sk, "inbound", { service_name: "calc" });
+  await s.bucketSets.create(dev, sk, { name: "logs", platform_storage: "local", edge_storage: "local" });
   await s.userSecrets.create(dev, sk, "apikey", { token: "s3cr3t-value" });
-  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", usersecret: "apikey", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", bucketset: "logs", usersecret: "apikey", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup

@@ -3,9 +3,11 @@
 // sync status. Only a platform sends: an edge's outbox goes up by itself.
 import { Elysia } from "elysia";
 import { fail } from "../../core/errors.ts";
-import { objectBody } from "../../core/validate.ts";
+import { knownFields, objectBody } from "../../core/validate.ts";
 import { jsonBody, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
+
+const SYNC_FIELDS: ReadonlySet<string> = new Set(["box", "path", "edge"]);
 
 export const fileSyncRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
@@ -13,7 +15,7 @@ export const fileSyncRoutes = (s: Services) => {
     // {box, path, edge}: the file <box>/<path> of the set lands in the edge's inbox/<path>
     .post("/api/v/4/bucket_sets/:systemKey/:name/file/sync_to_edge", caller(async (p, { request, params }) => {
       if (!s.sync) throw fail("INVALID_ARGUMENT", "files are sent to an edge by its platform, not by an edge");
-      const b = objectBody(await jsonBody(request));
+      const b = knownFields(objectBody(await jsonBody(request)), SYNC_FIELDS);
       if (typeof b.box !== "string" || typeof b.path !== "string") throw fail("INVALID_ARGUMENT", "box and path must be strings");
       if (typeof b.edge !== "string" || !b.edge) throw fail("INVALID_ARGUMENT", "edge must name an edge of the system");
       return s.bucketSets.sendToEdge(p, params.systemKey, params.name, `${b.box}/${b.path}`, b.edge);

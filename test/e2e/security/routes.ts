@@ -439,6 +439,8 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: fi, method: "GET", path: `${set}/{bucketSet}/file/meta?box=sandbox&path={setFile}`, auth: "user" });
   add({ file: fi, method: "GET", path: `${set}/{bucketSet}/file/read?box=sandbox&path={setFile}`, auth: "user" });
   add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/copy`, auth: "user", body: (i, f) => ({ from_box: "sandbox", from_path: i.setFile, to_box: "inbox", to_path: `copies/${f()}.txt` }) });
+  // (the edge exists but is not connected: the file waits for it, as its status says)
+  add({ file: "fileSync.ts", method: "POST", path: `${set}/{bucketSet}/file/sync_to_edge`, auth: "user", body: (i) => ({ box: "sandbox", path: i.setFile, edge: i.edge }) });
   add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/move`, auth: "user", body: (i, f) => ({ from_box: "sandbox", from_path: i.setMoveFile, to_box: "outbox", to_path: `moved/${f()}.txt` }) });
   add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/delete`, auth: "user", body: (i) => ({ box: "sandbox", path: i.setFileVictim }) });
   const store = "/api/v/1/filestore/{sk}";

@@ -6,7 +6,7 @@ import { developerOnly } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import { hashToken } from "../../core/ids.ts";
 import { SYNC_PATH } from "../../sync/protocol.ts";
-import { jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
+import { conditionalJson, flagParam, jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -21,8 +21,30 @@ export const edgeRoutes = (s: Services) => {
   };
   let app = new Elysia()
     .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
-    .get("/admin/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
-    .get("/api/v/3/edges/:systemKey/count", caller((p, { request, params }) => s.edges.count(p, params.systemKey, queryOf(request).get("query"))))
+    // the fleet view's parameters (failing, sync_counts; count's by=state) answer with an ETag
+    // (If-None-Match: 304 when nothing changed)
+    .get("/admin/edges/:systemKey", caller(async (p, { request, params }) => {
+      const q = queryOf(request);
+      const failing = flagParam(q, "failing"), syncCounts = flagParam(q, "sync_counts");
+      const list = await s.edges.list(p, params.systemKey, q.get("query"), { failing });
+      if (failing === undefined && syncCounts === undefined) return list;
+      if (!syncCounts) return conditionalJson(request, list);
+      // each edge's assets by status, as its sync status reads them (a page of edges at a time)
+      await s.systems.accessAsDeveloper(p, params.systemKey);
+      const counted = await Promise.all(list.map(async (e) => {
+        const n = { pending: 0, synced: 0, failed: 0 };
+        for (const a of await hub().status(params.systemKey, e.name as string)) n[a.status]++;
+        return { ...e, sync_counts: n };
+      }));
+      return conditionalJson(request, counted);
+    }))
+    .get("/api/v/3/edges/:systemKey/count", caller(async (p, { request, params }) => {
+      const q = queryOf(request), by = q.get("by"), failing = flagParam(q, "failing");
+      if (by === null) return failing === undefined ? s.edges.count(p, params.systemKey, q.get("query")) : conditionalJson(request, await s.edges.count(p, params.systemKey, q.get("query"), failing));
+      if (by !== "state") throw fail("INVALID_ARGUMENT", "by must be state");
+      if (q.get("query") !== null || failing !== undefined) throw fail("INVALID_ARGUMENT", "by=state counts the whole fleet: it takes no query or failing");
+      return conditionalJson(request, await s.edges.stateCounts(p, params.systemKey));
+    }))
     .get("/api/v/3/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
     .get("/admin/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
     .post("/admin/edges/:systemKey/columns", caller(async (p, { request, params }) => s.edges.addColumn(p, params.systemKey, await jsonBody(request))))

@@ -1,4 +1,4 @@
-// The edges list's fleet parameters (failing, sync_counts), the count by link state, and their
+// The edges list's fleet parameters (failing, view=fleet), the count by link state, and their
 // conditional answers (ETag, If-None-Match -> 304), with bad values refused in the error envelope.
 import t from "tap";
 import { devWithSystem, isErr, must, ok200, qs, request, startOutpost } from "./harness.ts";
@@ -9,11 +9,12 @@ const s = await devWithSystem(o, "fleet-query");
 const SK = s.systemKey;
 for (const name of ["north-1", "north-2", "south-1"]) await must(s.dev.post(`/admin/edges/${SK}/${name}`, { description: name }), `edge ${name}`);
 
-t.test("sync_counts and failing on the list", async (t) => {
-  const all = await s.dev.get(`/admin/edges/${SK}?sync_counts=true`);
+t.test("view=fleet and failing on the list", async (t) => {
+  const all = await s.dev.get(`/admin/edges/${SK}?view=fleet`);
   ok200(t, all, "list with sync counts");
   t.same(all.body.map((e: any) => e.name), ["north-1", "north-2", "south-1"], "every edge");
-  t.same(all.body[0].sync_counts, { pending: 0, synced: 0, failed: 0 }, "each with its assets by status");
+  t.same(all.body[0], { name: "north-1", description: "north-1", template: "", isConnected: false, first_talked: null, last_talked: null, sync_lag: null, sync_counts: { pending: 0, synced: 0, failed: 0 } },
+    "each as a fleet row: link, contact, lag and its assets by status");
   t.ok(all.headers.etag, "an ETag");
   const plain = await s.dev.get(`/admin/edges/${SK}`);
   t.equal(plain.body[0].sync_counts, undefined, "without the parameter: the record as before");
@@ -35,7 +36,7 @@ t.test("count by link state", async (t) => {
 });
 
 t.test("conditional answers: 304 while nothing changed, 200 once it did", async (t) => {
-  const path = `/admin/edges/${SK}?sync_counts=true`;
+  const path = `/admin/edges/${SK}?view=fleet`;
   const first = await s.dev.get(path);
   const tag = first.headers.etag as string;
   const again = await s.dev.get(path, { "If-None-Match": tag });
@@ -58,7 +59,7 @@ t.test("conditional answers: 304 while nothing changed, 200 once it did", async 
 
 t.test("bad values are refused in the error envelope", async (t) => {
   isErr(t, await s.dev.get(`/admin/edges/${SK}?failing=yes`), 400, "failing=yes");
-  isErr(t, await s.dev.get(`/admin/edges/${SK}?sync_counts=1`), 400, "sync_counts=1");
+  isErr(t, await s.dev.get(`/admin/edges/${SK}?view=full`), 400, "view=full");
   isErr(t, await s.dev.get(`/api/v/3/edges/${SK}/count?failing=maybe`), 400, "count failing=maybe");
   isErr(t, await s.dev.get(`/api/v/3/edges/${SK}/count?by=region`), 400, "by=region");
   isErr(t, await s.dev.get(`/api/v/3/edges/${SK}/count?by=state&failing=true`), 400, "by=state with failing");
@@ -67,7 +68,7 @@ t.test("bad values are refused in the error envelope", async (t) => {
   isErr(t, await s.dev.get(`/admin/edges/${SK}?failing=true&query=${qs({ FILTERS: [[{ EQ: [{ nosuch: 1 }] }]] })}`), 400, "an unknown column");
   isErr(t, await request(o.url, "GET", `/api/v/3/edges/${SK}/count?by=state`), 401, "no token");
   const other = await devWithSystem(o, "other");
-  const foreign = await other.dev.get(`/admin/edges/${SK}?sync_counts=true`);
+  const foreign = await other.dev.get(`/admin/edges/${SK}?view=fleet`);
   t.ok(foreign.status >= 400 && foreign.status < 500, `another developer's system is refused (${foreign.status})`);
   t.ok(foreign.body?.error, "in the envelope");
 });

@@ -16,9 +16,13 @@ export function createEditor(parent: HTMLElement, doc: string, label: string, on
       extensions: [
         lineNumbers(), history(), indentOnInput(), bracketMatching(), highlightActiveLine(),
         syntaxHighlighting(defaultHighlightStyle), javascript(),
+        // long lines wrap: no sideways scrolling on a phone
+        EditorView.lineWrapping,
         // Tab indents; Escape then Tab leaves the editor (CodeMirror's own way out for keyboards)
         keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
         EditorView.contentAttributes.of({ "aria-label": label }),
+        // the page's nonce (index.html): the policy admits the editor's <style> element by it
+        EditorView.cspNonce.of(document.querySelector<HTMLMetaElement>('meta[name="csp-nonce"]')?.content ?? ""),
         EditorView.updateListener.of((u) => { if (u.docChanged) onChange(u.state.doc.toString()); }),
       ],
     }),

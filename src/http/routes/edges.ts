@@ -13,6 +13,16 @@ type P = Record<string, string>;
 const sk = (p: unknown) => (p as P).systemKey!;
 const nm = (p: unknown) => (p as P).name!;
 
+/** An edge as a fleet view shows it: what a row needs, and nothing that changes while nothing
+ *  happens (a connected edge's last_talked moves with every ping: null here, it is talking now),
+ *  so that a polled page answers 304 until an edge connects, drops, or an asset's status moves. */
+async function fleetRow(e: Record<string, unknown>, assets: Promise<{ status: "pending" | "synced" | "failed" }[]>) {
+  const sync_counts = { pending: 0, synced: 0, failed: 0 };
+  for (const a of await assets) sync_counts[a.status]++;
+  return { name: e.name, description: e.description, template: e.template, isConnected: e.isConnected, first_talked: e.first_talked,
+    last_talked: e.isConnected ? null : e.last_talked, sync_lag: e.sync_lag, sync_counts };
+}
+
 export const edgeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
   const hub = () => {
@@ -21,22 +31,17 @@ export const edgeRoutes = (s: Services) => {
   };
   let app = new Elysia()
     .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
-    // the fleet view's parameters (failing, sync_counts; count's by=state) answer with an ETag
+    // a fleet view's parameters (failing; view=fleet; count's by=state) answer with an ETag
     // (If-None-Match: 304 when nothing changed)
     .get("/admin/edges/:systemKey", caller(async (p, { request, params }) => {
       const q = queryOf(request);
-      const failing = flagParam(q, "failing"), syncCounts = flagParam(q, "sync_counts");
+      const failing = flagParam(q, "failing"), view = q.get("view");
+      if (view !== null && view !== "fleet") throw fail("INVALID_ARGUMENT", "view must be fleet");
       const list = await s.edges.list(p, params.systemKey, q.get("query"), { failing });
-      if (failing === undefined && syncCounts === undefined) return list;
-      if (!syncCounts) return conditionalJson(request, list);
-      // each edge's assets by status, as its sync status reads them (a page of edges at a time)
+      if (failing === undefined && view === null) return list;
+      if (!view) return conditionalJson(request, list);
       await s.systems.accessAsDeveloper(p, params.systemKey);
-      const counted = await Promise.all(list.map(async (e) => {
-        const n = { pending: 0, synced: 0, failed: 0 };
-        for (const a of await hub().status(params.systemKey, e.name as string)) n[a.status]++;
-        return { ...e, sync_counts: n };
-      }));
-      return conditionalJson(request, counted);
+      return conditionalJson(request, await Promise.all(list.map((e) => fleetRow(e, hub().status(params.systemKey, e.name as string)))));
     }))
     .get("/api/v/3/edges/:systemKey/count", caller(async (p, { request, params }) => {
       const q = queryOf(request), by = q.get("by"), failing = flagParam(q, "failing");

@@ -60,7 +60,7 @@ export function Fleet({ systemKey: sk }: { systemKey: string }) {
     try {
       const base = `/admin/edges/${enc(sk)}`;
       const [list, n, c] = await Promise.all([
-        poll<EdgeRecord[]>(`${base}?sync_counts=true${failing}&${queryParam({ filters, sort: [sorting.field, sorting.desc ? "DESC" : "ASC"], pageSize: PAGE_SIZE, page })}`),
+        poll<EdgeRecord[]>(`${base}?view=fleet${failing}&${queryParam({ filters, sort: [sorting.field, sorting.desc ? "DESC" : "ASC"], pageSize: PAGE_SIZE, page })}`),
         poll<{ count: number }>(`/api/v/3/edges/${enc(sk)}/count?${queryParam({ filters })}${failing}`),
         poll<StateCounts>(`/api/v/3/edges/${enc(sk)}/count?by=state`),
       ]);
@@ -103,8 +103,9 @@ export function Fleet({ systemKey: sk }: { systemKey: string }) {
       sorting={sorting} onSort={(s) => refilter(() => setSorting(s))}
       columns={[
         { label: "Edge", sort: "name", cell: (e) => <a href={href("s", sk, "edge", e.name)}>{e.name}</a> },
-        { label: "Link", cls: "link", cell: (e) => <LinkPill connected={e.isConnected} ever={!!e.last_talked} /> },
-        { label: "Last talked", sort: "last_talked", cls: "ago", cell: (e) => <span title={when(e.last_talked)}>{ago(e.last_talked, now)}</span> },
+        { label: "Link", cls: "link", cell: (e) => <LinkPill connected={e.isConnected} ever={!!e.first_talked} /> },
+        // a connected edge is talking now (the fleet view leaves its last ping out: see the API)
+        { label: "Last talked", sort: "last_talked", cls: "ago", cell: (e) => (e.isConnected ? "now" : <span title={when(e.last_talked)}>{ago(e.last_talked, now)}</span>) },
         { label: "Sync lag", cls: "num", cell: (e) => e.sync_lag ?? "–" },
         { label: "Pending", cls: "num", cell: (e) => e.sync_counts?.pending ?? 0 },
         { label: "Synced", cls: "num", cell: (e) => e.sync_counts?.synced ?? 0 },

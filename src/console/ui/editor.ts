@@ -6,7 +6,7 @@ import { bracketMatching, defaultHighlightStyle, indentOnInput, syntaxHighlighti
 import { EditorState } from "@codemirror/state";
 import { EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
 
-export interface Editor { text(): string; setText(t: string): void; goTo(line: number, column: number): void; destroy(): void }
+export interface Editor { text(): string; goTo(line: number, column: number): void; destroy(): void }
 
 export function createEditor(parent: HTMLElement, doc: string, label: string, onChange: (t: string) => void): Editor {
   const view = new EditorView({
@@ -29,7 +29,6 @@ export function createEditor(parent: HTMLElement, doc: string, label: string, on
   });
   return {
     text: () => view.state.doc.toString(),
-    setText: (t) => view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: t } }),
     goTo(line, column) {
       const l = view.state.doc.line(Math.min(Math.max(1, line), view.state.doc.lines));
       view.dispatch({ selection: { anchor: Math.min(l.from + Math.max(0, column - 1), l.to) }, scrollIntoView: true });

@@ -1,5 +1,7 @@
 // A code editor: CodeMirror, loaded on first use (its chunk is most of the console's size). Until
 // it is there, and if it cannot load, a plain textarea with the same label edits the code.
+// The editor owns its text once it is up (uncontrolled): `value` is the text it starts from, and
+// every change goes out through onChange; a page that loads other code remounts it (a new key).
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Editor } from "../editor.ts";
 
@@ -11,19 +13,18 @@ export function CodeEditor({ id, label, value, onChange, goTo }: {
   const box = useRef<HTMLDivElement>(null);
   const editor = useRef<Editor | undefined>(undefined);
   const [ready, setReady] = useState(false);
-  const latest = useRef(onChange);
-  latest.current = onChange;
+  const latest = useRef({ value, onChange });
+  latest.current = { value, onChange };
   useEffect(() => {
     let gone = false;
     import("../editor.ts").then((m) => {
       if (gone || !box.current) return;
-      editor.current = m.createEditor(box.current, value, label, (t) => latest.current(t));
+      // what was typed into the textarea meanwhile carries over
+      editor.current = m.createEditor(box.current, latest.current.value, label, (t) => latest.current.onChange(t));
       setReady(true);
     }, () => { /* the textarea stays */ });
     return () => { gone = true; editor.current?.destroy(); };
   }, []);
-  // a value set from outside (a reload) replaces the editor's text
-  useEffect(() => { if (editor.current && editor.current.text() !== value) editor.current.setText(value); }, [value]);
   useEffect(() => { if (goTo && editor.current) editor.current.goTo(goTo.line, goTo.column); }, [goTo]);
   return <div class="code-editor" id={id} data-ready={ready ? "true" : "false"}>
     <div ref={box} />

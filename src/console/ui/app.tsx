@@ -90,4 +90,7 @@ function App() {
   </>;
 }
 
-render(<App />, document.getElementById("app")!);
+const root = document.getElementById("app")!;
+// the page's "Loading…" goes: Preact renders into an empty element
+root.replaceChildren();
+render(<App />, root);

@@ -1,7 +1,7 @@
 // A system's collections: the list (create, delete), and one collection's schema (add a column)
 // and rows: a grid with the query language's filters, server-side sort and paging, inline edit.
 import { useState } from "preact/hooks";
-import { api, enc, queryParam } from "../api.ts";
+import { api, caselessPattern, enc, queryParam } from "../api.ts";
 import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
@@ -118,7 +118,7 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
           else {
             // any string column containing the text: one group per column (OR)
             const strings = own.filter((c) => c.ColumnType === "string");
-            const groups = strings.map((c) => [{ RE: [{ [c.ColumnName]: q.search.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") }] }]);
+            const groups = strings.map((c) => [{ RE: [{ [c.ColumnName]: caselessPattern(q.search) }] }]);
             const r = await api<{ DATA: Row[]; TOTAL: number }>("GET", `/api/v/1/data/${enc(id)}?query=${enc(JSON.stringify({ FILTERS: groups, SORT: [{ [q.sorting.desc ? "DESC" : "ASC"]: q.sorting.field }], PAGESIZE: q.pageSize, PAGENUM: q.page }))}`);
             return { rows: r.DATA, total: r.TOTAL };
           }

@@ -204,7 +204,7 @@ t.test("a 2,000-edge fleet: counts, search, filters, paging, the failing edge, i
   await done(t, page);
 });
 
-t.test("build: systems, a collection with rows, a service written, refused, run and logged", skip, async (t) => {
+t.test("build: systems, a collection with rows, a service written, refused, run and logged, users", skip, async (t) => {
   const o: Outpost = await startOutpost();
   stops.push(() => o.stop());
   browser ??= await launch();
@@ -309,5 +309,29 @@ t.test("build: systems, a collection with rows, a service written, refused, run 
   await page.goto(`${o.url}/console#/s/${SK}/services`, { waitUntil: "load" });
   await page.waitForSelector('tr[data-service="greet"]');
   await checkPage(t, page, "services", 'tr[data-service="greet"]');
+
+  // users: created (a bad email refused beside its field), searched on the server, deleted
+  await page.goto(`${o.url}/console#/s/${SK}/users`, { waitUntil: "load" });
+  await page.waitForSelector("#new-user");
+  await page.type("#new-user-email", "not-an-email");
+  await page.type("#new-user-password", "secret-pass-1");
+  await page.click("#new-user button[type=submit]");
+  t.ok(await page.waitForSelector("#new-user-email-problem"), "a bad email is refused beside its field");
+  for (const email of ["ana@example.com", "bob@example.com"]) {
+    await page.$eval("#new-user-email", (e) => { (e as any).value = ""; e.dispatchEvent(new Event("input", { bubbles: true })); });
+    await page.type("#new-user-email", email);
+    await page.$eval("#new-user-password", (e) => { (e as any).value = ""; e.dispatchEvent(new Event("input", { bubbles: true })); });
+    await page.type("#new-user-password", "secret-pass-1");
+    await page.click("#new-user button[type=submit]");
+    await page.waitForSelector(`tr[data-user="${email}"]`);
+  }
+  await page.type("#users-table-search", "ANA");
+  await page.keyboard.press("Enter");
+  t.same(await waitRows(page, "users-table", "data-user", ["ana@example.com"]), ["ana@example.com"], "search by email on the server, any case");
+  await checkPage(t, page, "users", 'tr[data-user="ana@example.com"]');
+  await page.click('tr[data-user="ana@example.com"] button.danger');
+  await waitRows(page, "users-table", "data-user", []);
+  const left = await s.dev.get(`/admin/user/${SK}?query=${encodeURIComponent(JSON.stringify({ PAGESIZE: 10, PAGENUM: 1 }))}`);
+  t.same((left.body as any[]).map((u) => u.email), ["bob@example.com"], "ana deleted, bob left");
   await done(t, page);
 });

@@ -14,6 +14,7 @@ import { Messages } from "./pages/messages.tsx";
 import { Services } from "./pages/services.tsx";
 import { Systems } from "./pages/systems.tsx";
 import { Throttling } from "./pages/throttling.tsx";
+import { Users } from "./pages/users.tsx";
 import { useRoute } from "./router.ts";
 import { showTrailWith } from "./trail.ts";
 
@@ -57,6 +58,7 @@ function Platform({ route }: { route: string[] }) {
     case "messages": return <Messages systemKey={sk} topic={rest[0]} key={rest[0] ?? ""} />;
     case "collections": return <Collections systemKey={sk} id={rest[0]} key={rest[0] ?? ""} />;
     case "services": return <Services systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "users": return <Users systemKey={sk} />;
     default: return <Fleet systemKey={sk} />;
   }
 }

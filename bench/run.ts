@@ -10,8 +10,10 @@ import { benchThrottle } from "./throttle.ts";
 import { benchScale } from "./scale.ts";
 import { benchCluster } from "./cluster.ts";
 import { benchAudit } from "./audit.ts";
+import { benchFilesync } from "./filesync.ts";
+import { benchCache } from "./cache.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit, filesync: benchFilesync, cache: benchCache };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

@@ -87,6 +87,10 @@ export const ConfigSchema = z.object({
   // past either the oldest items are dropped
   outboxMaxMb: intText.pipe(z.number().int().min(1)).default(256),
   outboxMaxAge: intText.pipe(z.number().int().min(0)).default(0),
+  // files between an edge and its platform (bucket sets' outbox and inbox): the largest file sent
+  // or taken (a larger one fails at once), and the most bytes sent but not acknowledged per link
+  fileSyncMaxBytes: intText.pipe(z.number().int().min(1)).default(1024 * 1024 * 1024),
+  fileSyncInflightBytes: intText.pipe(z.number().int().min(64 * 1024).max(256 * 1024 * 1024)).default(8 * 1024 * 1024),
   // health: free disk below which the node is unhealthy (MB); on an edge, how long the platform
   // link may be down before it is (seconds), or never when the edge is meant to run offline
   minFreeMb: intText.pipe(z.number().int().min(0)).default(100),
@@ -344,6 +348,10 @@ Edge
   --outbox-max-mb N           edge: most the outbox (writes waiting for the platform) holds; past it
                               the oldest are dropped, logged and counted on /metrics (256)
   --outbox-max-age SECONDS    edge: outbox items older than this are dropped the same way (0: never)
+  --file-sync-max-bytes N     the largest file edge sync sends or takes; larger fails (1073741824)
+  --file-sync-inflight-bytes N
+                              file bytes sent to the other side and not yet acknowledged, per
+                              link (8388608)
 
 Metrics (Prometheus text on GET /metrics)
   --metrics-token TOKEN       serve /metrics on the API port to Authorization: Bearer TOKEN only

@@ -13,6 +13,7 @@ import { Port } from "../core/port.ts";
 import type { Logger } from "../core/log.ts";
 import { largest, Metrics, OTHER } from "../core/metrics.ts";
 import { newUuid } from "../core/ids.ts";
+import type { EdgeFileSender } from "../domain/bucketSets.ts";
 import type { DomainDeps } from "../domain/deps.ts";
 import type { UpstreamSignIn } from "../domain/developers.ts";
 import type { ConnectionView } from "../domain/devices.ts";
@@ -145,6 +146,8 @@ function makePorts() {
     // what the sync hub (a platform's) does for them
     fleetLink: new Port<FleetLink>("fleet link"),
     edgeControl: new Port<EdgeControl>("edge control"),
+    // what file sync (a platform's) does for syncFileToEdge
+    edgeFiles: new Port<EdgeFileSender>("edge files"),
   };
 }
 
@@ -168,13 +171,15 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   // started before the parts that record into it, stopped (its waiting rows written) after them
   await m.audit.start();
   started.push({ name: "audit", stop: () => m.audit.stop() });
+  metrics.gauge("outpost_audit_rows_waiting", "audit rows recorded and not written yet", () => [[{}, m.audit.waitingRows]]);
+  metrics.readCounter("outpost_audit_rows_dropped_total", "audit rows dropped: past the bound of rows waiting while the trail could not be written", () => [[{}, m.audit.dropped]]);
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
-    roles: m.roles, externalDbs: m.externalDbs, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
+    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
   const webhooks = new Webhooks(deps, m.systems, m.codeServices, m.users, k.tokens, code);
   // what a deleted system leaves on this node: its messaging timers and database connections
   signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void m.externalDbs.forgetSystem(systemKey); });
-  return { ...k, ...m, ports, compileCheck, throttle, messageTimers, code, webhooks };
+  return { ...k, ...m, ports, secrets, compileCheck, throttle, messageTimers, code, webhooks };
 }
 export type Domain = Awaited<ReturnType<typeof buildDomain>>;
 

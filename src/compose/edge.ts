@@ -11,6 +11,8 @@ import { staleCaches } from "../sync/kinds/index.ts";
 import { EdgeRelay } from "../sync/relay.ts";
 import { EdgeSync } from "../sync/edge/link.ts";
 import { FleetAgent } from "../sync/fleetAgent.ts";
+import { FileSync } from "../sync/files.ts";
+import { bucketSetsRepo } from "../store/fileAreas.ts";
 import { type Domain, localState, type ModeParts, type Started } from "./common.ts";
 
 /** The parts an edge adds; `restart` starts the edge again in this process when its platform asks. */
@@ -36,8 +38,9 @@ async function startLink(d: Domain, broker: MqttBroker, restart: (() => void) | 
   const edgeApi = new Port<(req: Request) => Promise<Response>>("edge API");
   const fleet = new FleetAgent({ config, log, tokens: d.tokens, commands: new AdapterRunner(join(config.dataDir, "commands"), { user: config.edgeCommandsUser, dataDir: config.dataDir }),
     api: edgeApi, restart });
+  const files = fileSync(d);
   const edgeSync = new EdgeSync({
-    db: d.db, config, log, events: d.events, changes: d.changes, compileCheck: d.compileCheck, fleet,
+    db: d.db, config, log, events: d.events, changes: d.changes, compileCheck: d.compileCheck, fleet, files, secrets: d.secrets,
     // as from the edge itself: its broker does not relay it up again
     deliver: (topic, payload, qos) => broker.publish(config.systemKey!, topic, payload, qos, false, { kind: "edge", systemKey: config.systemKey!, id: config.edgeName!, name: config.edgeName!, tokenHash: "" }),
     invalidate: (sk, types, ids) => {
@@ -47,6 +50,8 @@ async function startLink(d: Domain, broker: MqttBroker, restart: (() => void) | 
       if (stale.has("code")) d.code.forgetSystem(sk);
       if (stale.has("triggers")) void d.triggers.changed(sk);
       if (stale.has("tokens")) d.tokens.forgetSystem(sk);
+      if (stale.has("servicecaches")) d.serviceCaches.forget(sk);
+      if (stale.has("webhooks")) d.webhooks.forgetSystem(sk);
       for (const id of ids) d.collections.forgetId(id);
     },
   });
@@ -59,6 +64,25 @@ async function startLink(d: Domain, broker: MqttBroker, restart: (() => void) | 
     link: { connected: () => edgeSync.connected, lastContactAt: () => edgeSync.lastContactAt, graceS: config.linkGrace, informational: config.linkLossOk },
     listening: (http: HttpServer) => edgeApi.attach(http.handle),
   };
+}
+
+/** Files to and from the platform: what is written to a bucket set's outbox here goes up (a delete
+ *  before it arrived stops it). */
+function fileSync(d: Domain): FileSync {
+  const { config } = d;
+  const files = new FileSync({
+    db: d.db, log: d.log, side: "edge", dir: join(config.dataDir, "filesync"), maxBytes: config.fileSyncMaxBytes, inflightBytes: config.fileSyncInflightBytes,
+    backend: async (sk, set) => { const r = await bucketSetsRepo.get(d.db, sk, set); return r ? d.bucketSets.backendOf(r) : null; },
+  });
+  d.signals.on("bucketSet.fileChanged", ({ systemKey, set, path, deleted }) => {
+    if (systemKey !== config.systemKey || !path.startsWith("outbox/")) return;
+    const rel = path.slice("outbox/".length);
+    const done = deleted ? files.cancel(systemKey, config.edgeName!, set, rel) : files.enqueue(systemKey, config.edgeName!, set, path, rel);
+    return done.catch((err) => d.log.warn("file not queued for the platform", { set, path, err }));
+  });
+  d.metrics.readCounter("outpost_file_sync_sent_bytes_total", "file bytes sent to the platform (bucket sets' outbox)", () => [[{}, files.bytesSent]]);
+  d.metrics.readCounter("outpost_file_sync_received_bytes_total", "file bytes received from the platform", () => [[{}, files.bytesReceived]]);
+  return files;
 }
 
 function linkMetrics(metrics: Metrics, link: EdgeSync) {

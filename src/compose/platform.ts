@@ -1,6 +1,7 @@
 // The platform's parts: this node among the others on its database (a cluster when it has Redis:
 // the bus between nodes, shared cache values and locks, the brokers' emitter), and the sync hub
 // the edges connect to, with its metrics.
+import { join } from "node:path";
 import type { Config } from "../config.ts";
 import type { Logger } from "../core/log.ts";
 import { largest, type Metrics } from "../core/metrics.ts";
@@ -8,6 +9,8 @@ import { Port } from "../core/port.ts";
 import type { MqttBroker } from "../broker/broker.ts";
 import type { Db } from "../store/db.ts";
 import { SyncHub } from "../sync/platform/hub.ts";
+import { edgeFileSender, FileSync } from "../sync/files.ts";
+import { bucketSetsRepo } from "../store/fileAreas.ts";
 import type { ClusterBus } from "../cluster/bus.ts";
 import { SharedRedis } from "../cluster/redis.ts";
 import { RedisCacheValues } from "../cluster/cacheValues.ts";
@@ -59,8 +62,9 @@ async function sharedRedis(config: Config, log: Logger, started: Started): Promi
 /** The sync hub, started, attached where the domain and the broker reach the edges. */
 async function startHub(d: Domain, broker: MqttBroker, toEdges: Port<MessageRelay>, started: Started) {
   const { config, log, ports } = d;
+  const files = fileSync(d);
   const hub = new SyncHub({ db: d.db, log, events: d.events, signals: d.signals, changes: d.changes, edges: d.edges, edgeLinks: ports.edgeLinks, elsewhere: ports.elsewhere,
-    collections: d.collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId: d.node.nodeId });
+    collections: d.collections, broker: () => broker, maxClockSkewMs: config.maxClockSkew * 1000, compactMs: config.syncCompactMs, logMs: config.syncLogMs, nodeId: d.node.nodeId, files, secrets: d.secrets });
   await hub.start();
   started.push({ name: "sync", stop: () => hub.stop() });
   toEdges.attach((sk, topic, payload, qos) => { void hub.relayDown(sk, topic, payload, qos)?.catch((err) => log.warn("relay to edges failed", { err })); });
@@ -68,6 +72,22 @@ async function startHub(d: Domain, broker: MqttBroker, toEdges: Port<MessageRela
   ports.fleetLink.attach(hub);
   hubMetrics(d.metrics, hub, config.metricsSystemLabels);
   return hub;
+}
+
+/** Files to and from edges: what edges write to a bucket set's outbox lands in its inbox/<edge>/,
+ *  and a set's file sent to an edge (syncFileToEdge) lands in the edge's inbox. */
+function fileSync(d: Domain): FileSync {
+  const { config } = d;
+  const files = new FileSync({
+    db: d.db, log: d.log, side: "platform", dir: join(config.dataDir, "filesync"), maxBytes: config.fileSyncMaxBytes, inflightBytes: config.fileSyncInflightBytes,
+    backend: async (sk, set) => { const r = await bucketSetsRepo.get(d.db, sk, set); return r ? d.bucketSets.backendOf(r) : null; },
+  });
+  d.ports.edgeFiles.attach(edgeFileSender(files, (sk, edge) => d.edges.requireEdge(sk, edge)));
+  d.signals.on("edge.changed", ({ systemKey, edge, what }) => (what === "deleted" ? files.forget(systemKey, edge).catch((err) => d.log.warn("file transfers of a deleted edge not dropped", { err })) : undefined));
+  d.signals.on("system.removed", ({ systemKey }) => files.forget(systemKey).catch((err) => d.log.warn("file transfers of a deleted system not dropped", { err })));
+  d.metrics.readCounter("outpost_file_sync_sent_bytes_total", "file bytes sent to edges (files sent to their inbox)", () => [[{}, files.bytesSent]]);
+  d.metrics.readCounter("outpost_file_sync_received_bytes_total", "file bytes received from edges (their bucket sets' outbox)", () => [[{}, files.bytesReceived]]);
+  return files;
 }
 
 function hubMetrics(metrics: Metrics, hub: SyncHub, systemLabels: number) {

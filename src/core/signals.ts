@@ -32,6 +32,9 @@ export interface SignalPayloads {
   "sessions.ended": { hashes: string[] };
   /** a system was deleted on this node: what lives outside its rows goes (each node its own) */
   "system.removed": { systemKey: string };
+  /** a bucket set's file was written or deleted on this node (`path`: <box>/<path in the box>);
+   *  edge sync sends what an edge writes to its outbox */
+  "bucketSet.fileChanged": { systemKey: string; set: string; path: string; deleted: boolean };
 }
 export type SignalName = keyof SignalPayloads;
 
@@ -50,6 +53,7 @@ export const SIGNAL_SHARED: { readonly [K in SignalName]: boolean } = {
   "serviceCache.changed": true,
   "sessions.ended": true,
   "system.removed": false,
+  "bucketSet.fileChanged": false,
 };
 
 /** `remote`: the signal came from another node of the cluster. A listener's promise, if any, is

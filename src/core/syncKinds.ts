@@ -18,6 +18,10 @@ export const DEFINITION_KINDS = {
   adapter: { table: "adapters", nameColumn: "name" },
   portal: { table: "portals", nameColumn: "name" },
   plugin: { table: "plugins", nameColumn: "name" },
+  servicecache: { table: "service_caches", nameColumn: "name" },
+  webhook: { table: "webhooks", nameColumn: "name" },
+  bucketset: { table: "bucket_sets", nameColumn: "name" },
+  usersecret: { table: "user_secrets", nameColumn: "name" },
 } as const;
 
 export type DefinitionType = keyof typeof DEFINITION_KINDS;

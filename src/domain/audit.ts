@@ -11,7 +11,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { DomainEvent, EventType } from "../core/events.ts";
 import { fail } from "../core/errors.ts";
 import { type Condition, parseQuery } from "../core/query.ts";
-import { type AuditRow, auditRepo, type NewAuditRow } from "../store/audit.ts";
+import { type AuditRow, type AuditValues, auditRepo } from "../store/audit.ts";
 import { collectionsRepo } from "../store/collections.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
@@ -78,6 +78,7 @@ export class AuditTrail {
   }
 
   get enabled() { return this.opts.enabled; }
+  get waitingRows() { return this.waiting.length; }
 
   /** Appends an entry; written with the next batch. */
   record(e: AuditEntry) {
@@ -138,7 +139,7 @@ export class AuditTrail {
     this.systemOf.set(id, systemKey);
   }
 
-  private async rowsOf(batch: AuditEntry[]): Promise<NewAuditRow[]> {
+  private async rowsOf(batch: AuditEntry[]): Promise<AuditValues[]> {
     // the systems of collections named by id only (a data route called with a developer's token)
     const systemOf = this.systemOf;
     for (const e of batch) {
@@ -146,11 +147,10 @@ export class AuditTrail {
       const c = await collectionsRepo.byId(this.d.db, e.collectionId);
       if (c) this.remember(e.collectionId, c.system_key);
     }
-    return batch.map((e) => ({
-      system_key: e.systemKey || (e.collectionId ? systemOf.get(e.collectionId) ?? "" : ""),
-      time: new Date(e.at).toISOString(), response_time: Math.round(e.responseMs), asset_class: e.assetClass, action_type: e.action,
-      email: e.email, asset_id: e.assetId, changes: e.changes, user_type: e.userType,
-    }));
+    return batch.map((e): AuditValues => [
+      e.systemKey || (e.collectionId ? systemOf.get(e.collectionId) ?? "" : ""),
+      new Date(e.at).toISOString(), Math.round(e.responseMs), e.assetClass, e.action, e.email, e.assetId, e.changes, e.userType,
+    ]);
   }
 
   private async trim() {

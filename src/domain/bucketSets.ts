@@ -8,9 +8,10 @@
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import type { SecretBox } from "../auth/secrets.ts";
+import type { Port } from "../core/port.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type BucketSetRow, bucketSetsRepo } from "../store/fileAreas.ts";
 import { checkPath, type FileBackend, type FileStat } from "../store/files/backend.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -24,15 +25,23 @@ export const MAX_BUCKET_SETS = 1000;
 /** Files one listing of a set answers at most (the API has no paging). */
 export const MAX_LISTED_FILES = 10_000;
 
+// The fields of each body (ClearBlade's clients send these; a set read back also carries its
+// system_key). Anything else is a mistake the caller hears about, not something dropped.
+const SET_FIELDS = new Set(["name", "platform_storage", "platform_config", "edge_storage", "edge_config", "system_key"]);
+const FILE_FIELDS = new Set(["box", "path", "contents"]);
+const DELETE_FIELDS = new Set(["box", "path"]);
+const COPY_FIELDS = new Set(["from_box", "from_path", "to_box", "to_path"]);
+
 /** What a file looks like to ClearBlade's clients (cblib FileMeta). */
 export interface FileMeta {
   path_name: string; relative_name: string; base_name: string; bucket_name: Box;
   size: number; permissions: string; last_modified: string;
 }
 
-/** Puts a file of a set into an edge's inbox; edge sync provides it (until then: not supported). */
+/** Puts a file of a set into an edge's inbox; edge sync provides it (until then: not supported).
+ *  `path` is `<box>/<path in the box>`; the answer is the transfer's status. */
 export interface EdgeFileSender {
-  sendToEdge(systemKey: string, set: string, path: string, edge: string): Promise<void>;
+  sendToEdge(systemKey: string, set: string, path: string, edge: string): Promise<unknown>;
 }
 
 export function checkBox(v: unknown): Box {
@@ -49,10 +58,9 @@ export function fileMeta(box: Box, st: FileStat): FileMeta {
 }
 
 export class BucketSets {
-  /** Edge sync's sender, attached when the sync side is built (null: not yet supported). */
-  edgeSender: EdgeFileSender | null = null;
-
-  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly storage: FileStorage, private readonly secrets: SecretBox) {}
+  /** `edgeFiles`: edge sync's sender, attached when a platform's sync side is built (none: not supported) */
+  constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly storage: FileStorage, private readonly secrets: SecretBox,
+    private readonly edgeFiles: Port<EdgeFileSender>) {}
 
   private toWire(r: BucketSetRow, p: Principal) {
     const reveal = p.kind === "developer";
@@ -96,7 +104,8 @@ export class BucketSets {
 
   async create(p: Principal, systemKey: string, body: unknown) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), SET_FIELDS);
+    if (b.system_key !== undefined && b.system_key !== s.system_key) throw fail("INVALID_ARGUMENT", "system_key, when sent, must be the path's system key");
     const name = checkAreaName(b.name, "bucket set");
     const platformKind = checkStorageKind(b.platform_storage, "platform_storage");
     const edgeKind = checkStorageKind(b.edge_storage, "edge_storage");
@@ -110,6 +119,7 @@ export class BucketSets {
       if (await bucketSetsRepo.get(tx, s.system_key, name)) throw fail("ALREADY_EXISTS", `bucket set '${name}' already exists`);
       if ((await bucketSetsRepo.count(tx, s.system_key)) >= MAX_BUCKET_SETS) throw fail("INVALID_ARGUMENT", `a system has at most ${MAX_BUCKET_SETS} bucket sets`);
       await bucketSetsRepo.insert(tx, row);
+      await this.d.changes.record(tx, s.system_key, "bucketset", name, "upsert", row);
     });
     return this.toWire(row, p);
   }
@@ -118,7 +128,10 @@ export class BucketSets {
   async remove(p: Principal, systemKey: string, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const set = await this.mustGet(s.system_key, name);
-    await bucketSetsRepo.delete(this.d.db, s.system_key, name);
+    await this.d.db.tx(async (tx) => {
+      await bucketSetsRepo.delete(tx, s.system_key, name);
+      await this.d.changes.record(tx, s.system_key, "bucketset", name, "delete", { name });
+    });
     await this.storage.removeArea(s.system_key, "bucket_sets", name, this.d.config.mode === "edge" ? set.edge_storage : set.platform_storage);
     return {};
   }
@@ -168,31 +181,41 @@ export class BucketSets {
   /** POST …/file/create {box, path, contents (base64)}. */
   async createFile(p: Principal, systemKey: string, name: string, body: unknown): Promise<FileMeta> {
     const { files } = await this.open(p, systemKey, name, LEVEL.CREATE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), FILE_FIELDS);
     const f = BucketSets.key(b.box, b.path);
     const c = b.contents ?? "";
     if (typeof c !== "string" || !/^[A-Za-z0-9+/\r\n]*={0,2}\s*$/.test(c)) throw fail("INVALID_ARGUMENT", "contents must be the file's bytes as base64 text");
     const bytes = Buffer.from(c, "base64");
-    return fileMeta(f.box, await files.put(f.key, bytes, { maxBytes: this.storage.maxFileBytes }));
+    const meta = fileMeta(f.box, await files.put(f.key, bytes, { maxBytes: this.storage.maxFileBytes }));
+    this.changed(systemKey, name, f.key, false);
+    return meta;
   }
 
   /** POST …/file/copy and …/file/move {from_box, from_path, to_box, to_path}. */
   async copyFile(p: Principal, systemKey: string, name: string, body: unknown, move: boolean) {
     const { files } = await this.open(p, systemKey, name, move ? LEVEL.READ | LEVEL.CREATE | LEVEL.DELETE : LEVEL.READ | LEVEL.CREATE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), COPY_FIELDS);
     const from = BucketSets.key(b.from_box, b.from_path, "from_path"), to = BucketSets.key(b.to_box, b.to_path, "to_path");
     if (move) await files.move(from.key, to.key);
     else await files.copy(from.key, to.key);
+    if (move) this.changed(systemKey, name, from.key, true);
+    this.changed(systemKey, name, to.key, false);
     return {};
   }
 
   /** POST …/file/delete {box, path}. */
   async deleteFile(p: Principal, systemKey: string, name: string, body: unknown) {
     const { files } = await this.open(p, systemKey, name, LEVEL.DELETE);
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), DELETE_FIELDS);
     const f = BucketSets.key(b.box, b.path);
     if (!(await files.delete(f.key))) throw notFound("file", f.key);
+    this.changed(systemKey, name, f.key, true);
     return {};
+  }
+
+  /** Says a file of a set was written or deleted (edge sync sends an edge's outbox up). */
+  changed(systemKey: string, set: string, path: string, deleted: boolean) {
+    void this.d.signals.emit("bucketSet.fileChanged", { systemKey, set, path, deleted });
   }
 
   /** A path from code (ClearBladeAsync.FS): '<box>/<path in the box>', or a box alone. */
@@ -205,7 +228,8 @@ export class BucketSets {
   /** A set's file to an edge's inbox (ClearBladeAsync.FS(set).syncFileToEdge). */
   async sendToEdge(p: Principal, systemKey: string, name: string, path: string, edge: string) {
     await this.open(p, systemKey, name, LEVEL.READ);
-    if (!this.edgeSender) throw fail("INVALID_ARGUMENT", "syncFileToEdge is not yet supported by this node");
-    await this.edgeSender.sendToEdge(systemKey, name, path, edge);
+    const sender = this.edgeFiles.get();
+    if (!sender) throw fail("INVALID_ARGUMENT", "syncFileToEdge is not yet supported by this node");
+    return sender.sendToEdge(systemKey, name, path, edge);
   }
 }

@@ -14,8 +14,8 @@ import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
 import type { TokenRow } from "../store/tokens.ts";
-import { TEMPLATE_MODULES } from "../core/syncKinds.ts";
 import { CustomColumns } from "./customColumns.ts";
+import { deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -24,18 +24,7 @@ const RETRY_FIELDS = new Set(["edge", "edges", "asset_class", "asset_id"]);
 const TEMPLATE_ENTRY_FIELDS = new Set(["def_module", "def_name", "mode", "rows"]);
 const TEMPLATE_CHANGE_FIELDS = new Set(["add", "remove"]);
 
-/** What a template entry can name: a kind of definition, or MQTT topics to relay. */
-export const SYNC_MODULES = TEMPLATE_MODULES;
-export type SyncModule = (typeof SYNC_MODULES)[number];
-export const SYNC_MODES = ["deploy", "sync_to_edge", "sync_to_platform", "sync"] as const;
-export type SyncMode = (typeof SYNC_MODES)[number];
-
-export interface TemplateEntry {
-  def_module: SyncModule; def_name: string; mode: SyncMode; rows?: boolean;
-  /** where the entry comes from: "edge" (the edge's own entries) or "template:<name>" (its named
-   *  template); set by templateOf, not taken from clients */
-  source?: string;
-}
+export { SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry } from "./templateEntries.ts";
 
 /** The mode an edge's own entry has when it takes an entry of its named template away (stored
  *  only; never part of a template an edge receives). */
@@ -333,9 +322,16 @@ export class Edges {
     catch { return []; }
   }
 
-  /** The edge's effective template: its named template, overridden entry by entry by its own
-   *  (an own entry may also take a named one away). Each entry says where it comes from. */
+  /** What the edge gets: its own template united with the entries of every deployment naming it
+   *  (an asset goes down, or comes up, when either says so; see deployments.ts). Each entry says
+   *  where it comes from ("edge", "template:<name>", "deployment:<name>", comma-separated). */
   async templateOf(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
+    return unite(await this.ownTemplate(ex, systemKey, edge), await deploymentEntries(ex, systemKey, edge.name));
+  }
+
+  /** The edge's own template: its named template, overridden entry by entry by its own entries
+   *  (an own entry may also take a named one away). Each entry says where it comes from. */
+  async ownTemplate(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
     const out = new Map<string, TemplateEntry>();
     const source = `template:${edge.template}`;
     for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
@@ -376,9 +372,10 @@ export class Edges {
       await this.checkNames(tx, systemKey, add);
       const key = (e: { def_module: string; def_name: string }) => `${e.def_module}\u0000${e.def_name}`;
       const named = new Set((edge.template ? this.namedTemplate(edge.template) ?? [] : []).map(key));
-      const current = new Set((await this.templateOf(tx, systemKey, edge)).map(key));
+      const current = new Set((await this.ownTemplate(tx, systemKey, edge)).map(key));
+      const deployed = new Set((await deploymentEntries(tx, systemKey, name)).map(key));
       for (const [i, r] of remove.entries()) {
-        if (!current.has(key(r))) throw fail("INVALID_ARGUMENT", `remove[${i}]: the template of edge '${name}' has no entry ${r.def_module} '${r.def_name}'`);
+        if (!current.has(key(r))) throw fail("INVALID_ARGUMENT", `remove[${i}]: the template of edge '${name}' has no entry ${r.def_module} '${r.def_name}'${deployed.has(key(r)) ? " (a deployment naming the edge brings it: change the deployment)" : ""}`);
         // an entry of the named template is taken away by an entry of the edge's own that says so
         if (named.has(key(r))) await edgesRepo.putEntry(tx, systemKey, name, { def_module: r.def_module, def_name: r.def_name, mode: EXCLUDED, rows: 0 });
         else await edgesRepo.removeEntry(tx, systemKey, name, r.def_module, r.def_name);

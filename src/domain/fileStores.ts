@@ -13,7 +13,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { SecretBox } from "../auth/secrets.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { nowIso } from "../core/ids.ts";
-import { objectBody } from "../core/validate.ts";
+import { knownFields, objectBody } from "../core/validate.ts";
 import { type FileStoreRow, fileStoresRepo } from "../store/fileAreas.ts";
 import { checkPath, type FileBackend, type FileBody, type ListOptions } from "../store/files/backend.ts";
 import { usersRepo } from "../store/users.ts";
@@ -26,6 +26,9 @@ export const AUTH_METHODS = ["clearblade_auth", "http_basic_auth", "payload_auth
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 /** Stores in a system. */
 export const MAX_FILE_STORES = 1000;
+/** A store's fields as ClearBlade's clients send them (a store read with decrypt also carries its
+ *  system_key); anything else is refused, not dropped. */
+const STORE_FIELDS = new Set(["name", "storage_type", "storage_config", "read_auth_method", "write_auth_method", "system_key"]);
 
 /** What a request to a store's files carries to prove who it is. */
 export interface FileCredentials {
@@ -97,7 +100,8 @@ export class FileStores {
   async create(p: Principal, systemKey: string, body: unknown) {
     const s = await this.systems.access(p, systemKey);
     await this.d.perms.require(p, { kind: "filestores" }, LEVEL.CREATE, "file stores");
-    const b = objectBody(body);
+    const b = knownFields(objectBody(body), STORE_FIELDS);
+    if (b.system_key !== undefined && b.system_key !== s.system_key) throw fail("INVALID_ARGUMENT", "system_key, when sent, must be the path's system key");
     const name = checkAreaName(b.name, "file store");
     const kind = checkStorageKind(b.storage_type === undefined ? "" : b.storage_type, "storage_type");
     const row: FileStoreRow = {

@@ -11,6 +11,7 @@ import type { DomainDeps } from "./deps.ts";
 import { Adapters, type EdgeControl } from "./adapters.ts";
 import { Collections } from "./collections.ts";
 import { DeveloperKeys } from "./developerKeys.ts";
+import { Deployments } from "./deployments.ts";
 import { Developers, type UpstreamSignIn } from "./developers.ts";
 import { type ConnectionView, Devices } from "./devices.ts";
 import { EdgeGroups } from "./edgeGroups.ts";
@@ -23,7 +24,7 @@ import { Roles } from "./roles.ts";
 import { type CompileCheck, CodeServices } from "./services.ts";
 import { ServiceCaches } from "./serviceCaches.ts";
 import { Portals } from "./portals.ts";
-import { BucketSets } from "./bucketSets.ts";
+import { BucketSets, type EdgeFileSender } from "./bucketSets.ts";
 import { FileStorage } from "./fileStorage.ts";
 import { FileStores } from "./fileStores.ts";
 import { Sessions } from "./sessions.ts";
@@ -34,6 +35,7 @@ import { Systems } from "./systems.ts";
 import { Throttlers } from "./throttlers.ts";
 import { Triggers } from "./triggers.ts";
 import { Users } from "./users.ts";
+import { UserSecrets } from "./userSecrets.ts";
 
 /** What the modules get from parts built after them (ports) or outside the domain. */
 export interface ModuleParts {
@@ -49,6 +51,7 @@ export interface ModuleParts {
   edgeLinks: Port<EdgeLinks>;
   fleetLink: Port<FleetLink>;
   edgeControl: Port<EdgeControl>;
+  edgeFiles: Port<EdgeFileSender>;
 }
 
 export function buildModules(deps: DomainDeps, p: ModuleParts) {
@@ -69,12 +72,14 @@ export function buildModules(deps: DomainDeps, p: ModuleParts) {
     messages: new Messages(deps, systems, p.broker),
     serviceCaches: new ServiceCaches(deps, systems, p.cacheValues),
     portals: new Portals(deps, systems),
+    userSecrets: new UserSecrets(deps, systems, p.secrets),
     fileStorage,
-    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets),
+    bucketSets: new BucketSets(deps, systems, fileStorage, p.secrets, p.edgeFiles),
     fileStores: new FileStores(deps, systems, roles, fileStorage, p.secrets),
     locks: new Locks(p.lockBackend),
     triggers: new Triggers(deps, systems, codeServices),
     edgeGroups: new EdgeGroups(deps, systems),
+    deployments: new Deployments(deps, systems),
     edgeOps: new EdgeOps(deps, systems, edges, p.fleetLink),
     throttlers: new Throttlers(deps, p.throttle),
     adapters: new Adapters(deps, systems, edges, p.edgeControl),

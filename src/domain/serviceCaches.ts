@@ -105,7 +105,10 @@ export class ServiceCaches {
     await this.d.db.tx(async (tx) => {
       if (await serviceCachesRepo.get(tx, s.system_key, name)) throw fail("ALREADY_EXISTS", `cache '${name}' already exists`);
       if ((await serviceCachesRepo.count(tx, s.system_key)) >= MAX_CACHES) throw fail("INVALID_ARGUMENT", `a system has at most ${MAX_CACHES} caches`);
-      await serviceCachesRepo.put(tx, { system_key: s.system_key, name, id: newUuid(), ttl, description, created_at: now, updated_at: now });
+      const row = { system_key: s.system_key, name, id: newUuid(), ttl, description, created_at: now, updated_at: now };
+      await serviceCachesRepo.put(tx, row);
+      // the definition deploys to edges (the values do not)
+      await this.d.changes.record(tx, s.system_key, "servicecache", name, "upsert", row);
     });
     this.forget(s.system_key, name);
     return { success: true };
@@ -121,7 +124,9 @@ export class ServiceCaches {
     await this.d.db.tx(async (tx) => {
       const r = await serviceCachesRepo.get(tx, s.system_key, name);
       if (!r) throw notFound("cache", name, "Code");
-      await serviceCachesRepo.put(tx, { ...r, ttl, description: description ?? r.description, updated_at: nowIso() });
+      const next = { ...r, ttl, description: description ?? r.description, updated_at: nowIso() };
+      await serviceCachesRepo.put(tx, next);
+      await this.d.changes.record(tx, s.system_key, "servicecache", name, "upsert", next);
     });
     this.forget(s.system_key, name);
     return { success: true };
@@ -130,9 +135,13 @@ export class ServiceCaches {
   /** The definition and every value of the cache. */
   async remove(p: Principal, systemKey: string, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    const r = await serviceCachesRepo.get(this.d.db, s.system_key, name);
-    if (!r) throw notFound("cache", name, "Code");
-    await serviceCachesRepo.delete(this.d.db, s.system_key, name);
+    const r = await this.d.db.tx(async (tx) => {
+      const r = await serviceCachesRepo.get(tx, s.system_key, name);
+      if (!r) throw notFound("cache", name, "Code");
+      await serviceCachesRepo.delete(tx, s.system_key, name);
+      await this.d.changes.record(tx, s.system_key, "servicecache", name, "delete", { name });
+      return r;
+    });
     this.forget(s.system_key, name);
     await this.values.flush({ systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 });
     return { success: true };

@@ -128,6 +128,9 @@ export class Webhooks {
 
   private changed(systemKey: string, name: string) { this.cache.delete(`${systemKey}/${name}`); }
 
+  /** Drops what this node remembers of a system's webhooks (an edge applied synced definitions). */
+  forgetSystem(systemKey: string) { this.cache.deleteWhere((_, k) => k.startsWith(`${systemKey}/`)); }
+
   async list(p: Principal, systemKey: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     return (await webhooksRepo.list(this.d.db, s.system_key)).map((w) => this.toWire(w, s.system_secret));
@@ -147,6 +150,7 @@ export class Webhooks {
     await this.d.db.tx(async (tx) => {
       if (await webhooksRepo.get(tx, s.system_key, name)) throw fail("ALREADY_EXISTS", `webhook '${name}' already exists`);
       await webhooksRepo.put(tx, row);
+      await this.d.changes.record(tx, s.system_key, "webhook", name, "upsert", row);
     });
     this.changed(s.system_key, name);
     return { success: true };
@@ -156,14 +160,21 @@ export class Webhooks {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
     const cur = await webhooksRepo.get(this.d.db, s.system_key, name);
     if (!cur) throw notFound("webhook", name, "Webhooks");
-    await webhooksRepo.put(this.d.db, await this.parse(s.system_key, name, body, cur));
+    const row = await this.parse(s.system_key, name, body, cur);
+    await this.d.db.tx(async (tx) => {
+      await webhooksRepo.put(tx, row);
+      await this.d.changes.record(tx, s.system_key, "webhook", name, "upsert", row);
+    });
     this.changed(s.system_key, name);
     return { success: true };
   }
 
   async remove(p: Principal, systemKey: string, name: string) {
     const s = await this.systems.accessAsDeveloper(p, systemKey);
-    if (!(await webhooksRepo.delete(this.d.db, s.system_key, name)).changes) throw notFound("webhook", name, "Webhooks");
+    await this.d.db.tx(async (tx) => {
+      if (!(await webhooksRepo.delete(tx, s.system_key, name)).changes) throw notFound("webhook", name, "Webhooks");
+      await this.d.changes.record(tx, s.system_key, "webhook", name, "delete", { name });
+    });
     this.changed(s.system_key, name);
     return { success: true };
   }

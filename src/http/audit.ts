@@ -32,6 +32,8 @@ interface Rule {
   keyInAnswer?: true;
   /** collection management: the system in the body (appID) or the collection by id (body or query) */
   managed?: true;
+  /** the whole body is a secret's value (user secrets): never read, recorded as redacted */
+  secretBody?: true;
 }
 
 const ACTIONS: Record<string, ActionType> = { POST: "Create", PUT: "Update", PATCH: "Update", DELETE: "Delete" };
@@ -96,6 +98,7 @@ export const RULES: Record<string, Rule | null> = {
   "/admin/throttlers": { cls: "throttlers" }, "/admin/throttlers/:name": { cls: "throttlers", id: "name" },
   "/admin/throttlers/:name/cases": { cls: "throttlers", id: "name" }, "/admin/throttlers/:name/cases/:caseName": { cls: "throttlers", id: "caseName" },
   "/admin/v/4/session/:systemKey/user": { cls: "usersessions" }, "/admin/v/4/session/:systemKey/device": { cls: "devicesessions" },
+  "/api/v/4/user_secrets/:systemKey": { cls: "usersecrets", secretBody: true }, "/api/v/4/user_secrets/:systemKey/:name": { cls: "usersecrets", id: "name", secretBody: true },
 };
 
 const NOT_A_CLASS = new Set(["admin", "api", "v", "codeadmin", "console-api"]);
@@ -203,7 +206,7 @@ export class HttpAudit {
     // a collection named by id only: its system is the token's, or found when the row is written
     const systemKey = rule.collectionId ? own ?? ""
       : param(rule.systemKeyParam) ?? (route.systemKeyAt >= 0 ? pathElement(path, route.systemKeyAt) : undefined) ?? own ?? systemKeyOf(request) ?? "";
-    const sent = bodyTexts.get(request) ?? null;
+    const sent = rule.secretBody ? null : bodyTexts.get(request) ?? null;
     const text = sent !== null && sent.length <= CHANGES_MAX_BYTES ? sent : null;
     const size = sent?.length ?? Number(request.headers.get("content-length") ?? 0);
     const query = request.url.includes("?") ? queryOf(request).get("query") : null;
@@ -225,7 +228,8 @@ export class HttpAudit {
       email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
       userType: userTypeOf(p),
       assetId: param(rule.id) ?? (managedId || idIn(body)),
-      changes: needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
+      changes: rule.secretBody ? JSON.stringify({ value: REDACTED, ...(query === null ? {} : { query }) })
+        : needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
       responseMs: ms, at: Date.now(),
     };
     if (!rule.keyInAnswer || entry.systemKey) return this.trail.record(entry);

@@ -35,6 +35,9 @@ export function pathOf(url: string): string {
 /** The element of a path at an index (0: the first after the leading slash), decoded. */
 export function pathElement(path: string, index: number): string {
   const raw = path.split("/", index + 2)[index + 1] ?? "";
+  // (decodeURIComponent costs the better part of a microsecond even with nothing to decode: it
+  // was about a fifth of the audit trail's CPU per audited write)
+  if (!raw.includes("%")) return raw;
   try { return decodeURIComponent(raw); } catch { return raw; }
 }
 

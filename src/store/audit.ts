@@ -9,7 +9,9 @@ export interface AuditRow {
   id: number; system_key: string; time: string; response_time: number; asset_class: string; action_type: string;
   email: string; asset_id: string; changes: string; user_type: string;
 }
-export type NewAuditRow = Omit<AuditRow, "id">;
+/** A row to insert: its values in FIELDS' order (bound as they are, without an object per row). */
+export type AuditValues = [system_key: string, time: string, response_time: number, asset_class: string, action_type: string, email: string,
+  asset_id: string, changes: string, user_type: string];
 
 /** What a query of the trail may name: its columns, as ClearBlade spells them. */
 export const AUDIT_COLUMNS: ColumnMap = {
@@ -32,11 +34,11 @@ const scope = (systemKey: string | null) => (systemKey === null ? { sql: "1 = 1"
 
 export const auditRepo = {
   /** Inserts the rows in order (their ids follow it). */
-  async insertMany(ex: Executor, rows: NewAuditRow[]) {
+  async insertMany(ex: Executor, rows: AuditValues[]) {
     for (let i = 0; i < rows.length;) {
       const n = CHUNKS.find((c) => c <= rows.length - i)!;
       const args: unknown[] = [];
-      for (let j = i; j < i + n; j++) for (const f of FIELDS) args.push(rows[j]![f]);
+      for (let j = i; j < i + n; j++) for (const v of rows[j]!) args.push(v);
       await ex.run(INSERTS.get(n)!, args);
       i += n;
     }

@@ -245,6 +245,24 @@ export const MIGRATIONS: Migration[] = [
     ],
   },
   {
+    version: 26,
+    name: "deployments",
+    up: [
+      // named sets of assets many edges share: `assets` a JSON array of {asset_class, asset_id,
+      // sync_to_edge, sync_to_platform}, `edges` a JSON array of edge names (they need not exist yet)
+      `CREATE TABLE deployments (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        assets TEXT NOT NULL DEFAULT '[]',
+        edges TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
+  {
     version: 27,
     name: "bucket sets and file stores",
     up: [
@@ -269,6 +287,48 @@ export const MIGRATIONS: Migration[] = [
         read_auth_method TEXT NOT NULL,
         write_auth_method TEXT NOT NULL,
         created_at TEXT NOT NULL,
+        PRIMARY KEY (system_key, name)
+      )`,
+    ],
+  },
+  {
+    version: 28,
+    name: "file transfers of edge sync",
+    up: [
+      // a file moving between an edge and its platform, on each side: the sender's (role 'send':
+      // a copy of its bytes waits in the data directory until the other side has it whole) and
+      // the receiver's (role 'receive': the part received so far waits there). `edge` names the
+      // edge on the platform (the sender's or receiver's peer) and the edge itself on an edge.
+      // Sizes and times in bytes and epoch ms.
+      `CREATE TABLE file_transfers (
+        id TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL,
+        edge TEXT NOT NULL,
+        role TEXT NOT NULL,
+        set_name TEXT NOT NULL,
+        path TEXT NOT NULL,
+        source TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        sha256 TEXT NOT NULL,
+        done BIGINT NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        error TEXT NOT NULL DEFAULT '',
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL
+      )`,
+      `CREATE INDEX file_transfers_peer ON file_transfers(system_key, edge, role, status, created_ms)`,
+    ],
+  },
+  {
+    version: 30,
+    name: "user secrets",
+    up: [
+      // a system's named secrets: the value (JSON text) sealed with the node's secret box
+      `CREATE TABLE user_secrets (
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
         PRIMARY KEY (system_key, name)
       )`,
     ],

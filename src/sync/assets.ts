@@ -11,6 +11,7 @@ import type { TemplateEntry } from "../domain/edges.ts";
 import type { AssetType, RowChange } from "../domain/changes.ts";
 import { isDefinitionType } from "../core/syncKinds.ts";
 import { type CollectionBody, KINDS, SNAPSHOT_ORDER } from "./kinds/index.ts";
+import type { SecretBox } from "../auth/secrets.ts";
 import { BATCH_BYTES, BATCH_CHANGES, type WireChange } from "./protocol.ts";
 
 
@@ -83,7 +84,8 @@ export function jsonSize(v: unknown): number {
 
 /** Current state of the scope's assets, as changes, in dependency order, in pages of bounded
  *  size, so a big collection (or big rows) never sits in memory or in one frame whole. */
-export async function* snapshot(ex: Executor, systemKey: string, scope: SnapshotScope, seq: number, hlc: string): AsyncGenerator<WireChange[]> {
+/** `box`: opens the values of kinds that keep them sealed (user secrets), as they go out. */
+export async function* snapshot(ex: Executor, systemKey: string, scope: SnapshotScope, seq: number, hlc: string, box?: SecretBox): AsyncGenerator<WireChange[]> {
   const { template, live, only } = scope;
   const wanted = (type: AssetType, name: string) => goesDown(template, type, name, live) && (!only || only(type, name));
   const page = new Page();
@@ -96,7 +98,9 @@ export async function* snapshot(ex: Executor, systemKey: string, scope: Snapshot
     const kind = KINDS[type];
     for (const r of await kind.list(ex, systemKey)) {
       const name = kind.nameOf(r);
-      if (wanted(type, name) && add(mk(type, name, await kind.body(ex, systemKey, r)))) yield page.take();
+      if (!wanted(type, name)) continue;
+      const body = await kind.body(ex, systemKey, r);
+      if (add(mk(type, name, kind.wire && box ? kind.wire.out(body, box) : body))) yield page.take();
     }
   }
   if (page.items.length) yield page.take();

@@ -7,6 +7,7 @@ import type { DeveloperProfile } from "../store/developers.ts";
 import type { ControlAdapter, ControlCommand, ControlFile } from "../adapters/runner.ts";
 import type { AssetType } from "../domain/changes.ts";
 import { CHUNK_BYTES, type EdgeOp, type VouchedCaller } from "./fleet.ts";
+import { FILE_MESSAGES, type FileMessage } from "./files.ts";
 
 /** A change as it travels: from the log, or made up from current state for a snapshot. */
 export interface WireChange { seq: number; type: AssetType; name: string; item?: string | null; op: "upsert" | "delete"; hlc: string; body: any;
@@ -79,6 +80,9 @@ export const EdgeMessage = z.discriminatedUnion("t", [
   // a remote operation's answer: its result, or why it failed (an error kind and message)
   z.object({ t: z.literal("op_result"), id: z.string(), result: z.unknown().optional(),
     error: z.object({ kind: z.string(), message: z.string() }).optional() }),
+  // files either way (src/sync/files.ts): offers, answers and acknowledgements; the bytes go in
+  // binary frames beside these
+  ...FILE_MESSAGES,
 ]);
 export type EdgeMessage = z.infer<typeof EdgeMessage>;
 
@@ -115,7 +119,9 @@ export type PlatformMessage =
   | { t: "relay"; topic: string; payload: string; qos: number }
   /** The platform refuses the link (then closes it): why, and (absent from a platform that did
    *  not say) what kind of refusal it is, for the edge to report and to pace its next try. */
-  | { t: "error"; message: string; reason?: RefusalReason };
+  | { t: "error"; message: string; reason?: RefusalReason }
+  /** Files either way (see files.ts); an edge of an older release ignores them. */
+  | FileMessage;
 
 /** Why a platform refuses an edge's link: its name or token ("credentials"), the sync protocol it
  *  speaks, its version, its system; "message": it broke the protocol (not JSON, no hello first). */

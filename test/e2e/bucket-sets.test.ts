@@ -95,6 +95,31 @@ t.test("bad bodies, names, boxes and paths", async (t) => {
   t.same(await must(s.dev.get(`${setPath(s, name)}/files`), "files"), {}, "none of the failures wrote a file");
 });
 
+t.test("unknown fields are refused, and the file stays where it was", async (t) => {
+  const name = await newSet();
+  const f = `${setPath(s, name)}/file`;
+  isErr(t, await s.dev.post(setPath(s), { name: uniq("g"), platform_storage: "local", bukket: "x" }), 400, E.INVALID_ARGUMENT, "set: an unknown field");
+  isErr(t, await s.dev.post(setPath(s), JSON.parse(`{"name":"${uniq("g")}","constructor":{"prototype":{"x":1}}}`)), 400, E.INVALID_ARGUMENT, "set: an own constructor key");
+  isErr(t, await s.dev.post(setPath(s), { name: uniq("g"), system_key: other.systemKey }), 400, E.INVALID_ARGUMENT, "set: another system's system_key");
+  ok200(t, await s.dev.post(setPath(s), { name: uniq("g"), system_key: s.systemKey }), "set: its own system_key (a set read back) is taken");
+  isErr(t, await s.dev.post(`${f}/create`, { box: "inbox", path: "a.txt", contents: b64("a"), mode: "0644" }), 400, E.INVALID_ARGUMENT, "create: an unknown field");
+  ok200(t, await s.dev.post(`${f}/create`, { box: "inbox", path: "a.txt", contents: b64("a") }), "the file");
+  isErr(t, await s.dev.post(`${f}/move`, { from_box: "inbox", from_path: "a.txt", to_box: "outbox", to_path: "b.txt", overwrite: true }), 400, E.INVALID_ARGUMENT, "move: an unknown field");
+  isErr(t, await s.dev.post(`${f}/copy`, { from_box: "inbox", from_path: "a.txt", to_box: "outbox", to_path: "c.txt", extra: 1 }), 400, E.INVALID_ARGUMENT, "copy: an unknown field");
+  isErr(t, await s.dev.post(`${f}/delete`, { box: "inbox", path: "a.txt", recursive: true }), 400, E.INVALID_ARGUMENT, "delete: an unknown field");
+  t.same(Object.keys(await must(s.dev.get(`${setPath(s, name)}/files`), "files")), ["inbox/a.txt"], "the file was neither moved, copied nor deleted");
+});
+
+t.test("moves of one file at once: one moves it, the others find it gone (404, never a 500)", async (t) => {
+  const name = await newSet();
+  const f = `${setPath(s, name)}/file`;
+  ok200(t, await s.dev.post(`${f}/create`, { box: "sandbox", path: "race/one.txt", contents: b64("one") }), "the file");
+  const moves = await Promise.all(Array.from({ length: 8 }, (_, i) => s.dev.post(`${f}/move`, { from_box: "sandbox", from_path: "race/one.txt", to_box: "outbox", to_path: `race/${i}.txt` })));
+  t.same(moves.map((r) => r.status).filter((x) => x !== 404), [200], `one 200, the rest 404 (got ${moves.map((r) => r.status).join(",")})`);
+  for (const r of moves) if (r.status !== 200) isErr(t, r, 404, E.NOT_FOUND, "a move that lost the race");
+  t.equal(Object.keys(await must(s.dev.get(`${setPath(s, name)}/files`), "files")).length, 1, "the file exists once");
+});
+
 t.test("a file over --max-file-mb is refused with 413 and writes nothing", async (t) => {
   const name = await newSet();
   const big = Buffer.alloc(1024 * 1024 + 10, 1);

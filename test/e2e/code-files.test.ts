@@ -1,7 +1,7 @@
 // Files from code, black-box: ClearBladeAsync.FS(set) and File(set, path) on a bucket set, and
 // ClearBladeAsync.FileStore(name), with bytes as Uint8Array and text with an encoding; the same
 // files through REST; the run's user's rights; traversal and unknown boxes refused; syncFileToEdge
-// refused while no edge sync provides it.
+// to an edge the system lacks refused.
 import t from "tap";
 import { type DevSystem, type Outpost, devWithSystem, must, startOutpost, uniq } from "./harness.ts";
 import { J, ok, refused, run, userWith } from "./code-run.ts";
@@ -49,7 +49,8 @@ t.test("FS refuses traversal, unknown boxes, missing files and syncFileToEdge (u
   refused(t, await run(s, `settle(ClearBladeAsync.FS(${J(set)}).writeFile("attic/x", "x"));`), /box/, 400, "an unknown box");
   refused(t, await run(s, `settle(ClearBladeAsync.FS(${J(set)}).readFile("inbox/none"));`), /does not exist/, 404, "a missing file");
   refused(t, await run(s, `settle(ClearBladeAsync.FS("no-such-set").readDir(""));`), /does not exist/, 404, "a missing set");
-  refused(t, await run(s, `settle(ClearBladeAsync.FS(${J(set)}).syncFileToEdge("outbox/a.bin", "gw1"));`), /not yet supported/, 400, "syncFileToEdge");
+  // (a file to an edge: test/e2e/file-sync.test.ts)
+  refused(t, await run(s, `settle(ClearBladeAsync.FS(${J(set)}).syncFileToEdge("outbox/a.bin", "gw1"));`), /edge/, 404, "syncFileToEdge to an edge the system lacks");
 });
 
 t.test("FileStore: write, read, list, copy, move, delete; a user needs filestorefiles", async (t) => {

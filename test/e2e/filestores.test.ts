@@ -114,6 +114,9 @@ t.test("bad store bodies: kinds and methods not supported, names taken, traversa
   isErr(t, await s.dev.post(storesPath(s), { name: uniq("g"), write_auth_method: "clearblade_auth,magic" }), 400, E.INVALID_ARGUMENT, "an unknown method in a list");
   isErr(t, await s.dev.post(storesPath(s), { name: uniq("g"), storage_type: "s3", storage_config: { endpoint: "ftp://x", bucket: "b", access_key_id: "a", secret_access_key: "s" } }), 400, E.INVALID_ARGUMENT, "an s3 endpoint that is no http URL");
   isErr(t, await s.dev.post(storesPath(s), [1]), 400, E.INVALID_ARGUMENT, "an array body");
+  isErr(t, await s.dev.post(storesPath(s), { name: uniq("g"), storage_type: "local", read_auth: "no_auth" }), 400, E.INVALID_ARGUMENT, "an unknown field (a misspelt method) is refused, not dropped");
+  isErr(t, await s.dev.post(storesPath(s), { name: uniq("g"), system_key: other.systemKey }), 400, E.INVALID_ARGUMENT, "another system's system_key");
+  ok200(t, await s.dev.post(storesPath(s), { name: uniq("g"), system_key: s.systemKey }), "its own system_key (a store read with decrypt) is taken");
   const store = await newStore();
   isErr(t, await s.dev.post(storesPath(s), { name: store }), 400, E.ALREADY_EXISTS, "a name taken");
   isErr(t, await s.dev.del(storesPath(s)), 400, E.INVALID_ARGUMENT, "delete without ?name=");

@@ -108,6 +108,8 @@ t.test("/metrics: HTTP requests by route and status with latency, MQTT connectio
   t.match(m, /^outpost_http_request_seconds_bucket\{route="\/admin\/systemmanagement",le="\+Inf"\} 1$/m, "latency by route");
   t.match(m, /^outpost_mqtt_connections 0$/m, "MQTT connections");
   t.match(m, /^outpost_db_bytes [1-9]\d*$/m, "the database's size");
+  t.match(m, /^outpost_audit_rows_waiting \d+$/m, "audit rows waiting to be written");
+  t.match(m, /^outpost_audit_rows_dropped_total 0$/m, "audit rows dropped (none: the trail is written)");
   t.match(m, /^outpost_process_resident_bytes [1-9]\d*$/m, "resident memory");
 });
 

@@ -35,16 +35,34 @@ export const files: LibraryArea = {
       return out;
     },
     "fs.readFile": async (x, a) => ({ escaped: escaped(await (await set(x, a, LEVEL.READ)).files.get(x.e.bucketSets.fsPath(a.path))) }),
+    // each write says so (edge sync sends what an edge writes to its outbox)
     "fs.writeFile": async (x, a) => {
-      const { files } = await set(x, a, LEVEL.CREATE);
-      await files.put(x.e.bucketSets.fsPath(a.path), bytesOf(a), { maxBytes: x.e.fileStores.maxFileBytes });
+      const { set: s, files } = await set(x, a, LEVEL.CREATE);
+      const path = x.e.bucketSets.fsPath(a.path);
+      await files.put(path, bytesOf(a), { maxBytes: x.e.fileStores.maxFileBytes });
+      x.e.bucketSets.changed(s.system_key, s.name, path, false);
       return null;
     },
-    "fs.copyFile": async (x, a) => { await (await set(x, a, LEVEL.READ | LEVEL.CREATE)).files.copy(x.e.bucketSets.fsPath(a.from), x.e.bucketSets.fsPath(a.to)); return null; },
-    "fs.renameFile": async (x, a) => { await (await set(x, a, LEVEL.READ | LEVEL.CREATE | LEVEL.DELETE)).files.move(x.e.bucketSets.fsPath(a.from), x.e.bucketSets.fsPath(a.to)); return null; },
+    "fs.copyFile": async (x, a) => {
+      const { set: s, files } = await set(x, a, LEVEL.READ | LEVEL.CREATE);
+      const to = x.e.bucketSets.fsPath(a.to);
+      await files.copy(x.e.bucketSets.fsPath(a.from), to);
+      x.e.bucketSets.changed(s.system_key, s.name, to, false);
+      return null;
+    },
+    "fs.renameFile": async (x, a) => {
+      const { set: s, files } = await set(x, a, LEVEL.READ | LEVEL.CREATE | LEVEL.DELETE);
+      const from = x.e.bucketSets.fsPath(a.from), to = x.e.bucketSets.fsPath(a.to);
+      await files.move(from, to);
+      x.e.bucketSets.changed(s.system_key, s.name, from, true);
+      x.e.bucketSets.changed(s.system_key, s.name, to, false);
+      return null;
+    },
     "fs.deleteFile": async (x, a) => {
       const path = x.e.bucketSets.fsPath(a.path);
-      if (!(await (await set(x, a, LEVEL.DELETE)).files.delete(path))) throw fail("NOT_FOUND", `file '${path}' does not exist`);
+      const { set: s, files } = await set(x, a, LEVEL.DELETE);
+      if (!(await files.delete(path))) throw fail("NOT_FOUND", `file '${path}' does not exist`);
+      x.e.bucketSets.changed(s.system_key, s.name, path, true);
       return null;
     },
     "fs.stat": async (x, a) => {

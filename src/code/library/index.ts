@@ -4,6 +4,8 @@
 import { cache } from "./cache.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
+import { deployments } from "./deployments.ts";
+import { secrets } from "./secrets.ts";
 import { devices } from "./devices.ts";
 import { files } from "./files.ts";
 import { globals } from "./globals.ts";
@@ -17,7 +19,7 @@ import { triggers } from "./triggers.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files];
+const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets];
 
 /** An operation as the run's code signed in, when it did (see RunState.as). */
 const asSignedIn = (op: HostOp): HostOp => (ctx, args) => op(ctx.run.as ? { ...ctx, p: ctx.run.as.principal } : ctx, args);

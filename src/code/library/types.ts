@@ -6,6 +6,7 @@ import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
 import type { BucketSets } from "../../domain/bucketSets.ts";
+import type { Deployments } from "../../domain/deployments.ts";
 import type { Devices } from "../../domain/devices.ts";
 import type { FileStores } from "../../domain/fileStores.ts";
 import type { ExternalDbs } from "../../domain/externalDbs.ts";
@@ -17,6 +18,7 @@ import type { CodeServices } from "../../domain/services.ts";
 import type { Systems } from "../../domain/systems.ts";
 import type { Triggers } from "../../domain/triggers.ts";
 import type { Users } from "../../domain/users.ts";
+import type { UserSecrets } from "../../domain/userSecrets.ts";
 import type { Metrics } from "../../core/metrics.ts";
 import type { EgressPolicy } from "../egress.ts";
 import type { MessageTimers } from "../messageTimers.ts";
@@ -36,10 +38,12 @@ export interface EngineDeps {
   triggers: Triggers;
   roles: Roles;
   externalDbs: ExternalDbs;
+  deployments: Deployments;
   /** messaging setTimeout/setInterval: publishes that outlive the run that asked for them */
   messageTimers: MessageTimers;
   bucketSets: BucketSets;
   fileStores: FileStores;
+  secrets: UserSecrets;
   metrics?: Metrics;
 }
 

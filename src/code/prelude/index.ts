@@ -7,6 +7,8 @@ import { cache } from "./cache.ts";
 import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
+import { deployments } from "./deployments.ts";
+import { secrets } from "./secrets.ts";
 import { devices } from "./devices.ts";
 import { files } from "./files.ts";
 import { globals } from "./globals.ts";
@@ -19,7 +21,7 @@ import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import { users } from "./users.ts";
 
-const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files];
+const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets];
 
 /** An area's part of the prelude: its code, or the names that compile it on first use. */
 const areaJs = (a: PreludeArea) => (a.lazy ? `lazyArea(${JSON.stringify(a.lazy)}, ${JSON.stringify(a.js)});` : a.js);

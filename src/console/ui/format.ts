@@ -11,5 +11,7 @@ export function ago(epochS: number | null | undefined, now = Date.now()): string
 
 export const when = (epochS: number | null | undefined) => (epochS ? new Date(epochS * 1000).toLocaleString() : "");
 
-/** Where a template entry (or the asset it brings) comes from, as the API names it. */
-export const sourceText = (source: string | undefined) => (!source ? "–" : source === "edge" ? "this edge" : source.startsWith("template:") ? `template ${source.slice(9)}` : source);
+const oneSource = (s: string) => (s === "edge" ? "this edge" : s.startsWith("template:") ? `template ${s.slice(9)}` : s.startsWith("deployment:") ? `deployment ${s.slice(11)}` : s);
+/** Where a template entry (or the asset it brings) comes from, as the API names it (several,
+ *  comma-separated, when a deployment brings it too). */
+export const sourceText = (source: string | undefined) => (!source ? "–" : source.split(",").map(oneSource).join(", "));

@@ -16,9 +16,9 @@ const nm = (p: unknown) => (p as P).name!;
 /** An edge as a fleet view shows it: what a row needs, and nothing that changes while nothing
  *  happens (a connected edge's last_talked moves with every ping: null here, it is talking now),
  *  so that a polled page answers 304 until an edge connects, drops, or an asset's status moves. */
-async function fleetRow(e: Record<string, unknown>, assets: Promise<{ status: "pending" | "synced" | "failed" }[]>) {
-  const sync_counts = { pending: 0, synced: 0, failed: 0 };
-  for (const a of await assets) sync_counts[a.status]++;
+async function fleetRow(e: Record<string, unknown>, assets: Promise<{ status: string }[]>) {
+  const sync_counts: Record<string, number> = { pending: 0, synced: 0, failed: 0 };
+  for (const a of await assets) sync_counts[a.status] = (sync_counts[a.status] ?? 0) + 1;
   return { name: e.name, description: e.description, template: e.template, isConnected: e.isConnected, first_talked: e.first_talked,
     last_talked: e.isConnected ? null : e.last_talked, sync_lag: e.sync_lag, sync_counts };
 }
@@ -88,12 +88,13 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
+    const sockets = new WeakMap<object, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
     const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
       let x = sockets.get(ws.raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
         x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); },
+          sendBinary: (b) => { (ws.raw as { sendBinary(b: Uint8Array): unknown }).sendBinary(b); },
           remote: (ws.raw as { remoteAddress?: string }).remoteAddress,
           buffered: () => (ws.raw as { getBufferedAmount?(): number }).getBufferedAmount?.() ?? 0 };
         sockets.set(ws.raw, x);
@@ -129,6 +130,8 @@ export const edgeRoutes = (s: Services) => {
         // the edge's named template ("" : none); each asset says which entry brings it and from where
         template: st.template,
         outbox: st.outbox, synced: st.assets.filter((a) => a.status === "synced").length, failed: st.assets.filter((a) => a.status === "failed").length, assets: st.assets,
+        // files to and from the platform (bucket sets' outbox and inbox), newest first
+        files: st.files,
       };
     }) as unknown as Elysia;
   }

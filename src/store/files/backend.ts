@@ -59,6 +59,13 @@ export interface FileBackend {
   delete(path: string): Promise<boolean>;
   /** Deletes every file under a directory ('' everything); returns how many. */
   deleteAll(prefix: string): Promise<number>;
+  /** Optional fast paths for a file of this machine (edge sync's copies and parts; absent: they
+   *  go through stream and put). adopt moves `localFile` into place as `path` (gone from where it
+   *  was); linkOut makes `localFile` a link to the file as it is now (a later write of the path
+   *  makes a new file, so the link keeps this version). Either may refuse (another filesystem):
+   *  false, and nothing changed. */
+  adopt?(path: string, localFile: string): Promise<boolean>;
+  linkOut?(path: string, localFile: string): Promise<boolean>;
 }
 
 export const DEFAULT_LIST_LIMIT = 100;

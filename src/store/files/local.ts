@@ -5,7 +5,7 @@
 // file; a directory left empty by a delete or a move is removed, as object storage has no empty
 // directories either.
 import { randomBytes } from "node:crypto";
-import { copyFile, lstat, mkdir, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
+import { copyFile, link, lstat, mkdir, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, sep } from "node:path";
 import { fail } from "../../core/errors.ts";
 import {
@@ -88,6 +88,17 @@ export class LocalFiles implements FileBackend {
     return (await this.stat(path))!;
   }
 
+  async adopt(path: string, localFile: string): Promise<boolean> {
+    const full = await this.resolve(path);
+    await mkdir(dirname(full), { recursive: true, mode: 0o700 });
+    try { await rename(localFile, full); return true; } catch (e) { if (code(e) === "EXDEV") return false; throw fsFailure(e, path); }
+  }
+
+  async linkOut(path: string, localFile: string): Promise<boolean> {
+    const full = await this.fileAt(path);
+    try { await link(full, localFile); return true; } catch (e) { if (code(e) === "EXDEV" || code(e) === "EPERM") return false; throw fsFailure(e, path); }
+  }
+
   async get(path: string, range?: { start: number; end?: number }): Promise<Uint8Array> {
     const file = Bun.file(await this.fileAt(path));
     return range ? file.slice(range.start, range.end).bytes() : file.bytes();
@@ -156,8 +167,15 @@ export class LocalFiles implements FileBackend {
     } catch (e) {
       await unlink(part).catch(() => {});
       await this.prune(part);
-      throw fsFailure(e, to);
+      throw await this.sourceGone(e, from, src) ?? fsFailure(e, to);
     }
+  }
+
+  /** A copy or move that failed because its source went away meanwhile (a concurrent move or
+   *  delete of the same file): the file is missing, not a server failure. */
+  private async sourceGone(e: unknown, from: string, src: string): Promise<unknown> {
+    if (code(e) !== "ENOENT") return null;
+    return (await stat(src).then((st) => st.isFile(), () => false)) ? null : missing(from);
   }
 
   async move(from: string, to: string): Promise<void> {
@@ -168,7 +186,7 @@ export class LocalFiles implements FileBackend {
       await mkdir(dirname(dst), { recursive: true, mode: 0o700 });
       await rename(src, dst);
     } catch (e) {
-      throw fsFailure(e, to);
+      throw await this.sourceGone(e, from, src) ?? fsFailure(e, to);
     }
     await this.prune(src);
   }

@@ -56,7 +56,8 @@ export class EdgeApply {
         const error = await this.savepoint(tx, async () => {
           const problem = notCompiling.get(ch);
           if (problem) throw new Error(problem);
-          await applyDefinition(tx, this.systemKey, ch);
+          const wire = ch.op === "upsert" && isDefinitionType(ch.type) ? KINDS[ch.type].wire : undefined;
+          await applyDefinition(tx, this.systemKey, wire ? { ...ch, body: wire.in(ch.body, this.d.secrets) } : ch);
           if (ch.op === "delete") await syncedAssetsRepo.remove(tx, ch.type, ch.name);
           else await syncedAssetsRepo.add(tx, ch.type, ch.name);
         });

@@ -15,6 +15,7 @@ import { proxyFor } from "../proxy.ts";
 import { FLEET_FEATURE } from "../fleet.ts";
 import { publishable } from "../relay.ts";
 import { EdgeApply } from "./apply.ts";
+import { EdgeFiles } from "./files.ts";
 import { EdgeTemplate } from "./template.ts";
 import type { EdgeSyncDeps } from "./deps.ts";
 import { hostOf, linkCause, LinkFailures } from "./linkFailure.ts";
@@ -64,6 +65,7 @@ export class EdgeSync {
   private readonly outbox: Outbox;
   private readonly apply: EdgeApply;
   private readonly tpl: EdgeTemplate;
+  private readonly files: EdgeFiles;
 
   constructor(private readonly d: EdgeSyncDeps) {
     this.systemKey = d.config.systemKey!;
@@ -74,6 +76,7 @@ export class EdgeSync {
     this.failures = new LinkFailures(d.log, d.config);
     this.outbox = new Outbox(d, { ws: () => this.ws, connected: () => this.connected, send: (ws, m) => this.send(ws, m) });
     this.tpl = new EdgeTemplate(d, this.systemKey);
+    this.files = new EdgeFiles(d.files, d.log, this.systemKey, d.config.edgeName!);
     this.apply = new EdgeApply(d, this.systemKey, this.adapters, () => this.tpl.refreshUpCollections());
   }
 
@@ -130,6 +133,7 @@ export class EdgeSync {
     ws.onmessage = (ev) => {
       this.lastContactAt = Date.now();
       this.lastHeard = Date.now();
+      if (this.files.frame(ws, ev.data)) return;
       let m: PlatformMessage;
       try { m = JSON.parse(typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8")) as PlatformMessage; }
       catch { return; }
@@ -139,6 +143,7 @@ export class EdgeSync {
       if (this.d.fleet?.handle(m, (x) => this.send(ws, x))) return;
       // relayed messages are live traffic: not held up behind a batch being applied
       if (m.t === "relay") { this.relayed(m); return; }
+      if (this.files.message(ws, m)) return;
       // messages are handled one after another, in order
       this.applying = this.applying.then(() => this.handle(ws, m)).catch((err) => {
         this.d.log.error("sync message failed", { err });
@@ -186,6 +191,7 @@ export class EdgeSync {
     this.ws = null;
     if (this.watchdog) { clearInterval(this.watchdog); this.watchdog = null; }
     this.outbox.linkLost();
+    this.files.lost();
     if (this.connected) {
       this.connected = false;
       this.d.events.emit("StartConnectDisconnect::PlatformDisconnectedOnEdge", this.systemKey, {});
@@ -248,6 +254,7 @@ export class EdgeSync {
     this.d.events.emit("StartConnectDisconnect::PlatformConnectedOnEdge", this.systemKey, {});
     this.d.log.info("connected to the platform", { snapshot: m.snapshot, seq: m.seq, platform: m.version ?? "" });
     void this.outbox.send();
+    this.files.up(ws, (x) => this.send(ws, x));
   }
 
   /** An adapter control command from the platform; the answer goes back on the same channel. */
@@ -284,7 +291,7 @@ export class EdgeSync {
   failedAssets(): Promise<Record<string, number>> { return failedAssets(this.d.db); }
 
   /** The link and the assets as this edge sees them (its local status endpoint). */
-  localStatus() { return localStatus(this.d.db, this.tpl.entries, this, this.outbox); }
+  async localStatus() { return { ...(await localStatus(this.d.db, this.tpl.entries, this, this.outbox)), files: await this.files.status() }; }
 }
 
 function readPem(path: string): string {

@@ -4,6 +4,7 @@
 // file here and its line below (test/unit/sync/kinds.test.ts round-trips every kind).
 import type { DefinitionType } from "../../core/syncKinds.ts";
 import { adapter } from "./adapter.ts";
+import { bucketset } from "./bucketset.ts";
 import { collection } from "./collection.ts";
 import { device } from "./device.ts";
 import type { DefinitionKind, StaleCache } from "./kind.ts";
@@ -11,16 +12,20 @@ import { library } from "./library.ts";
 import { plugin, portal } from "./portal.ts";
 import { role } from "./role.ts";
 import { service } from "./service.ts";
+import { serviceCache } from "./serviceCache.ts";
 import { timer } from "./timer.ts";
 import { trigger } from "./trigger.ts";
 import { user } from "./user.ts";
+import { usersecret } from "./usersecret.ts";
+import { webhook } from "./webhook.ts";
 
 export type { CollectionBody } from "./collection.ts";
 export type { DefinitionKind, StaleCache } from "./kind.ts";
 
 /** The kinds in the order a snapshot brings them: what others need first (roles before the users
- *  and devices that hold them, libraries before services, collections before their triggers). */
-const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal];
+ *  and devices that hold them, libraries before services, collections before their triggers,
+ *  services before the webhooks that call them). */
+const IN_SNAPSHOT_ORDER: readonly DefinitionKind[] = [role, library, service, collection, trigger, timer, user, adapter, device, plugin, portal, serviceCache, webhook, bucketset, usersecret];
 
 export const SNAPSHOT_ORDER: readonly DefinitionType[] = IN_SNAPSHOT_ORDER.map((k) => k.type);
 

@@ -1,10 +1,11 @@
 // What a kind of definition does in edge sync (one file per kind beside this one, listed in
 // index.ts; the kinds' names and where their names are stored: src/core/syncKinds.ts).
+import type { SecretBox } from "../../auth/secrets.ts";
 import type { Executor } from "../../store/db.ts";
 import type { DefinitionType } from "../../core/syncKinds.ts";
 
 /** What a change of a kind makes stale on the node that applies it. */
-export type StaleCache = "code" | "triggers" | "tokens";
+export type StaleCache = "code" | "triggers" | "tokens" | "servicecaches" | "webhooks";
 
 export interface DefinitionKind<R = any> {
   type: DefinitionType;
@@ -23,6 +24,9 @@ export interface DefinitionKind<R = any> {
    *  not there does nothing. */
   deleteBody(ex: Executor, sk: string, name: string): Promise<unknown>;
   stale: readonly StaleCache[];
+  /** a kind whose bodies hold a value sealed by the node that keeps it: the body of an upsert as
+   *  it leaves the platform (opened), and as the edge keeps it (sealed with its own box) */
+  wire?: { out(body: any, box: SecretBox): unknown; in(body: any, box: SecretBox): unknown };
 }
 
 /** The body of a delete of a kind keyed by its name. */

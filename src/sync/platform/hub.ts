@@ -12,6 +12,8 @@ import type { ChangeRow } from "../../store/sync.ts";
 import { systemsRepo } from "../../store/systems.ts";
 import type { ControlResult } from "../../adapters/runner.ts";
 import { EdgeMessage } from "../protocol.ts";
+import { entryFor } from "../assets.ts";
+import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import type { EdgeOp, RelayedAnswer } from "../fleet.ts";
 import { ack } from "./ack.ts";
 import { compact } from "./compaction.ts";
@@ -31,6 +33,8 @@ export class SyncHub {
   private compactor: ReturnType<typeof setInterval> | null = null;
   private sweeper: ReturnType<typeof setInterval> | null = null;
   private offCommitted: (() => void) | null = null;
+  /** each welcomed session as file sync's peer */
+  private readonly filePeers = new WeakMap<EdgeSession, FilePeer>();
 
   constructor(readonly d: HubDeps) {
     const st = this.st = new HubState(d);
@@ -95,6 +99,13 @@ export class SyncHub {
     const s = this.st.bySocket.get(ws);
     if (!s || s.closed) return;
     s.lastHeard = Date.now();
+    // file bytes come in binary frames (JSON ones start with '{')
+    const bytes = raw instanceof Uint8Array ? raw : raw instanceof ArrayBuffer ? new Uint8Array(raw) : null;
+    if (bytes?.[0] === CHUNK_FRAME) {
+      const peer = this.filePeers.get(s);
+      if (peer) this.d.files?.chunk(peer, bytes);
+      return;
+    }
     let json: unknown = raw;
     if (typeof raw === "string") { try { json = JSON.parse(raw); } catch { return reject(s, "not JSON"); } }
     else if (raw instanceof Uint8Array || raw instanceof ArrayBuffer) { try { json = JSON.parse(Buffer.from(raw as Uint8Array).toString("utf8")); } catch { return reject(s, "not JSON"); } }
@@ -102,8 +113,23 @@ export class SyncHub {
     if (!parsed.success) return reject(s, describeIssues(parsed.error, "message"));
     const m = parsed.data;
     try {
-      if (m.t === "hello") return await hello(this.st, s, m);
+      if (m.t === "hello") {
+        await hello(this.st, s, m);
+        if (this.d.files && s.edge && !s.closed && this.st.sessions.get(s.key) === s) {
+          const peer: FilePeer = { systemKey: s.edge.system_key, edge: s.edge.name, send: (x) => s.send(x), sendBinary: (b) => { if (!s.closed) ws.sendBinary?.(b); } };
+          this.filePeers.set(s, peer);
+          this.d.files.peerUp(peer);
+        }
+        return;
+      }
       if (!s.edge) return reject(s, "say hello first");
+      if (isFileMessage(m)) {
+        const peer = this.filePeers.get(s);
+        // an edge sends files only of the sets its template brings it
+        if (peer && m.t === "file_offer" && !entryFor(s.template, "bucketset", m.set)) return s.send({ t: "file_failed", id: m.id, error: `bucket set '${m.set}' is not in this edge's template` });
+        if (peer) await this.d.files?.message(peer, m);
+        return;
+      }
       if (m.t === "ack") return await ack(this.st, s, m);
       if (m.t === "up") return await up(this.st, s, m);
       if (m.t === "ping") {
@@ -130,7 +156,11 @@ export class SyncHub {
     }
   }
 
-  close(ws: Socket, code?: number, reason?: string) { return close(this.st, ws, code, reason); }
+  close(ws: Socket, code?: number, reason?: string) {
+    const s = this.st.bySocket.get(ws), peer = s && this.filePeers.get(s);
+    if (peer) { this.filePeers.delete(s); void this.d.files?.peerLost(peer); }
+    return close(this.st, ws, code, reason);
+  }
 
   // ---- relay to edges, requests to one edge -----------------------------------------------------
 
@@ -149,7 +179,12 @@ export class SyncHub {
   /** A live session, not a stored flag: a silent link ends the session (see sweep). */
   isConnected(sk: string, edge: string) { return this.st.sessions.has(`${sk}/${edge}`); }
   lag(sk: string, edgeName: string): Promise<number | null> { return lag(this.st, sk, edgeName); }
-  status(sk: string, edgeName: string): Promise<AssetStatus[]> { return status(this.st, sk, edgeName); }
+  /** Every asset of the edge's template, then the files moving to and from it (newest first). */
+  async status(sk: string, edgeName: string): Promise<AssetStatus[]> {
+    const assets = await status(this.st, sk, edgeName);
+    const files = (await this.d.files?.status(sk, edgeName)) ?? [];
+    return [...assets, ...files.map((f) => ({ ...f, desired_version: 0, applied_version: 0, attempts: 0, source: "", entry: "" }))];
+  }
   retry(sk: string, edgeName: string, only?: { type: string; name: string }[]) { return retry(this.st, sk, edgeName, only); }
   compact() { return compact(this.st); }
 }

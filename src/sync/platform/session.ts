@@ -160,7 +160,7 @@ export class EdgeSession {
       this.skips = this.skips.filter((k) => k.upTo > this.sent);
       this.skips.push({ upTo, covers: (type, name) => goesDown(now, type, name, false) && added(type, name) });
     } else scope = job.scope!;
-    this.running = { job, gen: snapshot(d.db, sk, scope, seq, d.changes.clock.now()), seq, template, results: new Map() };
+    this.running = { job, gen: snapshot(d.db, sk, scope, seq, d.changes.clock.now(), d.secrets), seq, template, results: new Map() };
   }
 
   private async sendSnapshot(r: RunningSnapshot) {

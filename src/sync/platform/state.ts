@@ -1,6 +1,8 @@
 // What the platform's sync steps share: the sessions this node holds (by edge, by system, by
 // socket), what it knows of each edge beyond them, and the log entries as wire text.
 import { LruMap } from "../../core/cache.ts";
+import { isDefinitionType } from "../../core/syncKinds.ts";
+import { KINDS } from "../kinds/index.ts";
 import type { ChangeRow } from "../../store/sync.ts";
 import type { EdgeSession, SessionHub } from "./session.ts";
 import type { ElsewhereHub, HubDeps, Socket } from "./types.ts";
@@ -36,7 +38,9 @@ export class HubState implements SessionHub {
   wireText(r: ChangeRow): string {
     let t = this.wire.get(r.seq);
     if (t === undefined) {
-      t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},${r.version ? `"version":${r.version},` : ""}"body":${r.body ?? "null"}}`;
+      const wire = r.op === "upsert" && r.body !== null && isDefinitionType(r.asset_type) ? KINDS[r.asset_type].wire : undefined;
+      const body = wire ? JSON.stringify(wire.out(JSON.parse(r.body!), this.d.secrets)) : r.body ?? "null";
+      t = `{"seq":${r.seq},"type":${JSON.stringify(r.asset_type)},"name":${JSON.stringify(r.asset_name)},"item":${JSON.stringify(r.item_id)},"op":${JSON.stringify(r.op)},"hlc":${JSON.stringify(r.hlc)},${r.version ? `"version":${r.version},` : ""}"body":${body}}`;
       this.wire.set(r.seq, t);
     }
     return t;

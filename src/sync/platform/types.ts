@@ -1,5 +1,6 @@
 // What the platform's side of edge sync shares between its steps: its dependencies, the socket of
 // an edge's link, the other nodes of a cluster, relayed requests, and per-asset status.
+import type { SecretBox } from "../../auth/secrets.ts";
 import type { Signals } from "../../core/signals.ts";
 import type { Port } from "../../core/port.ts";
 import type { EventBus } from "../../core/events.ts";
@@ -11,8 +12,11 @@ import type { ChangeRecorder } from "../../domain/changes.ts";
 import type { Db } from "../../store/db.ts";
 import type { ControlAdapter, ControlCommand, ControlFile, ControlResult } from "../../adapters/runner.ts";
 import type { EdgeOp, RelayedAnswer, VouchedCaller } from "../fleet.ts";
+import type { FileSync } from "../files.ts";
 
 export interface Socket { send(text: string): void; close(code?: number, reason?: string): void; terminate?(): void;
+  /** sends a binary frame (file bytes) */
+  sendBinary?(bytes: Uint8Array): void;
   /** the peer's address, for the log */
   remote?: string;
   /** bytes sent but not yet written to the network (a link falling behind) */
@@ -33,6 +37,10 @@ export interface HubDeps {
   compactMs: number;
   /** this platform node: the edges whose connections it holds carry it */
   nodeId: string;
+  /** files to and from edges (bucket sets' outbox and inbox) */
+  files?: FileSync;
+  /** opens the values kinds keep sealed (user secrets) as they go to an edge */
+  secrets: SecretBox;
 }
 
 /** An adapter control command for an edge, and how long it may take there. */
@@ -63,10 +71,14 @@ export type AssetResult = { type: string; name: string; seq: number; version?: n
 
 /** Status of one asset on one edge. */
 export interface AssetStatus {
-  asset_type: string; asset_name: string; status: "pending" | "synced" | "failed";
+  /** a file (asset_type "file") is also "transferring" while its bytes move */
+  asset_type: string; asset_name: string; status: "pending" | "transferring" | "synced" | "failed";
   /** the asset's version (its changes counted) and the one the edge holds */
   desired_version: number; applied_version: number; last_error: string; attempts: number; updated_at: string;
-  /** the template entry that brings it ("service/*") and where that comes from ("edge", or
-   *  "template:<name>" for the edge's named template); "" for an asset no entry brings any more */
+  /** the template entry that brings it ("service/*") and where that comes from ("edge",
+   *  "template:<name>" for the edge's named template, "deployment:<name>", comma-separated when
+   *  several bring it); "" for an asset no entry brings any more */
   source: string; entry: string;
+  /** files: which way, and how many of their bytes the receiver holds */
+  direction?: "to_platform" | "to_edge"; bytes_done?: number; bytes_total?: number;
 }

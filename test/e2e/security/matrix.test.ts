@@ -185,6 +185,20 @@ for (const c of [cache, cacheVictim]) await must("service cache", A.dev.post(`/a
 const portal = uniq("portal"), portalVictim = uniq("portalv"), plugin = uniq("plugin"), pluginVictim = uniq("pluginv");
 for (const p of [portal, portalVictim]) await must("portal", A.dev.post(`/api/v/2/portals/${SK}/${p}`, { description: "matrix", config: {} }));
 for (const p of [plugin, pluginVictim]) await must("plugin", A.dev.post(`/api/v/2/plugins/${SK}`, { name: p, description: "matrix", config: {} }));
+const deployment = uniq("dep"), deploymentVictim = uniq("depv");
+for (const d of [deployment, deploymentVictim]) await must("deployment", A.dev.post(`/admin/${SK}/deployments`, { name: d, description: "matrix", assets: [{ asset_class: "services", asset_id: svc, sync_to_edge: true, sync_to_platform: false }], edges: [edge] }));
+// a bucket set with files (one to read and copy, one to move away, one to delete), a file store with files
+const bucketSet = uniq("set"), bucketSetVictim = uniq("setv");
+for (const b of [bucketSet, bucketSetVictim]) await must("bucket set", A.dev.post(`/api/v/4/bucket_sets/${SK}`, { name: b, platform_storage: "local", edge_storage: "local", platform_config: {}, edge_config: {} }));
+const setFile = `files/${uniq("f")}.txt`, setMoveFile = `files/${uniq("fm")}.txt`, setFileVictim = `files/${uniq("fv")}.txt`;
+for (const f of [setFile, setMoveFile, setFileVictim]) await must("bucket set file", A.dev.post(`/api/v/4/bucket_sets/${SK}/${bucketSet}/file/create`, { box: "sandbox", path: f, contents: Buffer.from("matrix file").toString("base64") }));
+const fileStore = uniq("store"), fileStoreVictim = uniq("storev");
+for (const f of [fileStore, fileStoreVictim]) await must("file store", A.dev.post(`/api/v/1/filestore/${SK}`, { name: f, storage_type: "local", read_auth_method: "clearblade_auth", write_auth_method: "clearblade_auth" }));
+const storeFile = `dir/${uniq("sf")}.txt`, storeFileVictim = `dir/${uniq("sfv")}.txt`;
+for (const f of [storeFile, storeFileVictim]) await must("file store file", request(o.url, "PUT", `/api/v/1/filestore/${SK}/${fileStore}/file/${f}`, { headers: { ...devToken(A.devToken), "Content-Type": "application/octet-stream" }, body: "matrix bytes" }));
+// user secrets whose values carry the row secret: no answer to system B may show them
+const usecret = uniq("usecret"), usecretVictim = uniq("usecretv");
+for (const u of [usecret, usecretVictim]) await must("user secret", A.dev.post(`/api/v/4/user_secrets/${SK}/${u}`, { value: `${ROW_SECRET}-usersecret` }));
 // the instance's email and SMS services, so their GETs read a real record (nothing listens there)
 const asAdmin = { "ClearBlade-DevToken": adminToken };
 await must("email service", request(o.url, "POST", "/admin/settings/email-service", { headers: asAdmin, body: { host: "127.0.0.1", port: "2525", from: "outpost@example.com", protocol: "SMTP", encryption_type: "NONE" } }));
@@ -208,12 +222,14 @@ const ids: Ids = {
   svc, svcVictim, failId, lib, libVictim, trig, trigVictim, timer, timerVictim,
   edge, edgeVictim, ecol, ecolVictim, hook, hookVictim, thr: THR, kase, kaseVictim,
   adapter, adapterVictim, file, fileVictim, db, dbVictim, connCol, cache, cacheVictim, portal, portalVictim, plugin, pluginVictim,
+  deployment, deploymentVictim, bucketSet, bucketSetVictim, setFile, setMoveFile, setFileVictim, fileStore, fileStoreVictim, storeFile, storeFileVictim,
   selfDevEmail, selfDevPassword, resetDevEmail, userAEmail: userA.email, userAPassword: userA.password,
+  usecret, usecretVictim,
 };
 /** Data of system A that no answer to a caller of system B may contain, error or not. */
 const A_SECRETS = [ROW_SECRET, MSG_SECRET, userA.email, adminUserA.email, target.email];
 /** Things of system A that a 200 answer to a caller of system B must never contain. */
-const A_MARKERS = [ROW_SECRET, MSG_SECRET, userA.email, adminUserA.email, target.email, colName, device, edge, svc, hook, adapter, db, lib, kase, SK];
+const A_MARKERS = [ROW_SECRET, MSG_SECRET, userA.email, adminUserA.email, target.email, colName, device, edge, svc, hook, adapter, db, lib, kase, deployment, bucketSet, fileStore, SK];
 
 // ---- callers --------------------------------------------------------------------------------
 
@@ -584,6 +600,16 @@ const SNAPSHOTS: Record<string, Snap[]> = {
   "serviceCaches.ts": [
     { label: "A's service caches", path: `/admin/v/4/service_caches/${SK}` },
     { label: "the service cache", path: `/admin/v/4/service_caches/${SK}/${cache}` },
+  ],
+  "deployments.ts": [
+    { label: "A's deployments", path: `/admin/${SK}/deployments` },
+    { label: "the deployment", path: `/admin/${SK}/deployments/${deployment}` },
+  ],
+  "files.ts": [
+    { label: "A's bucket sets", path: `/api/v/4/bucket_sets/${SK}` },
+    { label: "the bucket set's files", path: `/api/v/4/bucket_sets/${SK}/${bucketSet}/files` },
+    { label: "A's file stores", path: `/api/v/1/filestore/${SK}` },
+    { label: "the file store's files", path: `/api/v/1/filestore/${SK}/${fileStore}/list?depth=-1` },
   ],
 };
 async function snapshot(file: string): Promise<Record<string, unknown>> {

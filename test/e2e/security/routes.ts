@@ -34,8 +34,12 @@ export interface Ids {
   db: string; dbVictim: string; connCol: string;
   cache: string; cacheVictim: string;
   portal: string; portalVictim: string; plugin: string; pluginVictim: string;
+  deployment: string; deploymentVictim: string;
+  bucketSet: string; bucketSetVictim: string; setFile: string; setMoveFile: string; setFileVictim: string;
+  fileStore: string; fileStoreVictim: string; storeFile: string; storeFileVictim: string;
   selfDevEmail: string; selfDevPassword: string; resetDevEmail: string;
   userAEmail: string; userAPassword: string;
+  usecret: string; usecretVictim: string;
 }
 
 export interface Route {
@@ -402,6 +406,57 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: po, method: "PUT", path: "/api/v/2/plugins/{sk}/{plugin}", auth: "dev", body: () => ({ description: "changed" }), extraFields: kept, anyType: ["config"] });
   add({ file: po, method: "DELETE", path: "/api/v/2/plugins/{sk}/{pluginVictim}", auth: "dev", noBaseline: "deletes a plugin" });
 
+  // ---- deployments.ts --------------------------------------------------------------------------
+  const dp = "deployments.ts";
+  const asset = (i: Ids) => ({ asset_class: "services", asset_id: i.svc, sync_to_edge: true, sync_to_platform: false });
+  add({ file: dp, method: "GET", path: "/admin/{sk}/sync/deployment/status/{deployment}", auth: "dev" });
+  add({ file: dp, method: "GET", path: "/admin/{sk}/deploy_assets", auth: "dev" });
+  add({ file: dp, method: "GET", path: "/admin/{sk}/deploy_assets/services", auth: "dev" });
+  add({ file: dp, method: "GET", path: "/admin/{sk}/deploy_assets/services/{svc}", auth: "dev" });
+  add({ file: dp, method: "POST", path: "/api/v/3/{sk}/deployments/{new}", auth: "user", body: (i) => ({ description: "matrix", assets: [asset(i)], edges: [i.edge] }) });
+  for (const [base, auth] of [["/admin/{sk}/deployments", "dev"], ["/api/v/3/{sk}/deployments", "user"]] as const) {
+    add({ file: dp, method: "GET", path: base, auth, query: "list" });
+    add({ file: dp, method: "POST", path: base, auth, body: (i, f) => ({ name: f(), description: "matrix", assets: [asset(i)], edges: [i.edge] }) });
+    add({ file: dp, method: "GET", path: `${base}/{deployment}`, auth });
+    // (a null part of the change form changes nothing, as a null description does: a Go client's nil map is null)
+    add({ file: dp, method: "PUT", path: `${base}/{deployment}`, auth, nullable: ["assets", "edges"], body: (i) => ({ description: "changed", assets: { add: [asset(i)], remove: [] }, edges: { add: [i.edge], remove: [] } }) });
+    add({ file: dp, method: "DELETE", path: `${base}/{deploymentVictim}`, auth, noBaseline: "deletes a deployment" });
+  }
+
+  // ---- files.ts ------------------------------------------------------------------------------
+  // (a file store's files go in and out as raw bytes and its copy and move take no body: those
+  // routes have no sample body, so only their callers are tried)
+  const fi = "files.ts";
+  const set = "/api/v/4/bucket_sets/{sk}";
+  // (a nil config map comes as null from the Go SDK: none)
+  const local = { platform_storage: "local", edge_storage: "local", platform_config: {}, edge_config: {} };
+  add({ file: fi, method: "GET", path: set, auth: "dev" });
+  add({ file: fi, method: "POST", path: set, auth: "dev", nullable: ["platform_config", "edge_config"], body: (_i, f) => ({ name: f(), ...local }) });
+  add({ file: fi, method: "GET", path: `${set}/{bucketSet}`, auth: "user" });
+  add({ file: fi, method: "DELETE", path: `${set}/{bucketSetVictim}`, auth: "dev", noBaseline: "deletes a bucket set" });
+  add({ file: fi, method: "GET", path: `${set}/{bucketSet}/files?box=sandbox`, auth: "user" });
+  add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/create`, auth: "user", body: (_i, f) => ({ box: "sandbox", path: `made/${f()}.txt`, contents: b64("made by the matrix") }) });
+  add({ file: fi, method: "GET", path: `${set}/{bucketSet}/file/meta?box=sandbox&path={setFile}`, auth: "user" });
+  add({ file: fi, method: "GET", path: `${set}/{bucketSet}/file/read?box=sandbox&path={setFile}`, auth: "user" });
+  add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/copy`, auth: "user", body: (i, f) => ({ from_box: "sandbox", from_path: i.setFile, to_box: "inbox", to_path: `copies/${f()}.txt` }) });
+  // (the edge exists but is not connected: the file waits for it, as its status says)
+  add({ file: "fileSync.ts", method: "POST", path: `${set}/{bucketSet}/file/sync_to_edge`, auth: "user", body: (i) => ({ box: "sandbox", path: i.setFile, edge: i.edge }) });
+  add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/move`, auth: "user", body: (i, f) => ({ from_box: "sandbox", from_path: i.setMoveFile, to_box: "outbox", to_path: `moved/${f()}.txt` }) });
+  add({ file: fi, method: "POST", path: `${set}/{bucketSet}/file/delete`, auth: "user", body: (i) => ({ box: "sandbox", path: i.setFileVictim }) });
+  const store = "/api/v/1/filestore/{sk}";
+  add({ file: fi, method: "GET", path: store, auth: "user" });
+  add({ file: fi, method: "POST", path: store, auth: "user", nullable: ["storage_config"], body: (_i, f) => ({ name: f(), storage_type: "local", storage_config: {}, read_auth_method: "clearblade_auth", write_auth_method: "clearblade_auth" }) });
+  add({ file: fi, method: "GET", path: `${store}/{fileStore}`, auth: "user" });
+  add({ file: fi, method: "GET", path: `${store}/{fileStore}?decrypt=true`, auth: "dev" });
+  add({ file: fi, method: "DELETE", path: `${store}?name={fileStoreVictim}`, auth: "user", noBaseline: "deletes a file store" });
+  add({ file: fi, method: "GET", path: `${store}/{fileStore}/file/{storeFile}`, auth: "user" });
+  add({ file: fi, method: "PUT", path: `${store}/{fileStore}/file/{new}`, auth: "user" });
+  add({ file: fi, method: "DELETE", path: `${store}/{fileStore}/file/{storeFileVictim}`, auth: "user", noBaseline: "deletes a file" });
+  add({ file: fi, method: "GET", path: `${store}/{fileStore}/list`, auth: "user" });
+  add({ file: fi, method: "GET", path: `${store}/{fileStore}/list/dir?depth=-1&limit=10`, auth: "user" });
+  add({ file: fi, method: "PUT", path: `${store}/{fileStore}/copy/{storeFile}?destination={new}`, auth: "user" });
+  add({ file: fi, method: "PUT", path: `${store}/{fileStore}/move/{storeFile}?destination={new}`, auth: "user" });
+
   // ---- settings.ts (the instance's, the platform admin's) -------------------------------------
   const st = "settings.ts";
   add({ file: st, method: "GET", path: "/admin/settings/security", auth: "admin", as: "admin" });
@@ -416,6 +471,15 @@ export function routes(opts: { pg: boolean }): Route[] {
   add({ file: st, method: "PUT", path: "/admin/settings/sms-service", auth: "admin", as: "admin", body: () => ({ from: "Outpost" }) });
   add({ file: st, method: "DELETE", path: "/admin/settings/sms-service", auth: "admin", as: "admin", noBaseline: "removes the instance's SMS service" });
   add({ file: st, method: "POST", path: "/admin/settings/sms-service/test", auth: "admin", as: "admin", body: () => ({ recipient: "+15550100" }), noBaseline: "sends a message through a gateway that is not there" });
+
+  // ---- userSecrets.ts (the body is the value itself: any JSON but null) -----------------------
+  const usf = "userSecrets.ts";
+  add({ file: usf, method: "GET", path: "/api/v/4/user_secrets/{sk}", auth: "user" });
+  add({ file: usf, method: "DELETE", path: "/api/v/4/user_secrets/{sk}", auth: "user", noBaseline: "deletes every secret of the system" });
+  add({ file: usf, method: "GET", path: "/api/v/4/user_secrets/{sk}/{usecret}", auth: "user" });
+  add({ file: usf, method: "POST", path: "/api/v/4/user_secrets/{sk}/{new}", auth: "user", shape: "free", bodyRequired: true, body: () => ({ key: "matrix" }) });
+  add({ file: usf, method: "PUT", path: "/api/v/4/user_secrets/{sk}/{usecret}", auth: "user", shape: "free", bodyRequired: true, body: () => ({ key: "changed" }) });
+  add({ file: usf, method: "DELETE", path: "/api/v/4/user_secrets/{sk}/{usecretVictim}", auth: "user", noBaseline: "deletes a secret" });
 
   return R;
 }

@@ -46,6 +46,7 @@ const SAMPLES: { [K in SignalName]: SignalPayloads[K] } = {
   "serviceCache.changed": { systemKey: "sk", name: null },
   "sessions.ended": { hashes: ["h3"] },
   "system.removed": { systemKey: "sk" },
+  "bucketSet.fileChanged": { systemKey: "sk", set: "s1", path: "outbox/a.txt", deleted: false },
 };
 const NAMES = Object.keys(SAMPLES) as SignalName[];
 
@@ -69,7 +70,7 @@ test("each shared signal crosses to the other node as remote, once; a local one 
   const shared = NAMES.filter((n) => SIGNAL_SHARED[n]);
   const local = NAMES.filter((n) => !SIGNAL_SHARED[n]);
   expect(shared.length).toBeGreaterThan(0);
-  expect(local).toEqual(["system.removed"]);
+  expect(local).toEqual(["system.removed", "bucketSet.fileChanged"]);
 
   for (const name of NAMES) {
     a.heard.length = 0; b.heard.length = 0;

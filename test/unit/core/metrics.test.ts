@@ -87,6 +87,9 @@ describe("HTTP request series", () => {
     rm.observe(new Request("http://h/api/v/4/webhook/execute/abc/hook/a/b/c"), performance.now(), answer(200), listener);
     expect(heard).toEqual(["/api/v/4/sync -1 /api/v/4/sync 101", "/api/v/4/webhook/execute/:systemKey/:name/* 5 /api/v/4/webhook/execute/abc/hook/a/b/c 200"]);
     expect(pathElement("/api/v/4/webhook/execute/abc%20d/hook", 5)).toBe("abc d");
+    expect(pathElement("/api/v/1/data/3b8a1cc5-77d5", 4)).toBe("3b8a1cc5-77d5");
+    expect(pathElement("/api/v/1/data/bad%E0%A4%A", 4)).toBe("bad%E0%A4%A"); // not decodable: as sent
+    expect(pathElement("/api/v/1/data", 4)).toBe("");
     expect(rm.params("GET", "/admin/edges/sk1/gw%201")).toEqual({ systemKey: "sk1", name: "gw%201" });
   });
 

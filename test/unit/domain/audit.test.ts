@@ -31,7 +31,10 @@ test("recorded rows wait for a flush, then read newest first; filters and counts
   const now = Date.now();
   for (let i = 0; i < 5; i++) a.record(entry(i, now));
   expect((await app.db.get<{ n: number }>("SELECT count(*) AS n FROM audit"))!.n).toBe(0);
+  expect(a.waitingRows).toBe(5); // (on /metrics)
   const rows = await a.list(dev, sk, null);
+  expect(a.waitingRows).toBe(0);
+  expect(a.dropped).toBe(0);
   expect(rows.map((r) => r.asset_id)).toEqual(["a4", "a3", "a2", "a1", "a0"]);
   expect(rows[0]).toMatchObject({ system_key: sk, asset_class: "collections", action_type: "Create", response_time: 1, user_type: "DEV", changes: '{"n":4}' });
   expect(await a.count(dev, sk, JSON.stringify({ FILTERS: [[{ EQ: [{ action_type: "CREATE" }] }, { EQ: [{ asset_id: "a2" }] }]] }))).toEqual({ count: 1 });

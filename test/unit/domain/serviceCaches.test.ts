@@ -8,6 +8,7 @@ import { type App, start } from "../../../src/app.ts";
 import { Permissions } from "../../../src/auth/permissions.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { ChangeRecorder } from "../../../src/domain/changes.ts";
 import type { DomainDeps } from "../../../src/domain/deps.ts";
 import { ServiceCaches } from "../../../src/domain/serviceCaches.ts";
 import { Systems } from "../../../src/domain/systems.ts";
@@ -36,7 +37,8 @@ beforeAll(async () => {
   // an instance on a clock of the test's own, on the app's database, with systems of its own that
   // tell it of a deleted system (the app's listeners are closed once it has started)
   const signals = new Signals();
-  const deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log } as unknown as DomainDeps;
+  // (a system without edges: definitions' changes are not logged, as on the app)
+  const deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log, changes: new ChangeRecorder("platform", "platform") } as unknown as DomainDeps;
   systems = new Systems(deps);
   caches = new ServiceCaches(deps, systems, store);
   signals.on("system.removed", ({ systemKey }) => caches.forgetSystem(systemKey));

@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, start } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
+import { randomBytes } from "node:crypto";
+import { SecretBox } from "../../../src/auth/secrets.ts";
 import { loadConfig } from "../../../src/config.ts";
 import { DEFINITION_TYPES } from "../../../src/core/syncKinds.ts";
 import { SYNC_MODULES } from "../../../src/domain/edges.ts";
@@ -38,7 +40,11 @@ beforeAll(async () => {
   await s.adapters.create(dev, sk, { name: "modbus", description: "", architecture: "linux-amd64" });
   await s.portals.create(dev, sk, "portal", "floor", { config: { panes: [] } });
   await s.portals.create(dev, sk, "plugin", "gauge", { code: "function gauge() {}" });
-  Object.assign(made, { portal: "floor", plugin: "gauge", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
+  await s.serviceCaches.create(dev, sk, "sessions", { ttl: 60 });
+  await s.webhooks.create(dev, sk, "inbound", { service_name: "calc" });
+  await s.bucketSets.create(dev, sk, { name: "logs", platform_storage: "local", edge_storage: "local" });
+  await s.userSecrets.create(dev, sk, "apikey", { token: "s3cr3t-value" });
+  Object.assign(made, { portal: "floor", plugin: "gauge", servicecache: "sessions", webhook: "inbound", bucketset: "logs", usersecret: "apikey", library: "helpers", service: "calc", collection: "readings", trigger: "onCreate", timer: "every", role: (role as { name?: string }).name ?? "reader", user: "u@example.com", device: "thermo", adapter: "modbus" });
   other = await openDb({ url: ":memory:" });
   await migrate(other);
   // the system itself is not synced: the other node has it from its own setup
@@ -69,6 +75,8 @@ describe("the kinds of definitions", () => {
     expect([...staleCaches(["library", "service"])]).toEqual(["code"]);
     expect([...staleCaches(["trigger"])]).toEqual(["triggers"]);
     expect([...staleCaches(["user", "device", "role"])]).toEqual(["tokens"]);
+    expect([...staleCaches(["servicecache"])]).toEqual(["servicecaches"]);
+    expect([...staleCaches(["webhook"])]).toEqual(["webhooks"]);
     expect([...staleCaches(["collection", "timer", "adapter", "row", "nonsense"])]).toEqual([]);
   });
 
@@ -105,6 +113,21 @@ describe("the kinds of definitions", () => {
     }
     await other.tx((tx) => KINDS.adapter.apply(tx, sk, "modbus", body));
     expect(await other.get(`SELECT 1 AS x FROM blobs WHERE hash = ?`, [body.files[0].hash])).toBeDefined();
+  });
+
+  test("a user secret crosses the link opened and is kept sealed under the receiving node's own key", async () => {
+    const kind = KINDS.usersecret;
+    const platformBox = SecretBox.load(app.config.dataDir, app.config.secretKey); // the key the platform loaded
+    const mine = (await kind.list(app.db, sk)).find((r) => r.name === "apikey");
+    const kept = await kind.body(app.db, sk, mine) as { sealed: string };
+    expect(kept.sealed).not.toContain("s3cr3t-value");
+    const travelling = JSON.parse(JSON.stringify(kind.wire!.out(kept, platformBox)));
+    expect(travelling).toEqual({ name: "apikey", value: { token: "s3cr3t-value" } });
+    const edgeBox = new SecretBox(randomBytes(32));
+    const arrived = kind.wire!.in(travelling, edgeBox) as { sealed: string };
+    expect(arrived.sealed).not.toContain("s3cr3t-value");
+    expect(JSON.parse(edgeBox.open(arrived.sealed))).toEqual({ token: "s3cr3t-value" });
+    expect(() => platformBox.open(arrived.sealed)).toThrow();
   });
 
   test("a node's built-in roles are never removed as missing from a snapshot", async () => {

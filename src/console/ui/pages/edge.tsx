@@ -122,8 +122,11 @@ function Template({ systemKey: sk, edge }: { systemKey: string; edge: string }) 
             onChange={(ev) => void change({ add: [{ def_module: e.def_module, def_name: e.def_name, mode: ev.currentTarget.value, ...(e.rows !== undefined ? { rows: e.rows } : {}) }] })}>
             {MODES.map((m) => <option key={m} value={m}>{m}</option>)}</select> },
         { label: "Source", cls: "source", cell: (e) => sourceText(e.source) },
-        { label: "Actions", cell: (e) => <button type="button" class="remove" aria-label={`Remove ${e.def_module} ${e.def_name}`}
-            onClick={() => void change({ remove: [{ def_module: e.def_module, def_name: e.def_name }] })}>Remove</button> },
+        // an entry only deployments bring is changed in its deployments, not here
+        { label: "Actions", cell: (e) => ((e.source ?? "edge").split(",").some((x) => x === "edge" || x.startsWith("template:"))
+          ? <button type="button" class="remove" aria-label={`Remove ${e.def_module} ${e.def_name}`}
+              onClick={() => void change({ remove: [{ def_module: e.def_module, def_name: e.def_name }] })}>Remove</button>
+          : <span class="muted">in a deployment</span>) },
       ]} />
     <div class="card">
       <h3 id="tpl-add-title">Add to the template</h3>

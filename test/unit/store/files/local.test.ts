@@ -36,4 +36,13 @@ describe("local directory backend", () => {
     expect(new TextDecoder().decode(await b.get("inlink"))).toBe("inside");
     expect((await b.list({ depth: -1 })).entries.map((e) => e.path)).toEqual(["in", "in/file"]);
   });
+
+  test("moves and copies of a file a concurrent move took: not found (404), never a raw fs error", async () => {
+    const b = new LocalFiles(join(base, `root${n++}`));
+    await b.put("race/one", "x");
+    const ops = Array.from({ length: 8 }, (_, i) => (i % 2 ? b.copy("race/one", `copy/${i}`) : b.move("race/one", `moved/${i}`)));
+    const outcomes = await Promise.all(ops.map((op) => op.then(() => 200, (e: unknown) => (e instanceof ApiError ? e.kind.status : String(e)))));
+    expect(outcomes.every((x) => x === 200 || x === 404)).toBe(true);
+    expect((await b.list({ prefix: "moved/", depth: -1 })).entries.length).toBe(1);
+  });
 });

@@ -1,0 +1,196 @@
+// File sync's sending side: keeps each file's version aside, offers it, sends its bytes within
+// the window from where the receiver is, then its hash (see ../files.ts).
+import { createHash, type Hash, randomUUID } from "node:crypto";
+import { openSync } from "node:fs";
+import { rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
+import { CHUNK_BYTES, chunkFrame, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, hashFile, peerKey, PROGRESS_MS, readAll } from "./wire.ts";
+
+/** A transfer this side is sending on a live link. */
+export interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number;
+  /** the bytes sent so far, hashed */
+  hash: Hash | null }
+
+export class FileSender {
+  /** the transfer running on each peer's link */
+  readonly sending = new Map<string, Sending>();
+  /** enqueued files are kept aside one after another, so the last write of a path wins */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** file bytes sent since the process started (/metrics) */
+  bytesSent = 0;
+  private readonly outDir: string;
+
+  constructor(private readonly d: FileSyncDeps, private readonly peers: ReadonlyMap<string, FilePeer>) {
+    this.outDir = join(d.dir, "out");
+  }
+
+  private copyOf(id: string) { return join(this.outDir, id); }
+
+  /** A peer's link is gone: its running transfer waits for the next one, its progress written down. */
+  async linkLost(peer: FilePeer) {
+    const k = peerKey(peer.systemKey, peer.edge);
+    const s = this.sending.get(k);
+    if (s?.peer !== peer) return;
+    await fileTransfersRepo.progress(this.d.db, s.row.id, "transferring", s.acked).catch(() => {});
+    if (this.sending.get(k) === s) this.sending.delete(k);
+  }
+
+  /** Sends a set's file to the other side: copied aside now, with its hash; an unfinished transfer
+   *  of the same path to the same side is replaced. `path` is where the receiver places it in its
+   *  box. Resolves once the transfer is recorded (failed when the file is too large). */
+  enqueue(systemKey: string, edge: string, set: string, source: string, path: string): Promise<FileTransferRow | null> {
+    const next = this.queue.then(() => this.record(systemKey, edge, set, source, path));
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async record(systemKey: string, edge: string, set: string, source: string, path: string): Promise<FileTransferRow | null> {
+    const files = await this.d.backend(systemKey, set);
+    if (!files) return null;
+    const st = await files.stat(source);
+    if (!st || st.isDir) return null;
+    const now = Date.now();
+    const row: FileTransferRow = { id: randomUUID(), system_key: systemKey, edge, role: "send", set_name: set, path, source, size: st.size, sha256: "",
+      done: 0, status: "pending", error: "", created_ms: now, updated_ms: now };
+    await this.dropSamePath(systemKey, edge, set, path);
+    if (st.size > this.d.maxBytes) {
+      row.status = "failed";
+      row.error = `the file is ${st.size} bytes, over --file-sync-max-bytes (${this.d.maxBytes})`;
+      await fileTransfersRepo.insert(this.d.db, row);
+      this.d.log.warn("file not sent: too large", { set, path: source, size: st.size, max: this.d.maxBytes });
+      return row;
+    }
+    // the version to send: linked on local storage, else copied; the transfer is what was kept
+    const copy = this.copyOf(row.id);
+    const started = performance.now();
+    let size: number;
+    try {
+      size = (await files.linkOut?.(source, copy)) ? (await stat(copy)).size : await copyTo(await files.stream(source), copy);
+    } catch (err) {
+      await rm(copy, { force: true });
+      // gone meanwhile (deleted, moved): nothing to send
+      if ((err as { code?: string }).code === "NOT_FOUND") return null;
+      throw err;
+    }
+    row.size = size;
+    this.d.log.debug("file queued", { set, path: source, size, keptMs: Math.round(performance.now() - started) });
+    if (size > this.d.maxBytes) { row.status = "failed"; row.error = `the file is ${size} bytes, over --file-sync-max-bytes (${this.d.maxBytes})`; await rm(copy, { force: true }); }
+    await fileTransfersRepo.insert(this.d.db, row);
+    await fileTransfersRepo.prune(this.d.db, systemKey, edge, "send");
+    void this.pump(systemKey, edge);
+    return row;
+  }
+
+  /** The unfinished transfer of a path to a side is dropped (its file was deleted, or replaced). */
+  cancel(systemKey: string, edge: string, set: string, path: string): Promise<void> {
+    const next = this.queue.then(() => this.dropSamePath(systemKey, edge, set, path));
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async dropSamePath(systemKey: string, edge: string, set: string, path: string) {
+    const k = peerKey(systemKey, edge);
+    for (const old of await fileTransfersRepo.samePath(this.d.db, systemKey, edge, "send", set, path)) {
+      const s = this.sending.get(k);
+      if (s?.row.id === old.id) { this.sending.delete(k); s.peer.send({ t: "file_cancel", id: old.id }); }
+      else this.peers.get(k)?.send({ t: "file_cancel", id: old.id });
+      await fileTransfersRepo.delete(this.d.db, old.id);
+      await rm(this.copyOf(old.id), { force: true });
+    }
+    void this.pump(systemKey, edge);
+  }
+
+  /** Offers the oldest unfinished transfer to a side, when its link is up and none is running. */
+  async pump(systemKey: string, edge: string) {
+    const k = peerKey(systemKey, edge);
+    const peer = this.peers.get(k);
+    if (!peer || this.sending.has(k)) return;
+    const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send"))[0];
+    if (!next || this.sending.has(k) || this.peers.get(k) !== peer) return;
+    this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0, hash: null });
+    peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size });
+  }
+
+  private current(peer: FilePeer, id: string): Sending | null {
+    const s = this.sending.get(peerKey(peer.systemKey, peer.edge));
+    return s && s.peer === peer && s.row.id === id ? s : null;
+  }
+
+  /** The receiver holds `offset` bytes: the rest goes from there. */
+  async accepted(peer: FilePeer, id: string, offset: number) {
+    const s = this.current(peer, id);
+    if (!s) return;
+    s.sent = s.acked = Math.min(offset, s.row.size);
+    // the bytes the receiver holds count in the hash: read again from the kept version
+    s.hash = s.sent > 0 ? await hashFile(this.copyOf(id), s.sent) : createHash("sha256");
+    if (this.current(peer, id) !== s) return;
+    s.accepted = true;
+    if (offset > 0) this.d.log.info("file transfer resumed", { set: s.row.set_name, path: s.row.source, offset, size: s.row.size });
+    await fileTransfersRepo.progress(this.d.db, id, "transferring", s.acked);
+    await this.push(s);
+  }
+
+  async acked(peer: FilePeer, id: string, offset: number) {
+    const s = this.current(peer, id);
+    if (!s) return;
+    s.acked = Math.max(s.acked, Math.min(offset, s.row.size));
+    if (Date.now() - s.savedAt >= PROGRESS_MS) {
+      s.savedAt = Date.now();
+      await fileTransfersRepo.progress(this.d.db, id, "transferring", s.acked);
+    }
+    await this.push(s);
+  }
+
+  /** Sends chunks while fewer than --file-sync-inflight-bytes wait for the receiver. */
+  private async push(s: Sending) {
+    if (s.pushing) return;
+    s.pushing = true;
+    try {
+      const fd = openSync(this.copyOf(s.row.id), "r");
+      try {
+        while (s.accepted && s.sent < s.row.size && s.sent - s.acked < this.d.inflightBytes && this.current(s.peer, s.row.id) === s) {
+          const n = Math.min(CHUNK_BYTES, s.row.size - s.sent, Math.max(1, this.d.inflightBytes - (s.sent - s.acked)));
+          // read straight into the frame, after its head
+          const frame = chunkFrame(s.row.id, s.sent, n);
+          const bytes = frame.subarray(frame.length - n);
+          if (readAll(fd, bytes, s.sent) !== n) throw new Error(`the version of ${s.row.source} being sent is shorter than it was`);
+          s.hash!.update(bytes);
+          s.peer.sendBinary(frame);
+          s.sent += n;
+          this.bytesSent += n;
+        }
+      } finally {
+        closeQuietly(fd);
+      }
+      if (s.accepted && s.sent === s.row.size && s.hash && this.current(s.peer, s.row.id) === s) {
+        const sha256 = s.hash.digest("hex");
+        s.hash = null;
+        s.peer.send({ t: "file_end", id: s.row.id, sha256 });
+        if (!s.row.sha256) { s.row.sha256 = sha256; await fileTransfersRepo.hashed(this.d.db, s.row.id, sha256); }
+      }
+    } catch (err) {
+      this.d.log.warn("file transfer failed", { set: s.row.set_name, path: s.row.source, err });
+      await this.finished(s.peer, s.row.id, "failed", String((err as Error)?.message ?? err));
+      s.peer.send({ t: "file_cancel", id: s.row.id });
+    } finally {
+      s.pushing = false;
+    }
+  }
+
+  /** The receiver holds the file (or refused it): the transfer ends, the next one starts. */
+  async finished(peer: FilePeer, id: string, status: "synced" | "failed", error: string) {
+    const k = peerKey(peer.systemKey, peer.edge);
+    const s = this.current(peer, id);
+    if (s) this.sending.delete(k);
+    const row = await fileTransfersRepo.get(this.d.db, id);
+    if (row && row.role === "send" && (row.status === "pending" || row.status === "transferring")) {
+      await fileTransfersRepo.progress(this.d.db, id, status, status === "synced" ? row.size : s?.acked ?? row.done, error);
+      await rm(this.copyOf(id), { force: true });
+      if (status === "failed") this.d.log.warn("file not delivered", { set: row.set_name, path: row.source, error });
+      else this.d.log.info("file delivered", { set: row.set_name, path: row.source, size: row.size });
+    }
+    void this.pump(peer.systemKey, peer.edge);
+  }
+
+}

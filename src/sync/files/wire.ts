@@ -1,0 +1,123 @@
+// File sync's wire and shared parts: the messages either way, the binary frames that carry file
+// bytes, what a side is given, what its status shows, and file helpers (see ../files.ts).
+import { createHash, type Hash } from "node:crypto";
+import { closeSync, readSync, writeSync } from "node:fs";
+import { z } from "zod";
+import type { Logger } from "../../core/log.ts";
+import type { Db } from "../../store/db.ts";
+import type { FileBackend } from "../../store/files/backend.ts";
+import type { TransferStatus } from "../../store/fileTransfers.ts";
+
+/** The first byte of a binary frame that carries file bytes (JSON frames start with '{'). */
+export const CHUNK_FRAME = 1;
+/** The most file bytes one frame carries. */
+export const CHUNK_BYTES = 1024 * 1024;
+/** How often a transfer's progress is written down while it runs (ms). */
+export const PROGRESS_MS = 500;
+
+/** The file messages, either way (the receiver's answers and the sender's offers). */
+export const FILE_MESSAGES = [
+  z.object({ t: z.literal("file_offer"), id: z.string().min(1).max(100), set: z.string().min(1).max(128), path: z.string().min(1).max(1024),
+    size: z.number().int().min(0) }),
+  // after the last bytes: the file's SHA-256, for the receiver to check what it holds
+  z.object({ t: z.literal("file_end"), id: z.string().max(100), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+  z.object({ t: z.literal("file_accept"), id: z.string().max(100), offset: z.number().int().min(0) }),
+  z.object({ t: z.literal("file_ack"), id: z.string().max(100), offset: z.number().int().min(0) }),
+  z.object({ t: z.literal("file_done"), id: z.string().max(100) }),
+  z.object({ t: z.literal("file_failed"), id: z.string().max(100), error: z.string().max(2000) }),
+  z.object({ t: z.literal("file_cancel"), id: z.string().max(100) }),
+] as const;
+export const FileMessage = z.discriminatedUnion("t", [...FILE_MESSAGES]);
+export type FileMessage = z.infer<typeof FileMessage>;
+
+/** Whether a message is one of file sync's. */
+export const isFileMessage = (m: { t?: unknown }): boolean => typeof m.t === "string" && m.t.startsWith("file_");
+
+/** A binary frame: CHUNK_FRAME, the id's length and bytes, the offset (8 bytes), the file bytes. */
+export function encodeChunk(id: string, offset: number, bytes: Uint8Array): Uint8Array {
+  const out = chunkFrame(id, offset, bytes.length);
+  out.set(bytes, out.length - bytes.length);
+  return out;
+}
+
+/** A frame with its head written and room for `n` file bytes at its end. */
+export function chunkFrame(id: string, offset: number, n: number): Uint8Array {
+  const idBytes = Buffer.from(id);
+  const out = new Uint8Array(10 + idBytes.length + n);
+  out[0] = CHUNK_FRAME;
+  out[1] = idBytes.length;
+  out.set(idBytes, 2);
+  new DataView(out.buffer).setFloat64(2 + idBytes.length, offset);
+  return out;
+}
+
+export function decodeChunk(frame: Uint8Array): { id: string; offset: number; bytes: Uint8Array } | null {
+  if (frame.length < 10 || frame[0] !== CHUNK_FRAME) return null;
+  const n = frame[1]!;
+  if (frame.length < 10 + n) return null;
+  const offset = new DataView(frame.buffer, frame.byteOffset, frame.byteLength).getFloat64(2 + n);
+  if (!Number.isSafeInteger(offset) || offset < 0) return null;
+  return { id: Buffer.from(frame.subarray(2, 2 + n)).toString(), offset, bytes: frame.subarray(10 + n) };
+}
+
+/** The other side of a live link. */
+export interface FilePeer {
+  systemKey: string;
+  /** the edge (on the platform, the peer; on an edge, itself) */
+  edge: string;
+  send(m: FileMessage): void;
+  sendBinary(frame: Uint8Array): void;
+}
+
+export interface FileSyncDeps {
+  db: Db; log: Logger;
+  side: "edge" | "platform";
+  /** where the copies being sent and the parts being received wait */
+  dir: string;
+  maxBytes: number;
+  inflightBytes: number;
+  /** a set's storage on this node (null: no such set here) */
+  backend(systemKey: string, set: string): Promise<FileBackend | null>;
+}
+
+/** What a transfer looks like in sync status, on either side. */
+export interface FileStatus {
+  asset_type: "file"; asset_name: string; status: TransferStatus; direction: "to_platform" | "to_edge";
+  bytes_done: number; bytes_total: number; last_error: string; updated_at: string;
+}
+
+/** A peer's key: its system and edge. */
+export const peerKey = (systemKey: string, edge: string) => `${systemKey}/${edge}`;
+
+/** Reads `into.length` bytes of a file from `position` (fewer only at its end); how many. */
+export function readAll(fd: number, into: Uint8Array, position: number): number {
+  let got = 0;
+  while (got < into.length) {
+    const n = readSync(fd, into, got, into.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got;
+}
+
+export function writeAll(fd: number, bytes: Uint8Array) {
+  for (let done = 0; done < bytes.length;) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+export function closeQuietly(fd: number) { try { closeSync(fd); } catch { /* closed already */ } }
+
+/** Writes a stream to a file; its size. */
+export async function copyTo(from: ReadableStream<Uint8Array>, to: string): Promise<number> {
+  const sink = Bun.file(to).writer();
+  let size = 0;
+  try { for await (const chunk of from) { sink.write(chunk); size += chunk.byteLength; } }
+  finally { await sink.end(); }
+  return size;
+}
+
+/** The first `upTo` bytes of a file, hashed (what a resumed side held). */
+export async function hashFile(path: string, upTo: number): Promise<Hash> {
+  const hash = createHash("sha256");
+  for await (const chunk of Bun.file(path).slice(0, upTo).stream()) hash.update(chunk);
+  return hash;
+}

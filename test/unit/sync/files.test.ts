@@ -1,0 +1,226 @@
+// File sync's chunks and resumption, in process: two nodes (an edge and a platform, each with its
+// database, part and copy directories and a local set) joined by a link this test carries frame by
+// frame, and can cut. A cut transfer goes on from the bytes the receiver holds; the file lands
+// once, whole; a transfer replaced by a newer version of the file never mixes into it.
+import { afterAll, beforeEach, describe, expect, test } from "bun:test";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger } from "../../../src/core/log.ts";
+import { type Db, openDb } from "../../../src/store/db.ts";
+import { LocalFiles } from "../../../src/store/files/local.ts";
+import { migrate } from "../../../src/store/migrations.ts";
+import { CHUNK_BYTES, decodeChunk, encodeChunk, type FilePeer, FileSync } from "../../../src/sync/files.ts";
+
+const base = mkdtempSync(join(tmpdir(), "outpost-filesync-"));
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+const SK = "sk1", EDGE = "gw1", SET = "logs";
+let n = 0;
+
+interface Node { files: FileSync; db: Db; set: LocalFiles; dir: string }
+
+async function node(side: "edge" | "platform", opts: { maxBytes?: number; inflight?: number } = {}): Promise<Node> {
+  const dir = join(base, `${side}${n++}`);
+  const db = await openDb({ url: ":memory:" });
+  await migrate(db);
+  const set = new LocalFiles(join(dir, "set"));
+  const files = new FileSync({ db, log: createLogger("silent"), side, dir: join(dir, "filesync"), maxBytes: opts.maxBytes ?? 64 * 1024 * 1024,
+    inflightBytes: opts.inflight ?? 2 * CHUNK_BYTES, backend: async (sk, name) => (sk === SK && name === SET ? set : null) });
+  return { files, db, set, dir };
+}
+
+/** A link between an edge and a platform: frames wait in a queue each way until delivered; a cut
+ *  drops what waits and tells both sides. */
+class Link {
+  queue: { to: "edge" | "platform"; frame: unknown }[] = [];
+  up = 0;
+  edgePeer!: FilePeer;
+  platformPeer!: FilePeer;
+  constructor(readonly edge: Node, readonly platform: Node) {}
+  open() {
+    const carry = (to: "edge" | "platform") => ({
+      send: (m: unknown) => this.queue.push({ to, frame: JSON.parse(JSON.stringify(m)) }),
+      sendBinary: (b: Uint8Array) => { if (to === "platform") this.up += b.length; this.queue.push({ to, frame: new Uint8Array(b) }); },
+    });
+    // the platform as the edge sees it, and the edge as the platform sees it
+    this.edgePeer = { systemKey: SK, edge: EDGE, ...carry("platform") };
+    this.platformPeer = { systemKey: SK, edge: EDGE, ...carry("edge") };
+    this.edge.files.peerUp(this.edgePeer);
+    this.platform.files.peerUp(this.platformPeer);
+  }
+  async cut() {
+    this.queue = [];
+    await this.edge.files.peerLost(this.edgePeer);
+    await this.platform.files.peerLost(this.platformPeer);
+  }
+  /** Delivers frames one at a time until `until` holds or nothing moves. */
+  async run(until: () => boolean | Promise<boolean> = () => false, maxIdle = 50) {
+    for (let idle = 0; idle < maxIdle;) {
+      if (await until()) return true;
+      const f = this.queue.shift();
+      if (!f) { idle++; await Bun.sleep(5); continue; }
+      idle = 0;
+      const [files, peer] = f.to === "platform" ? [this.platform.files, this.platformPeer] : [this.edge.files, this.edgePeer];
+      if (f.frame instanceof Uint8Array) files.chunk(peer, f.frame);
+      else await files.message(peer, f.frame);
+      await Bun.sleep(0);
+    }
+    return until();
+  }
+}
+
+let edge: Node, platform: Node, link: Link;
+beforeEach(async () => {
+  edge = await node("edge");
+  platform = await node("platform");
+  link = new Link(edge, platform);
+});
+
+const status = async (x: Node, path: string) => (await x.files.status(SK, EDGE)).find((f) => f.asset_name === `${SET}/${path}`);
+const landed = async (path: string) => (await platform.set.stat(`inbox/${EDGE}/${path}`)) !== null;
+
+describe("chunk frames", () => {
+  test("carry the transfer, the offset and the bytes; anything else is not one", () => {
+    const bytes = randomBytes(1000);
+    const f = decodeChunk(encodeChunk("abc-123", 5 * CHUNK_BYTES, bytes))!;
+    expect([f.id, f.offset, sha(f.bytes)]).toEqual(["abc-123", 5 * CHUNK_BYTES, sha(bytes)]);
+    expect(decodeChunk(new TextEncoder().encode('{"t":"ping"}'))).toBeNull();
+    expect(decodeChunk(new Uint8Array([1, 200, 0]))).toBeNull();
+    const bad = encodeChunk("x", 0, bytes);
+    new DataView(bad.buffer).setFloat64(3, -1);
+    expect(decodeChunk(bad)).toBeNull();
+  });
+});
+
+describe("transfers", () => {
+  test("a file goes in chunks, never more than the window ahead, and lands whole with its status synced on both sides", async () => {
+    const bytes = randomBytes(5 * CHUNK_BYTES + 123);
+    await edge.set.put("outbox/a/b.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/a/b.bin", "a/b.bin");
+    let most = 0;
+    expect(await link.run(async () => {
+      const waiting = link.queue.filter((q) => q.frame instanceof Uint8Array).reduce((x, q) => x + (q.frame as Uint8Array).length, 0);
+      most = Math.max(most, waiting);
+      return landed("a/b.bin");
+    })).toBe(true);
+    expect(most).toBeLessThanOrEqual(2 * CHUNK_BYTES + 200);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/a/b.bin`))).toBe(sha(bytes));
+    await link.run(async () => (await status(edge, "a/b.bin"))?.status === "synced");
+    expect((await status(edge, "a/b.bin"))).toMatchObject({ status: "synced", direction: "to_platform", bytes_done: bytes.length });
+    expect((await status(platform, "a/b.bin"))).toMatchObject({ status: "synced", direction: "to_platform", bytes_total: bytes.length });
+    // what waited aside is gone on both sides
+    expect(readdirSync(join(edge.dir, "filesync", "out"))).toEqual([]);
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toEqual([]);
+  });
+
+  test("cut in the middle: the part stays, and the next link sends only the rest", async () => {
+    const bytes = randomBytes(6 * CHUNK_BYTES);
+    await edge.set.put("outbox/big.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/big.bin", "big.bin");
+    await link.run(async () => ((await status(platform, "big.bin"))?.bytes_done ?? 0) >= 3 * CHUNK_BYTES);
+    await link.cut();
+    const held = (await status(platform, "big.bin"))!;
+    expect(held.status).toBe("transferring");
+    expect(held.bytes_done).toBe(3 * CHUNK_BYTES);
+    expect(await landed("big.bin")).toBe(false);
+    link.up = 0;
+    link.open();
+    expect(await link.run(() => landed("big.bin"))).toBe(true);
+    // the rest and the frames' headers, not the whole file again
+    expect(link.up).toBeLessThan(3 * CHUNK_BYTES + 1000);
+    expect(link.up).toBeGreaterThanOrEqual(3 * CHUNK_BYTES);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/big.bin`))).toBe(sha(bytes));
+  });
+
+  test("a sender restarted (a new node on the same database and directories) resumes too", async () => {
+    const bytes = randomBytes(4 * CHUNK_BYTES);
+    await edge.set.put("outbox/r.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/r.bin", "r.bin");
+    await link.run(async () => ((await status(platform, "r.bin"))?.bytes_done ?? 0) >= 2 * CHUNK_BYTES);
+    await link.cut();
+    const again = new FileSync({ db: edge.db, log: createLogger("silent"), side: "edge", dir: join(edge.dir, "filesync"), maxBytes: 1e9, inflightBytes: 2 * CHUNK_BYTES,
+      backend: async () => edge.set });
+    link.edge.files = again;
+    link.up = 0;
+    link.open();
+    expect(await link.run(() => landed("r.bin"))).toBe(true);
+    expect(link.up).toBeLessThan(2 * CHUNK_BYTES + 1000);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/r.bin`))).toBe(sha(bytes));
+  });
+
+  test("written again while it moves: the earlier transfer is dropped, its part too, and the last version lands", async () => {
+    const v1 = randomBytes(4 * CHUNK_BYTES), v2 = randomBytes(3 * CHUNK_BYTES + 5);
+    await edge.set.put("outbox/v.bin", v1);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/v.bin", "v.bin");
+    await link.run(async () => ((await status(platform, "v.bin"))?.bytes_done ?? 0) >= CHUNK_BYTES);
+    await edge.set.put("outbox/v.bin", v2);
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/v.bin", "v.bin");
+    expect(await link.run(async () => (await status(edge, "v.bin"))?.status === "synced")).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/v.bin`))).toBe(sha(v2));
+    expect((await platform.files.status(SK, EDGE)).map((f) => f.status)).toEqual(["synced"]);
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toEqual([]);
+  });
+
+  test("over the limit: failed at once on the sender; over the receiver's: refused, and the next one goes", async () => {
+    const small = await node("edge", { maxBytes: 1000 });
+    await small.set.put("outbox/x.bin", randomBytes(1001));
+    const t = (await small.files.enqueue(SK, EDGE, SET, "outbox/x.bin", "x.bin"))!;
+    expect([t.status, t.error]).toEqual(["failed", "the file is 1001 bytes, over --file-sync-max-bytes (1000)"]);
+    expect(readdirSync(join(small.dir, "filesync", "out"))).toEqual([]);
+
+    platform = await node("platform", { maxBytes: 2000 });
+    link = new Link(edge, platform);
+    await edge.set.put("outbox/y.bin", randomBytes(3000));
+    await edge.set.put("outbox/z.bin", randomBytes(10));
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/y.bin", "y.bin");
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/z.bin", "z.bin");
+    expect(await link.run(() => landed("z.bin"))).toBe(true);
+    expect(await status(edge, "y.bin")).toMatchObject({ status: "failed", last_error: "the file is 3000 bytes, over the receiver's --file-sync-max-bytes (2000)" });
+    expect((await status(platform, "y.bin"))?.status).toBe("failed");
+  });
+
+  test("a set the receiver lacks, or a path that climbs out of the box, is refused with why", async () => {
+    link.open();
+    // offers as the edge would send them, answered to the edge
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-1", set: "nope", path: "a.bin", size: 3 });
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-2", set: SET, path: "../a.bin", size: 3 });
+    const answers = link.queue.splice(0).map((q) => q.frame);
+    expect(answers).toEqual([
+      { t: "file_failed", id: "t-1", error: "no bucket set 'nope' on the platform" },
+      expect.objectContaining({ t: "file_failed", id: "t-2" }),
+    ]);
+    expect(existsSync(join(platform.dir, "set", "inbox"))).toBe(false);
+  });
+
+  test("an edge forgotten (deleted): its transfers go on both sides, with the files kept for them", async () => {
+    await edge.set.put("outbox/f.bin", randomBytes(3 * CHUNK_BYTES));
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/f.bin", "f.bin");
+    await link.run(async () => ((await status(platform, "f.bin"))?.bytes_done ?? 0) >= CHUNK_BYTES);
+    await link.cut();
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toHaveLength(1);
+    await platform.files.forget(SK, EDGE);
+    await edge.files.forget(SK);
+    expect(await platform.files.status(SK, EDGE)).toEqual([]);
+    expect(await edge.files.status(SK, EDGE)).toEqual([]);
+    expect(readdirSync(join(platform.dir, "filesync", "in"))).toEqual([]);
+    expect(readdirSync(join(edge.dir, "filesync", "out"))).toEqual([]);
+  });
+
+    test("bytes that do not match the hash are not stored", async () => {
+    link.open();
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-3", set: SET, path: "h.bin", size: 4 });
+    platform.files.chunk(link.platformPeer, encodeChunk("t-3", 0, new Uint8Array([1, 2, 3, 4])));
+    await platform.files.message(link.platformPeer, { t: "file_end", id: "t-3", sha256: "0".repeat(64) });
+    expect(await link.run(async () => (await status(platform, "h.bin"))?.status === "failed")).toBe(true);
+    expect((await status(platform, "h.bin"))?.last_error).toMatch(/SHA-256/);
+    expect(await landed("h.bin")).toBe(false);
+  });
+});

@@ -1,6 +1,8 @@
 // What browsers get over HTTP, black-box and without a browser: CORS preflights and headers on
 // every kind of answer (success, error, not found, throttled, sign-in refused), a restricted
 // --cors-origins, and the console's files (served from the binary with a strict content policy).
+import http from "node:http";
+import { gunzipSync } from "node:zlib";
 import t from "tap";
 import { devWithSystem, isEnvelope, request, startOutpost } from "./harness.ts";
 
@@ -107,6 +109,16 @@ t.test("the console's files come from the binary, with a strict content policy",
   t.match(css.headers["content-type"], /text\/css/);
   const total = Buffer.byteLength(js.text) + Buffer.byteLength(css.text) + Buffer.byteLength((await request(any.url, "GET", "/console")).text);
   t.ok(total < 100_000, `small: ${total} bytes in all on a first load`);
+  // carried and sent gzipped to a client that takes it (browsers); the text to one that does not
+  const zipped = await new Promise<{ encoding?: string; body: Buffer }>((ok, no) => {
+    http.get(`${any.url}/console/app.js`, { headers: { "accept-encoding": "gzip, deflate" } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on("data", (c: Buffer) => parts.push(c)).on("end", () => ok({ encoding: res.headers["content-encoding"], body: Buffer.concat(parts) }));
+    }).on("error", no);
+  });
+  t.equal(zipped.encoding, "gzip", "gzip to a browser");
+  t.equal(gunzipSync(zipped.body).toString("utf8"), js.text, "the same script");
+  t.ok(zipped.body.length < js.text.length / 2, `a third of the bytes (${zipped.body.length})`);
   // the code editor is a chunk of its own, fetched by import() on the pages that show code
   const chunk = js.text.match(/chunk-[a-z0-9]+\.js/)?.[0];
   t.ok(chunk, `the script names the editor's chunk (${chunk})`);

@@ -1,7 +1,8 @@
 // The console's pages in headless Chromium (as browser.test.ts): a 2,000-edge fleet filtered to
 // the failing one, its idle transfer measured; an edge created, its token rotated, an edge
 // deleted; a collection with columns and rows (filtered, edited in place); a service written in
-// the editor, refused with the line of its syntax error, run with parameters, its log read. Each
+// the editor, refused with the line of its syntax error, run with parameters, its log read; users
+// created, searched, deleted; a device added that then connects over MQTT. Each
 // page at 1366 and 390 px: no horizontal overflow of the page, a screenshot in
 // artifacts/console/ (OUTPOST_ARTIFACTS overrides), and no serious or critical axe-core violation.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -204,7 +205,7 @@ t.test("a 2,000-edge fleet: counts, search, filters, paging, the failing edge, i
   await done(t, page);
 });
 
-t.test("build: systems, a collection with rows, a service written, refused, run and logged, users", skip, async (t) => {
+t.test("build: systems, a collection with rows, a service written, refused, run and logged, users, a device that connects", skip, async (t) => {
   const o: Outpost = await startOutpost();
   stops.push(() => o.stop());
   browser ??= await launch();
@@ -333,5 +334,26 @@ t.test("build: systems, a collection with rows, a service written, refused, run 
   await waitRows(page, "users-table", "data-user", []);
   const left = await s.dev.get(`/admin/user/${SK}?query=${encodeURIComponent(JSON.stringify({ PAGESIZE: 10, PAGENUM: 1 }))}`);
   t.same((left.body as any[]).map((u) => u.email), ["bob@example.com"], "ana deleted, bob left");
+
+  // devices: one added from the form, which then connects over MQTT with its key: the page sees it
+  await page.goto(`${o.url}/console#/s/${SK}/devices`, { waitUntil: "load" });
+  await page.waitForSelector("#new-device");
+  await page.type("#new-device-name", "sensor-1");
+  await page.type("#new-device-type", "thermometer");
+  await page.type("#new-device-active_key", "short");
+  await page.click("#new-device button[type=submit]");
+  t.ok(await page.waitForSelector("#new-device-active_key-problem"), "a short key is refused beside its field");
+  await page.$eval("#new-device-active_key", (e) => { (e as any).value = ""; e.dispatchEvent(new Event("input", { bubbles: true })); });
+  await page.type("#new-device-active_key", "sensor-key-123");
+  await page.click("#new-device button[type=submit]");
+  await page.waitForSelector('tr[data-device="sensor-1"][data-connected="false"]');
+  const auth = await request(o.url, "POST", `/api/v/2/devices/${SK}/auth`, { body: { deviceName: "sensor-1", activeKey: "sensor-key-123" } });
+  ok200(t, auth, "the device signs in with the key set in the console");
+  const mqtt = (await import("mqtt")).default;
+  const device = await mqtt.connectAsync(`mqtt://127.0.0.1:${o.mqttPort}`, { username: auth.body.deviceToken, password: SK, clientId: uniq("sensor"), reconnectPeriod: 0 });
+  t.ok(await page.waitForSelector('tr[data-device="sensor-1"][data-connected="true"]', { timeout: 20_000 }), "and the page shows it connected");
+  await checkPage(t, page, "devices", 'tr[data-device="sensor-1"]');
+  await device.endAsync();
+  t.ok(await page.waitForSelector('tr[data-device="sensor-1"][data-connected="false"]', { timeout: 20_000 }), "then disconnected");
   await done(t, page);
 });

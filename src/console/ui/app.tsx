@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, forget, serverMode, session, signedIn, whenSignedOut } from "./api.ts";
 import { ErrorBox } from "./components/bits.tsx";
 import { Collections } from "./pages/collections.tsx";
+import { Devices } from "./pages/devices.tsx";
 import { EdgePage } from "./pages/edge.tsx";
 import { EdgeSelf } from "./pages/edgeSelf.tsx";
 import { Fleet } from "./pages/fleet.tsx";
@@ -59,6 +60,7 @@ function Platform({ route }: { route: string[] }) {
     case "collections": return <Collections systemKey={sk} id={rest[0]} key={rest[0] ?? ""} />;
     case "services": return <Services systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
     case "users": return <Users systemKey={sk} />;
+    case "devices": return <Devices systemKey={sk} />;
     default: return <Fleet systemKey={sk} />;
   }
 }

@@ -90,7 +90,8 @@ function embeddedConsole(files: ConsoleFiles): BunPlugin {
     name: "embedded-console",
     setup(build) {
       build.onLoad({ filter: /[\\/]src[\\/]console[\\/]assets\.ts$/ }, () => ({
-        contents: `const FILES = ${JSON.stringify(files)};\nexport const consoleAssets = async () => FILES;\n`, loader: "ts",
+        // as ASCII (\u escapes): a character beyond it would make Bun keep the bundle as UTF-16 (asciiSources)
+        contents: `const FILES = ${JSON.stringify(files).replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)};\nexport const consoleAssets = async () => FILES;\n`, loader: "ts",
       }));
     },
   };

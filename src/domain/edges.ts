@@ -237,19 +237,29 @@ export class Edges {
     return {};
   }
 
-  async list(p: Principal, systemKey: string, query: string | null) {
+  /** The edges a query selects; `failing` keeps those with (true) or without (false) an asset
+   *  whose sync failed. */
+  async list(p: Principal, systemKey: string, query: string | null, opts: { failing?: boolean } = {}) {
     const s = await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map);
+    const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map, undefined, opts.failing);
     return this.columnsOf.selected(schema, q, await Promise.all(rows.map((r) => this.toWire(r, s.system_secret))));
   }
 
-  async count(p: Principal, systemKey: string, query: string | null) {
+  /** How many edges the system has connected, never connected, disconnected after contact, and
+   *  with a failed asset (what a fleet view shows at its top). */
+  async stateCounts(p: Principal, systemKey: string) {
+    await this.guard(p, systemKey, LEVEL.READ);
+    const { total, ...by } = await edgesRepo.stateCounts(this.d.db, systemKey);
+    return { count: total, ...by };
+  }
+
+  async count(p: Principal, systemKey: string, query: string | null, failing?: boolean) {
     await this.guard(p, systemKey, LEVEL.READ);
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
-    return { count: await edgesRepo.count(this.d.db, systemKey, q.filters, schema.map) };
+    return { count: await edgesRepo.count(this.d.db, systemKey, q.filters, schema.map, failing) };
   }
 
   async columns(p: Principal, systemKey: string) {

@@ -133,3 +133,23 @@ export class QueryParams {
 }
 
 export const queryOf = (req: Request) => new QueryParams(req.url);
+
+/** A query parameter that is "true" or "false" (absent: undefined); anything else is refused. */
+export function flagParam(q: QueryParams, name: string): boolean | undefined {
+  const v = q.get(name);
+  if (v === null) return undefined;
+  if (v !== "true" && v !== "false") throw fail("INVALID_ARGUMENT", `${name} must be true or false`);
+  return v === "true";
+}
+
+/** A JSON answer with an ETag of its body; a request whose If-None-Match names that tag gets 304
+ *  and no body. A client polling a view (the console's fleet page) pays a few hundred bytes for
+ *  an answer that did not change. */
+export function conditionalJson(req: Request, body: unknown): Response {
+  const text = JSON.stringify(body);
+  const tag = `"${Bun.hash(text).toString(36)}"`;
+  const headers = { etag: tag, "cache-control": "no-cache" };
+  const asked = req.headers.get("if-none-match");
+  if (asked && asked.split(",").some((t) => t.trim().replace(/^W\//, "") === tag)) return new Response(null, { status: 304, headers });
+  return new Response(text, { headers: { ...headers, "content-type": "application/json; charset=utf-8" } });
+}

@@ -31,18 +31,37 @@ export const EDGE_COLUMNS: ColumnMap = {
   last_seen_os: { sql: "last_seen_os", type: "string" }, last_seen_architecture: { sql: "last_seen_architecture", type: "string" },
 };
 
+/** An edge (a row of edges) with an asset whose sync failed. */
+const FAILING = `EXISTS (SELECT 1 FROM sync_status f WHERE f.system_key = edges.system_key AND f.edge_name = edges.name AND f.status = 'failed')`;
+
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
   all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),
-  /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then name. */
-  list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead) {
+  /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then name;
+   *  `failing`: only the edges with (true) or without (false) an asset whose sync failed. */
+  list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead, failing?: boolean) {
     const { where, tail } = listClauses(ex.dialect, q, columns, "name", read);
-    return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${tail}`, [systemKey, ...where.args]);
+    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${also}${tail}`, [systemKey, ...where.args]);
   },
-  /** The number of rows `filters` match. */
-  async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap) {
+  /** A fleet's edges by link state, in one pass: never connected (no contact yet), disconnected
+   *  (had contact, not connected now), failing (an asset whose sync failed). */
+  async stateCounts(ex: Executor, systemKey: string) {
+    const r = await ex.get<Record<string, number | string | null>>(`SELECT count(*) AS total,
+      sum(CASE WHEN is_connected = 1 THEN 1 ELSE 0 END) AS connected,
+      sum(CASE WHEN is_connected = 0 AND last_talked IS NULL THEN 1 ELSE 0 END) AS never_connected,
+      sum(CASE WHEN is_connected = 0 AND last_talked IS NOT NULL THEN 1 ELSE 0 END) AS disconnected,
+      sum(CASE WHEN ${FAILING} THEN 1 ELSE 0 END) AS failing
+      FROM edges WHERE system_key = ?`, [systemKey]);
+    // PostgreSQL answers sums as text (bigint)
+    const n = (k: string) => Number(r?.[k] ?? 0);
+    return { total: n("total"), connected: n("connected"), never_connected: n("never_connected"), disconnected: n("disconnected"), failing: n("failing") };
+  },
+  /** The number of rows `filters` match (and `failing`, as in list). */
+  async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap, failing?: boolean) {
     const where = compileWhere(filters, columns, ex.dialect);
-    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})`, [systemKey, ...where.args]))!.n;
+    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})${also}`, [systemKey, ...where.args]))!.n;
   },
   insert: (ex: Executor, e: EdgeRow) => ex.run(`INSERT INTO edges(${COLS.join(", ")}) VALUES (${COLS.map(() => "?").join(", ")})`, COLS.map((c) => e[c])),
   async update(ex: Executor, systemKey: string, name: string, changes: EdgeChanges) {

@@ -1,6 +1,8 @@
 // What browsers get over HTTP, black-box and without a browser: CORS preflights and headers on
 // every kind of answer (success, error, not found, throttled, sign-in refused), a restricted
 // --cors-origins, and the console's files (served from the binary with a strict content policy).
+import http from "node:http";
+import { gunzipSync } from "node:zlib";
 import t from "tap";
 import { devWithSystem, isEnvelope, request, startOutpost } from "./harness.ts";
 
@@ -97,13 +99,41 @@ t.test("the console's files come from the binary, with a strict content policy",
   t.equal(js.status, 200);
   t.match(js.headers["content-type"], /javascript/);
   t.ok(js.text.length > 2000, `the script (${js.text.length} bytes)`);
-  t.notMatch(js.text, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, "builds no markup from text");
+  t.notMatch(js.text, /outerHTML|insertAdjacentHTML|document\.write/, "builds no markup from text");
+  // Preact writes innerHTML only for a dangerouslySetInnerHTML prop, which no page passes (JSX
+  // would compile one to an object key)
+  t.notMatch(js.text, /dangerouslySetInnerHTML:/, "no page hands Preact markup");
   t.notMatch(js.text, /https?:\/\/(?!www\.w3\.org)/, "loads nothing from elsewhere");
   const css = await request(any.url, "GET", "/console/app.css");
   t.equal(css.status, 200);
   t.match(css.headers["content-type"], /text\/css/);
   const total = Buffer.byteLength(js.text) + Buffer.byteLength(css.text) + Buffer.byteLength((await request(any.url, "GET", "/console")).text);
-  t.ok(total < 60_000, `small: ${total} bytes in all`);
+  t.ok(total < 100_000, `small: ${total} bytes in all on a first load`);
+  // carried and sent gzipped to a client that takes it (browsers); the text to one that does not
+  const zipped = await new Promise<{ encoding?: string; body: Buffer }>((ok, no) => {
+    http.get(`${any.url}/console/app.js`, { headers: { "accept-encoding": "gzip, deflate" } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on("data", (c: Buffer) => parts.push(c)).on("end", () => ok({ encoding: res.headers["content-encoding"], body: Buffer.concat(parts) }));
+    }).on("error", no);
+  });
+  t.equal(zipped.encoding, "gzip", "gzip to a browser");
+  t.equal(gunzipSync(zipped.body).toString("utf8"), js.text, "the same script");
+  t.ok(zipped.body.length < js.text.length / 2, `a third of the bytes (${zipped.body.length})`);
+  // the code editor is a chunk of its own, fetched by import() on the pages that show code
+  const chunk = js.text.match(/chunk-[a-z0-9]+\.js/)?.[0];
+  t.ok(chunk, `the script names the editor's chunk (${chunk})`);
+  const editor = await request(any.url, "GET", `/console/${chunk}`);
+  t.equal(editor.status, 200, "served");
+  t.match(editor.headers["content-type"], /javascript/);
+  t.ok(editor.text.length < 450_000, `the editor's chunk: ${editor.text.length} bytes`);
+  t.notMatch(editor.text, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, "it builds no markup from text either");
+  t.notMatch(editor.text, /https?:\/\/(?!www\.w3\.org)/, "nor loads anything from elsewhere");
+  // the page's nonce (for the editor's <style> element) is new with each load and in the policy
+  const [a, b] = [await request(any.url, "GET", "/console"), await request(any.url, "GET", "/console")];
+  const nonceOf = (r: typeof a) => r.text.match(/<meta name="csp-nonce" content="([^"]+)">/)?.[1];
+  t.ok(nonceOf(a) && nonceOf(a) !== nonceOf(b), "a nonce per load");
+  t.match(a.headers["content-security-policy"], new RegExp(`style-src 'self' 'nonce-${nonceOf(a)!.replace(/[+/=]/g, "\\$&")}'`), "admitted by the policy, for styles only");
+  t.notMatch(a.headers["content-security-policy"], /script-src[^;]*nonce/, "never for scripts");
   for (const path of ["/console/nope.js", "/console/..%2Fpackage.json", "/console/app.js/x"]) {
     const r = await request(any.url, "GET", path);
     t.equal(r.status, 404, `${path}: 404`);

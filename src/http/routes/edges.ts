@@ -6,12 +6,22 @@ import { developerOnly } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import { hashToken } from "../../core/ids.ts";
 import { SYNC_PATH } from "../../sync/protocol.ts";
-import { jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
+import { conditionalJson, flagParam, jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
 const sk = (p: unknown) => (p as P).systemKey!;
 const nm = (p: unknown) => (p as P).name!;
+
+/** An edge as a fleet view shows it: what a row needs, and nothing that changes while nothing
+ *  happens (a connected edge's last_talked moves with every ping: null here, it is talking now),
+ *  so that a polled page answers 304 until an edge connects, drops, or an asset's status moves. */
+async function fleetRow(e: Record<string, unknown>, assets: Promise<{ status: string }[]>) {
+  const sync_counts: Record<string, number> = { pending: 0, synced: 0, failed: 0 };
+  for (const a of await assets) sync_counts[a.status] = (sync_counts[a.status] ?? 0) + 1;
+  return { name: e.name, description: e.description, template: e.template, isConnected: e.isConnected, first_talked: e.first_talked,
+    last_talked: e.isConnected ? null : e.last_talked, sync_lag: e.sync_lag, sync_counts };
+}
 
 export const edgeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
@@ -21,8 +31,25 @@ export const edgeRoutes = (s: Services) => {
   };
   let app = new Elysia()
     .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
-    .get("/admin/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
-    .get("/api/v/3/edges/:systemKey/count", caller((p, { request, params }) => s.edges.count(p, params.systemKey, queryOf(request).get("query"))))
+    // a fleet view's parameters (failing; view=fleet; count's by=state) answer with an ETag
+    // (If-None-Match: 304 when nothing changed)
+    .get("/admin/edges/:systemKey", caller(async (p, { request, params }) => {
+      const q = queryOf(request);
+      const failing = flagParam(q, "failing"), view = q.get("view");
+      if (view !== null && view !== "fleet") throw fail("INVALID_ARGUMENT", "view must be fleet");
+      const list = await s.edges.list(p, params.systemKey, q.get("query"), { failing });
+      if (failing === undefined && view === null) return list;
+      if (!view) return conditionalJson(request, list);
+      await s.systems.accessAsDeveloper(p, params.systemKey);
+      return conditionalJson(request, await Promise.all(list.map((e) => fleetRow(e, hub().status(params.systemKey, e.name as string)))));
+    }))
+    .get("/api/v/3/edges/:systemKey/count", caller(async (p, { request, params }) => {
+      const q = queryOf(request), by = q.get("by"), failing = flagParam(q, "failing");
+      if (by === null) return failing === undefined ? s.edges.count(p, params.systemKey, q.get("query")) : conditionalJson(request, await s.edges.count(p, params.systemKey, q.get("query"), failing));
+      if (by !== "state") throw fail("INVALID_ARGUMENT", "by must be state");
+      if (q.get("query") !== null || failing !== undefined) throw fail("INVALID_ARGUMENT", "by=state counts the whole fleet: it takes no query or failing");
+      return conditionalJson(request, await s.edges.stateCounts(p, params.systemKey));
+    }))
     .get("/api/v/3/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
     .get("/admin/edges/:systemKey/columns", caller((p, { params }) => s.edges.columns(p, params.systemKey)))
     .post("/admin/edges/:systemKey/columns", caller(async (p, { request, params }) => s.edges.addColumn(p, params.systemKey, await jsonBody(request))))

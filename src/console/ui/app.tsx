@@ -1,0 +1,100 @@
+// The web console: a client of the public API like any other (api.ts). Preact renders every
+// page from records as text, never as HTML markup, so nothing a record holds can run in the page.
+// On an edge it shows that edge; on a platform, its systems and their fleets and resources.
+import type { ComponentChildren } from "preact";
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, forget, serverMode, session, signedIn, whenSignedOut } from "./api.ts";
+import { ErrorBox } from "./components/bits.tsx";
+import { Collections } from "./pages/collections.tsx";
+import { Devices } from "./pages/devices.tsx";
+import { EdgePage } from "./pages/edge.tsx";
+import { EdgeSelf } from "./pages/edgeSelf.tsx";
+import { Fleet } from "./pages/fleet.tsx";
+import { Messages } from "./pages/messages.tsx";
+import { Services } from "./pages/services.tsx";
+import { Systems } from "./pages/systems.tsx";
+import { Throttling } from "./pages/throttling.tsx";
+import { Users } from "./pages/users.tsx";
+import { useRoute } from "./router.ts";
+import { showTrailWith } from "./trail.ts";
+
+function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
+  return <header id="bar">
+    <a class="brand" href="#/">Outpost</a>
+    <nav id="where" aria-label="Breadcrumb">{trail.map(([text, to], i) => <span key={to}>{i ? " / " : ""}<a href={to}>{text}</a></span>)}</nav>
+    <span id="who">{session.token ? [<span key="e">{session.email ?? ""}</span>, <button key="b" type="button" id="signout" onClick={onSignOut}>Sign out</button>] : null}</span>
+  </header>;
+}
+
+function SignIn({ done }: { done: () => void }) {
+  const [email, setEmail] = useState("");
+  const [password, setPassword] = useState("");
+  const [error, setError] = useState<unknown>();
+  const send = async (e: Event) => {
+    e.preventDefault();
+    try {
+      const r = await api<{ dev_token: string }>("POST", "/admin/auth", { email, password });
+      signedIn(r.dev_token, email);
+      done();
+    } catch (err) { setError(err); }
+  };
+  return <form class="signin card" id="signin" onSubmit={send}>
+    <h1>Sign in</h1>
+    <label for="email">Email</label>
+    <input type="email" name="email" id="email" autocomplete="username" required autoFocus value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+    <label for="password">Password</label>
+    <input type="password" name="password" id="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
+    <ErrorBox error={error} />
+    <button type="submit" class="primary">Sign in</button>
+  </form>;
+}
+
+function Platform({ route }: { route: string[] }) {
+  const [a, sk, page, ...rest] = route;
+  if (a !== "s" || !sk) return <Systems />;
+  switch (page) {
+    case "edge": return rest[0] ? <EdgePage systemKey={sk} edge={rest[0]} key={rest[0]} /> : <Fleet systemKey={sk} />;
+    case "throttling": return <Throttling systemKey={sk} />;
+    case "messages": return <Messages systemKey={sk} topic={rest[0]} key={rest[0] ?? ""} />;
+    case "collections": return <Collections systemKey={sk} id={rest[0]} key={rest[0] ?? ""} />;
+    case "services": return <Services systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "users": return <Users systemKey={sk} />;
+    case "devices": return <Devices systemKey={sk} />;
+    default: return <Fleet systemKey={sk} />;
+  }
+}
+
+function App() {
+  const route = useRoute();
+  const [, setSession] = useState(0);
+  const [trail, setT] = useState<[string, string][]>([]);
+  const [mode, setMode] = useState<"edge" | "platform">();
+  const [error, setError] = useState<unknown>();
+  showTrailWith(setT);
+  const changed = () => setSession((n) => n + 1);
+  useEffect(() => whenSignedOut(() => { setT([]); changed(); }), []);
+  useEffect(() => { if (session.token && !mode) serverMode().then(setMode, setError); }, [session.token]);
+  const signOut = async () => {
+    try { await api("POST", "/admin/logout"); } catch { /* the session is dropped here either way */ }
+    forget();
+    setT([]);
+    location.hash = "#/";
+    changed();
+  };
+  let body: ComponentChildren;
+  if (!session.token) body = <SignIn done={changed} />;
+  else if (error) body = <ErrorBox error={error} />;
+  else if (!mode) body = <p class="muted">Loading…</p>;
+  else body = mode === "edge" ? <EdgeSelf /> : <Platform route={route} />;
+  return <>
+    <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
+    <Header trail={session.token ? trail : []} onSignOut={signOut} />
+    <main id="main" tabIndex={-1}>{body}</main>
+  </>;
+}
+
+const root = document.getElementById("app")!;
+// the page's "Loading…" goes: Preact renders into an empty element
+root.replaceChildren();
+render(<App />, root);

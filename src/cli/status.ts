@@ -7,6 +7,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import tls from "node:tls";
 import { ConfigError, loadConfig, takesValue } from "../config.ts";
+import { ago } from "../core/ago.ts";
 
 export const STATUS_HELP = `outpost status — sync status of a fleet, of one edge, or of this edge
 
@@ -85,15 +86,6 @@ async function call(base: string, method: string, path: string, headers: Record<
   try { json = JSON.parse(text); } catch { json = undefined; }
   if (r.status !== 200) throw new ApiFailure(`${method} ${path}: ${r.status} ${json?.error?.detail ?? text.slice(0, 200)}`);
   return json;
-}
-
-function ago(epochS: number | null | undefined, now: number): string {
-  if (!epochS) return "never";
-  const s = Math.max(0, Math.round(now / 1000 - epochS));
-  if (s < 120) return `${s}s ago`;
-  if (s < 7200) return `${Math.round(s / 60)}m ago`;
-  if (s < 172_800) return `${Math.round(s / 3600)}h ago`;
-  return `${Math.round(s / 86_400)}d ago`;
 }
 
 /** Columns padded to their widest cell; the last column is not padded. */

@@ -5,14 +5,13 @@
 // created, searched, deleted; a device added that then connects over MQTT. Each
 // page at 1366 and 390 px: no horizontal overflow of the page, a screenshot in
 // artifacts/console/ (OUTPOST_ARTIFACTS overrides), and no serious or critical axe-core violation.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, } from "node:fs";
 import { join, resolve } from "node:path";
 import t, { type Test } from "tap";
 import type { Browser, Page } from "puppeteer-core";
+import { CHROMIUM, launchChromium } from "./chromium.ts";
 import { Client, devWithSystem, must, needs, ok200, request, startOutpost, uniq, waitFor, type Outpost } from "./harness.ts";
 
-const CHROMIUM = process.env.OUTPOST_CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(process.env.OUTPOST_ARTIFACTS ?? "artifacts", "console");
 const AXE = resolve("node_modules/axe-core/axe.min.js");
 const skip = await needs("chromium (apt-get install chromium) and axe-core", existsSync(CHROMIUM) && existsSync(AXE));
@@ -25,15 +24,7 @@ t.teardown(async () => {
   for (const s of stops.reverse()) await s().catch(() => {});
 });
 
-async function launch(): Promise<Browser> {
-  const puppeteer = (await import("puppeteer-core")).default;
-  const profile = mkdtempSync(join(tmpdir(), "outpost-chromium-"));
-  stops.push(async () => rmSync(profile, { recursive: true, force: true }));
-  return puppeteer.launch({
-    executablePath: CHROMIUM, headless: true, userDataDir: profile, protocolTimeout: 120_000,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-}
+const launch = () => launchChromium(stops, 120_000);
 
 async function newPage(): Promise<Page> {
   const page = await browser!.newPage();

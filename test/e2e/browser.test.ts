@@ -5,15 +5,14 @@
 // disconnected when its process is killed, finds a failed asset with its error and retries it,
 // edits a template, reads throttling cases and message history, and opens an edge's own console.
 // Screenshots go to artifacts/browser/ (OUTPOST_ARTIFACTS overrides).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import t from "tap";
 import type { Browser, Page } from "puppeteer-core";
+import { CHROMIUM, launchChromium } from "./chromium.ts";
 import { Client, devWithSystem, freePort, needs, newUser, ok200, request, startOutpost, uniq, waitFor, type Outpost } from "./harness.ts";
 
-const CHROMIUM = process.env.OUTPOST_CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(process.env.OUTPOST_ARTIFACTS ?? "artifacts", "browser");
 const SDK_DIR = resolve("node_modules/clearblade-js-client");
 const skip = await needs("chromium (apt-get install chromium)", existsSync(CHROMIUM));
@@ -25,16 +24,7 @@ t.teardown(async () => {
   for (const s of stops.reverse()) await s().catch(() => {});
 });
 
-async function launch(): Promise<Browser> {
-  const puppeteer = (await import("puppeteer-core")).default;
-  const profile = mkdtempSync(join(tmpdir(), "outpost-chromium-"));
-  stops.push(async () => rmSync(profile, { recursive: true, force: true }));
-  // the machine's network is closed: no background connections, no first-run or update checks
-  return puppeteer.launch({
-    executablePath: CHROMIUM, headless: true, userDataDir: profile, protocolTimeout: 60_000,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-}
+const launch = () => launchChromium(stops, 60_000);
 
 async function newPage(): Promise<Page> {
   const page = await browser!.newPage();

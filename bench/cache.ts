@@ -5,7 +5,10 @@
 // from the difference in server CPU per run).
 // Runs are POSTs over HTTP as a user with the services and the cache in its role, as a device or a
 // web app would start them; wrk keeps 64 in flight.
-import { alternate, cpuMicros, fmt, json, median, report, setupSystem, startOutpost, verdict } from "./lib.ts";
+import { alternate, cpuMicros, fmt, json, loadPost, median, report, setupSystem, startOutpost, verdict } from "./lib.ts";
+
+/** What each run is sent. */
+const BODY = '{"n":41}';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -50,15 +53,15 @@ export async function benchCache() {
     const headers = { "ClearBlade-UserToken": s.userToken };
     const url = (name: string) => `${o.url}/api/v/1/code/${s.systemKey}/${name}`;
     for (const name of Object.keys(services)) {
-      const check = await json(url(name), "POST", { n: 41 }, headers);
+      const check = await json(url(name), "POST", JSON.parse(BODY), headers);
       if (check.success !== true || check.results !== 42) throw new Error(`${name}: ${JSON.stringify(check)}`);
     }
     // steady state: JIT, sandboxes, the caches of rights and definitions
-    for (const name of Object.keys(services)) await loadPost(url(name), headers, 2);
+    for (const name of Object.keys(services)) await loadPost(url(name), headers, 2, BODY);
     const cpu: Record<string, number[]> = { idle: [], classic: [], promised: [] };
     const measured = (name: keyof typeof services) => async () => {
       const c0 = cpuMicros(o.pid);
-      const rps = await loadPost(url(name), headers, SECONDS);
+      const rps = await loadPost(url(name), headers, SECONDS, BODY);
       cpu[name]!.push((cpuMicros(o.pid) - c0) / Math.max(1, rps * SECONDS));
       return rps;
     };
@@ -81,15 +84,4 @@ export async function benchCache() {
 
 
 /** POST load with wrk (a JSON body {"n": 41}): requests/s; a failed run fails the bench. */
-async function loadPost(url: string, headers: Record<string, string>, seconds: number): Promise<number> {
-  if (Bun.spawnSync(["which", "wrk"]).exitCode !== 0) throw new Error("bench/cache.ts needs wrk for POST load (apt-get install wrk)");
-  const script = `/tmp/outpost-wrk-cache-${process.pid}.lua`;
-  await Bun.write(script, `wrk.method = "POST"\nwrk.body = '{"n":41}'\n${Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`).join("\n")}\n`);
-  const p = Bun.spawn(["wrk", "-t1", "-c64", `-d${seconds}s`, "-s", script, url], { stdout: "pipe", stderr: "ignore" });
-  const out = await new Response(p.stdout).text();
-  await p.exited;
-  if (/Non-2xx/.test(out)) throw new Error("non-2xx responses: " + out);
-  return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
-}
-
 if (import.meta.main) await benchCache();

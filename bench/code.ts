@@ -12,7 +12,7 @@
 import { WorkerPool } from "../src/code/pool.ts";
 import { paramsJson, type RunHooks, Sandbox } from "../src/code/sandbox.ts";
 import { createLogger } from "../src/core/log.ts";
-import { alternate, cpuMicros, fmt, json, load, median, pct, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+import { alternate, cpuMicros, fmt, json, load, loadPost, median, pct, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
@@ -263,15 +263,4 @@ async function echoAll(mqttPort: number, systems: { devToken: string; systemKey:
 
 /** POST load with wrk and a Lua script (requests/s). Spawned without blocking this process, so
  *  probes and pressure loops here keep running while it loads the server. */
-async function loadPost(url: string, headers: Record<string, string>, seconds: number): Promise<number> {
-  if (Bun.spawnSync(["which", "wrk"]).exitCode !== 0) throw new Error("bench/code.ts needs wrk for POST load (apt-get install wrk)");
-  const script = `/tmp/outpost-wrk-post-${process.pid}.lua`;
-  await Bun.write(script, `wrk.method = "POST"\nwrk.body = "{}"\n${Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`).join("\n")}\n`);
-  const p = Bun.spawn(["wrk", "-t1", "-c64", `-d${seconds}s`, "-s", script, url], { stdout: "pipe", stderr: "ignore" });
-  const out = await new Response(p.stdout).text();
-  await p.exited;
-  if (/Non-2xx/.test(out)) throw new Error("non-2xx responses: " + out);
-  return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
-}
-
 if (import.meta.main) await benchCode();

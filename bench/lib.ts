@@ -70,6 +70,19 @@ export function rssKb(pid: number): number {
 
 export const hasWrk = () => Bun.spawnSync(["which", "wrk"]).exitCode === 0;
 
+/** Requests per second of POST url with headers and a JSON body, from wrk (64 connections); any
+ *  answer other than 2xx fails the benchmark. */
+export async function loadPost(url: string, headers: Record<string, string>, seconds: number, body = "{}"): Promise<number> {
+  if (Bun.spawnSync(["which", "wrk"]).exitCode !== 0) throw new Error("POST load needs wrk (apt-get install wrk)");
+  const script = `/tmp/outpost-wrk-post-${process.pid}.lua`;
+  await Bun.write(script, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\n${Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`).join("\n")}\n`);
+  const p = Bun.spawn(["wrk", "-t1", "-c64", `-d${seconds}s`, "-s", script, url], { stdout: "pipe", stderr: "ignore" });
+  const out = await new Response(p.stdout).text();
+  await p.exited;
+  if (/Non-2xx/.test(out)) throw new Error("non-2xx responses: " + out);
+  return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
+}
+
 /** Requests per second of GET url with headers, from a separate process (wrk, or bench/load.ts). */
 export async function load(url: string, headers: Record<string, string> = {}, seconds = 5, connections = 64): Promise<number> {
   if (hasWrk()) {

@@ -5,90 +5,14 @@
 // created, searched, deleted; a device added that then connects over MQTT. Each
 // page at 1366 and 390 px: no horizontal overflow of the page, a screenshot in
 // artifacts/console/ (OUTPOST_ARTIFACTS overrides), and no serious or critical axe-core violation.
-import { existsSync, mkdirSync, readFileSync, } from "node:fs";
-import { join, resolve } from "node:path";
-import t, { type Test } from "tap";
-import type { Browser, Page } from "puppeteer-core";
-import { CHROMIUM, launchChromium } from "./chromium.ts";
-import { Client, devWithSystem, must, needs, ok200, request, startOutpost, uniq, waitFor, type Outpost } from "./harness.ts";
-
-const ARTIFACTS = resolve(process.env.OUTPOST_ARTIFACTS ?? "artifacts", "console");
-const AXE = resolve("node_modules/axe-core/axe.min.js");
-const skip = await needs("chromium (apt-get install chromium) and axe-core", existsSync(CHROMIUM) && existsSync(AXE));
-const WIDTHS = [[1366, 900], [390, 844]] as const;
-
-let browser: Browser | undefined;
-const stops: (() => Promise<unknown>)[] = [];
-t.teardown(async () => {
-  await browser?.close().catch(() => {});
-  for (const s of stops.reverse()) await s().catch(() => {});
-});
-
-const launch = () => launchChromium(stops, 120_000);
-
-async function newPage(): Promise<Page> {
-  const page = await browser!.newPage();
-  await page.setViewport({ width: 1366, height: 900 });
-  const errors: string[] = [];
-  page.on("pageerror", (e) => errors.push((e as Error).message));
-  // a CSP violation (an inline style the editor tried) is a console error; a refusal the test
-  // asks for (a 4xx answer) is logged by the browser too, and expected
-  page.on("console", (m) => { if (m.type() === "error" && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) errors.push(m.text()); });
-  page.on("dialog", (d) => void d.accept());
-  pageErrors.set(page, errors);
-  return page;
-}
-const pageErrors = new Map<Page, string[]>();
-/** Closes the page, which logged no script error and no CSP violation. */
-async function done(t: Test, page: Page) {
-  t.same(pageErrors.get(page), [], "no script error and no CSP violation in the page");
-  await page.close();
-}
-
-async function signIn(page: Page, url: string, email: string, password: string) {
-  await page.goto(`${url}/console`, { waitUntil: "load" });
-  await page.waitForSelector("#signin");
-  await page.type("#email", email);
-  await page.type("#password", password);
-  await page.click("#signin button[type=submit]");
-  await page.waitForSelector("#signout");
-}
-
-/** The page at both widths: no horizontal overflow, a screenshot, and axe-core's serious and
- *  critical violations (none expected). `ready` is a selector the page shows once loaded. */
-async function checkPage(t: Test, page: Page, name: string, ready: string) {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  for (const [width, height] of WIDTHS) {
-    await page.setViewport({ width, height });
-    await page.waitForSelector(ready);
-    const overflow = await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth - (globalThis as any).document.documentElement.clientWidth);
-    t.ok(overflow <= 0, `${name} at ${width} px: the page does not overflow sideways (${overflow} px)`);
-    await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}.png`), fullPage: true });
-    // axe-core goes in through DevTools (the page's CSP admits no inline script, rightly)
-    if (!(await page.evaluate(() => "axe" in globalThis))) await page.evaluate(readFileSync(AXE, "utf8"));
-    const bad = await page.evaluate(async () => {
-      const r = await (globalThis as any).axe.run((globalThis as any).document, { resultTypes: ["violations"] });
-      return (r.violations as any[]).filter((v) => v.impact === "serious" || v.impact === "critical")
-        .map((v) => `${v.id}: ${v.nodes.slice(0, 3).map((n: any) => n.target.join(" ")).join(", ")}`);
-    });
-    t.same(bad, [], `${name} at ${width} px: no serious or critical accessibility violation`);
-  }
-  await page.setViewport({ width: 1366, height: 900 });
-}
-
-const rowsOf = (page: Page, table: string, attr: string) =>
-  page.$$eval(`#${table} tbody tr[${attr}]`, (els, a) => els.map((e) => e.getAttribute(a as string)), attr);
-const text = (page: Page, sel: string) => page.$eval(sel, (e) => (e.textContent ?? "").trim());
-async function waitRows(page: Page, table: string, attr: string, want: string[]) {
-  await page.waitForFunction((tb, a, w) => JSON.stringify([...(globalThis as any).document.querySelectorAll(`#${tb} tbody tr[${a}]`)].map((e) => e.getAttribute(a))) === w,
-    { timeout: 20_000 }, table, attr, JSON.stringify(want));
-  return want;
-}
+import t from "tap";
+import { checkPage, done, launch, newPage, rowsOf, signIn, skip, stops, text, waitRows } from "./consoleBrowser.ts";
+import { Client, devWithSystem, must, ok200, request, startOutpost, uniq, waitFor, type Outpost } from "./harness.ts";
 
 t.test("a 2,000-edge fleet: counts, search, filters, paging, the failing edge, idle transfer; edges created, rotated, deleted", skip, async (t) => {
   const platform = await startOutpost();
   stops.push(() => platform.stop());
-  browser ??= await launch();
+  await launch();
   const s = await devWithSystem(platform, "fleet-2000");
   const SK = s.systemKey;
   // one real edge, gw-0000, with a failed asset: a collection it made itself holds the name of
@@ -199,7 +123,7 @@ t.test("a 2,000-edge fleet: counts, search, filters, paging, the failing edge, i
 t.test("build: systems, a collection with rows, a service written, refused, run and logged, users, a device that connects", skip, async (t) => {
   const o: Outpost = await startOutpost();
   stops.push(() => o.stop());
-  browser ??= await launch();
+  await launch();
   const s = await devWithSystem(o, "builder");
   const SK = s.systemKey;
   const page = await newPage();

@@ -22,6 +22,7 @@ let sk: string, sk2: string;
 let now = 0;
 let caches: ServiceCaches;
 let systems: Systems;
+let deps: DomainDeps;
 const store = new MemoryCacheValues(() => now);
 /** A read's answer without the note for code workers (cacheVersions.ts; tested there). */
 const plain = ({ _m, ...r }: { _m?: unknown; found: boolean; value?: unknown }) => r;
@@ -40,7 +41,7 @@ beforeAll(async () => {
   // tell it of a deleted system (the app's listeners are closed once it has started)
   const signals = new Signals();
   // (a system without edges: definitions' changes are not logged, as on the app)
-  const deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log, changes: new ChangeRecorder("platform", "platform") } as unknown as DomainDeps;
+  deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log, changes: new ChangeRecorder("platform", "platform") } as unknown as DomainDeps;
   systems = new Systems(deps);
   caches = new ServiceCaches(deps, systems, store);
   signals.on("system.removed", ({ systemKey }) => caches.forgetSystem(systemKey));
@@ -233,5 +234,52 @@ describe("values", () => {
     expect(store.size).toBe(before - 1);
     expect((await err(caches.list(dev, gone)))?.status).toBe(404);
     expect(await serviceCachesRepo.list(app.db, gone)).toEqual([]); // the definitions went with the system's rows
+  });
+});
+
+describe("notes for code workers (cacheVersions.ts)", () => {
+  test("a write's and a read's answer say the version their values hold at; delete, flush and the cache's removal move it on", async () => {
+    await caches.create(dev, sk, "noted", { ttl: 60 });
+    const v = caches.versions!;
+    const t0 = Date.now();
+    const w = (await caches.set(user([await roleId("all")]), sk, "noted", "k", { a: 1 }))!._m;
+    expect(w).toMatchObject({ lv: 15, s: v.slotOf(sk, w.id) });
+    expect(w.v).toBe(v.current(w.s));
+    expect(w.x!).toBeGreaterThanOrEqual(t0 + 60_000);
+    expect(w.x!).toBeLessThanOrEqual(Date.now() + 60_000);
+    const r = await caches.getValue(user([await roleId("reader")]), sk, "c", "k");
+    expect(r._m?.lv).toBe(1); // the caller's levels on that cache
+    const g = (await caches.getValue(dev, sk, "noted", "k"))._m!;
+    expect(g).toEqual(w);
+    await caches.delete(dev, sk, "noted", "none");
+    expect(v.current(w.s)).toBe(w.v! + 1);
+    const d = (await caches.flush(dev, sk, "noted"))!._m;
+    expect(d.v).toBeUndefined(); // nothing a worker may keep
+    expect(v.current(w.s)).toBe(w.v! + 2);
+    expect((await caches.setMultiple(dev, sk, "noted", { a: 1, b: 2 }))!._m.v).toBe(w.v! + 3);
+    expect(await caches.setnx(dev, sk, "noted", "a", 3)).toBe(false);
+    expect(v.current(w.s)).toBe(w.v! + 4); // it restarted the TTL
+    await caches.remove(dev, sk, "noted");
+    expect(v.current(w.s)).toBe(w.v! + 5);
+  });
+
+  test("a refused write changes no version; a cache never written on this node gives no version to keep", async () => {
+    await caches.create(dev, sk, "fresh", { ttl: 60 });
+    const g = (await caches.getValue(dev, sk, "fresh", "k"))._m!;
+    expect(g.v).toBeUndefined();
+    const at = caches.versions!.current(g.s);
+    await err(caches.set(dev, sk, "fresh", "big", "x".repeat(2 << 20)));
+    expect(caches.versions!.current(g.s)).toBe(at);
+    await caches.remove(dev, sk, "fresh");
+  });
+
+  test("values kept elsewhere (Redis, a cluster): no versions, no notes", async () => {
+    const elsewhere = { ...Object.fromEntries(["set", "get", "getAll", "keys", "delete", "flush", "dropSystem"].map((k) => [k, (store as any)[k].bind(store)])) } as unknown as MemoryCacheValues;
+    const clustered = new ServiceCaches(deps, systems, elsewhere);
+    expect(clustered.versions).toBeNull();
+    await caches.create(dev, sk, "far", { ttl: 60 });
+    expect(await clustered.set(dev, sk, "far", "k", 1)).toBeNull();
+    expect(await clustered.getValue(dev, sk, "far", "k")).toEqual({ found: true, value: 1 });
+    await caches.remove(dev, sk, "far");
   });
 });

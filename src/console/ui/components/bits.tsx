@@ -44,7 +44,10 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
 }
 
 /** A system's pages. */
-export const SYSTEM_TABS: [string, string][] = [["Edges", ""], ["Collections", "collections"], ["Services", "services"], ["Users", "users"], ["Devices", "devices"], ["Throttling", "throttling"], ["Messages", "messages"]];
+export const SYSTEM_TABS: [string, string][] = [["Edges", ""], ["Collections", "collections"], ["Services", "services"], ["Users", "users"], ["Devices", "devices"], ["Throttling", "throttling"], ["Messages", "messages"],
+  // pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
+  ["Deployments", "deployments"], ["Caches", "caches"], ["Files", "files"], ["Libraries", "libraries"], ["Running", "running"], ["Sessions", "sessions"], ["Audit", "audit"],
+];
 
 export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
   return <nav class="tabs" aria-label="System pages">

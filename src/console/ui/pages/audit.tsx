@@ -29,7 +29,7 @@ export function Audit({ systemKey: sk }: { systemKey: string }) {
     <h1>{sys}</h1>
     <Tabs systemKey={sk} on="Audit" />
     <h2>Audit trail</h2>
-    <ListView<AuditRow> id="audit-table" label="Audit rows (search by actor's email)" reloadKey={`${cls}/${action}/${from}/${to}`} initialSort={{ field: "time", desc: true }}
+    <ListView<AuditRow> id="audit-table" label="Audit rows by actor's email" reloadKey={`${cls}/${action}/${from}/${to}`} initialSort={{ field: "time", desc: true }}
       filters={<>
         <label>Asset class <select id="audit-class" value={cls} onChange={(e) => setCls(e.currentTarget.value)}>
           <option value="">any</option>{CLASSES.map((c) => <option key={c} value={c}>{c}</option>)}</select></label>

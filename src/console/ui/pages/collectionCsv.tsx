@@ -83,7 +83,7 @@ export function CollectionCsv({ id, name, columns, onImported }: { id: string; n
     } catch (err) { setError(err); setProgress(""); } finally { setBusy(false); }
   };
 
-  return <section class="card" aria-labelledby="csv-title">
+  return <section class="card" id="csv" aria-labelledby="csv-title">
     <h3 id="csv-title">CSV</h3>
     <div class="row">
       <button type="button" id="export-csv" disabled={busy} onClick={() => void exportCsv()}>Export rows as CSV</button>

@@ -112,7 +112,7 @@ function SetFiles({ systemKey: sk, name }: { systemKey: string; name: string }) 
   return <>
     <h2>Bucket set {name}</h2>
     <ErrorBox error={error} />
-    <ListView<SetFile> id="set-files" label="Files (search by path)" reloadKey={`${version}/${box}`} initialSort={{ field: "path_name", desc: false }}
+    <ListView<SetFile> id="set-files" label="Files by path" reloadKey={`${version}/${box}`} initialSort={{ field: "path_name", desc: false }}
       filters={<label>Box <select id="set-files-box" value={box} onChange={(e) => setBox(e.currentTarget.value)}>
         <option value="">every box</option>{BOXES.map((b) => <option key={b} value={b}>{b}</option>)}</select></label>}
       load={async (q) => pageOf(Object.values(await api<Record<string, SetFile>>("GET", `${base}/files?box=${enc(box)}`)), q, (f) => f.path_name,
@@ -149,7 +149,7 @@ function StoreFiles({ systemKey: sk, name }: { systemKey: string; name: string }
   return <>
     <h2>File store {name}</h2>
     <ErrorBox error={error} />
-    <ListView<StoreFile> id="store-files" label="Files (search by path)" reloadKey={version} initialSort={{ field: "full_path", desc: false }}
+    <ListView<StoreFile> id="store-files" label="Files by path" reloadKey={version} initialSort={{ field: "full_path", desc: false }}
       load={async (q) => {
         // every file, all levels down, a listing page (100) at a time
         const all: StoreFile[] = [];

@@ -52,7 +52,7 @@ function UserSessions({ systemKey: sk }: { systemKey: string }) {
   return <>
     <h2>User sessions</h2>
     <ErrorBox error={error} />
-    <ListView<UserSession> id="user-sessions" label="User sessions (search by email)" reloadKey={version} initialSort={{ field: "issued", desc: true }}
+    <ListView<UserSession> id="user-sessions" label="User sessions by email" reloadKey={version} initialSort={{ field: "issued", desc: true }}
       filters={<button type="button" class="danger" id="revoke-users-matching"
         onClick={() => void revoke(matching.groups, matching.search ? `every session of users whose email holds "${matching.search}"` : "every user session of the system")}>Revoke all that match</button>}
       load={async (q) => {
@@ -68,7 +68,7 @@ function UserSessions({ systemKey: sk }: { systemKey: string }) {
       }}
       rowKey={(r) => `${r.user_id}/${r.issued}`} rowAttrs={(r) => ({ "data-session": r.email ?? r.user_id })}
       columns={[
-        { label: "User", sort: "user_id", cell: (r) => <>{r.email ?? ""} <code class="muted">{r.user_id}</code></> },
+        { label: "User", sort: "user_id", cell: (r) => <>{r.email ?? ""}<br /><code class="muted">{r.user_id}</code></> },
         { label: "Issued", sort: "issued", cell: (r) => when(r.issued) },
         { label: "Actions", cell: (r) => <button type="button" class="danger" aria-label={`Revoke the session of ${r.email ?? r.user_id} issued ${when(r.issued)}`}
           onClick={() => void revoke([[{ EQ: [{ user_id: r.user_id }] }, { EQ: [{ issued: r.issued }] }]], `the session of ${r.email ?? r.user_id} issued ${when(r.issued)}`)}>Revoke</button> },
@@ -90,7 +90,7 @@ function DeviceSessions({ systemKey: sk }: { systemKey: string }) {
   return <>
     <h2>Device sessions</h2>
     <ErrorBox error={error} />
-    <ListView<DeviceSession> id="device-sessions" label="Device sessions (search by device name)" reloadKey={version} initialSort={{ field: "issued", desc: true }}
+    <ListView<DeviceSession> id="device-sessions" label="Device sessions by device name" reloadKey={version} initialSort={{ field: "issued", desc: true }}
       filters={<button type="button" class="danger" id="revoke-devices-matching"
         onClick={() => void revoke(groupsFor(search), search ? `every session of devices whose name holds "${search}"` : "every device session of the system")}>Revoke all that match</button>}
       load={async (q) => {

@@ -175,6 +175,36 @@ describe("resp", () => {
   });
 });
 
+describe("ClearBladeAsync.Preloader", () => {
+  // ClearBlade's preloaded services: the entry function (often async) registers a listener and
+  // returns at once; each call reaches the listener with its own req and resp
+  test("the listener answers each call with its params, after the async entry function returned", async () => {
+    const sb = await sandbox(`async function svc(req, resp){
+      ClearBladeAsync.Preloader().listen(async function (r, s) {
+        var n = await ClearBladeAsync.Collection("c").count();
+        if (r.params.fail) { s.status(500); s.send("failed " + r.params.x); return; }
+        s.success({ x: r.params.x, n: n });
+      }).catch(function (e) { resp.error("listen: " + e) });
+    }`);
+    for (let x = 0; x < 3; x++) {
+      expect(await run(sb, later(() => 7).hooks, { x })).toEqual({ kind: "success", value: { x, n: 7 } });
+    }
+    expect(await run(sb, later(() => 7).hooks, { x: "y", fail: true })).toMatchObject({ value: "failed y" });
+  });
+
+  test("a listener that answers at once ends the run there; one that throws rejects listen's promise", async () => {
+    const sb = await sandbox(`function svc(req, resp){
+      var p = ClearBladeAsync.Preloader().listen(function (r, s) {
+        if (r.params.boom) throw new Error("boom " + r.params.boom);
+        s.success("at once " + r.params.v);
+      });
+      p.catch(function (e) { resp.error("caught: " + e.message) });
+    }`);
+    expect(await run(sb, later(() => null).hooks, { v: 1 })).toEqual({ kind: "success", value: "at once 1" });
+    expect(await run(sb, later(() => null).hooks, { boom: 2 })).toEqual({ kind: "error", value: "caught: boom 2" });
+  });
+});
+
 describe("the plain build", () => {
   test("a service that names no call that waits runs on the plain build; one that reaches one anyway is told why", async () => {
     expect([

@@ -310,3 +310,30 @@ describe("classic calls that block the thread", () => {
     } finally { publishDeadlines(new Float64Array(1)); }
   });
 });
+
+describe("Buffer", () => {
+  test("Node's encodings, constructors and fixed-width reads and writes, as ClearBlade services use them", async () => {
+    const sb = await sandbox(`function svc(req, resp){
+      var b = new Buffer("maxadmin:r3g1Ty$@3"), out = [];
+      out.push(b.toString("base64"), Buffer.from("aGVsbG8gd8O2cmxk", "base64").toString(), Buffer.from("héllo ✓", "utf8").toString("hex"));
+      out.push(Buffer.from("68656c6c6f", "hex").toString("latin1"), Buffer.from("_-8", "base64url").toString("hex"), Buffer.from([255, 1]).toString("base64url"));
+      var r = Buffer.alloc(10);
+      r.writeUInt16BE(0xbeef, 0); r.writeInt32LE(-2, 2); r.writeFloatBE(1.5, 6);
+      out.push(r.readUInt16BE(0), r.readUInt16LE(0), r.readInt32LE(2), r.readFloatBE(6), r.toString("hex"));
+      out.push(Buffer.concat([Buffer.from("ab"), Buffer.from("cd")]).toString(), Buffer.byteLength("✓"), Buffer.isBuffer(r), Buffer.isBuffer(new Uint8Array(1)));
+      var s = r.slice(0, 2); s[0] = 0; out.push(r[0], s instanceof Buffer, JSON.stringify(Buffer.from("hi")), Buffer.from({ type: "Buffer", data: [104, 105] }).toString());
+      try { r.readUInt32BE(8); out.push("no error") } catch (e) { out.push(e instanceof RangeError) }
+      try { Buffer.from("x", "nope"); out.push("no error") } catch (e) { out.push(e.message) }
+      resp.success(out);
+    }`);
+    const o = await run(sb, later(() => null).hooks);
+    expect(o).toEqual({ kind: "success", value: [
+      Buffer.from("maxadmin:r3g1Ty$@3").toString("base64"), "hello wörld", Buffer.from("héllo ✓").toString("hex"),
+      "hello", Buffer.from("_-8", "base64url").toString("hex"), Buffer.from([255, 1]).toString("base64url"),
+      0xbeef, 0xefbe, -2, 1.5, "beeffeffffff3fc00000",
+      "abcd", 3, true, false,
+      0, true, '{"type":"Buffer","data":[104,105]}', "hi",
+      true, "Unknown encoding: nope",
+    ] });
+  });
+});

@@ -1,0 +1,188 @@
+// A system's roles: the list (server-side search, sort, pages; create, delete), and one role as a
+// permission matrix: a row per asset (each collection, service, topic, webhook and adapter, and
+// the kinds granted as a whole), a column per right. A toggle is one role update through the
+// API (`changes` with the asset's new level), so what the page shows is what the role grants.
+import { useState } from "preact/hooks";
+import { api, caselessPattern, enc, queryParam } from "../api.ts";
+import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
+import { Form } from "../components/form.tsx";
+import { ListView } from "../components/list.tsx";
+import { go, href } from "../router.ts";
+import { useSystemName, useSystemTrail } from "../trail.ts";
+
+interface Grant { ID?: string; Name: string; Level: number }
+interface Role { ID: string; Name: string; Description: string; Permissions: Record<string, Grant[] | { Level: number }> }
+
+const BUILTIN = new Set(["Administrator", "Authenticated", "Anonymous"]);
+
+/** The rights a level's bits carry (read 1, create 2, update 4, delete 8); running a service is
+ *  its read bit, so for services that bit is the "execute" column. */
+const RIGHTS = [["read", 1], ["create", 2], ["update", 4], ["delete", 8], ["execute", 1]] as const;
+type Right = (typeof RIGHTS)[number][0];
+
+/** Kinds granted per asset: the update's list name, the name the role reads back under, and the
+ *  rights that mean something for it (a topic's read is subscribe, its create publish). */
+const ITEM_KINDS: { kind: string; wire: string; label: string; rights: Right[]; note?: Partial<Record<Right, string>> }[] = [
+  { kind: "collections", wire: "Collections", label: "Collection", rights: ["read", "create", "update", "delete"] },
+  { kind: "services", wire: "CodeServices", label: "Service", rights: ["execute"] },
+  { kind: "topics", wire: "Topics", label: "Topic", rights: ["read", "create"], note: { read: "subscribe", create: "publish" } },
+  { kind: "webhooks", wire: "Webhooks", label: "Webhook", rights: ["read", "create", "update", "delete"] },
+  { kind: "adapters", wire: "Adapters", label: "Adapter", rights: ["read", "create", "update", "delete"] },
+];
+/** Kinds granted as a whole: the update's name, the read-back name, the label. */
+const WHOLE_KINDS: [string, string, string][] = [
+  ["allcollections", "AllCollections", "All collections"], ["allservices", "AllServices", "All services"],
+  ["users", "UsersList", "Users"], ["devices", "DevicesList", "Devices"], ["edges", "EdgesList", "Edges"],
+  ["msgHistory", "MsgHistory", "Message history"], ["push", "Push", "Push"], ["roles", "Roles", "Roles"],
+  ["timers", "Timers", "Timers"], ["triggers", "Triggers", "Triggers"], ["deployments", "Deployments", "Deployments"],
+  ["manageusers", "ManageUsers", "Manage users"], ["usersecrets", "usersecrets", "User secrets"],
+  ["adapters", "adapters", "All adapters"], ["webhooks", "AllWebhooks", "All webhooks"], ["filestores", "Filestores", "File stores"],
+];
+
+/** One row of the matrix: what it grants on, its level, and how an update names it. */
+interface MatrixRow { key: string; group: string; name: string; level: number; rights: Right[]; note?: Partial<Record<Right, string>>; change: (level: number) => Record<string, unknown> }
+
+export function Roles({ systemKey: sk, id }: { systemKey: string; id?: string }) {
+  const sys = useSystemName(sk);
+  useSystemTrail(sk, sys, ["Roles", href("s", sk, "roles")], ...(id ? [[id, href("s", sk, "roles", id)] as [string, string]] : []));
+  return <>
+    <h1>{sys}</h1>
+    <Tabs systemKey={sk} on="Roles" />
+    {id ? <RoleMatrix systemKey={sk} id={id} /> : <RoleList systemKey={sk} />}
+  </>;
+}
+
+function RoleList({ systemKey: sk }: { systemKey: string }) {
+  const [version, setVersion] = useState(0);
+  const [error, setError] = useState<unknown>();
+  const base = `/admin/user/${enc(sk)}/roles`;
+  const remove = async (r: Role) => {
+    if (!confirm(`Delete the role ${r.Name}? Its users and devices lose what it grants.`)) return;
+    try { await api("DELETE", `${base}?role=${enc(r.ID)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
+  };
+  return <>
+    <h2>Roles</h2>
+    <ErrorBox error={error} />
+    <ListView<Role> id="roles-table" label="Roles" reloadKey={version} initialSort={{ field: "name", desc: false }}
+      load={async (q) => {
+        const filters = q.search ? [{ RE: [{ name: caselessPattern(q.search) }] }] : [];
+        const [rows, n] = await Promise.all([
+          api<Role[]>("GET", `${base}?${queryParam({ filters, sort: [q.sorting.field, q.sorting.desc ? "DESC" : "ASC"], pageSize: q.pageSize, page: q.page })}`),
+          api<{ count: number }>("GET", `${base}/count?${queryParam({ filters })}`),
+        ]);
+        return { rows, total: n.count };
+      }}
+      rowKey={(r) => r.ID} rowAttrs={(r) => ({ "data-role": r.Name })}
+      columns={[
+        { label: "Name", sort: "name", cell: (r) => <a href={href("s", sk, "roles", r.ID)}>{r.Name}</a> },
+        { label: "Description", sort: "description", cell: (r) => r.Description || "–" },
+        { label: "Actions", cell: (r) => (BUILTIN.has(r.ID) ? <span class="muted">built in</span>
+          : <button type="button" class="danger" aria-label={`Delete role ${r.Name}`} onClick={() => void remove(r)}>Delete</button>) },
+      ]} />
+    <h2>New role</h2>
+    <Form id="new-role" submit="Create role" fields={[
+      { name: "name", label: "Name", required: true },
+      { name: "description", label: "Description" },
+    ]} onSubmit={async (v) => {
+      const r = await api<{ role_id: string }>("POST", base, { name: v.name!.trim(), description: v.description });
+      go("s", sk, "roles", r.role_id);
+    }} />
+  </>;
+}
+
+/** The matrix's rows: every asset of the system of each kind (granted or not), the topics and
+ *  other assets the role names that are not listed, then the kinds granted as a whole. */
+function matrixRows(role: Role, assets: Record<string, { id?: string; name: string }[]>): MatrixRow[] {
+  const rows: MatrixRow[] = [];
+  for (const k of ITEM_KINDS) {
+    const grants = (role.Permissions[k.wire] as Grant[] | undefined) ?? [];
+    const seen = new Set<string>();
+    const add = (name: string, id: string | undefined, level: number) => {
+      seen.add(id ?? name);
+      rows.push({ key: `${k.kind}/${id ?? name}`, group: k.label, name, level, rights: k.rights, note: k.note,
+        change: (l) => ({ [k.kind]: [{ itemInfo: id ? { id } : { name }, permissions: l }] }) });
+    };
+    for (const a of assets[k.kind] ?? []) {
+      const g = grants.find((x) => (a.id && x.ID === a.id) || x.Name === a.name);
+      add(a.name, a.id, g?.Level ?? 0);
+    }
+    for (const g of grants) if (!seen.has(g.ID || g.Name)) add(g.Name, g.ID || undefined, g.Level);
+  }
+  for (const [kind, wire, label] of WHOLE_KINDS) {
+    const level = (role.Permissions[wire] as { Level: number } | undefined)?.Level ?? 0;
+    rows.push({ key: `all/${kind}`, group: "Whole kind", name: label, level, rights: ["read", "create", "update", "delete"], change: (l) => ({ [kind]: { permissions: l } }) });
+  }
+  return rows;
+}
+
+function RoleMatrix({ systemKey: sk, id }: { systemKey: string; id: string }) {
+  const base = `/admin/user/${enc(sk)}/roles`;
+  const role = useLoad(async () => {
+    const [r] = await api<Role[]>("GET", `${base}?${queryParam({ filters: [{ EQ: [{ role_id: id }] }] })}`);
+    if (!r) throw new Error(`there is no role ${id} in this system`);
+    return r;
+  }, [sk, id]);
+  // the system's assets, each list on its own: one that cannot be read leaves its rows out
+  const assets = useLoad(async () => {
+    const quiet = <T,>(p: Promise<T>, dflt: T) => p.catch(() => dflt);
+    const [cols, svcs, hooks, adapters, topics] = await Promise.all([
+      quiet(api<{ collectionID: string; name: string }[]>("GET", `/admin/allcollections?appid=${enc(sk)}`), []),
+      quiet(api<{ code: string[] }>("GET", `/admin/code/v/1/${enc(sk)}`), { code: [] }),
+      quiet(api<{ name: string }[]>("GET", `/admin/v/4/webhook/${enc(sk)}`), []),
+      quiet(api<{ name: string }[]>("GET", `/api/v/4/${enc(sk)}/adapters`), []),
+      quiet(api<string[]>("GET", `/api/v/1/message/${enc(sk)}/currentTopics`), []),
+    ]);
+    return {
+      collections: cols.map((c) => ({ id: c.collectionID, name: c.name })), services: svcs.code.map((name) => ({ name })),
+      webhooks: hooks.map((h) => ({ name: h.name })), adapters: adapters.map((a) => ({ name: a.name })), topics: topics.slice(0, 50).map((name) => ({ name })),
+    };
+  }, [sk]);
+  const [busy, setBusy] = useState<string>();
+  const [error, setError] = useState<unknown>();
+  const [filter, setFilter] = useState("");
+  const [topic, setTopic] = useState("");
+  const update = async (key: string, changes: Record<string, unknown>) => {
+    setBusy(key);
+    try { await api("PUT", base, { id, changes }); await role.reload(); setError(undefined); } catch (e) { setError(e); } finally { setBusy(undefined); }
+  };
+  const r = role.data;
+  if (!r) return <ErrorBox error={role.error} />;
+  const f = filter.trim().toLowerCase();
+  const rows = matrixRows(r, assets.data ?? {}).filter((m) => !f || `${m.group} ${m.name}`.toLowerCase().includes(f));
+  return <>
+    <h2>Role {r.Name}</h2>
+    {r.Description ? <p class="muted">{r.Description}</p> : null}
+    {r.ID === "Administrator" ? <p class="muted">The Administrator role may do everything in the system, whatever its matrix shows.</p> : null}
+    <div class="row">
+      <label>Filter assets <input type="search" id="matrix-filter" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} /></label>
+      <form class="row" id="matrix-topic" onSubmit={(e) => {
+        e.preventDefault();
+        const t = topic.trim();
+        if (t) void update(`topics/${t}`, { topics: [{ itemInfo: { name: t }, permissions: 1 }] }).then(() => setTopic(""));
+      }}>
+        <label>Grant a topic (subscribe) <input id="matrix-topic-name" placeholder="a/b, a/+, a/#" value={topic} onInput={(e) => setTopic(e.currentTarget.value)} /></label>
+        <button type="submit">Add topic</button>
+      </form>
+    </div>
+    <ErrorBox error={error} />
+    <div class="table-box">
+      <table id="matrix" class="stack">
+        <caption class="sr-only">Permissions of role {r.Name}</caption>
+        <thead><tr><th scope="col">Kind</th><th scope="col">Asset</th>{RIGHTS.map(([right]) => <th key={right} scope="col">{right}</th>)}</tr></thead>
+        <tbody>
+          {rows.map((m) => <tr key={m.key} data-asset={m.key} data-level={String(m.level)}>
+            <td data-label="Kind">{m.group}</td>
+            <td data-label="Asset">{m.name}</td>
+            {RIGHTS.map(([right, bit]) => <td key={right} data-label={right}>
+              {m.rights.includes(right)
+                ? <input type="checkbox" data-right={right} checked={(m.level & bit) !== 0} disabled={busy === m.key}
+                    aria-label={`${m.group} ${m.name}: ${right}${m.note?.[right] ? ` (${m.note[right]})` : ""}`}
+                    onChange={() => void update(m.key, m.change(m.level ^ bit))} />
+                : <span class="muted" aria-hidden="true">–</span>}
+            </td>)}
+          </tr>)}
+        </tbody>
+      </table>
+    </div>
+  </>;
+}

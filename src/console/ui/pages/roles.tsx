@@ -8,39 +8,8 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView } from "../components/list.tsx";
 import { go, href } from "../router.ts";
+import { BUILTIN_ROLES, type Role, RIGHTS, matrixRows } from "../permissions.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
-
-interface Grant { ID?: string; Name: string; Level: number }
-interface Role { ID: string; Name: string; Description: string; Permissions: Record<string, Grant[] | { Level: number }> }
-
-const BUILTIN = new Set(["Administrator", "Authenticated", "Anonymous"]);
-
-/** The rights a level's bits carry (read 1, create 2, update 4, delete 8); running a service is
- *  its read bit, so for services that bit is the "execute" column. */
-const RIGHTS = [["read", 1], ["create", 2], ["update", 4], ["delete", 8], ["execute", 1]] as const;
-type Right = (typeof RIGHTS)[number][0];
-
-/** Kinds granted per asset: the update's list name, the name the role reads back under, and the
- *  rights that mean something for it (a topic's read is subscribe, its create publish). */
-const ITEM_KINDS: { kind: string; wire: string; label: string; rights: Right[]; note?: Partial<Record<Right, string>> }[] = [
-  { kind: "collections", wire: "Collections", label: "Collection", rights: ["read", "create", "update", "delete"] },
-  { kind: "services", wire: "CodeServices", label: "Service", rights: ["execute"] },
-  { kind: "topics", wire: "Topics", label: "Topic", rights: ["read", "create"], note: { read: "subscribe", create: "publish" } },
-  { kind: "webhooks", wire: "Webhooks", label: "Webhook", rights: ["read", "create", "update", "delete"] },
-  { kind: "adapters", wire: "Adapters", label: "Adapter", rights: ["read", "create", "update", "delete"] },
-];
-/** Kinds granted as a whole: the update's name, the read-back name, the label. */
-const WHOLE_KINDS: [string, string, string][] = [
-  ["allcollections", "AllCollections", "All collections"], ["allservices", "AllServices", "All services"],
-  ["users", "UsersList", "Users"], ["devices", "DevicesList", "Devices"], ["edges", "EdgesList", "Edges"],
-  ["msgHistory", "MsgHistory", "Message history"], ["push", "Push", "Push"], ["roles", "Roles", "Roles"],
-  ["timers", "Timers", "Timers"], ["triggers", "Triggers", "Triggers"], ["deployments", "Deployments", "Deployments"],
-  ["manageusers", "ManageUsers", "Manage users"], ["usersecrets", "usersecrets", "User secrets"],
-  ["adapters", "adapters", "All adapters"], ["webhooks", "AllWebhooks", "All webhooks"], ["filestores", "Filestores", "File stores"],
-];
-
-/** One row of the matrix: what it grants on, its level, and how an update names it. */
-interface MatrixRow { key: string; group: string; name: string; level: number; rights: Right[]; note?: Partial<Record<Right, string>>; change: (level: number) => Record<string, unknown> }
 
 export function Roles({ systemKey: sk, id }: { systemKey: string; id?: string }) {
   const sys = useSystemName(sk);
@@ -76,7 +45,7 @@ function RoleList({ systemKey: sk }: { systemKey: string }) {
       columns={[
         { label: "Name", sort: "name", cell: (r) => <a href={href("s", sk, "roles", r.ID)}>{r.Name}</a> },
         { label: "Description", sort: "description", cell: (r) => r.Description || "–" },
-        { label: "Actions", cell: (r) => (BUILTIN.has(r.ID) ? <span class="muted">built in</span>
+        { label: "Actions", cell: (r) => (BUILTIN_ROLES.has(r.ID) ? <span class="muted">built in</span>
           : <button type="button" class="danger" aria-label={`Delete role ${r.Name}`} onClick={() => void remove(r)}>Delete</button>) },
       ]} />
     <h2>New role</h2>
@@ -88,31 +57,6 @@ function RoleList({ systemKey: sk }: { systemKey: string }) {
       go("s", sk, "roles", r.role_id);
     }} />
   </>;
-}
-
-/** The matrix's rows: every asset of the system of each kind (granted or not), the topics and
- *  other assets the role names that are not listed, then the kinds granted as a whole. */
-function matrixRows(role: Role, assets: Record<string, { id?: string; name: string }[]>): MatrixRow[] {
-  const rows: MatrixRow[] = [];
-  for (const k of ITEM_KINDS) {
-    const grants = (role.Permissions[k.wire] as Grant[] | undefined) ?? [];
-    const seen = new Set<string>();
-    const add = (name: string, id: string | undefined, level: number) => {
-      seen.add(id ?? name);
-      rows.push({ key: `${k.kind}/${id ?? name}`, group: k.label, name, level, rights: k.rights, note: k.note,
-        change: (l) => ({ [k.kind]: [{ itemInfo: id ? { id } : { name }, permissions: l }] }) });
-    };
-    for (const a of assets[k.kind] ?? []) {
-      const g = grants.find((x) => (a.id && x.ID === a.id) || x.Name === a.name);
-      add(a.name, a.id, g?.Level ?? 0);
-    }
-    for (const g of grants) if (!seen.has(g.ID || g.Name)) add(g.Name, g.ID || undefined, g.Level);
-  }
-  for (const [kind, wire, label] of WHOLE_KINDS) {
-    const level = (role.Permissions[wire] as { Level: number } | undefined)?.Level ?? 0;
-    rows.push({ key: `all/${kind}`, group: "Whole kind", name: label, level, rights: ["read", "create", "update", "delete"], change: (l) => ({ [kind]: { permissions: l } }) });
-  }
-  return rows;
 }
 
 function RoleMatrix({ systemKey: sk, id }: { systemKey: string; id: string }) {

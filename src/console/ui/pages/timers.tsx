@@ -6,18 +6,12 @@ import { api, enc } from "../api.ts";
 import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
+import { UNITS, everyText } from "../schedule.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Timer { name: string; description: string; frequency: number; repeats: number; start_time: string; service_name: string; disabled: boolean; runs: number; next_run: string | null }
 
 const NAME_RE = /^[\w.-]+$/;
-const UNITS: [string, number][] = [["seconds", 1], ["minutes", 60], ["hours", 3600], ["days", 86400]];
-/** "every 5 minutes" for 300 s. */
-export function everyText(s: number) {
-  const [unit, n] = [...UNITS].reverse().find(([, n]) => s % n === 0) ?? UNITS[0]!;
-  return `every ${s / n} ${s / n === 1 ? unit.slice(0, -1) : unit}`;
-}
-
 export function Timers({ systemKey: sk, name }: { systemKey: string; name?: string }) {
   const sys = useSystemName(sk);
   useSystemTrail(sk, sys, ["Timers", href("s", sk, "timers")], ...(name ? [[name, href("s", sk, "timers", name)] as [string, string]] : []));

@@ -8,23 +8,13 @@ import { ErrorBox, Tabs, usePoll } from "../components/bits.tsx";
 import { ListView } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { when } from "../format.ts";
+import { LIVE_MAX, type Message, mergeLive } from "../liveView.ts";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
-interface Message { topicid: string; time: number; payload: string; userid: string; qos: number }
 interface Topic { topicid: string; message_count: number; last_published: number; concurrency: number }
 
-/** How many messages the live view keeps. */
-export const LIVE_MAX = 100;
 const LIVE_MS = 2000;
-
-/** The live view after a poll: `fresh` holds every message from second `since` on (the history's
- *  times are whole seconds), so those of `held` from that second are replaced, not repeated.
- *  Newest first, at most `max`. */
-export function mergeLive(held: Message[], fresh: Message[], since: number | null, max = LIVE_MAX): Message[] {
-  const kept = since === null ? [] : held.filter((m) => m.time < since);
-  return [...fresh, ...kept].sort((a, b) => b.time - a.time).slice(0, max);
-}
 
 export function Topics({ systemKey: sk, topic }: { systemKey: string; topic?: string }) {
   const sys = useSystemName(sk);
@@ -159,7 +149,7 @@ function History({ path, topic }: { path: string; topic: string }) {
     } catch (err) { setError(err); }
   };
   return <>
-    <form class="card inline-form" id="history-range" onSubmit={read}>
+    <form class="card form inline-form" id="history-range" onSubmit={read}>
       <div class="field"><label for="history-from">From</label><input id="history-from" type="datetime-local" value={from} onInput={(e) => setFrom(e.currentTarget.value)} /></div>
       <div class="field"><label for="history-to">To</label><input id="history-to" type="datetime-local" value={to} onInput={(e) => setTo(e.currentTarget.value)} /></div>
       <div class="field"><label for="history-count">At most</label><input id="history-count" inputMode="numeric" size={6} value={count} onInput={(e) => setCount(e.currentTarget.value)} /></div>

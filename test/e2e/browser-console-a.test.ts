@@ -61,10 +61,12 @@ t.test("roles, triggers, timers, webhooks, adapters, topics: each page's main fl
   await page.click(`${cell} input[data-right="read"]`);
   await page.waitForSelector(`${cell}[data-level="0"]`);
   isErr(t, await user.client.get(`/api/v/1/data/${col.id}`), 401, 200, "toggled off: refused again");
+  await page.click(`${cell} input[data-right="update"]`);
+  await page.waitForSelector(`${cell}[data-level="4"]`);
+  await checkPage(t, page, "role-matrix", "#matrix");
   await page.type("#matrix-filter", "read");
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("#matrix tbody tr").length === 1);
   t.pass("the matrix filters its rows");
-  await checkPage(t, page, "role-matrix", "#matrix");
   await must(s.dev.post(`/admin/user/${SK}/roles`, { name: "scratch" }), "role scratch");
   await page.goto(`${o.url}/console#/s/${SK}/roles`, { waitUntil: "load" });
   await page.type("#roles-table-search", "READ");

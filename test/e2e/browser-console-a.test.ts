@@ -42,6 +42,8 @@ t.test("roles, triggers, timers, webhooks, adapters, topics: each page's main fl
   await page.click("#new-role button[type=submit]");
   const cell = `tr[data-asset="collections/${col.id}"]`;
   await page.waitForSelector(`${cell}[data-level="0"] input[data-right="read"]`);
+  await waitText(page, "#where", /Roles \/ readers$/);
+  t.pass("the trail names the role once it is read");
   const roles = await must(s.dev.get(`/admin/user/${SK}/roles`), "roles") as { ID: string; Name: string }[];
   const readers = roles.find((r) => r.Name === "readers")!;
   t.ok(readers, "the role was created through the API");

@@ -2,7 +2,7 @@
 // permission matrix: a row per asset (each collection, service, topic, webhook and adapter, and
 // the kinds granted as a whole), a column per right. A toggle is one role update through the
 // API (`changes` with the asset's new level), so what the page shows is what the role grants.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, caselessPattern, enc, queryParam } from "../api.ts";
 import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
@@ -13,11 +13,13 @@ import { useSystemName, useSystemTrail } from "../trail.ts";
 
 export function Roles({ systemKey: sk, id }: { systemKey: string; id?: string }) {
   const sys = useSystemName(sk);
-  useSystemTrail(sk, sys, ["Roles", href("s", sk, "roles")], ...(id ? [[id, href("s", sk, "roles", id)] as [string, string]] : []));
+  // a role's page is named by its id until the role is read
+  const [roleName, setRoleName] = useState<string>();
+  useSystemTrail(sk, sys, ["Roles", href("s", sk, "roles")], ...(id ? [[roleName ?? id, href("s", sk, "roles", id)] as [string, string]] : []));
   return <>
     <h1>{sys}</h1>
     <Tabs systemKey={sk} on="Roles" />
-    {id ? <RoleMatrix systemKey={sk} id={id} /> : <RoleList systemKey={sk} />}
+    {id ? <RoleMatrix systemKey={sk} id={id} onName={setRoleName} /> : <RoleList systemKey={sk} />}
   </>;
 }
 
@@ -59,7 +61,7 @@ function RoleList({ systemKey: sk }: { systemKey: string }) {
   </>;
 }
 
-function RoleMatrix({ systemKey: sk, id }: { systemKey: string; id: string }) {
+function RoleMatrix({ systemKey: sk, id, onName }: { systemKey: string; id: string; onName: (name: string) => void }) {
   const base = `/admin/user/${enc(sk)}/roles`;
   const role = useLoad(async () => {
     const [r] = await api<Role[]>("GET", `${base}?${queryParam({ filters: [{ EQ: [{ role_id: id }] }] })}`);
@@ -89,6 +91,7 @@ function RoleMatrix({ systemKey: sk, id }: { systemKey: string; id: string }) {
     setBusy(key);
     try { await api("PUT", base, { id, changes }); await role.reload(); setError(undefined); } catch (e) { setError(e); } finally { setBusy(undefined); }
   };
+  useEffect(() => { if (role.data) onName(role.data.Name); }, [role.data?.Name]);
   const r = role.data;
   if (!r) return <ErrorBox error={role.error} />;
   const f = filter.trim().toLowerCase();

@@ -25,6 +25,13 @@ import { Libraries } from "./pages/libraries.tsx";
 import { Running } from "./pages/running.tsx";
 import { Sessions } from "./pages/sessions.tsx";
 import { useRoute } from "./router.ts";
+// pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
+import { Adapters } from "./pages/adapters.tsx";
+import { Roles } from "./pages/roles.tsx";
+import { Timers } from "./pages/timers.tsx";
+import { Topics } from "./pages/topics.tsx";
+import { Triggers } from "./pages/triggers.tsx";
+import { Webhooks } from "./pages/webhooks.tsx";
 import { showTrailWith } from "./trail.ts";
 
 function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
@@ -69,6 +76,13 @@ function Platform({ route }: { route: string[] }) {
     case "services": return <Services systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
     case "users": return <Users systemKey={sk} />;
     case "devices": return <Devices systemKey={sk} />;
+    // pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
+    case "roles": return <Roles systemKey={sk} id={rest[0]} key={rest[0] ?? ""} />;
+    case "triggers": return <Triggers systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "timers": return <Timers systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "webhooks": return <Webhooks systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "adapters": return <Adapters systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "topics": return <Topics systemKey={sk} topic={rest[0]} key={rest[0] ?? ""} />;
     // pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
     case "deployments": return <Deployments systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
     case "caches": return <Caches systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;

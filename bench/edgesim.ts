@@ -2,7 +2,7 @@
 // binary that can be restarted on its data, the times a real edge logs for what it applied, and
 // the simulated edges of bench/simEdges.ts driven from here.
 import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BIN, port, rssKb, waitHttp } from "./lib.ts";
@@ -53,7 +53,10 @@ export class SimEdges {
   /** `rows` of a change are rows whose `sensor` is "<group>/<n>" (see simEdges.ts). */
   constructor(platformUrl: string, systemKey: string, names: string[], token: string, pingMs = 15_000) {
     const cfg = { url: platformUrl.replace("http:", "ws:") + "/api/v/4/sync", systemKey, names, token, pingMs };
-    this.p = spawn(process.execPath, [join(import.meta.dir, "simEdges.ts"), JSON.stringify(cfg)], { stdio: ["pipe", "pipe", "inherit"] });
+    // thousands of names are too long for a command line: they go in a file
+    const file = join(mkdtempSync(join(tmpdir(), "outpost-bench-sim-")), "edges.json");
+    writeFileSync(file, JSON.stringify(cfg));
+    this.p = spawn(process.execPath, [join(import.meta.dir, "simEdges.ts"), file], { stdio: ["pipe", "pipe", "inherit"] });
     let buf = "";
     this.p.stdout!.on("data", (d) => {
       buf += d;

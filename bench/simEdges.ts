@@ -9,8 +9,10 @@
 // Changes are recognised by the `sensor` value of their rows: "<group>/<n>". For each group the
 // driver said it expects, the time each edge has all its rows is noted on arrival (never polled).
 
+import { readFileSync } from "node:fs";
+
 interface Config { url: string; systemKey: string; names: string[]; token: string; pingMs: number }
-const cfg = JSON.parse(process.argv[2]!) as Config;
+const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Config;
 const OPEN_TIMEOUT_MS = 3_000;
 
 interface Edge { name: string; ws: WebSocket | null; cursor: number; synced: boolean; incarnation: string; welcomed: boolean; backoff: number; fresh: boolean }

@@ -11,7 +11,7 @@ import { systemsRepo } from "../../store/systems.ts";
 import { fail } from "../../core/errors.ts";
 import { BUILD } from "../../version.ts";
 import { CLAIMED_PROTOCOL, type EdgeMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason } from "../protocol.ts";
-import { versionOf } from "./ack.ts";
+import { versionOf } from "./writes.ts";
 import type { EdgeSession } from "./session.ts";
 import type { HubState } from "./state.ts";
 import { position } from "./status.ts";
@@ -132,7 +132,8 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   s.cursor = full ? 0 : m.cursor;
   s.sent = full ? head : m.cursor;
   // the edge's own word on how far it got (its last acknowledgement may not have arrived) and
-  // on what failed (the same), before anything else is sent
+  // on what failed (the same), before anything else is sent; outcomes reported before are older
+  if (m.failures.length) await h.writes.flush();
   await h.d.db.tx(async (tx) => {
     if (!full) await edgesRepo.update(tx, sk, edge.name, { cursor: m.cursor });
     const at = nowIso();

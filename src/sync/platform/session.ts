@@ -28,6 +28,8 @@ export interface SessionHub {
   readonly d: HubDeps;
   /** a log entry as the text a batch carries */
   wireText(r: ChangeRow): string;
+  /** the system's log after a position (a read shared by the sessions at that position) */
+  logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]>;
 }
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
@@ -193,7 +195,7 @@ export class EdgeSession {
     const parts: string[] = [];
     let upTo = this.sent, bytes = 0, scanned = 0;
     read: for (;;) {
-      const rows = await changesRepo.after(h.d.db, sk, upTo, LOG_READ);
+      const rows = await h.logAfter(sk, upTo, LOG_READ);
       for (const r of rows) {
         upTo = r.seq;
         scanned++;

@@ -95,6 +95,8 @@ export interface EdgeLinks {
   lagOf(systemKey: string, edge: string): Promise<number | null>;
   /** how far ahead of the platform's clock the edge's clock was at its last hello (ms) */
   skewOf(systemKey: string, edge: string): number | null;
+  /** writes what the hub keeps waiting of its edges' records (hellos, positions, last_talked) */
+  settle(): Promise<void>;
 }
 
 /** Edge records turned into their wire form between two turns of the event loop. */
@@ -195,6 +197,7 @@ export class Edges {
 
   async get(p: Principal, systemKey: string, name: string) {
     const s = await this.guard(p, systemKey, LEVEL.READ);
+    await this.links.get()?.settle();
     return this.toWire(await this.find(this.d.db, systemKey, name), s.system_secret);
   }
 
@@ -244,6 +247,7 @@ export class Edges {
    *  whose sync failed. */
   async list(p: Principal, systemKey: string, query: string | null, opts: { failing?: boolean } = {}) {
     const s = await this.guard(p, systemKey, LEVEL.READ);
+    await this.links.get()?.settle();
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
     const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map, undefined, opts.failing);
@@ -261,12 +265,14 @@ export class Edges {
    *  with a failed asset (what a fleet view shows at its top). */
   async stateCounts(p: Principal, systemKey: string) {
     await this.guard(p, systemKey, LEVEL.READ);
+    await this.links.get()?.settle();
     const { total, ...by } = await edgesRepo.stateCounts(this.d.db, systemKey);
     return { count: total, ...by };
   }
 
   async count(p: Principal, systemKey: string, query: string | null, failing?: boolean) {
     await this.guard(p, systemKey, LEVEL.READ);
+    await this.links.get()?.settle();
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined);
     return { count: await edgesRepo.count(this.d.db, systemKey, q.filters, schema.map, failing) };

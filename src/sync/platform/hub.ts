@@ -63,6 +63,7 @@ export class SyncHub {
       // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
       liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.st.elsewhere ? null : false),
       skewOf: (sk, edge) => this.st.skews.get(`${sk}/${edge}`) ?? null,
+      settle: () => this.st.writes.flush(),
     });
     // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
     for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });

@@ -1,13 +1,16 @@
-// What the sessions write about their edges most often: the position each acknowledged, the
-// outcome per asset it reported, and when it was last heard from. Written together every
+// What the sessions write about their edges most often: what an edge's hello says of it (its
+// build, OS, that this node holds its link), the position it acknowledged, the outcome per asset
+// it reported, and when it was last heard from. Written together every
 // FLUSH_MS in a few transactions, not one transaction per acknowledgement and per ping (with
-// thousands of edges those were most of the platform's work, and each held the event loop).
-// Whatever reads them (status, lag, a hello reporting failures) writes what is waiting first; a
-// clean stop writes it too. A kill loses at most FLUSH_MS of positions: the edges say theirs again
+// thousands of edges those were most of the platform's work, and each held the event loop; a
+// herd of hellos after a restart filled the listen queue). Whatever reads them (edge records,
+// status, lag, a hello reporting failures, a link's close) writes what is waiting first; a clean
+// stop writes it too. A kill loses at most FLUSH_MS of positions: the edges say theirs again
 // at their next hello, and the log keeps what they had not acknowledged.
 import { nowSeconds } from "../../core/ids.ts";
 import type { Executor } from "../../store/db.ts";
-import { edgesRepo } from "../../store/edges.ts";
+import { clusterRepo } from "../../store/cluster.ts";
+import { type EdgeChanges, edgesRepo } from "../../store/edges.ts";
 import { changesRepo, statusRepo } from "../../store/sync.ts";
 import type { EdgeSession } from "./session.ts";
 import type { AssetResult, HubDeps } from "./types.ts";
@@ -16,7 +19,7 @@ export const FLUSH_MS = 100;
 /** edges written per transaction; the event loop is given back between transactions */
 const PER_TX = 500;
 
-interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[] }
+interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[]; hello: { fields: EdgeChanges; nodeId: string } | null }
 
 export class EdgeWrites {
   private waiting = new Map<EdgeSession, Waiting>();
@@ -27,7 +30,7 @@ export class EdgeWrites {
 
   private entry(s: EdgeSession): Waiting {
     let w = this.waiting.get(s);
-    if (!w) { this.waiting.set(s, w = { s, cursor: false, results: [] }); this.schedule(); }
+    if (!w) { this.waiting.set(s, w = { s, cursor: false, results: [], hello: null }); this.schedule(); }
     return w;
   }
 
@@ -35,6 +38,14 @@ export class EdgeWrites {
     if (this.timer) return;
     this.timer = setTimeout(() => { this.timer = null; this.flush().catch((err) => this.d.log.warn("writing the edges' positions failed", { err })); }, FLUSH_MS);
     this.timer.unref?.();
+  }
+
+  /** The edge's hello was welcomed on this node: what it said of the edge, that this node holds
+   *  its link, and its position when the log serves it (`cursor`). */
+  welcomed(s: EdgeSession, fields: EdgeChanges, nodeId: string, cursor: boolean) {
+    const w = this.entry(s);
+    w.hello = { fields, nodeId };
+    if (cursor) w.cursor = true;
   }
 
   /** The edge was heard from (its last_talked). */
@@ -80,7 +91,8 @@ export class EdgeWrites {
         for (const w of batch.slice(i, i + PER_TX)) {
           const sk = w.s.edge.system_key, edge = w.s.edge.name;
           for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
-          await edgesRepo.update(tx, sk, edge, w.cursor ? { cursor: w.s.cursor, last_talked: now } : { last_talked: now });
+          await edgesRepo.update(tx, sk, edge, { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now });
+          if (w.hello) await clusterRepo.holdEdge(tx, sk, edge, w.hello.nodeId);
         }
       });
     }

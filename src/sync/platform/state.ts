@@ -59,6 +59,14 @@ export class HubState implements SessionHub {
     return p;
   }
 
+  /** the last batch made of every entry between two positions, per system */
+  private readonly batches = new Map<string, { from: number; upTo: number; text: string }>();
+  sameBatch(sk: string, from: number, upTo: number): string | undefined {
+    const b = this.batches.get(sk);
+    return b && b.from === from && b.upTo === upTo ? b.text : undefined;
+  }
+  keepBatch(sk: string, from: number, upTo: number, text: string) { this.batches.set(sk, { from, upTo, text }); }
+
   /** New entries are in the system's log (or may be): reads from before are stale. */
   logMoved(sk: string) { this.logReads.delete(sk); }
 

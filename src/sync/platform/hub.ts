@@ -59,7 +59,8 @@ export class SyncHub {
     this.d.changes.setSystemsWithEdges(withEdges);
     this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
     this.d.edgeLinks.attach({
-      lagOf: (sk, edge) => this.lag(sk, edge),
+      // read for records read after a settle (Edges.get, list): no write per record of a list
+      lagOf: (sk, edge) => lag(this.st, sk, edge),
       // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
       liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.st.elsewhere ? null : false),
       skewOf: (sk, edge) => this.st.skews.get(`${sk}/${edge}`) ?? null,

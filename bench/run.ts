@@ -12,8 +12,9 @@ import { benchCluster } from "./cluster.ts";
 import { benchAudit } from "./audit.ts";
 import { benchFilesync } from "./filesync.ts";
 import { benchCache } from "./cache.ts";
+import { benchFleet } from "./fleet.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit, filesync: benchFilesync, cache: benchCache };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit, filesync: benchFilesync, cache: benchCache, fleet: benchFleet };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

@@ -12,12 +12,12 @@
 //     rest of the 200 (a machine this size cannot run 200 processes), the moment a client that
 //     speaks the sync protocol receives the batch.
 import { createClient } from "@libsql/client";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, fmt, json, pct, port, report, setupSystem, startOutpost, verdict, waitHttp } from "./lib.ts";
+import { liveBatches, Node, SimEdges } from "./edgesim.ts";
+import { fmt, json, pct, report, setupSystem, startOutpost, verdict } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_SYNC_ROWS ?? 100_000);
 const CHANGES = Number(process.env.BENCH_SYNC_CHANGES ?? 200);
@@ -43,34 +43,6 @@ async function rawInsert(dir: string): Promise<number> {
   return rate;
 }
 
-/** A process of the binary on a fixed port and data directory (to restart it), its log kept. */
-class Node {
-  private p: ReturnType<typeof spawn> | null = null;
-  out = "";
-  readonly httpPort = port();
-  readonly dir = mkdtempSync(join(tmpdir(), "outpost-bench-sync-"));
-  constructor(readonly args: string[]) {}
-  get url() { return `http://127.0.0.1:${this.httpPort}`; }
-  async start() {
-    this.p = spawn(BIN, ["--http-port", String(this.httpPort), "--mqtt-port", String(port()), "--mqtt-ws-port", String(port()), "--mqtt-tls-port", String(port()),
-      "--mqtt-wss-port", String(port()), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args], { cwd: this.dir, stdio: ["ignore", "ignore", "pipe"] });
-    this.p.stderr!.on("data", (d) => { this.out += d; });
-    const p = this.p;
-    // a process that exits (a port another took) says why instead of a timeout
-    const exited = new Promise<never>((_, reject) => p.once("exit", (code) => reject(new Error(`outpost exited with ${code}: ${this.out.slice(-2000)}`))));
-    exited.catch(() => { /* a later exit (a stop) is no error */ });
-    await Promise.race([waitHttp(`${this.url}/health`, 60_000), exited]);
-  }
-  async stop(signal: NodeJS.Signals = "SIGTERM") {
-    const p = this.p;
-    this.p = null;
-    if (!p || p.exitCode !== null) return;
-    const done = new Promise((r) => p.once("exit", r));
-    p.kill(signal);
-    await done;
-  }
-}
-
 /** A TCP pass-through that counts the bytes going from the platform to the edge. */
 async function countingProxy(target: number) {
   let down = 0;
@@ -94,11 +66,6 @@ async function devToken(url: string, email: string, password: string): Promise<R
     await Bun.sleep(50);
   }
 }
-
-/** The "batch applied" lines an edge logs at debug level for live changes (not snapshots), with
- *  their time: when a change arrived, from the edge's own clock (the same machine's). */
-const liveBatches = (log: string) => [...log.matchAll(/\{"time":"([^"]+)","level":"debug","msg":"batch applied"[^\n]*"seqs":\[\d[\d,]*\]/g)]
-  .filter((m) => !/"snapshot":true/.test(m[0])).map((m) => Date.parse(m[1]!));
 
 async function initialSyncAndLatency() {
   const P = await startOutpost();
@@ -211,34 +178,6 @@ async function reconnectBytes() {
   }
 }
 
-/** Edges that speak the sync protocol without being edges: they acknowledge what they get at once,
- *  and note when a batch carrying a row change with a marker arrives (they run in a child process
- *  of their own, so the platform and they do not share an event loop). */
-const PROTOCOL_EDGES = `
-const [url, systemKey, names, token] = [process.argv[2], process.argv[3], process.argv[4].split(","), process.argv[5]];
-const arrivals = {};
-let ready = 0;
-for (const name of names) {
-  const ws = new WebSocket(url);
-  let done = false;
-  ws.onopen = () => ws.send(JSON.stringify({ t: "hello", systemKey, edge: name, token, cursor: 0, version: "bench", pingMs: 60000 }));
-  ws.onmessage = (ev) => {
-    const m = JSON.parse(ev.data);
-    if (m.t === "batch") {
-      const at = Date.now();
-      for (const c of m.changes) if (c.type === "row" && c.body && c.body.values && typeof c.body.values.sensor === "string" && c.body.values.sensor.startsWith("fleet-"))
-        (arrivals[c.body.values.sensor] ??= []).push(at);
-      ws.send(JSON.stringify({ t: "ack", upTo: m.upTo, snapshot: m.snapshot, results: [] }));
-    } else if (m.t === "snapshot_end") {
-      ws.send(JSON.stringify({ t: "ack", upTo: m.seq, snapshot: true, results: [] }));
-      if (!done) { done = true; ready++; if (ready === names.length) console.log(JSON.stringify({ ready })); }
-    }
-  };
-  setInterval(() => { if (ws.readyState === 1) ws.send(JSON.stringify({ t: "ping" })); }, 20000);
-}
-process.stdin.on("data", () => { console.log(JSON.stringify({ arrivals })); });
-`;
-
 /** `edges` connected edges of one system (`real` of them processes of the binary, the rest
  *  protocol clients) receiving `changes` changes one at a time: each arrival's delay after its
  *  write, p50 and p99, and the median over changes of the time until the last edge had it.
@@ -249,7 +188,7 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
   const P = new Node(["--log-level", "error", "--edge-templates-dir", tplDir]);
   await P.start();
   const reals: Node[] = [];
-  let sim = null as ReturnType<typeof spawn> | null;
+  let sim: SimEdges | null = null;
   try {
     const s = await setupSystem(P.url);
     const D = { "ClearBlade-DevToken": s.devToken };
@@ -263,28 +202,22 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
       await e.start();
     }
     const simulated = names.slice(real);
-    const simReady = new Promise<void>((resolve, reject) => {
-      if (!simulated.length) { resolve(); return; }
-      const file = join(tplDir, "edges.js");
-      writeFileSync(file, PROTOCOL_EDGES);
-      sim = spawn(process.execPath, [file, P.url.replace("http:", "ws:") + "/api/v/4/sync", s.systemKey, simulated.join(","), "fleet-edge-token"], { stdio: ["pipe", "pipe", "inherit"] });
-      let buf = "";
-      sim.stdout!.on("data", (d) => { buf += d; if (buf.includes('"ready"')) resolve(); });
-      sim.on("exit", () => reject(new Error("the protocol edges stopped")));
-      setTimeout(() => reject(new Error("the protocol edges did not all sync in 2 minutes")), 120_000);
-    });
-    await simReady;
+    if (simulated.length) {
+      sim = new SimEdges(P.url, s.systemKey, simulated, "fleet-edge-token");
+      await sim.until("the protocol edges' first sync", (x) => x.synced === simulated.length, 120_000);
+    }
     const connected = async () => (await json(`${P.url}/admin/edges/${s.systemKey}`, "GET", undefined, D) as { isConnected: boolean }[]).filter((e) => e.isConnected).length;
     for (const deadline = Date.now() + 120_000; (await connected()) < edges;) { if (Date.now() > deadline) throw new Error("not every edge connected"); await Bun.sleep(200); }
     await Bun.sleep(1_000);
 
     // one change at a time; each edge's arrival against the moment the write was sent
-    const sent = new Map<string, { at: number }>();
+    const sent = new Map<string, number>();
     for (let i = 0; i < changes; i++) {
       const marker = `fleet-${i}`;
+      await sim?.expect(marker, 1);
       const at = Date.now();
-      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: marker, value: i }, D);
-      sent.set(marker, { at });
+      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: `${marker}/0`, value: i }, D);
+      sent.set(marker, at);
       await Bun.sleep(1_000);
     }
     await Bun.sleep(2_000);
@@ -292,18 +225,13 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
     const worst: number[] = [];
     const perChange = new Map<string, number[]>();
     // simulated edges: what they noted on arrival
-    if (sim) {
-      const out = new Promise<string>((r) => { let b = ""; sim!.stdout!.on("data", (d) => { b += d; if (b.includes('"arrivals"')) r(b.slice(b.indexOf('{"arrivals"'))); }); });
-      sim.stdin!.write("report\n");
-      const { arrivals } = JSON.parse((await out).split("\n")[0]!) as { arrivals: Record<string, number[]> };
-      for (const [marker, times] of Object.entries(arrivals)) for (const t of times) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(t - sent.get(marker)!.at);
-    }
+    if (sim) for (const [marker, at] of sent) perChange.set(marker, (await sim.arrivals(marker)).filter((t) => t > 0).map((t) => t - at));
     // real edges: their own logs; one change at a time, so the n-th batch after the snapshot that
     // carried a change carried the n-th change
     for (const e of reals) {
       liveBatches(e.out).forEach((at, i) => {
         const marker = `fleet-${i}`;
-        if (sent.has(marker)) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(at - sent.get(marker)!.at);
+        if (sent.has(marker)) (perChange.get(marker) ?? perChange.set(marker, []).get(marker)!).push(at - sent.get(marker)!);
       });
     }
     for (const [, xs] of perChange) { lat.push(...xs); worst.push(Math.max(...xs)); }
@@ -311,7 +239,7 @@ export async function fleet(edges: number, real: number, changes = FLEET_CHANGES
     if (received < expected) throw new Error(`only ${received} of ${expected} arrivals`);
     return { p50: pct(lat, 0.5), p99: pct(lat, 0.99), allIn: pct(worst, 0.5) };
   } finally {
-    if (sim) (sim as ReturnType<typeof spawn>).kill("SIGKILL");
+    sim?.stop();
     for (const e of reals) await e.stop("SIGKILL");
     await P.stop();
   }

@@ -27,6 +27,7 @@ export async function compact(h: HubState) {
       through = first === 0 ? upTo : Math.min(upTo, Math.max(through, first - 1) + COMPACT_STEP);
       const step = through;
       await h.d.db.tx((tx) => changesRepo.compact(tx, s.system_key, step));
+      h.logMoved(s.system_key);
       if (through < upTo) await new Promise((r) => setImmediate(r));
     }
     h.d.log.debug("change log compacted", { systemKey: s.system_key, upTo, head: max });

@@ -11,7 +11,7 @@ import { systemsRepo } from "../../store/systems.ts";
 import { fail } from "../../core/errors.ts";
 import { BUILD } from "../../version.ts";
 import { CLAIMED_PROTOCOL, type EdgeMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason } from "../protocol.ts";
-import { versionOf } from "./ack.ts";
+import { versionOf } from "./writes.ts";
 import type { EdgeSession } from "./session.ts";
 import type { HubState } from "./state.ts";
 import { position } from "./status.ts";
@@ -64,6 +64,8 @@ export async function close(h: HubState, ws: Socket, code?: number, reason?: str
   for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
   for (const [id, sink] of s.relays) { s.relays.delete(id); sink.fail(fail("EDGE_OFFLINE", `edge '${s.edge.name}' disconnected before it answered`)); }
   for (const [id, done] of s.ops) { s.ops.delete(id); done({ error: { kind: "EDGE_OFFLINE", message: `edge '${s.edge.name}' disconnected before it answered` } }); }
+  // what waits to be written of this link goes before its release
+  await h.writes.flushOne(s);
   if (h.sessions.get(s.key) !== s) return;
   h.sessions.delete(s.key);
   h.bySystem.get(s.edge.system_key)?.delete(s);
@@ -117,11 +119,6 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   if (!h.bySystem.has(sk)) h.bySystem.set(sk, new Set());
   h.bySystem.get(sk)!.add(s);
   h.d.changes.addSystemWithEdges(sk);
-  const now = nowSeconds();
-  await edgesRepo.update(h.d.db, sk, edge.name, {
-    is_connected: 1, first_talked: edge.first_talked ?? now, last_talked: now, last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch,
-  });
-  await clusterRepo.holdEdge(h.d.db, sk, edge.name, h.d.nodeId);
   // the clocks: the edge's stamp counts (within the accepted skew), and how far off it is shows
   if (m.hlc) h.d.changes.clock.observe(m.hlc);
   if (m.time !== undefined) h.skews.set(s.key, Math.round(m.time - Date.now()));
@@ -131,10 +128,12 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   const full = !valid;
   s.cursor = full ? 0 : m.cursor;
   s.sent = full ? head : m.cursor;
-  // the edge's own word on how far it got (its last acknowledgement may not have arrived) and
-  // on what failed (the same), before anything else is sent
-  await h.d.db.tx(async (tx) => {
-    if (!full) await edgesRepo.update(tx, sk, edge.name, { cursor: m.cursor });
+  // what the hello says of the edge, and its own word on how far it got (its last acknowledgement
+  // may not have arrived), written with the next batch of writes
+  h.writes.welcomed(s, { is_connected: 1, first_talked: edge.first_talked ?? nowSeconds(), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
+  // and on what failed (the same), before anything else is sent; outcomes reported before are older
+  if (m.failures.length) await h.writes.flush();
+  if (m.failures.length) await h.d.db.tx(async (tx) => {
     const at = nowIso();
     const failedNow = new Map((await statusRepo.failedFor(tx, sk, edge.name)).map((r) => [`${r.asset_type}\u0000${r.asset_name}`, r.desired_version]));
     for (const f of m.failures) {

@@ -4,7 +4,6 @@
 // change log filtered by its template; applies rows and messages coming up; keeps per-asset status.
 // The hub holds the channel and hands each step to its file: connect (hello, refusals, close),
 // session (what is sent to one edge), ack, uplink, relayDown, control, status, compaction.
-import { nowSeconds } from "../../core/ids.ts";
 import { describeIssues } from "../../core/validate.ts";
 import { edgesRepo } from "../../store/edges.ts";
 import { clusterRepo } from "../../store/cluster.ts";
@@ -42,7 +41,7 @@ export class SyncHub {
       if (what !== "deleted") this.d.changes.addSystemWithEdges(sk);
       const s = st.sessions.get(`${sk}/${edge}`);
       if (!s) return;
-      if (what === "deleted") { s.ws.close(4001, "edge deleted"); return; }
+      if (what === "deleted") { st.writes.forget(sk, edge); s.ws.close(4001, "edge deleted"); return; }
       if (what === "template") void retemplate(st, s);
     });
   }
@@ -60,10 +59,12 @@ export class SyncHub {
     this.d.changes.setSystemsWithEdges(withEdges);
     this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
     this.d.edgeLinks.attach({
-      lagOf: (sk, edge) => this.lag(sk, edge),
+      // read for records read after a settle (Edges.get, list): no write per record of a list
+      lagOf: (sk, edge) => lag(this.st, sk, edge),
       // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
       liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.st.elsewhere ? null : false),
       skewOf: (sk, edge) => this.st.skews.get(`${sk}/${edge}`) ?? null,
+      settle: () => this.st.writes.flush(),
     });
     // a named template that cannot be used gives its edges nothing: said at start, not only when assigned
     for (const problem of this.d.edges.namedTemplateProblems()) this.d.log.warn("a named edge template cannot be used", { problem });
@@ -73,18 +74,21 @@ export class SyncHub {
     this.sweeper.unref();
   }
 
-  stop() {
+  async stop() {
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
     this.offCommitted?.();
     for (const s of this.st.sessions.values()) { s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.st.sessions.clear();
     this.st.bySystem.clear();
+    // what the edges acknowledged and when they were heard from is kept across a clean stop
+    await this.st.writes.flush();
   }
 
   /** New changes of these assets are in a system's log (committed here or on another node):
    *  the sessions of edges they go to send them. */
   wake(sk: string, assets: ReadonlySet<string>) {
+    this.st.logMoved(sk);
     for (const s of this.st.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
   }
 
@@ -135,7 +139,7 @@ export class SyncHub {
       if (m.t === "ping") {
         s.send({ t: "pong" });
         if (m.outbox !== undefined) s.outbox = m.outbox;
-        await edgesRepo.update(this.d.db, s.edge.system_key, s.edge.name, { last_talked: nowSeconds() });
+        this.st.writes.talked(s);
         // entries that go to no edge of this one's template were not woken for: pass over them now
         await s.pump();
       }
@@ -178,9 +182,10 @@ export class SyncHub {
   failedAssets() { return failedAssets(this.st); }
   /** A live session, not a stored flag: a silent link ends the session (see sweep). */
   isConnected(sk: string, edge: string) { return this.st.sessions.has(`${sk}/${edge}`); }
-  lag(sk: string, edgeName: string): Promise<number | null> { return lag(this.st, sk, edgeName); }
+  async lag(sk: string, edgeName: string): Promise<number | null> { await this.st.writes.flush(); return lag(this.st, sk, edgeName); }
   /** Every asset of the edge's template, then the files moving to and from it (newest first). */
   async status(sk: string, edgeName: string): Promise<AssetStatus[]> {
+    await this.st.writes.flush();
     const assets = await status(this.st, sk, edgeName);
     const files = (await this.d.files?.status(sk, edgeName)) ?? [];
     return [...assets, ...files.map((f) => ({ ...f, desired_version: 0, applied_version: 0, attempts: 0, source: "", entry: "" }))];

@@ -28,6 +28,11 @@ export interface SessionHub {
   readonly d: HubDeps;
   /** a log entry as the text a batch carries */
   wireText(r: ChangeRow): string;
+  /** the system's log after a position (a read shared by the sessions at that position) */
+  logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]>;
+  /** the text of a batch of every log entry after `from` up to `upTo`, when one was made */
+  sameBatch(sk: string, from: number, upTo: number): string | undefined;
+  keepBatch(sk: string, from: number, upTo: number, text: string): void;
 }
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
@@ -193,7 +198,7 @@ export class EdgeSession {
     const parts: string[] = [];
     let upTo = this.sent, bytes = 0, scanned = 0;
     read: for (;;) {
-      const rows = await changesRepo.after(h.d.db, sk, upTo, LOG_READ);
+      const rows = await h.logAfter(sk, upTo, LOG_READ);
       for (const r of rows) {
         upTo = r.seq;
         scanned++;
@@ -205,9 +210,16 @@ export class EdgeSession {
       if (rows.length < LOG_READ) break;
     }
     if (upTo === this.sent) return;
+    // a batch of every entry between two positions is the same text for every edge sent it
+    const whole = parts.length === scanned;
+    let text = whole ? h.sameBatch(sk, this.sent, upTo) : undefined;
+    if (text === undefined) {
+      text = `{"t":"batch","changes":[${parts.join(",")}],"upTo":${upTo},"snapshot":false}`;
+      if (whole) h.keepBatch(sk, this.sent, upTo, text);
+    }
     this.sent = upTo;
     this.awaiting = "log";
-    if (!this.closed) this.ws.send(`{"t":"batch","changes":[${parts.join(",")}],"upTo":${upTo},"snapshot":false}`);
+    if (!this.closed) this.ws.send(text);
   }
 
   /** Queues bringing the edge to its template, unless that is under way. */

@@ -3,12 +3,15 @@
 import { LruMap } from "../../core/cache.ts";
 import { isDefinitionType } from "../../core/syncKinds.ts";
 import { KINDS } from "../kinds/index.ts";
-import type { ChangeRow } from "../../store/sync.ts";
+import { type ChangeRow, changesRepo } from "../../store/sync.ts";
 import type { EdgeSession, SessionHub } from "./session.ts";
 import type { ElsewhereHub, HubDeps, Socket } from "./types.ts";
+import { EdgeWrites } from "./writes.ts";
 
 /** Log entries kept as wire text, shared by the sessions of a system's edges. */
 const WIRE_CACHE = 20_000;
+/** Reads of one system's log kept until its next change (its sessions are at a few positions). */
+const LOG_READS = 1_000;
 
 export class HubState implements SessionHub {
   readonly sessions = new Map<string, EdgeSession>();
@@ -29,7 +32,43 @@ export class HubState implements SessionHub {
    *  behind (/metrics) */
   relayDropped = 0;
 
-  constructor(readonly d: HubDeps) {}
+  /** positions, outcomes and last_talked waiting to be written together */
+  readonly writes: EdgeWrites;
+
+  /** reads of each system's log after a position, shared by its sessions until the log moves:
+   *  a change that wakes thousands of edges at the same position is read once, and so is the
+   *  empty read each of them makes after acknowledging it */
+  private readonly logReads = new Map<string, Map<string, Promise<ChangeRow[]>>>();
+
+  constructor(readonly d: HubDeps) { this.writes = new EdgeWrites(d); }
+
+  /** The system's log entries after `after`, at most `limit` (the rows are shared: read only). */
+  logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]> {
+    let reads = this.logReads.get(sk);
+    if (!reads) this.logReads.set(sk, reads = new Map());
+    const k = `${after}/${limit}`;
+    let p = reads.get(k);
+    if (!p) {
+      p = changesRepo.after(this.d.db, sk, after, limit);
+      if (reads.size < LOG_READS) {
+        const kept = reads, mine = p;
+        kept.set(k, mine);
+        mine.catch(() => { if (kept.get(k) === mine) kept.delete(k); });
+      }
+    }
+    return p;
+  }
+
+  /** the last batch made of every entry between two positions, per system */
+  private readonly batches = new Map<string, { from: number; upTo: number; text: string }>();
+  sameBatch(sk: string, from: number, upTo: number): string | undefined {
+    const b = this.batches.get(sk);
+    return b && b.from === from && b.upTo === upTo ? b.text : undefined;
+  }
+  keepBatch(sk: string, from: number, upTo: number, text: string) { this.batches.set(sk, { from, upTo, text }); }
+
+  /** New entries are in the system's log (or may be): reads from before are stale. */
+  logMoved(sk: string) { this.logReads.delete(sk); }
 
   /** set in a cluster: reaches the edges other nodes hold */
   get elsewhere(): ElsewhereHub | null { return this.d.elsewhere.get(); }

@@ -1,0 +1,184 @@
+// bench/fleet.ts: one platform node serving a whole fleet of edges of one system, at 1,000, 10,000
+// and the most this machine's file descriptors allow. The edges are protocol-level simulated
+// edges (bench/simEdges.ts: the real sync protocol, no database each) and one real edge process,
+// whose own log times the same changes as a check on the simulator. For each size:
+//  1. connect-all: every edge opens at once (a herd): the time until all completed their first
+//     snapshot, and opens that timed out (3 s, as a real edge waits; target: none at 10,000);
+//     the platform's RSS per edge;
+//  2. one change reaching every edge, p50 and p99 of the arrivals (targets: p99 <= 100 ms at
+//     10,000, <= 200 ms at 19,000), timed where it arrives, never by polling;
+//  3. a whole-fleet read (the edges list, every record with its lag) while the fleet is connected;
+//  4. a 100-row batch reaching every edge (until the last edge had all 100 rows);
+//  5. a restart of the platform with a change written just before it: the first API answer, the
+//     time until every edge was welcomed back (target 5 s at the largest size), whether any edge
+//     needed a full snapshot and whether any lost the change (target: none);
+// with /health's p99 during each (target: under 20 ms).
+//   FLEET_SIZES=1000,10000,19000  sizes (default 1,000, 10,000 and the file-descriptor limit)
+//   FLEET_CHANGES=20               changes of part 2
+//   FLEET_CONNECT_LIMIT_S=180      how long part 1 may take (past it the size is reported as failed)
+//   SCALE=small                    a smoke test (CI): sizes 50,200
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { liveBatches, Node, SimEdges, type SimStats } from "./edgesim.ts";
+import { fmt, json, pct, report, setupSystem, verdict } from "./lib.ts";
+
+const small = process.env.SCALE === "small";
+/** descriptors the platform keeps for itself (databases, listeners, the real edge's link) */
+const FD_SPARE = 1_000;
+function fdLimit(): number {
+  const r = Bun.spawnSync(["sh", "-c", "ulimit -n"]);
+  const n = Number(r.stdout.toString().trim());
+  return Number.isFinite(n) && n > 0 ? n : 1_024;
+}
+const maxEdges = () => Math.max(1_000, Math.floor((fdLimit() - FD_SPARE) / 1_000) * 1_000);
+const SIZES = process.env.FLEET_SIZES ? process.env.FLEET_SIZES.split(",").map(Number).filter((n) => n > 1)
+  : small ? [50, 200] : [...new Set([1_000, 10_000, maxEdges()])].filter((n) => n <= maxEdges());
+const CHANGES = Number(process.env.FLEET_CHANGES ?? (small ? 5 : 20));
+const BATCH = 100;
+/** how long the herd of part 1 may take before the size is given up (the full run stays within 15 minutes) */
+const CONNECT_LIMIT_MS = Number(process.env.FLEET_CONNECT_LIMIT_S ?? 180) * 1_000;
+/** the least time /health is asked during a phase */
+const PHASE_MS = 3_000;
+const TOKEN = "fleet-edge-token";
+const COLUMNS = [{ name: "sensor", type: "string" }, { name: "value", type: "double" }];
+
+/** /health asked every 20 ms from here: its answer times, for one phase at a time. */
+class HealthProbe {
+  private times: number[] = [];
+  private on = true;
+  private failed = 0;
+  constructor(private readonly url: () => string) { void this.run(); }
+  private async run() {
+    while (this.on) {
+      const t0 = performance.now();
+      const ok = await fetch(`${this.url()}/health`, { signal: AbortSignal.timeout(10_000) }).then((r) => r.status === 200, () => false);
+      if (ok) this.times.push(performance.now() - t0); else this.failed++;
+      await Bun.sleep(ok ? 20 : 5);
+    }
+  }
+  /** p99 and max since the last take (ms), and how many asks failed (the platform was down) */
+  take() { const t = this.times; this.times = []; const f = this.failed; this.failed = 0; return { p99: t.length ? pct(t, 0.99) : NaN, max: t.length ? Math.max(...t) : NaN, n: t.length, failed: f }; }
+  stop() { this.on = false; }
+}
+const health = (h: ReturnType<HealthProbe["take"]>) => `p99 ${fmt(h.p99, 1)} ms, max ${fmt(h.max, 1)} ms (${h.n} asks)  ${verdict(h.p99, 20, false)}`;
+
+/** Creates the edges `conc` at a time. */
+async function createEdges(url: string, sk: string, names: string[], D: Record<string, string>, conc = 16) {
+  let next = 0;
+  await Promise.all(Array.from({ length: conc }, async () => {
+    while (next < names.length) { const n = names[next++]!; await json(`${url}/admin/edges/${sk}/${n}`, "POST", { token: TOKEN, template: "fleet" }, D); }
+  }));
+}
+
+async function size(n: number) {
+  const tplDir = mkdtempSync(join(tmpdir(), "outpost-bench-fleet-"));
+  writeFileSync(join(tplDir, "fleet.json"), JSON.stringify({ assets: [{ def_module: "collection", def_name: "fleet", mode: "sync_to_edge" }] }));
+  const P = new Node(["--log-level", "error", "--edge-templates-dir", tplDir]);
+  await P.start();
+  const probe = new HealthProbe(() => P.url);
+  let sim: SimEdges | null = null, real: Node | null = null;
+  const rows: [string, string][] = [];
+  try {
+    const s = await setupSystem(P.url);
+    const D = { "ClearBlade-DevToken": s.devToken };
+    const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "fleet", appID: s.systemKey, columns: COLUMNS }, D);
+    const names = Array.from({ length: n }, (_, i) => `fleet-edge-${i}`);
+    await createEdges(P.url, s.systemKey, names, D);
+    const rss0 = P.rssKb();
+
+    // 1. the herd: every simulated edge opens at once; the real edge too
+    probe.take();
+    const t0 = Date.now();
+    real = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", names[0]!, "--edge-token", TOKEN]);
+    sim = new SimEdges(P.url, s.systemKey, names.slice(1), TOKEN);
+    const up = await sim.until("every edge's first sync", (x) => x.synced === n - 1, CONNECT_LIMIT_MS, 50).catch(() => null);
+    if (!up) {
+      // a herd the node does not absorb: said, and the other parts skipped (they need every edge)
+      const x = await sim.stats();
+      rows.push([`connect-all (${fmt(n)} at once)`, `NOT ALL SYNCED in ${CONNECT_LIMIT_MS / 1000} s: ${fmt(x.synced)} of ${fmt(n - 1)}; ${fmt(x.openTimeouts)} of ${fmt(x.opens)} opens timed out, ${fmt(x.closes)} links closed`]);
+      rows.push(["  /health", health(probe.take())]);
+      return;
+    }
+    await real.start();
+    const connectMs = up.lastSyncedAt - t0;
+    await Bun.sleep(2_000); // settled: pings have begun
+    const rssPerEdge = (P.rssKb() - rss0) / n;
+    rows.push([`connect-all (${fmt(n)} at once): until all synced`, `${fmt(connectMs)} ms`]);
+    rows.push(["  opens that timed out (3 s) / opens", `${fmt(up.openTimeouts)} / ${fmt(up.opens)}  ${verdict(up.openTimeouts, 0, false)}`]);
+    rows.push(["  platform RSS per edge", `${fmt(rssPerEdge, 1)} KB`]);
+    rows.push(["  /health", health(probe.take())]);
+
+    // 2. one change at a time reaching every edge
+    const sent: number[] = [];
+    const lat: number[] = [];
+    const seenByReal = liveBatches(real.out).length;
+    for (let i = 0; i < CHANGES; i++) {
+      await sim.expect(`c${i}`, 1);
+      sent.push(Date.now());
+      await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: `c${i}/0`, value: i }, D);
+      const at = await sim.whenAll(`c${i}`, 30_000);
+      const missing = at.filter((t) => t === 0).length;
+      if (missing) throw new Error(`change ${i} did not reach ${missing} edges in 30 s`);
+      for (const t of at) lat.push(t - sent[i]!);
+      await Bun.sleep(200);
+    }
+    // the real edge, timed by its own log: the n-th live batch carried the n-th change
+    const realLat = liveBatches(real.out).slice(seenByReal).map((t, i) => t - sent[i]!).filter((x) => Number.isFinite(x));
+    rows.push([`one change to all (${CHANGES} changes): p50 / p99`, `${fmt(pct(lat, 0.5), 1)} / ${fmt(pct(lat, 0.99), 1)} ms  ${verdict(pct(lat, 0.99), n >= 15_000 ? 200 : 100, false)}`]);
+    rows.push(["  the real edge (its own log): p50 / max", realLat.length === CHANGES ? `${fmt(pct(realLat, 0.5), 1)} / ${fmt(Math.max(...realLat), 1)} ms` : `only ${realLat.length} of ${CHANGES} seen`]);
+    rows.push(["  /health", health(probe.take())]);
+
+    // 3. the whole fleet's records read while it is connected
+    const reads: number[] = [];
+    for (const until = Date.now() + PHASE_MS; Date.now() < until || !reads.length;) {
+      const r0 = performance.now();
+      const list = await json<{ isConnected: boolean }[]>(`${P.url}/admin/edges/${s.systemKey}`, "GET", undefined, D);
+      reads.push(performance.now() - r0);
+      if (list.filter((e) => e.isConnected).length !== n) throw new Error(`the list shows ${list.filter((e) => e.isConnected).length} of ${n} edges connected`);
+    }
+    rows.push([`the edges list (${fmt(n)} records with their lag), read again for ${PHASE_MS / 1000} s`, `${fmt(pct(reads, 0.5))} ms each`]);
+    rows.push(["  /health", health(probe.take())]);
+
+    // 4. a 100-row batch reaching every edge
+    await sim.expect("batch", BATCH);
+    const bt = Date.now();
+    await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", Array.from({ length: BATCH }, (_, i) => ({ sensor: `batch/${i}`, value: i })), D);
+    const bat = await sim.whenAll("batch", 60_000);
+    if (bat.some((t) => t === 0)) throw new Error(`the batch did not reach ${bat.filter((t) => t === 0).length} edges in 60 s`);
+    const bl = bat.map((t) => t - bt);
+    await Bun.sleep(Math.max(0, bt + PHASE_MS - Date.now()));
+    rows.push([`a ${BATCH}-row batch to all: p50 / p99 / last`, `${fmt(pct(bl, 0.5))} / ${fmt(pct(bl, 0.99))} / ${fmt(Math.max(...bl))} ms`]);
+    rows.push(["  /health", health(probe.take())]);
+
+    // 5. a restart, with a change written just before it (it may or may not have gone out)
+    await sim.expect("restart", 1);
+    await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: "restart/0", value: 0 }, D);
+    await P.stop();
+    await sim.reset();
+    probe.take();
+    const rt = Date.now();
+    await P.start();
+    const apiMs = Date.now() - rt;
+    const back: SimStats = await sim.until("every edge back", (x) => x.welcomed === n - 1, 120_000, 20);
+    const backMs = back.lastWelcomeAt - rt;
+    const got = await sim.whenAll("restart", 30_000);
+    rows.push(["restart: the API's first answer (from the process's start)", `${fmt(apiMs)} ms  ${verdict(apiMs, 1_000, false)}`]);
+    rows.push(["  all edges back (welcomed)", `${fmt(backMs)} ms  ${verdict(backMs, 5_000, false)}`]);
+    rows.push(["  full snapshots / open timeouts", `${fmt(back.fullSnapshots)} / ${fmt(back.openTimeouts)}  ${verdict(back.fullSnapshots, 0, false)}`]);
+    rows.push(["  edges that lost the change written before the restart", `${fmt(got.filter((t) => t === 0).length)}  ${verdict(got.filter((t) => t === 0).length, 0, false)}`]);
+    rows.push(["  /health (once answering)", health(probe.take())]);
+  } finally {
+    probe.stop();
+    sim?.stop();
+    await real?.stop("SIGKILL");
+    await P.stop();
+    report(`Fleet: ${fmt(n)} edges of one system on one platform node (${fmt(n - 1)} simulated, 1 real)`, rows);
+  }
+}
+
+export async function benchFleet() {
+  for (const n of SIZES) await size(n);
+}
+
+if (import.meta.main) await benchFleet();

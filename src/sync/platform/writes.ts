@@ -1,0 +1,118 @@
+// What the sessions write about their edges most often: what an edge's hello says of it (its
+// build, OS, that this node holds its link), the position it acknowledged, the outcome per asset
+// it reported, and when it was last heard from. Written together every
+// FLUSH_MS in a few transactions, not one transaction per acknowledgement and per ping (with
+// thousands of edges those were most of the platform's work, and each held the event loop; a
+// herd of hellos after a restart filled the listen queue). Whatever reads them (edge records,
+// status, lag, a hello reporting failures, a link's close) writes what is waiting first; a clean
+// stop writes it too. A kill loses at most FLUSH_MS of positions: the edges say theirs again
+// at their next hello, and the log keeps what they had not acknowledged.
+import { nowSeconds } from "../../core/ids.ts";
+import type { Executor } from "../../store/db.ts";
+import { clusterRepo } from "../../store/cluster.ts";
+import { type EdgeChanges, edgesRepo } from "../../store/edges.ts";
+import { changesRepo, statusRepo } from "../../store/sync.ts";
+import type { EdgeSession } from "./session.ts";
+import type { AssetResult, HubDeps } from "./types.ts";
+
+export const FLUSH_MS = 100;
+/** edges written per transaction; the event loop is given back between transactions */
+const PER_TX = 500;
+
+interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[]; hello: { fields: EdgeChanges; nodeId: string } | null }
+
+export class EdgeWrites {
+  private waiting = new Map<EdgeSession, Waiting>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(private readonly d: HubDeps) {}
+
+  private entry(s: EdgeSession): Waiting {
+    let w = this.waiting.get(s);
+    if (!w) { this.waiting.set(s, w = { s, cursor: false, results: [], hello: null }); this.schedule(); }
+    return w;
+  }
+
+  private schedule() {
+    if (this.timer) return;
+    this.timer = setTimeout(() => { this.timer = null; this.flush().catch((err) => this.d.log.warn("writing the edges' positions failed", { err })); }, FLUSH_MS);
+    this.timer.unref?.();
+  }
+
+  /** The edge's hello was welcomed on this node: what it said of the edge, that this node holds
+   *  its link, and its position when the log serves it (`cursor`). */
+  welcomed(s: EdgeSession, fields: EdgeChanges, nodeId: string, cursor: boolean) {
+    const w = this.entry(s);
+    w.hello = { fields, nodeId };
+    if (cursor) w.cursor = true;
+  }
+
+  /** The edge was heard from (its last_talked). */
+  talked(s: EdgeSession) { this.entry(s); }
+
+  /** The edge acknowledged a batch: its position (the session's cursor when written) and what it
+   *  reports per asset. */
+  acknowledged(s: EdgeSession, moved: boolean, results: AssetResult[], at: string) {
+    const w = this.entry(s);
+    if (moved) w.cursor = true;
+    if (results.length) w.results.push({ results, at });
+  }
+
+  /** Drops what waits for an edge (deleted: nothing of it is written again). */
+  forget(sk: string, edge: string) {
+    for (const s of this.waiting.keys()) if (s.edge?.system_key === sk && s.edge.name === edge) this.waiting.delete(s);
+  }
+
+  /** Writes everything waiting now (and waits for a write under way). */
+  async flush(): Promise<void> {
+    while (this.running) await this.running;
+    if (!this.waiting.size) return;
+    const batch = [...this.waiting.values()];
+    this.waiting = new Map();
+    this.running = this.write(batch).finally(() => { this.running = null; });
+    await this.running;
+  }
+
+  /** Writes what waits for this session now (before something that must follow it). */
+  async flushOne(s: EdgeSession): Promise<void> {
+    while (this.running) await this.running;
+    const w = this.waiting.get(s);
+    if (!w) return;
+    this.waiting.delete(s);
+    await this.write([w]);
+  }
+
+  private async write(batch: Waiting[]) {
+    const now = nowSeconds();
+    for (let i = 0; i < batch.length; i += PER_TX) {
+      if (i) await new Promise((r) => setImmediate(r));
+      await this.d.db.tx(async (tx) => {
+        for (const w of batch.slice(i, i + PER_TX)) {
+          const sk = w.s.edge.system_key, edge = w.s.edge.name;
+          for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
+          await edgesRepo.update(tx, sk, edge, { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now });
+          if (w.hello) await clusterRepo.holdEdge(tx, sk, edge, w.hello.nodeId);
+        }
+      });
+    }
+  }
+}
+
+/** An edge's outcomes per asset, as it reported them. */
+export async function record(tx: Executor, sk: string, edge: string, results: AssetResult[], at: string) {
+  for (const r of results) {
+    const type = r.type === "row" ? "collection_rows" : r.type;
+    const version = await versionOf(tx, sk, r);
+    if (r.error) await statusRepo.failed(tx, sk, edge, type, r.name, version, r.error.slice(0, 2000), at);
+    else await statusRepo.applied(tx, sk, edge, type, r.name, version, at);
+  }
+}
+
+/** The asset version an edge's result is about: as the change carried it and the edge echoes
+ *  it, else the version of the log entry at its position, else (a snapshot's position, or an
+ *  entry compacted away) the asset's current version. */
+export async function versionOf(ex: Executor, sk: string, r: AssetResult): Promise<number> {
+  if (r.version) return r.version;
+  return (await changesRepo.versionAt(ex, sk, r.seq, r.type, r.name)) || changesRepo.versionOf(ex, sk, r.type, r.name);
+}

@@ -54,6 +54,9 @@ export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
   </nav>;
 }
 
+// pages: details (pagesc)
+SYSTEM_TABS.push(["Settings", "settings"]);
+
 /** A label and its value, in a definition list. */
 export const KV = ({ items }: { items: [string, ComponentChildren, Record<string, unknown>?][] }) =>
   <dl class="kv">{items.map(([k, v, attrs]) => [<dt key={`${k}-t`}>{k}</dt>, <dd key={`${k}-d`} {...attrs}>{v}</dd>])}</dl>;

@@ -1,5 +1,5 @@
 // One edge on the platform: its link, its assets' sync status with the cause of a failure and a
-// retry, its template, its token (rotated here), and deleting it.
+// retry, its template, the deployments naming it, its token (rotated here), and deleting it.
 import { useEffect, useState } from "preact/hooks";
 import { TEMPLATE_MODULES } from "../../../core/syncKinds.ts";
 import { api, enc } from "../api.ts";
@@ -8,6 +8,7 @@ import { DataTable } from "../components/table.tsx";
 import { ago, sourceText, when } from "../format.ts";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
+import { EdgeDeployments } from "./edgeDeployments.tsx";
 import type { EdgeRecord } from "./fleet.tsx";
 
 export interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string; source?: string; entry?: string }
@@ -97,6 +98,8 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
     </div>
     <h2>Template</h2>
     <Template systemKey={sk} edge={edge} />
+    <h2>Deployments</h2>
+    <EdgeDeployments systemKey={sk} edge={edge} />
   </>;
 }
 

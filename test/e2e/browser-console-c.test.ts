@@ -17,6 +17,10 @@ async function fill(page: Page, sel: string, value: string) {
 }
 const waitText = (page: Page, sel: string, re: RegExp) =>
   page.waitForFunction((s, src) => new RegExp(src).test((globalThis as any).document.querySelector(s)?.textContent ?? ""), { timeout: 20_000 }, sel, re.source);
+/** Waits for a select to offer a value (Preact sets an option's value as a property, which no
+ *  attribute selector sees). */
+const waitOption = (page: Page, sel: string, value: string) =>
+  page.waitForFunction((s, v) => [...(globalThis as any).document.querySelectorAll(`${s} option`)].some((o: any) => o.value === v), { timeout: 20_000 }, sel, value);
 
 t.test("users, devices, systems, edges: each detail page's main flow", skip, async (t) => {
   const o: Outpost = await startOutpost();
@@ -58,7 +62,7 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   t.pass("an email another user has: the API's words shown in the form");
 
   isErr(t, await user.client.get(`/api/v/1/data/${col.id}`), 401, "before the role: the user may not read the collection");
-  await page.waitForSelector("#user-roles-pick");
+  await waitOption(page, "#user-roles-pick", readersId);
   await page.select("#user-roles-pick", readersId);
   await page.click("#user-roles-add button[type=submit]");
   await page.waitForSelector('#user-roles-table tr[data-role="readers"]');
@@ -106,6 +110,7 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
 
   const asDevice = { "ClearBlade-DeviceToken": auth.body.deviceToken };
   isErr(t, await request(o.url, "GET", `/api/v/1/data/${col.id}`, { headers: asDevice }), 401, "before the role: the device may not read the collection");
+  await waitOption(page, "#device-roles-pick", readersId);
   await page.select("#device-roles-pick", readersId);
   await page.click("#device-roles-add button[type=submit]");
   await page.waitForSelector('#device-roles-table tr[data-role="readers"]');
@@ -115,6 +120,8 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   const conn = await mqtt.connectAsync(`mqtt://127.0.0.1:${o.mqttPort}`, { username: auth.body.deviceToken, password: SK, clientId: "pump-1-client", reconnectPeriod: 0 });
   await page.waitForSelector('#device-link[data-connected="true"]', { timeout: 20_000 });
   t.match(await text(page, "#device-connections"), /pump-1-client/, "connected: its MQTT client is listed");
+  await waitText(page, "#device-sessions", /^[1-9]/);
+  t.pass("and its live sessions counted");
   await checkPage(t, page, "device", "#device-roles");
   await conn.endAsync();
   await page.waitForSelector('#device-link[data-connected="false"]', { timeout: 20_000 });
@@ -139,7 +146,7 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   await must(s.dev.post(`/admin/${SK}/deployments`, { name: "line-1", description: "the filling line", assets: [{ asset_class: "readings", asset_id: "", sync_to_edge: true, sync_to_platform: false }], edges: [] }), "deployment line-1");
   await must(s.dev.post(`/admin/${SK}/deployments`, { name: "doomed", assets: [], edges: [] }), "deployment doomed");
   await page.goto(`${o.url}/console#/s/${SK}/edge/gw-1`, { waitUntil: "load" });
-  await page.waitForSelector("#edge-deployment-pick");
+  await waitOption(page, "#edge-deployment-pick", "line-1");
   t.same(await waitRows(page, "edge-deployments-table", "data-deployment", []), [], "no deployment names the edge yet");
   await page.select("#edge-deployment-pick", "line-1");
   await page.click("#edge-deployment-add button[type=submit]");
@@ -147,6 +154,7 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   t.same((await must(s.dev.get(`/admin/${SK}/deployments/line-1`), "line-1")).edges, ["gw-1"], "added through the deployments API");
   const entries = (await must(s.dev.get(`/admin/edges/template/${SK}`), "templates"))["gw-1"] as { def_name: string; source?: string }[];
   t.ok(entries.some((e) => e.def_name === "readings" && /deployment:line-1/.test(e.source ?? "")), "and the edge's template now brings the deployment's collection");
+  t.ok(await page.waitForSelector('#template-table tr[data-source*="deployment:line-1"]'), "which the page's template shows at once");
   await checkPage(t, page, "edge-deployments", '#edge-deployments-table tr[data-deployment="line-1"]');
   await page.click('#edge-deployments-table tr[data-deployment="line-1"] button.remove');
   await waitRows(page, "edge-deployments-table", "data-deployment", []);

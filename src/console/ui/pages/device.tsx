@@ -1,17 +1,18 @@
-// One device of a system: its connection (its MQTT connections, asked every few seconds, and when
-// it was last active), its fields and custom columns edited, its keys rotated (the new key shown
+// One device of a system: its connection (its MQTT connections and live sessions, asked every few
+// seconds, and when it was last active), its fields and custom columns edited, its keys rotated (the new key shown
 // once), its roles assigned and removed, and deleting it.
 import { useState } from "preact/hooks";
 import { api, enc, queryParam } from "../api.ts";
 import { ErrorBox, KV, LinkPill, Tabs, useLoad, usePoll } from "../components/bits.tsx";
 import { type Field, Form } from "../components/form.tsx";
 import { changedColumns, type ColumnInfo, columnField, type RoleInfo, RoleMembership } from "../components/record.tsx";
+import { ago, when } from "../format.ts";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 type DeviceRecord = Record<string, unknown> & {
   name: string; type: string; state: string; description: string; enabled: boolean; allow_key_auth: boolean;
-  allow_certificate_auth: boolean; has_keys: boolean; created_date?: string; last_active_date?: string;
+  allow_certificate_auth: boolean; has_keys: boolean; created_date?: number; last_active_date?: number;
 };
 interface Connection { client_id: string; time_connected: string }
 
@@ -30,14 +31,20 @@ export function DevicePage({ systemKey: sk, name }: { systemKey: string; name: s
     api<RoleInfo[]>("GET", `/admin/user/${enc(sk)}/roles`),
   ]), [sk, name]);
   const [live, setLive] = useState<Connection[]>();
+  const [sessions, setSessions] = useState<number>();
   const [liveError, setLiveError] = useState<unknown>();
+  // a device signs in and connects by itself: its connections and sessions are asked again and again
   usePoll(3000, async () => {
     try {
-      setLive((await api<{ connections: Connection[] }>("GET", `/api/v/4/devices/${enc(sk)}/connections/${enc(name)}`)).connections);
+      const [info, count] = await Promise.all([
+        api<{ connections: Connection[] }>("GET", `/api/v/4/devices/${enc(sk)}/connections/${enc(name)}`),
+        api<{ count: number }>("GET", `/admin/v/4/session/${enc(sk)}/device/count?${queryParam({ filters: [{ EQ: [{ device_name: name }] }] })}`),
+      ]);
+      setLive(info.connections);
+      setSessions(count.count);
       setLiveError(undefined);
     } catch (e) { setLiveError(e); }
   }, [sk, name]);
-  const sessions = useLoad(() => api<{ count: number }>("GET", `/admin/v/4/session/${enc(sk)}/device/count?${queryParam({ filters: [{ EQ: [{ device_name: name }] }] })}`), [sk, name]);
   const [keys, setKeys] = useState<string[]>();
   const [saved, setSaved] = useState<string>();
   const [error, setError] = useState<unknown>();
@@ -73,10 +80,10 @@ export function DevicePage({ systemKey: sk, name }: { systemKey: string; name: s
         <KV items={[
           ["Connection", live ? <LinkPill connected={live.length > 0} ever={!!d.last_active_date} /> : "…", { id: "device-link", "data-connected": live ? String(live.length > 0) : "" }],
           ["MQTT connections", live?.length ? live.map((c) => <div key={c.client_id}><code>{c.client_id}</code> since {c.time_connected}</div>) : "none", { id: "device-connections" }],
-          ["Last active", d.last_active_date || "never", { id: "device-last-active" }],
-          ["Live sessions", sessions.data ? String(sessions.data.count) : "–", { id: "device-sessions" }],
+          ["Last active", d.last_active_date ? <span title={when(d.last_active_date)}>{ago(d.last_active_date)}</span> : "never", { id: "device-last-active" }],
+          ["Live sessions", sessions === undefined ? "–" : String(sessions), { id: "device-sessions" }],
           ["Keys", d.has_keys ? "set" : "none", { id: "device-keys" }],
-          ["Created", d.created_date ?? "–"],
+          ["Created", when(d.created_date) || "–"],
         ]} />
         <ErrorBox error={liveError} />
         <div class="row actions">
@@ -95,8 +102,9 @@ export function DevicePage({ systemKey: sk, name }: { systemKey: string; name: s
           for (const [f] of FLAGS) if (v[f] !== String(d[f] === true)) changes[f] = v[f] === "true";
           if (!Object.keys(changes).length) throw new Error("nothing changed");
           await api("PUT", `${base}/${enc(name)}`, changes);
-          setSaved(new Date().toLocaleTimeString());
+          // said once the form shows what was saved (a new form replaces this one)
           await device.reload();
+          setSaved(new Date().toLocaleTimeString());
         }} /> : null}
       {saved ? <p role="status" id="device-saved">saved at {saved}</p> : null}
       <h3>Roles</h3>

@@ -31,6 +31,8 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
   const [error, setError] = useState<unknown>();
   const [busy, setBusy] = useState<string>();
   const [token, setToken] = useState<string>();
+  // a deployment change changes the template's entries (those it brings): the template reads again
+  const [planned, setPlanned] = useState(0);
   const refresh = async () => {
     const [r, list] = await Promise.all([
       api<EdgeRecord>("GET", `/admin/edges/${enc(sk)}/${enc(edge)}`),
@@ -97,9 +99,9 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
         ]} />
     </div>
     <h2>Template</h2>
-    <Template systemKey={sk} edge={edge} />
+    <Template systemKey={sk} edge={edge} key={planned} />
     <h2>Deployments</h2>
-    <EdgeDeployments systemKey={sk} edge={edge} />
+    <EdgeDeployments systemKey={sk} edge={edge} changed={() => setPlanned((n) => n + 1)} />
   </>;
 }
 

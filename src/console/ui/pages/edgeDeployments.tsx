@@ -8,7 +8,7 @@ import { href } from "../router.ts";
 
 interface Deployment { name: string; description: string; edges: string[]; assets: { asset_class: string; asset_id: string }[] }
 
-export function EdgeDeployments({ systemKey: sk, edge }: { systemKey: string; edge: string }) {
+export function EdgeDeployments({ systemKey: sk, edge, changed }: { systemKey: string; edge: string; changed?: () => void }) {
   // the list names deployments only; each one read whole says which edges it names
   const all = useLoad(async () => {
     const names = await api<{ name: string }[]>("GET", `/admin/${enc(sk)}/deployments`);
@@ -19,7 +19,7 @@ export function EdgeDeployments({ systemKey: sk, edge }: { systemKey: string; ed
   const [busy, setBusy] = useState(false);
   const change = async (deployment: string, edges: { add?: string[]; remove?: string[] }) => {
     setBusy(true);
-    try { await api("PUT", `/admin/${enc(sk)}/deployments/${enc(deployment)}`, { edges }); setError(undefined); await all.reload(); } catch (e) { setError(e); } finally { setBusy(false); }
+    try { await api("PUT", `/admin/${enc(sk)}/deployments/${enc(deployment)}`, { edges }); setError(undefined); await all.reload(); changed?.(); } catch (e) { setError(e); } finally { setBusy(false); }
   };
   const held = (all.data ?? []).filter((d) => d.edges.includes(edge));
   const others = (all.data ?? []).filter((d) => !d.edges.includes(edge));

@@ -57,8 +57,9 @@ export function SystemSettingsPage({ systemKey: sk }: { systemKey: string }) {
         for (const [f] of TTLS) if (Number(v[f]) !== s[f]) body[f] = Number(v[f]);
         for (const [f] of FLAGS) body[f] = v[f] === "true";
         await api("PUT", "/admin/systemmanagement", body);
-        setSaved(new Date().toLocaleTimeString());
+        // said once the form shows what was saved (a new form replaces this one)
         await sys.reload();
+        setSaved(new Date().toLocaleTimeString());
       }} />
       {saved ? <p role="status" id="system-saved">saved at {saved}</p> : null}
       <h2>Delete</h2>

@@ -53,7 +53,7 @@ export function UserPage({ systemKey: sk, id }: { systemKey: string; id: string 
         </div>
         <ErrorBox error={error} />
       </div>
-      <h3>Columns</h3>
+      <h3>Email and columns</h3>
       <ErrorBox error={columns.error} />
       {columns.data ? <Form id="edit-user" submit="Save user" key={JSON.stringify(u)}
         fields={[{ name: "email", label: "Email", type: "email", required: true, value: u.email }, ...columns.data.map((c) => columnField(c, u))]}
@@ -62,8 +62,9 @@ export function UserPage({ systemKey: sk, id }: { systemKey: string; id: string 
           if (v.email!.trim() !== u.email) changes.email = v.email!.trim();
           if (!Object.keys(changes).length) throw new Error("nothing changed");
           await update(changes);
-          setSaved(new Date().toLocaleTimeString());
+          // said once the form shows what was saved (a new form replaces this one)
           await user.reload();
+          setSaved(new Date().toLocaleTimeString());
         }} /> : null}
       {saved ? <p role="status" id="user-saved">saved at {saved}</p> : null}
       <h3>Roles</h3>

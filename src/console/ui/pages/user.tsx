@@ -5,7 +5,8 @@ import { useState } from "preact/hooks";
 import { api, enc, queryParam } from "../api.ts";
 import { ErrorBox, KV, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
-import { changedColumns, type ColumnInfo, columnField, type RoleInfo, RoleMembership } from "../components/record.tsx";
+import { changedColumns, type ColumnInfo, columnField } from "../columns.ts";
+import { type RoleInfo, RoleMembership } from "../components/roleMembership.tsx";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 

@@ -107,6 +107,8 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   const auth = await request(o.url, "POST", `/api/v/2/devices/${SK}/auth`, { body: { deviceName: "pump-1", activeKey: newKey } });
   ok200(t, auth, "the device signs in with the new key");
   isErr(t, await request(o.url, "POST", `/api/v/2/devices/${SK}/auth`, { body: { deviceName: "pump-1", activeKey: "old-key-123" } }), 401, "and no longer with the old one");
+  // what docs/console.md says: a token issued before the rotation lives on until its session ends
+  ok200(t, await request(o.url, "GET", `/api/v/2/devices/${SK}/pump-1`, { headers: { "ClearBlade-DeviceToken": old.body.deviceToken } }), "a token issued before the rotation still works");
 
   const asDevice = { "ClearBlade-DeviceToken": auth.body.deviceToken };
   isErr(t, await request(o.url, "GET", `/api/v/1/data/${col.id}`, { headers: asDevice }), 401, "before the role: the device may not read the collection");

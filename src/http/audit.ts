@@ -86,6 +86,7 @@ export const RULES: Record<string, Rule | null> = {
   "/admin/:systemKey/edge_groups": { cls: "edgegroups" }, "/admin/:systemKey/edge_groups/:name": { cls: "edgegroups", id: "name" },
   "/admin/v/4/webhook/:systemKey/:name": { cls: "webhooks", id: "name" },
   "/admin/v/4/service_caches/:systemKey/:name": { cls: "servicecaches", id: "name" },
+  "/admin/v/4/service_caches/:systemKey/:name/values": { cls: "servicecaches", id: "name", action: "Update" },
   "/admin/:systemKey/adaptors": { cls: "adaptors" }, "/admin/:systemKey/adaptors/:name": { cls: "adaptors", id: "name" },
   "/admin/:systemKey/adaptors/:name/control": { cls: "adaptors", id: "name", action: "Update" },
   "/admin/:systemKey/adaptors/:name/deploy": { cls: "adaptors", id: "name", action: "Update" },

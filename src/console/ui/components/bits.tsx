@@ -47,15 +47,16 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
 export const SYSTEM_TABS: [string, string][] = [["Edges", ""], ["Collections", "collections"], ["Services", "services"], ["Users", "users"], ["Devices", "devices"], ["Throttling", "throttling"], ["Messages", "messages"]];
 // pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
 SYSTEM_TABS.push(["Roles", "roles"], ["Triggers", "triggers"], ["Timers", "timers"], ["Webhooks", "webhooks"], ["Adapters", "adapters"], ["Topics", "topics"]);
+// pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
+SYSTEM_TABS.push(["Deployments", "deployments"], ["Caches", "caches"], ["Files", "files"], ["Libraries", "libraries"], ["Running", "running"], ["Sessions", "sessions"], ["Audit", "audit"]);
+// pages: details (pagesc)
+SYSTEM_TABS.push(["Settings", "settings"]);
 
 export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
   return <nav class="tabs" aria-label="System pages">
     {SYSTEM_TABS.map(([name, page]) => <a key={name} href={page ? href("s", systemKey, page) : href("s", systemKey)} class={on === name ? "on" : undefined} aria-current={on === name ? "page" : undefined}>{name}</a>)}
   </nav>;
 }
-
-// pages: details (pagesc)
-SYSTEM_TABS.push(["Settings", "settings"]);
 
 /** A label and its value, in a definition list. */
 export const KV = ({ items }: { items: [string, ComponentChildren, Record<string, unknown>?][] }) =>

@@ -189,8 +189,12 @@ t.test("users, devices, systems, edges: each detail page's main flow", skip, asy
   t.pass("the heading and the trail carry the new name");
   await checkPage(t, page, "system-settings", "#delete-system");
   const doomed = await must(s.dev.post("/admin/systemmanagement", { name: "scratch system" }), "system scratch");
-  await page.goto(`${o.url}/console#/s/${doomed.appID}/settings`, { waitUntil: "load" });
+  await page.goto(`${o.url}/console#/`, { waitUntil: "load" });
+  await page.waitForSelector(`tr[data-system="${doomed.appID}"] a.settings`);
+  await page.click(`tr[data-system="${doomed.appID}"] a.settings`);
   await page.waitForSelector("#delete-system-name");
+  await waitText(page, "#where", /scratch system \/ Settings$/);
+  t.pass("the systems list links to each system's settings");
   await page.type("#delete-system-name", "scratch");
   t.ok(await page.$eval("#delete-system button[type=submit]", (e) => (e as any).disabled), "Delete stays off until the whole name is typed");
   await page.type("#delete-system-name", " system");

@@ -33,6 +33,10 @@ import { Topics } from "./pages/topics.tsx";
 import { Triggers } from "./pages/triggers.tsx";
 import { Webhooks } from "./pages/webhooks.tsx";
 import { showTrailWith } from "./trail.ts";
+// pages: details (pagesc)
+import { DevicePage } from "./pages/device.tsx";
+import { SystemSettingsPage } from "./pages/systemSettings.tsx";
+import { UserPage } from "./pages/user.tsx";
 
 function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
   return <header id="bar">
@@ -68,6 +72,10 @@ function SignIn({ done }: { done: () => void }) {
 function Platform({ route }: { route: string[] }) {
   const [a, sk, page, ...rest] = route;
   if (a !== "s" || !sk) return <Systems />;
+  // pages: details (pagesc)
+  if (page === "users" && rest[0]) return <UserPage systemKey={sk} id={rest[0]} key={rest[0]} />;
+  if (page === "devices" && rest[0]) return <DevicePage systemKey={sk} name={rest[0]} key={rest[0]} />;
+  if (page === "settings") return <SystemSettingsPage systemKey={sk} />;
   switch (page) {
     case "edge": return rest[0] ? <EdgePage systemKey={sk} edge={rest[0]} key={rest[0]} /> : <Fleet systemKey={sk} />;
     case "throttling": return <Throttling systemKey={sk} />;

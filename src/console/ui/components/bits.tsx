@@ -49,6 +49,8 @@ export const SYSTEM_TABS: [string, string][] = [["Edges", ""], ["Collections", "
 SYSTEM_TABS.push(["Roles", "roles"], ["Triggers", "triggers"], ["Timers", "timers"], ["Webhooks", "webhooks"], ["Adapters", "adapters"], ["Topics", "topics"]);
 // pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
 SYSTEM_TABS.push(["Deployments", "deployments"], ["Caches", "caches"], ["Files", "files"], ["Libraries", "libraries"], ["Running", "running"], ["Sessions", "sessions"], ["Audit", "audit"]);
+// pages: details (pagesc)
+SYSTEM_TABS.push(["Settings", "settings"]);
 
 export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
   return <nav class="tabs" aria-label="System pages">

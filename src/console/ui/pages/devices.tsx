@@ -38,7 +38,7 @@ export function Devices({ systemKey: sk }: { systemKey: string }) {
       }}
       rowKey={(d) => d.name} rowAttrs={(d) => ({ "data-device": d.name, "data-connected": String(!!live[d.name]?.length) })}
       columns={[
-        { label: "Name", sort: "name", cell: (d) => d.name },
+        { label: "Name", sort: "name", cell: (d) => <a href={href("s", sk, "devices", d.name)}>{d.name}</a> },
         { label: "Connection", cls: "link", cell: (d) => <LinkPill connected={!!live[d.name]?.length} ever={!!d.last_active_date} /> },
         { label: "Type", sort: "type", cell: (d) => d.type || "–" },
         { label: "State", cell: (d) => d.state || "–" },

@@ -1,5 +1,5 @@
 // One edge on the platform: its link, its assets' sync status with the cause of a failure and a
-// retry, its template, its token (rotated here), and deleting it.
+// retry, its template, the deployments naming it, its token (rotated here), and deleting it.
 import { useEffect, useState } from "preact/hooks";
 import { TEMPLATE_MODULES } from "../../../core/syncKinds.ts";
 import { api, enc } from "../api.ts";
@@ -8,6 +8,7 @@ import { DataTable } from "../components/table.tsx";
 import { ago, sourceText, when } from "../format.ts";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
+import { EdgeDeployments } from "./edgeDeployments.tsx";
 import type { EdgeRecord } from "./fleet.tsx";
 
 export interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string; source?: string; entry?: string }
@@ -30,6 +31,8 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
   const [error, setError] = useState<unknown>();
   const [busy, setBusy] = useState<string>();
   const [token, setToken] = useState<string>();
+  // a deployment change changes the template's entries (those it brings): the template reads again
+  const [planned, setPlanned] = useState(0);
   const refresh = async () => {
     const [r, list] = await Promise.all([
       api<EdgeRecord>("GET", `/admin/edges/${enc(sk)}/${enc(edge)}`),
@@ -96,7 +99,9 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
         ]} />
     </div>
     <h2>Template</h2>
-    <Template systemKey={sk} edge={edge} />
+    <Template systemKey={sk} edge={edge} key={planned} />
+    <h2>Deployments</h2>
+    <EdgeDeployments systemKey={sk} edge={edge} changed={() => setPlanned((n) => n + 1)} />
   </>;
 }
 

@@ -1,4 +1,4 @@
-// The developer's systems: list, create, delete.
+// The developer's systems: list, create, delete; each links to its settings (systemSettings.tsx).
 import { useState } from "preact/hooks";
 import { api, enc } from "../api.ts";
 import { ErrorBox } from "../components/bits.tsx";
@@ -27,7 +27,10 @@ export function Systems() {
         { label: "Name", sort: "name", cell: (s) => <a href={href("s", s.systemKey)}>{s.name}</a> },
         { label: "System key", cell: (s) => <code>{s.systemKey}</code> },
         { label: "Description", sort: "description", cell: (s) => s.description },
-        { label: "Actions", cell: (s) => <button type="button" class="danger" aria-label={`Delete system ${s.name}`} onClick={() => void remove(s)}>Delete</button> },
+        { label: "Actions", cell: (s) => <span class="row">
+          <a href={href("s", s.systemKey, "settings")} class="settings" aria-label={`Settings of system ${s.name}`}>Settings</a>
+          <button type="button" class="danger" aria-label={`Delete system ${s.name}`} onClick={() => void remove(s)}>Delete</button>
+        </span> },
       ]} />
     <h2>New system</h2>
     <Form id="new-system" submit="Create system" fields={[{ name: "name", label: "Name", required: true }, { name: "description", label: "Description" }]}

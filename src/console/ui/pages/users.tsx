@@ -1,4 +1,5 @@
-// A system's users: server-side search by email, sort and pages; create and delete.
+// A system's users: server-side search by email, sort and pages; create and delete; each links to
+// its own page (user.tsx).
 import { useState } from "preact/hooks";
 import { api, caselessPattern, enc, queryParam } from "../api.ts";
 import { ErrorBox, Tabs } from "../components/bits.tsx";
@@ -34,7 +35,7 @@ export function Users({ systemKey: sk }: { systemKey: string }) {
       }}
       rowKey={(u) => u.user_id} rowAttrs={(u) => ({ "data-user": u.email })}
       columns={[
-        { label: "Email", sort: "email", cell: (u) => u.email },
+        { label: "Email", sort: "email", cell: (u) => <a href={href("s", sk, "users", u.user_id)}>{u.email}</a> },
         { label: "User id", cell: (u) => <code>{u.user_id}</code> },
         { label: "Actions", cell: (u) => <button type="button" class="danger" aria-label={`Delete user ${u.email}`} onClick={() => void remove(u)}>Delete</button> },
       ]} />

@@ -36,8 +36,12 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
   const [error, setError] = useState<unknown>();
   const latest = useRef(load);
   latest.current = load;
+  // answers may come back out of order (a filter changed twice quickly): only the last asked is shown
+  const asked = useRef(0);
   const reload = async () => {
-    try { setData(await latest.current()); setError(undefined); } catch (e) { setError(e); }
+    const n = ++asked.current;
+    try { const d = await latest.current(); if (n === asked.current) { setData(d); setError(undefined); } }
+    catch (e) { if (n === asked.current) setError(e); }
   };
   useEffect(() => { void reload(); }, deps);
   return { data, error, reload };

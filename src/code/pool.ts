@@ -201,6 +201,7 @@ export class WorkerPool {
       t: "init", watch, calls: slot.calls, large: channel.port2, heapMaxBytes: this.shareBytes, warmMax: Math.ceil((this.o.warmMax ?? WARM_MAX) / this.workers),
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb * MB, this.shareBytes), sliceMs: this.o.sliceMs },
     };
+    if (this.o.cacheVersions) init.cacheVersions = this.o.cacheVersions;
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
     void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init, [channel.port2]); });
   }

@@ -23,6 +23,8 @@ export interface PoolOptions {
   log: Logger;
   /** counts workers replaced, by reason */
   restarts?: Counter;
+  /** the service caches' versions, handed to every worker (see InitMessage.cacheVersions) */
+  cacheVersions?: SharedArrayBuffer;
 }
 
 /** One run, as the engine hands it over. */

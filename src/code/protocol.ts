@@ -22,6 +22,9 @@ export interface InitMessage {
   warmMax: number;
   /** QuickJS's builds compiled once for all workers (absent: the worker compiles them) */
   module?: CompiledQuickJS;
+  /** the service caches' versions (domain/cacheVersions.ts), when the node keeps their values:
+   *  the worker then answers cache reads from its copy (cacheMirror.ts) */
+  cacheVersions?: SharedArrayBuffer;
 }
 
 /** A run to start. */

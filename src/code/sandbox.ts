@@ -65,6 +65,9 @@ export interface RunHooks {
    *  answer, null when `deadline` (epoch ms; Infinity: none) passed first, or why the run was
    *  stopped meanwhile. Without it (a sandbox run in-process) every classic call suspends. */
   block?(op: string, argsJson: string, deadline: number): string | null | { stopped: string };
+  /** Operations short enough that their promise flavour blocks too (with `block`): their answer
+   *  is there when the call returns, without the worker going back to the pool for it. */
+  quick?(op: string): boolean;
   log(text: string): void;
 }
 
@@ -255,16 +258,25 @@ export class Sandbox {
       let calling = true;
       const settle = (text: string) => {
         if (this.disposed || !this.pending.has(d)) return;
-        // an answer given during the call itself waits until the call has returned
-        if (calling) { queueMicrotask(() => settle(text)); return; }
         this.pending.delete(d);
         if (hooks !== this.hooks) { d.dispose(); return; } // the run it belonged to is over
+        // (an answer given during the call itself is resolved once the call has returned: the
+        // driver, or the run's own start, takes it from `arrived` then)
         this.arrived.push([d, text]);
+        if (calling) return;
         this.executing = true; // the driver runs its reaction now (see settled)
         this.wakeDriver?.();
       };
-      if (hooks) hooks.host(op, json, settle, false);
-      else settle(JSON.stringify({ ok: false, error: { detail: "no run" } }));
+      if (!hooks) settle(JSON.stringify({ ok: false, error: { detail: "no run" } }));
+      else if (hooks.block && hooks.quick?.(op) && !(contended?.[0] === 1 && Date.now() > this.sliceDeadline)) {
+        const r = hooks.block(op, json, this.runDeadline);
+        if (typeof r === "string") settle(r);
+        else {
+          this.halted = true;
+          this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
+          settle(STOPPED);
+        }
+      } else hooks.host(op, json, settle, false);
       calling = false;
       return d.handle;
     });

@@ -12,6 +12,7 @@
 import type { MessagePort } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { awaitAnswer } from "./callBuffer.ts";
+import { CacheMirror } from "./cacheMirror.ts";
 import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
 import { type CompiledQuickJS, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
@@ -34,6 +35,8 @@ let budgetBytes = Infinity;
 let watchRun: Int32Array;
 let callBuffer: SharedArrayBuffer;
 let largeAnswers: MessagePort;
+/** copies of service cache values (absent when the node does not keep them itself) */
+let cacheMirror: CacheMirror | null = null;
 const sources = new Map<string, { st: string; src: SandboxSource }>();
 const pools = new Map<string, Pool>();
 /** idle sandboxes with their service, the least recently used dropped first (sized at init) */
@@ -154,7 +157,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     return;
   }
   runs.set(s.id, sb);
-  const hooks: RunHooks = {
+  const runHooks: RunHooks = {
     host: (op, a, answer) => {
       const c = (nextCall = (nextCall + 1) | 0); // (an Int32 in the call buffer)
       answers.set(c, answer);
@@ -168,6 +171,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     },
     log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
   };
+  const hooks = cacheMirror ? cacheMirror.hooks(runHooks) : runHooks;
   // the pool has already answered a run whose deadline passed while it queued; one that passes
   // now still starts, and is interrupted at once
   const timeoutMs = s.dl ? Math.max(1, s.dl - Date.now()) : 0;
@@ -265,6 +269,7 @@ self.onmessage = (e: MessageEvent) => {
     watchRun = new Int32Array(init.watch);
     callBuffer = init.calls;
     largeAnswers = init.large;
+    if (init.cacheVersions) cacheMirror = new CacheMirror(new Int32Array(init.cacheVersions));
     queue = queue.then(async () => {
       await warmUp();
       postMessage(JSON.stringify({ t: "ready", heap: heap() }));

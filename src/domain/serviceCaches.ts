@@ -5,15 +5,17 @@
 // getAll and keys; create or update for set, setnx and setMultiple; delete for delete and flush).
 // Values are JSON, at most CACHE_MAX_BYTES per cache, and expire together when no write came
 // within the cache's TTL (store/cacheValues.ts keeps them in memory, cluster/cacheValues.ts in
-// Redis).
+// Redis). A node that keeps the values itself also tells its code workers what they may keep a
+// copy of (cacheVersions.ts): the `_m` of a read's or a write's answer.
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
 import { jsonTooDeep, knownFields, MAX_JSON_DEPTH, objectBody } from "../core/validate.ts";
-import { CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches } from "../store/cacheValues.ts";
+import { CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches, MemoryCacheValues } from "../store/cacheValues.ts";
 import { type ServiceCacheRow, serviceCachesRepo } from "../store/serviceCaches.ts";
+import { CacheVersions, type MirrorNote } from "./cacheVersions.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -67,13 +69,23 @@ function valueJson(v: unknown, key: string): string {
 
 /** What the writes need: create or update, either will do (a set may make a key or change it). */
 const WRITE = LEVEL.CREATE | LEVEL.UPDATE;
+/** A cache as a value call uses it: where its values are, and the levels the caller holds. */
+type CacheUse = CacheRef & { held: number };
+/** A write's answer to a code worker (what it may keep), when the node has versions. */
+type Noted = { _m: MirrorNote } | null;
+
 const levelNames = (levels: number) =>
   [["read", LEVEL.READ], ["create", LEVEL.CREATE], ["update", LEVEL.UPDATE], ["delete", LEVEL.DELETE]].filter(([, l]) => levels & (l as number)).map(([n]) => n).join(" or ");
 
 export class ServiceCaches {
   private readonly definitions = new TtlCache<string, ServiceCacheRow | null>(DEFINITION_CACHE_MS, 10_000);
+  /** The values' versions, when this node keeps the values (null in a cluster). */
+  readonly versions: CacheVersions | null;
+  /** When each cache written on this node expires unless written again (epoch ms; by values id). */
+  private readonly expiries = new Map<string, number>();
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {
+    this.versions = values instanceof MemoryCacheValues ? new CacheVersions() : null;
     d.signals.on("serviceCache.changed", ({ systemKey, name }) => {
       if (name === null) this.definitions.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
       else this.definitions.delete(`${systemKey}/${name}`);
@@ -144,6 +156,8 @@ export class ServiceCaches {
     });
     this.forget(s.system_key, name);
     await this.values.flush({ systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 });
+    this.changed({ systemKey: s.system_key, id: r.id });
+    this.expiries.delete(`${s.system_key}/${r.id}`);
     return { success: true };
   }
 
@@ -154,12 +168,14 @@ export class ServiceCaches {
   async forgetSystem(systemKey: string) {
     this.forget(systemKey);
     await this.values.dropSystem(systemKey);
+    this.versions?.bumpAll();
+    for (const k of this.expiries.keys()) if (k.startsWith(`${systemKey}/`)) this.expiries.delete(k);
   }
 
   // ---- values (code services) -------------------------------------------------------------------
 
   /** The cache as its store knows it, if the run's user holds one of `levels` on it. */
-  private async cache(p: Principal, systemKey: string, name: unknown, levels: number, what: string): Promise<CacheRef> {
+  private async cache(p: Principal, systemKey: string, name: unknown, levels: number, what: string): Promise<CacheUse> {
     const n = checkName(name);
     const s = this.systems.accessNow(p, systemKey) ?? (await this.systems.access(p, systemKey));
     const res = { kind: "item" as const, itemKind: "servicecaches" as const, name: n };
@@ -168,41 +184,75 @@ export class ServiceCaches {
     const key = `${s.system_key}/${n}`;
     const r = this.definitions.get(key) ?? (await this.definitions.getOr(key, async () => (await serviceCachesRepo.get(this.d.db, s.system_key, n)) ?? null));
     if (!r) throw notFound("cache", n, "Code");
-    return { systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 };
+    return { systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000, held };
   }
 
-  private async write(c: CacheRef, name: string, pairs: [string, string][], onlyIfAbsent: boolean): Promise<boolean> {
+  // ---- what a code worker may keep (cacheVersions.ts) -------------------------------------------
+
+  /** The note for a worker: with `v`, the version the answer's values hold at. */
+  private note(c: CacheUse, v?: number): Noted {
+    if (!this.versions) return null;
+    const m: MirrorNote = { id: c.id, s: this.versions.slotOf(c.systemKey, c.id), lv: c.held };
+    const x = this.expiries.get(`${c.systemKey}/${c.id}`);
+    if (v !== undefined && x !== undefined) { m.v = v; m.x = x; }
+    return { _m: m };
+  }
+
+  /** The cache's version before a change (undefined without versions). */
+  private before(c: CacheRef): number | undefined {
+    return this.versions?.current(this.versions.slotOf(c.systemKey, c.id));
+  }
+
+  /** After a change of the values: copies of them go; the version the change made, if it was the
+   *  last change. */
+  private changed(c: Pick<CacheRef, "systemKey" | "id">, before?: number): number | undefined {
+    return this.versions?.bump(this.versions.slotOf(c.systemKey, c.id), before);
+  }
+
+  private async write(c: CacheUse, name: string, pairs: [string, string][], onlyIfAbsent: boolean): Promise<{ done: boolean; noted: Noted }> {
+    const before = this.before(c);
+    // (taken before the write, so never later than the store's own expiry)
+    const expiresAt = Date.now() + c.ttlMs;
     const o = await this.values.set(c, pairs, onlyIfAbsent);
     if (o.done === "full") throw fail("INVALID_ARGUMENT", `cache '${name}' would hold ${o.bytes} bytes, over its limit of ${CACHE_MAX_BYTES} (1 MB): nothing was set`);
-    return o.done === "set";
+    if (!this.versions) return { done: o.done === "set", noted: null };
+    // every write restarts the cache's TTL, setnx's that sets nothing too
+    this.expiries.set(`${c.systemKey}/${c.id}`, expiresAt);
+    return { done: o.done === "set", noted: this.note(c, this.changed(c, before)) };
   }
 
-  async set(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<void> {
+  async set(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<Noted> {
     const c = await this.cache(p, systemKey, name, WRITE, "write to");
     const k = checkKey(key);
-    await this.write(c, name as string, [[k, valueJson(value, k)]], false);
+    return (await this.write(c, name as string, [[k, valueJson(value, k)]], false)).noted;
   }
 
   /** Sets the key unless it exists: whether it did. */
   async setnx(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<boolean> {
     const c = await this.cache(p, systemKey, name, WRITE, "write to");
     const k = checkKey(key);
-    return this.write(c, name as string, [[k, valueJson(value, k)]], true);
+    return (await this.write(c, name as string, [[k, valueJson(value, k)]], true)).done;
   }
 
   /** Sets every pair of an object at once (all or none). */
-  async setMultiple(p: Principal, systemKey: string, name: unknown, data: unknown): Promise<void> {
+  async setMultiple(p: Principal, systemKey: string, name: unknown, data: unknown): Promise<Noted> {
     if (data === null || typeof data !== "object" || Array.isArray(data)) throw fail("INVALID_ARGUMENT", "setMultiple takes an object of keys and values");
     const c = await this.cache(p, systemKey, name, WRITE, "write to");
     const pairs: [string, string][] = Object.entries(data).map(([k, v]) => [checkKey(k), valueJson(v, k)]);
-    await this.write(c, name as string, pairs, false);
+    return (await this.write(c, name as string, pairs, false)).noted;
   }
 
   /** The key's value; `found` false when it (or the whole cache, expired) is missing. */
-  async getValue(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<{ found: boolean; value?: unknown }> {
+  async getValue(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<{ found: boolean; value?: unknown; _m?: MirrorNote }> {
     const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
-    const json = await this.values.get(c, checkKey(key));
-    return json === undefined ? { found: false } : { found: true, value: JSON.parse(json) };
+    const k = checkKey(key);
+    // the version before the read: a change that comes while it reads makes a newer one
+    const v = this.before(c);
+    const json = await this.values.get(c, k);
+    const out: { found: boolean; value?: unknown; _m?: MirrorNote } = json === undefined ? { found: false } : { found: true, value: JSON.parse(json) };
+    const noted = this.note(c, v);
+    if (noted) out._m = noted._m;
+    return out;
   }
 
   /** Every pair, as an object ({} when empty or expired). */
@@ -221,13 +271,17 @@ export class ServiceCaches {
     return (pat === "*" ? all : all.filter((k) => keyMatches(pat, k))).sort();
   }
 
-  async delete(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<void> {
+  async delete(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<Noted> {
     const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "delete from");
     await this.values.delete(c, checkKey(key));
+    this.changed(c);
+    return this.note(c);
   }
 
-  async flush(p: Principal, systemKey: string, name: unknown): Promise<void> {
+  async flush(p: Principal, systemKey: string, name: unknown): Promise<Noted> {
     const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "flush");
     await this.values.flush(c);
+    this.changed(c);
+    return this.note(c);
   }
 }

@@ -8,8 +8,8 @@ import type { Tokens } from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
 import type { ErrorEnvelope } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
-import { systemKeyOf, tokenOf } from "./request.ts";
+import { pathElement, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
+import { pathOf, systemKeyOf, tokenOf } from "./request.ts";
 
 /** The error each error answer carries, so its line names the id the client got: by answer, or
  *  by request for an answer Elysia copies on its way out (a handler's error). */

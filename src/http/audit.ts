@@ -9,8 +9,8 @@
 // word of its path (a new asset's routes are audited before anyone lists them).
 import type { Tokens } from "../auth/tokens.ts";
 import { type ActionType, type AuditEntry, type AuditTrail, emailOf, userTypeOf } from "../domain/audit.ts";
-import { type AnswerListener, pathElement, pathOf, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
-import { bodyTexts, queryOf, systemKeyOf, tokenOf } from "./request.ts";
+import { type AnswerListener, pathElement, type RequestMetrics, type Route, UNMATCHED } from "./metrics.ts";
+import { bodyTexts, pathOf, queryOf, systemKeyOf, tokenOf } from "./request.ts";
 
 /** Bodies up to this size are kept as the row's changes; a larger one is noted by its size. */
 export const CHANGES_MAX_BYTES = 16 * 1024;
@@ -86,6 +86,7 @@ export const RULES: Record<string, Rule | null> = {
   "/admin/:systemKey/edge_groups": { cls: "edgegroups" }, "/admin/:systemKey/edge_groups/:name": { cls: "edgegroups", id: "name" },
   "/admin/v/4/webhook/:systemKey/:name": { cls: "webhooks", id: "name" },
   "/admin/v/4/service_caches/:systemKey/:name": { cls: "servicecaches", id: "name" },
+  "/admin/v/4/service_caches/:systemKey/:name/values": { cls: "servicecaches", id: "name", action: "Update" },
   "/admin/:systemKey/adaptors": { cls: "adaptors" }, "/admin/:systemKey/adaptors/:name": { cls: "adaptors", id: "name" },
   "/admin/:systemKey/adaptors/:name/control": { cls: "adaptors", id: "name", action: "Update" },
   "/admin/:systemKey/adaptors/:name/deploy": { cls: "adaptors", id: "name", action: "Update" },

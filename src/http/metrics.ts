@@ -4,6 +4,7 @@
 // "unmatched". With --metrics-system-labels, requests and server errors per system too.
 import { Memoirist } from "memoirist";
 import { type Counter, type CounterSeries, type HistogramSeries, type LabeledHistogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
+import { pathOf } from "./request.ts";
 import { routedPath } from "./throttle.ts";
 
 /** Paths remembered with their route (paths are many, routes few): past this the memory starts over. */
@@ -23,14 +24,6 @@ export interface Route {
 /** Called with each answer counted (the access log, per-system counts). `path`: the request's
  *  path, its repeated slashes collapsed. */
 export type AnswerListener = (request: Request, route: Route, path: string, status: number, ms: number, answer: unknown) => void;
-
-/** The path of an absolute URL, without its query. */
-export function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  const q = url.indexOf("?", start);
-  return q < 0 ? url.slice(start) : url.slice(start, q);
-}
 
 /** The element of a path at an index (0: the first after the leading slash), decoded. */
 export function pathElement(path: string, index: number): string {

@@ -21,6 +21,14 @@ export function tokenOf(req: Request): string | null {
   return null;
 }
 
+/** The path of an absolute URL, without its query. */
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  return q < 0 ? url.slice(start) : url.slice(start, q);
+}
+
 export const systemKeyOf = (req: Request) => req.headers.get("clearblade-systemkey") ?? req.headers.get("platform-systemkey");
 export const systemSecretOf = (req: Request) => req.headers.get("clearblade-systemsecret") ?? req.headers.get("platform-systemsecret");
 

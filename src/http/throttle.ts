@@ -8,7 +8,8 @@ import { fail } from "../core/errors.ts";
 import { emailKey, type Subject } from "../throttle/cases.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
 import type { Tokens } from "../auth/tokens.ts";
-import { MAX_BODY_BYTES, systemKeyOf, tokenOf } from "./request.ts";
+import { MAX_BODY_BYTES, pathOf, systemKeyOf, tokenOf } from "./request.ts";
+
 
 const SYSTEM_KEY_IN_PATH = /\/([0-9a-f]{30})(?:\/|$)/;
 /** Bodies larger than this are not read for a login name (sign-in routes excepted). */
@@ -21,12 +22,6 @@ const DEVICES = "/api/v/2/devices/";
 const DEVICE_AUTH = /^\/api\/v\/2\/devices\/([^/]+)\/auth$/;
 const WEBHOOK = "/api/v/4/webhook/execute/";
 
-const pathOf = (url: string) => {
-  // a request's url is absolute: its path starts after "http://" or "https://" and a host
-  const start = url.indexOf("/", 8);
-  const q = url.indexOf("?", start);
-  return start < 0 ? "/" : q < 0 ? url.slice(start) : url.slice(start, q);
-};
 
 /** The path as the router matches it: repeated slashes as one, no trailing slash. Every spelling
  *  the router answers must count in one bucket (and "//" requests are re-routed unthrottled). */

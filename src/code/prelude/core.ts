@@ -129,7 +129,7 @@ export const CORE_JS = String.raw`
   }
   // resp's methods also work detached (promise.then(resp.success)): without a Resp for this, they
   // answer the run under way
-  var current = null;
+  var current = null, currentReq = null;
   function own(r) { return r instanceof Resp ? r : current; }
   Resp.prototype.success = function (v) { end(own(this), "success", v); };
   Resp.prototype.error = function (v) { end(own(this), "error", v); };
@@ -157,6 +157,7 @@ export const CORE_JS = String.raw`
       entry = globalThis[name];
       if (typeof entry !== "function") { entry = null; finish("missing", JSON.stringify(name)); return; }
     }
+    currentReq = req;
     var resp = current = new Resp();
     var returned;
     try {
@@ -171,9 +172,24 @@ export const CORE_JS = String.raw`
     // an async entry function: the run lasts until its promise settles (or its deadline)
     if (returned && typeof returned.then === "function" && !resp._finished) {
       finish("waiting", "true");
-      returned.then(function (v) { if (!resp._finished) { try { end(resp, "success", v === undefined ? null : v); } catch (e) {} } },
+      returned.then(function (v) { if (!resp._finished && !resp._listening) { try { end(resp, "success", v === undefined ? null : v); } catch (e) {} } },
                     function (e) { if (!resp._finished && e !== DONE) { resp._finished = true; failRun(e); } });
     }
+  };
+  // ClearBladeAsync.Preloader().listen(onRequest): ClearBlade keeps such a service loaded and
+  // hands it each call. Here every call runs the service, so the listener gets this run's req and
+  // resp; the run ends when it answers through resp (not when the entry function's promise
+  // settles). An answer given at once ends the run there, as resp does anywhere; listen's promise
+  // rejects when the listener throws.
+  ClearBladeAsync.Preloader = function () {
+    return {
+      listen: function (onRequest) {
+        var resp = current, r;
+        resp._listening = true;
+        try { r = onRequest(currentReq, resp); } catch (e) { if (e === DONE) throw e; return Promise.reject(e); }
+        return Promise.resolve(r).then(undefined, function (e) { if (e !== DONE) throw e; });
+      },
+    };
   };
   // errors thrown from callbacks after the entry function returned are reported, not lost
   globalThis.__isDone = function (e) { return e === DONE; };

@@ -3,6 +3,7 @@
 // file in each folder, and a line in AREAS in each index. The sandbox imports only this side, so
 // a code worker loads none of what the host operations need.
 import type { PreludeArea } from "./area.ts";
+import { buffer } from "./buffer.ts";
 import { cache } from "./cache.ts";
 import { CORE_JS } from "./core.ts";
 import { data } from "./data.ts";
@@ -21,7 +22,7 @@ import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import { users } from "./users.ts";
 
-const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets];
+const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, buffer];
 
 /** An area's part of the prelude: its code, or the names that compile it on first use. */
 const areaJs = (a: PreludeArea) => (a.lazy ? `lazyArea(${JSON.stringify(a.lazy)}, ${JSON.stringify(a.js)});` : a.js);

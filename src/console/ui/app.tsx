@@ -16,7 +16,22 @@ import { Services } from "./pages/services.tsx";
 import { Systems } from "./pages/systems.tsx";
 import { Throttling } from "./pages/throttling.tsx";
 import { Users } from "./pages/users.tsx";
+// pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
+import { Audit } from "./pages/audit.tsx";
+import { Caches } from "./pages/caches.tsx";
+import { Deployments } from "./pages/deployments.tsx";
+import { Files } from "./pages/files.tsx";
+import { Libraries } from "./pages/libraries.tsx";
+import { Running } from "./pages/running.tsx";
+import { Sessions } from "./pages/sessions.tsx";
 import { useRoute } from "./router.ts";
+// pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
+import { Adapters } from "./pages/adapters.tsx";
+import { Roles } from "./pages/roles.tsx";
+import { Timers } from "./pages/timers.tsx";
+import { Topics } from "./pages/topics.tsx";
+import { Triggers } from "./pages/triggers.tsx";
+import { Webhooks } from "./pages/webhooks.tsx";
 import { showTrailWith } from "./trail.ts";
 
 function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
@@ -61,6 +76,21 @@ function Platform({ route }: { route: string[] }) {
     case "services": return <Services systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
     case "users": return <Users systemKey={sk} />;
     case "devices": return <Devices systemKey={sk} />;
+    // pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
+    case "roles": return <Roles systemKey={sk} id={rest[0]} key={rest[0] ?? ""} />;
+    case "triggers": return <Triggers systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "timers": return <Timers systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "webhooks": return <Webhooks systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "adapters": return <Adapters systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "topics": return <Topics systemKey={sk} topic={rest[0]} key={rest[0] ?? ""} />;
+    // pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
+    case "deployments": return <Deployments systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "caches": return <Caches systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "files": return <Files systemKey={sk} kind={rest[0]} name={rest[1]} key={`${rest[0] ?? ""}/${rest[1] ?? ""}`} />;
+    case "libraries": return <Libraries systemKey={sk} name={rest[0]} key={rest[0] ?? ""} />;
+    case "running": return <Running systemKey={sk} />;
+    case "sessions": return <Sessions systemKey={sk} />;
+    case "audit": return <Audit systemKey={sk} />;
     default: return <Fleet systemKey={sk} />;
   }
 }

@@ -175,6 +175,36 @@ describe("resp", () => {
   });
 });
 
+describe("ClearBladeAsync.Preloader", () => {
+  // ClearBlade's preloaded services: the entry function (often async) registers a listener and
+  // returns at once; each call reaches the listener with its own req and resp
+  test("the listener answers each call with its params, after the async entry function returned", async () => {
+    const sb = await sandbox(`async function svc(req, resp){
+      ClearBladeAsync.Preloader().listen(async function (r, s) {
+        var n = await ClearBladeAsync.Collection("c").count();
+        if (r.params.fail) { s.status(500); s.send("failed " + r.params.x); return; }
+        s.success({ x: r.params.x, n: n });
+      }).catch(function (e) { resp.error("listen: " + e) });
+    }`);
+    for (let x = 0; x < 3; x++) {
+      expect(await run(sb, later(() => 7).hooks, { x })).toEqual({ kind: "success", value: { x, n: 7 } });
+    }
+    expect(await run(sb, later(() => 7).hooks, { x: "y", fail: true })).toMatchObject({ value: "failed y" });
+  });
+
+  test("a listener that answers at once ends the run there; one that throws rejects listen's promise", async () => {
+    const sb = await sandbox(`function svc(req, resp){
+      var p = ClearBladeAsync.Preloader().listen(function (r, s) {
+        if (r.params.boom) throw new Error("boom " + r.params.boom);
+        s.success("at once " + r.params.v);
+      });
+      p.catch(function (e) { resp.error("caught: " + e.message) });
+    }`);
+    expect(await run(sb, later(() => null).hooks, { v: 1 })).toEqual({ kind: "success", value: "at once 1" });
+    expect(await run(sb, later(() => null).hooks, { boom: 2 })).toEqual({ kind: "error", value: "caught: boom 2" });
+  });
+});
+
 describe("the plain build", () => {
   test("a service that names no call that waits runs on the plain build; one that reaches one anyway is told why", async () => {
     expect([
@@ -278,5 +308,32 @@ describe("classic calls that block the thread", () => {
       expect(await run(plain, p.hooks)).toEqual({ kind: "success", value: 20 });
       expect(p.blocked).toHaveLength(20);
     } finally { publishDeadlines(new Float64Array(1)); }
+  });
+});
+
+describe("Buffer", () => {
+  test("Node's encodings, constructors and fixed-width reads and writes, as ClearBlade services use them", async () => {
+    const sb = await sandbox(`function svc(req, resp){
+      var b = new Buffer("maxadmin:r3g1Ty$@3"), out = [];
+      out.push(b.toString("base64"), Buffer.from("aGVsbG8gd8O2cmxk", "base64").toString(), Buffer.from("héllo ✓", "utf8").toString("hex"));
+      out.push(Buffer.from("68656c6c6f", "hex").toString("latin1"), Buffer.from("_-8", "base64url").toString("hex"), Buffer.from([255, 1]).toString("base64url"));
+      var r = Buffer.alloc(10);
+      r.writeUInt16BE(0xbeef, 0); r.writeInt32LE(-2, 2); r.writeFloatBE(1.5, 6);
+      out.push(r.readUInt16BE(0), r.readUInt16LE(0), r.readInt32LE(2), r.readFloatBE(6), r.toString("hex"));
+      out.push(Buffer.concat([Buffer.from("ab"), Buffer.from("cd")]).toString(), Buffer.byteLength("✓"), Buffer.isBuffer(r), Buffer.isBuffer(new Uint8Array(1)));
+      var s = r.slice(0, 2); s[0] = 0; out.push(r[0], s instanceof Buffer, JSON.stringify(Buffer.from("hi")), Buffer.from({ type: "Buffer", data: [104, 105] }).toString());
+      try { r.readUInt32BE(8); out.push("no error") } catch (e) { out.push(e instanceof RangeError) }
+      try { Buffer.from("x", "nope"); out.push("no error") } catch (e) { out.push(e.message) }
+      resp.success(out);
+    }`);
+    const o = await run(sb, later(() => null).hooks);
+    expect(o).toEqual({ kind: "success", value: [
+      Buffer.from("maxadmin:r3g1Ty$@3").toString("base64"), "hello wörld", Buffer.from("héllo ✓").toString("hex"),
+      "hello", Buffer.from("_-8", "base64url").toString("hex"), Buffer.from([255, 1]).toString("base64url"),
+      0xbeef, 0xefbe, -2, 1.5, "beeffeffffff3fc00000",
+      "abcd", 3, true, false,
+      0, true, '{"type":"Buffer","data":[104,105]}', "hi",
+      true, "Unknown encoding: nope",
+    ] });
   });
 });

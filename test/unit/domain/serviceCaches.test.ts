@@ -22,7 +22,10 @@ let sk: string, sk2: string;
 let now = 0;
 let caches: ServiceCaches;
 let systems: Systems;
+let deps: DomainDeps;
 const store = new MemoryCacheValues(() => now);
+/** A read's answer without the note for code workers (cacheVersions.ts; tested there). */
+const plain = ({ _m, ...r }: { _m?: unknown; found: boolean; value?: unknown }) => r;
 
 const user = (roles: string[], systemKey = sk): Principal => ({ kind: "user", systemKey, id: `u-${roles.join("-")}`, email: "u@example.com", roles, tokenHash: "" });
 const err = (p: Promise<unknown>) => p.then(() => null, (e) => ({ code: e?.kind?.code as number, status: e?.kind?.status as number, detail: String(e?.detail ?? e) }));
@@ -38,7 +41,7 @@ beforeAll(async () => {
   // tell it of a deleted system (the app's listeners are closed once it has started)
   const signals = new Signals();
   // (a system without edges: definitions' changes are not logged, as on the app)
-  const deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log, changes: new ChangeRecorder("platform", "platform") } as unknown as DomainDeps;
+  deps = { db: app.db, tokens: s.tokens, perms: new Permissions(app.db, signals), signals, log: app.log, changes: new ChangeRecorder("platform", "platform") } as unknown as DomainDeps;
   systems = new Systems(deps);
   caches = new ServiceCaches(deps, systems, store);
   signals.on("system.removed", ({ systemKey }) => caches.forgetSystem(systemKey));
@@ -101,8 +104,8 @@ describe("values", () => {
   test("JSON values keep their type; a missing key is not found; getAll and keys", async () => {
     const values: [string, unknown][] = [["s", "text"], ["n", 1.5], ["b", false], ["z", null], ["o", { a: [1, { b: "c" }] }], ["arr", [1, "2"]], ["__proto__", { polluted: 1 }]];
     for (const [k, v] of values) await caches.set(dev, sk, "c", k, v);
-    for (const [k, v] of values) expect(await caches.getValue(dev, sk, "c", k)).toEqual({ found: true, value: v });
-    expect(await caches.getValue(dev, sk, "c", "nope")).toEqual({ found: false });
+    for (const [k, v] of values) expect(plain(await caches.getValue(dev, sk, "c", k))).toEqual({ found: true, value: v });
+    expect(plain(await caches.getValue(dev, sk, "c", "nope"))).toEqual({ found: false });
     const all = await caches.getAll(dev, sk, "c");
     expect(Object.keys(all).sort()).toEqual(["__proto__", "arr", "b", "n", "o", "s", "z"]);
     expect(Object.getPrototypeOf(all)).toBe(Object.prototype);
@@ -111,9 +114,9 @@ describe("values", () => {
     expect(await caches.setnx(dev, sk, "c", "s", "again")).toBe(false);
     expect(await caches.setnx(dev, sk, "c", "new", 1)).toBe(true);
     await caches.setMultiple(dev, sk, "c", { m1: 1, m2: { x: 2 } });
-    expect(await caches.getValue(dev, sk, "c", "m2")).toEqual({ found: true, value: { x: 2 } });
+    expect(plain(await caches.getValue(dev, sk, "c", "m2"))).toEqual({ found: true, value: { x: 2 } });
     await caches.delete(dev, sk, "c", "m1");
-    expect(await caches.getValue(dev, sk, "c", "m1")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "m1"))).toEqual({ found: false });
     await caches.flush(dev, sk, "c");
     expect(await caches.getAll(dev, sk, "c")).toEqual({});
   });
@@ -134,7 +137,7 @@ describe("values", () => {
     let deep: unknown = 1;
     for (let i = 0; i < 200; i++) deep = [deep];
     await bad(caches.set(dev, sk, "c", "deep", deep), "nested");
-    expect(await caches.getValue(dev, sk, "c", "deep")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "deep"))).toEqual({ found: false });
     // missing pattern: every key
     await caches.set(dev, sk, "c", "k", 1);
     expect(await caches.keys(dev, sk, "c", undefined)).toEqual(["k"]);
@@ -147,10 +150,10 @@ describe("values", () => {
     const e = await err(caches.set(dev, sk, "c", "b", big));
     expect(e?.code).toBe(111);
     expect(e?.detail).toMatch(/cache 'c' would hold \d+ bytes, over its limit of 1048576/);
-    expect(await caches.getValue(dev, sk, "c", "b")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "b"))).toEqual({ found: false });
     const multi = await err(caches.setMultiple(dev, sk, "c", { small: 1, huge: big }));
     expect(multi?.detail).toContain("over its limit");
-    expect(await caches.getValue(dev, sk, "c", "small")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "small"))).toEqual({ found: false });
     // one value over the whole bound is refused before it is stored anywhere
     expect((await err(caches.set(dev, sk, "c", "h", "y".repeat(1_100_000))))?.detail).toContain("over a cache's");
     await caches.set(dev, sk, "c", "a", "replaced"); // a replacement frees the old value's bytes
@@ -163,12 +166,12 @@ describe("values", () => {
     now += 20_000;
     expect((await caches.getValue(dev, sk, "c", "k")).found).toBe(true);
     now += 11_000; // 31 s after the write, 11 s after the read
-    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "k"))).toEqual({ found: false });
     expect(await caches.getAll(dev, sk, "c")).toEqual({});
     await caches.update(dev, sk, "c", { ttl: 120 });
     await caches.set(dev, sk, "c", "k", "v2");
     now += 100_000;
-    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: true, value: "v2" });
+    expect(plain(await caches.getValue(dev, sk, "c", "k"))).toEqual({ found: true, value: "v2" });
     await caches.update(dev, sk, "c", { ttl: 30 });
   });
 
@@ -177,7 +180,7 @@ describe("values", () => {
     const reader = user([await roleId("reader")]), writer = user([await roleId("writer")]), creator = user([await roleId("creator")]);
     const deleter = user([await roleId("deleter")]), all = user([await roleId("all")]), none = user([]), alldata = user([await roleId("alldata")]);
     const denied = async (p: Promise<unknown>) => { const e = await err(p); expect(e?.code).toBe(200); expect(e?.detail).toContain("servicecaches"); };
-    expect(await caches.getValue(reader, sk, "c", "k")).toEqual({ found: true, value: 1 });
+    expect(plain(await caches.getValue(reader, sk, "c", "k"))).toEqual({ found: true, value: 1 });
     expect(await caches.keys(reader, sk, "c", "*")).toEqual(["k"]);
     await denied(caches.set(reader, sk, "c", "k", 2));
     await denied(caches.flush(reader, sk, "c"));
@@ -196,7 +199,7 @@ describe("values", () => {
     await caches.create(dev, sk, "c-other", { ttl: 30 });
     await denied(caches.getValue(reader, sk, "c-other", "k"));
     await caches.set(all, sk, "c-other", "k", "all");
-    expect(await caches.getValue(user(["Administrator"]), sk, "c-other", "k")).toEqual({ found: true, value: "all" });
+    expect(plain(await caches.getValue(user(["Administrator"]), sk, "c-other", "k"))).toEqual({ found: true, value: "all" });
     await caches.flush(all, sk, "c-other");
     // the rights check comes before the name is looked up: a user learns nothing of other caches
     await denied(caches.getValue(none, sk, "no-such-cache", "k"));
@@ -206,9 +209,9 @@ describe("values", () => {
   test("values are per system: another system's cache of the same name is another cache, another system's token is refused", async () => {
     await caches.create(dev, sk2, "c", { ttl: 30 });
     await caches.set(dev, sk, "c", "k", "in sk");
-    expect(await caches.getValue(dev, sk2, "c", "k")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk2, "c", "k"))).toEqual({ found: false });
     await caches.set(dev, sk2, "c", "k", "in sk2");
-    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: true, value: "in sk" });
+    expect(plain(await caches.getValue(dev, sk, "c", "k"))).toEqual({ found: true, value: "in sk" });
     // a user of one system in another: refused whatever it holds
     expect((await err(caches.getValue(user(["Administrator"], sk2), sk, "c", "k")))?.code).toBe(201);
     expect((await err(caches.getValue(other, sk, "c", "k")))?.code).toBe(201);
@@ -219,7 +222,7 @@ describe("values", () => {
     await caches.remove(dev, sk, "c");
     expect((await err(caches.getValue(dev, sk, "c", "k")))?.status).toBe(404);
     await caches.create(dev, sk, "c", { ttl: 30 });
-    expect(await caches.getValue(dev, sk, "c", "k")).toEqual({ found: false });
+    expect(plain(await caches.getValue(dev, sk, "c", "k"))).toEqual({ found: false });
   });
 
   test("a deleted system's values are dropped with it", async () => {
@@ -231,5 +234,52 @@ describe("values", () => {
     expect(store.size).toBe(before - 1);
     expect((await err(caches.list(dev, gone)))?.status).toBe(404);
     expect(await serviceCachesRepo.list(app.db, gone)).toEqual([]); // the definitions went with the system's rows
+  });
+});
+
+describe("notes for code workers (cacheVersions.ts)", () => {
+  test("a write's and a read's answer say the version their values hold at; delete, flush and the cache's removal move it on", async () => {
+    await caches.create(dev, sk, "noted", { ttl: 60 });
+    const v = caches.versions!;
+    const t0 = Date.now();
+    const w = (await caches.set(user([await roleId("all")]), sk, "noted", "k", { a: 1 }))!._m;
+    expect(w).toMatchObject({ lv: 15, s: v.slotOf(sk, w.id) });
+    expect(w.v).toBe(v.current(w.s));
+    expect(w.x!).toBeGreaterThanOrEqual(t0 + 60_000);
+    expect(w.x!).toBeLessThanOrEqual(Date.now() + 60_000);
+    const r = await caches.getValue(user([await roleId("reader")]), sk, "c", "k");
+    expect(r._m?.lv).toBe(1); // the caller's levels on that cache
+    const g = (await caches.getValue(dev, sk, "noted", "k"))._m!;
+    expect(g).toEqual(w);
+    await caches.delete(dev, sk, "noted", "none");
+    expect(v.current(w.s)).toBe(w.v! + 1);
+    const d = (await caches.flush(dev, sk, "noted"))!._m;
+    expect(d.v).toBeUndefined(); // nothing a worker may keep
+    expect(v.current(w.s)).toBe(w.v! + 2);
+    expect((await caches.setMultiple(dev, sk, "noted", { a: 1, b: 2 }))!._m.v).toBe(w.v! + 3);
+    expect(await caches.setnx(dev, sk, "noted", "a", 3)).toBe(false);
+    expect(v.current(w.s)).toBe(w.v! + 4); // it restarted the TTL
+    await caches.remove(dev, sk, "noted");
+    expect(v.current(w.s)).toBe(w.v! + 5);
+  });
+
+  test("a refused write changes no version; a cache never written on this node gives no version to keep", async () => {
+    await caches.create(dev, sk, "fresh", { ttl: 60 });
+    const g = (await caches.getValue(dev, sk, "fresh", "k"))._m!;
+    expect(g.v).toBeUndefined();
+    const at = caches.versions!.current(g.s);
+    await err(caches.set(dev, sk, "fresh", "big", "x".repeat(2 << 20)));
+    expect(caches.versions!.current(g.s)).toBe(at);
+    await caches.remove(dev, sk, "fresh");
+  });
+
+  test("values kept elsewhere (Redis, a cluster): no versions, no notes", async () => {
+    const elsewhere = { ...Object.fromEntries(["set", "get", "getAll", "keys", "delete", "flush", "dropSystem"].map((k) => [k, (store as any)[k].bind(store)])) } as unknown as MemoryCacheValues;
+    const clustered = new ServiceCaches(deps, systems, elsewhere);
+    expect(clustered.versions).toBeNull();
+    await caches.create(dev, sk, "far", { ttl: 60 });
+    expect(await clustered.set(dev, sk, "far", "k", 1)).toBeNull();
+    expect(await clustered.getValue(dev, sk, "far", "k")).toEqual({ found: true, value: 1 });
+    await caches.remove(dev, sk, "far");
   });
 });

@@ -45,6 +45,10 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
 
 /** A system's pages. */
 export const SYSTEM_TABS: [string, string][] = [["Edges", ""], ["Collections", "collections"], ["Services", "services"], ["Users", "users"], ["Devices", "devices"], ["Throttling", "throttling"], ["Messages", "messages"]];
+// pages: roles, triggers, timers, webhooks, adapters, topics (pagesa)
+SYSTEM_TABS.push(["Roles", "roles"], ["Triggers", "triggers"], ["Timers", "timers"], ["Webhooks", "webhooks"], ["Adapters", "adapters"], ["Topics", "topics"]);
+// pages: deployments, caches, files, libraries, running code, sessions, audit (pagesb)
+SYSTEM_TABS.push(["Deployments", "deployments"], ["Caches", "caches"], ["Files", "files"], ["Libraries", "libraries"], ["Running", "running"], ["Sessions", "sessions"], ["Audit", "audit"]);
 
 export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
   return <nav class="tabs" aria-label="System pages">

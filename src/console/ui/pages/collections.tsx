@@ -6,6 +6,7 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
+import { CollectionCsv } from "./collectionCsv.tsx";
 import { href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
@@ -54,7 +55,7 @@ function CollectionList({ systemKey: sk, reload }: { systemKey: string; reload: 
 }
 
 /** A cell's text as the API takes it back for its column's type. */
-function parseCell(text: string, type: string): unknown {
+export function parseCell(text: string, type: string): unknown {
   if (text === "") return null;
   if (["int", "bigint", "float", "double"].includes(type)) {
     const n = Number(text);
@@ -131,6 +132,7 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
         ...own.map((c) => ({ label: c.ColumnName, sort: c.ColumnName, cls: `col-${c.ColumnName}`, cell: cell(c) })),
         { label: "Actions", cell: (r: Row) => <button type="button" class="danger" aria-label={`Delete row ${r.item_id}`} onClick={() => void remove(r)}>Delete</button> },
       ]} /> : null}
+    {own.length ? <CollectionCsv id={id} name={name} columns={own} onImported={() => setVersion((n) => n + 1)} /> : null}
     {own.length ? <>
       <h3>New row</h3>
       <Form id="new-row" submit="Add row" fields={own.map((c) => ({ name: c.ColumnName, label: `${c.ColumnName} (${c.ColumnType})` }))}

@@ -1,0 +1,186 @@
+// A code worker's copy of service cache values (cacheMirror.ts): a get is answered from the copy
+// while the cache's version is the one the copy was taken at, the cache has not expired and the
+// run learned it may read; everything else goes to the main thread. The main thread here is a
+// small stand-in keeping the rules of domain/serviceCaches.ts (bump after a change, notes).
+import { afterAll, describe, expect, test } from "bun:test";
+import { CacheMirror } from "../../../src/code/cacheMirror.ts";
+import { outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
+import { CacheVersions, type MirrorNote } from "../../../src/domain/cacheVersions.ts";
+
+const ok = (data: unknown) => JSON.stringify({ ok: true, data });
+const args = (o: unknown) => JSON.stringify(o);
+
+/** The main thread: one cache "c" (values id "id1"), the levels the caller holds, its expiry. */
+function mainThread() {
+  const versions = new CacheVersions();
+  const slot = versions.slotOf("sk", "id1");
+  const values = new Map<string, string>();
+  const m = { versions, slot, values, levels: 15, expiresAt: Date.now() + 60_000, calls: [] as string[] };
+  const note = (v?: number): MirrorNote => ({ id: "id1", s: slot, lv: m.levels, ...(v !== undefined ? { v, x: m.expiresAt } : {}) });
+  const answer = (op: string, a: string): string => {
+    m.calls.push(op);
+    const x = JSON.parse(a);
+    if (op.startsWith("user.")) return ok("signed in");
+    if (x.cache !== "c") return JSON.stringify({ ok: false, error: { detail: `cache '${x.cache}' does not exist` } });
+    if (op === "cache.get") {
+      if (!(m.levels & 1)) return JSON.stringify({ ok: false, error: { detail: "not allowed to read" } });
+      const v = versions.current(slot), j = values.get(x.key);
+      return ok(j === undefined ? { found: false, _m: note(v) } : { found: true, value: JSON.parse(j), _m: note(v) });
+    }
+    if (op === "cache.set") {
+      const before = versions.current(slot);
+      values.set(x.key, JSON.stringify(x.value));
+      return ok({ _m: note(versions.bump(slot, before)) });
+    }
+    if (op === "cache.delete") { values.delete(x.key); versions.bump(slot); return ok({ _m: note() }); }
+    if (op === "cache.flush") { values.clear(); versions.bump(slot); return ok({ _m: note() }); }
+    return ok(null);
+  };
+  const hooks: RunHooks = { host: (op, a, reply) => reply(answer(op, a)), block: (op, a) => answer(op, a), log: () => {} };
+  return { m, hooks, answer };
+}
+
+/** A worker on the main thread's versions; `now` its clock. */
+const worker = (main: ReturnType<typeof mainThread>, now: () => number = Date.now) => new CacheMirror(new Int32Array(main.m.versions.buffer), now);
+const get = (h: RunHooks, key: string, cache = "c") => h.block!("cache.get", args({ cache, key }), Infinity);
+const set = (h: RunHooks, key: string, value: unknown) => h.block!("cache.set", args({ cache: "c", key, value }), Infinity);
+
+describe("a worker's copy", () => {
+  test("a get after the run's own set is answered from the copy, as the main thread would answer it", () => {
+    const main = mainThread();
+    const run = worker(main).hooks(main.hooks);
+    expect(set(run, "k", { n: 1, s: "x" })).toBe(ok(null));
+    expect(get(run, "k")).toBe(ok({ found: true, value: { n: 1, s: "x" } }));
+    expect(main.m.calls).toEqual(["cache.set"]);
+    // a key the copy does not hold is asked for, and then known missing
+    expect(get(run, "other")).toBe(ok({ found: false }));
+    expect(get(run, "other")).toBe(ok({ found: false }));
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]);
+  });
+
+  test("the sandbox never sees the main thread's note", () => {
+    const main = mainThread();
+    const run = worker(main).hooks(main.hooks);
+    for (const r of [set(run, "k", 1), get(run, "k"), get(run, "none"), run.block!("cache.delete", args({ cache: "c", key: "k" }), Infinity), run.block!("cache.flush", args({ cache: "c" }), Infinity)])
+      expect(r as string).not.toContain("_m");
+    let async = "";
+    run.host("cache.set", args({ cache: "c", key: "k", value: 2 }), (r) => (async = r), false);
+    expect(async).toBe(ok(null));
+  });
+
+  test("another worker's set, delete or flush is seen by the next get at once, in a run under way or a new one", () => {
+    const main = mainThread();
+    const w1 = worker(main), w2 = worker(main);
+    const run1 = w1.hooks(main.hooks);
+    set(run1, "k", "one");
+    expect(get(run1, "k")).toBe(ok({ found: true, value: "one" }));
+    const run2 = w2.hooks(main.hooks);
+    set(run2, "k", "two");
+    expect(get(run1, "k")).toBe(ok({ found: true, value: "two" }));
+    expect(get(w1.hooks(main.hooks), "k")).toBe(ok({ found: true, value: "two" }));
+    run2.block!("cache.delete", args({ cache: "c", key: "k" }), Infinity);
+    expect(get(run1, "k")).toBe(ok({ found: false }));
+    set(run1, "k", "three");
+    set(run1, "j", "four");
+    expect(get(run1, "j")).toBe(ok({ found: true, value: "four" }));
+    run2.block!("cache.flush", args({ cache: "c" }), Infinity);
+    expect(get(run1, "k")).toBe(ok({ found: false }));
+    expect(get(run1, "j")).toBe(ok({ found: false }));
+  });
+
+  test("a copy is not used once the cache has expired", () => {
+    const main = mainThread();
+    let now = Date.now();
+    const run = worker(main, () => now).hooks(main.hooks);
+    set(run, "k", 1);
+    get(run, "k");
+    expect(main.m.calls).toEqual(["cache.set"]);
+    now = main.m.expiresAt;
+    main.m.values.clear(); // (what the main thread's store does at its expiry)
+    expect(get(run, "k")).toBe(ok({ found: false }));
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]);
+  });
+
+  test("a value changed while its answer was on the way is not kept", () => {
+    const main = mainThread();
+    const w1 = worker(main), w2 = worker(main);
+    const run1 = w1.hooks(main.hooks);
+    set(run1, "k", "old");
+    // the main thread answers run1's get, then another worker writes before run1 has the answer
+    let held = "";
+    const slow: RunHooks = { ...main.hooks, block: (op, a) => { const r = main.answer(op, a); if (op === "cache.get") set(w2.hooks(main.hooks), "k", "new"); held = r; return r; } };
+    const run = w1.hooks(slow);
+    set(run, "x", 0);
+    expect(get(run, "k")).toBe(ok({ found: true, value: "old" })); // what was read, answered as read
+    expect(held).toContain('"old"');
+    expect(get(run, "k")).toBe(ok({ found: true, value: "new" })); // but not kept
+  });
+});
+
+describe("rights", () => {
+  test("learned per run: a new run asks the main thread again, and a run without read is always asked for", () => {
+    const main = mainThread();
+    const w = worker(main);
+    const run = w.hooks(main.hooks);
+    set(run, "k", 1);
+    get(run, "k");
+    expect(main.m.calls).toEqual(["cache.set"]);
+    main.m.levels = 2; // the role changed: create only
+    const next = w.hooks(main.hooks);
+    expect(get(next, "k")).toContain("not allowed to read");
+    set(next, "k", 2); // learns create only
+    expect(get(next, "k")).toContain("not allowed to read");
+    expect(main.m.calls).toEqual(["cache.set", "cache.get", "cache.set", "cache.get"]);
+    // another cache's name is another grant
+    expect(get(run, "k", "d")).toContain("does not exist");
+  });
+
+  test("a run that signs in as someone else asks again, and a note asked for before it is not kept", () => {
+    const main = mainThread();
+    const w = worker(main);
+    const run = w.hooks(main.hooks);
+    set(run, "k", 1);
+    run.block!("user.login", args({ email: "e", password: "p" }), Infinity);
+    get(run, "k");
+    expect(main.m.calls).toEqual(["cache.set", "user.login", "cache.get"]);
+    // a promise call answered after a sign-in that came meanwhile
+    let later: (() => void) | null = null;
+    const deferred: RunHooks = { ...main.hooks, host: (op, a, reply) => { const r = main.answer(op, a); if (op === "cache.get") later = () => reply(r); else reply(r); } };
+    const run2 = w.hooks(deferred);
+    let got = "";
+    run2.host("cache.get", args({ cache: "c", key: "k" }), (r) => (got = r), false);
+    run2.host("user.login", args({}), () => {}, false);
+    later!();
+    expect(got).toBe(ok({ found: true, value: 1 }));
+    main.m.calls.length = 0;
+    run2.host("cache.get", args({ cache: "c", key: "k" }), (r) => (got = r), false);
+    expect(main.m.calls).toEqual(["cache.get"]);
+  });
+});
+
+describe("in a sandbox", () => {
+  const opened: Sandbox[] = [];
+  afterAll(() => { for (const s of opened) s.dispose(); });
+  const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
+
+  test("ClearBladeAsync.Cache blocks for its calls and reads its own write from the copy; ClearBlade.Cache too", async () => {
+    const main = mainThread();
+    const promised: string[] = [];
+    const hooks = worker(main).hooks({ ...main.hooks, host: (op, a, reply, b) => { promised.push(op); main.hooks.host(op, a, reply, b); } });
+    const code = `async function svc(req, resp) {
+      var c = ClearBladeAsync.Cache("c");
+      await c.set("k", { n: 41 });
+      var v = await c.get("k"), none = await c.get("none");
+      var classic;
+      ClearBlade.Cache("c").get("k", function (err, d) { classic = d; });
+      resp.success([v, none === undefined, classic]);
+    }`;
+    const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: false }, { memoryBytes: 32 << 20, sliceMs: 500 });
+    opened.push(sb);
+    const o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, hooks, 5_000);
+    expect(o.kind).toBe("success");
+    expect(outcomeValue((o as { raw: string }).raw)).toEqual([{ n: 41 }, true, { n: 41 }]);
+    expect(promised).toEqual([]); // nothing went the promise way
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]); // the missing key, once
+  });
+});

@@ -1,0 +1,36 @@
+// The service caches' versions (cacheVersions.ts): a change's version is the one a copy may be
+// kept at only when no other change came between the version read before it and its bump.
+import { describe, expect, test } from "bun:test";
+import { CacheVersions, VERSION_SLOTS } from "../../../src/domain/cacheVersions.ts";
+
+describe("versions", () => {
+  test("a change alone gets the version it made; two that overlap, the first none and the last a version a later one replaces", () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id");
+    expect(v.current(s)).toBe(0);
+    const b = v.current(s);
+    expect(v.bump(s, b)).toBe(1);
+    expect(v.current(s)).toBe(1);
+    // A reads 1, B reads 1, both write, A bumps first: A's value is not known to be the last
+    const a0 = v.current(s), b0 = v.current(s);
+    expect(v.bump(s, a0)).toBe(2);
+    expect(v.bump(s, b0)).toBeUndefined();
+    expect(v.current(s)).toBe(3); // A's 2 is not current: a copy at 2 is not used
+    expect(v.bump(s)).toBeUndefined(); // a delete or flush: nothing to keep
+    expect(v.current(s)).toBe(4);
+  });
+
+  test("slots come from the system and the id, in range; bumpAll moves every slot; a worker sees them through the buffer", () => {
+    const v = new CacheVersions();
+    const a = v.slotOf("sk", "id-1");
+    expect(a).toBe(v.slotOf("sk", "id-1"));
+    expect(a).toBeGreaterThanOrEqual(0);
+    expect(a).toBeLessThan(VERSION_SLOTS);
+    const seen = new Set(Array.from({ length: 200 }, (_, i) => v.slotOf("sk", `id-${i}`)));
+    expect(seen.size).toBeGreaterThan(150); // spread, not one slot
+    const before = Array.from({ length: VERSION_SLOTS }, (_, i) => v.current(i));
+    v.bumpAll();
+    const worker = new Int32Array(v.buffer);
+    for (let i = 0; i < VERSION_SLOTS; i++) expect(Atomics.load(worker, i)).toBe(before[i]! + 1);
+  });
+});

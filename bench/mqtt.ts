@@ -5,7 +5,12 @@
 // against one plain subscriber, at QoS 0 and 1, in the same run (target >= 0.8), with the
 // broker's CPU time per message, which a loaded machine disturbs less than throughput. Then 10,000
 // concurrent authenticated connections to Outpost and the memory per connection.
-// `bun bench/mqtt.ts shared` runs the shared-subscription part alone.
+// Then QoS 1 telemetry fan-in: 200 devices each publishing 100 QoS 1 messages of 128 bytes to
+// their own topic, one subscriber on telemetry/# at QoS 1, against bare aedes and Mosquitto in
+// the same rounds (target >= 1.2x Mosquitto); on Outpost the devices sign in with their own
+// tokens, history is on and a trigger is defined (on another topic: every publish is matched,
+// none fires). Every acknowledged message must arrive, or the run fails.
+// `bun bench/mqtt.ts shared` runs the shared-subscription part alone, `fanin` the fan-in.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -103,6 +108,95 @@ async function sharedVsPlain(url: string, opts: mqtt.IClientOptions, rounds: num
   report(`MQTT shared subscriptions: 1 publisher -> a group of 3 members vs 1 plain subscriber (medians of ${rounds} rounds)`, rows);
 }
 
+const FANIN_DEVICES = Number(process.env.BENCH_FANIN_DEVICES ?? 200);
+const FANIN_EACH = Number(process.env.BENCH_FANIN_EACH ?? 100);
+
+/** QoS 1 fan-in: every device publishes its messages (pipelined, as a device with a backlog does)
+ *  and waits for their PUBACKs; messages/s from the first publish to the last delivery, and the
+ *  broker's CPU time per message when its pid is known. Throws unless every message the broker
+ *  acknowledged reached the subscriber. */
+async function fanIn(url: string, subOpts: mqtt.IClientOptions, deviceOpts: (i: number) => mqtt.IClientOptions, pid?: number): Promise<{ rate: number; cpu: number; topic: string }> {
+  const tag = Math.random().toString(36).slice(2, 8);
+  const sub = await connect(url, { ...subOpts, clientId: `fanin-sub-${tag}` });
+  await sub.subscribeAsync("telemetry/#", { qos: 1 });
+  const devices: mqtt.MqttClient[] = [];
+  for (let i = 0; i < FANIN_DEVICES; i += 50) {
+    devices.push(...await Promise.all(Array.from({ length: Math.min(50, FANIN_DEVICES - i) }, (_, j) =>
+      connect(url, { ...deviceOpts(i + j), clientId: `fanin-${tag}-${i + j}` }))));
+  }
+  const total = FANIN_DEVICES * FANIN_EACH;
+  const delivered = new Set<string>();
+  let last = 0;
+  const all = new Promise<void>((res) => sub.on("message", (_topic, payload) => {
+    delivered.add(payload.subarray(0, 16).toString());
+    if (delivered.size === total) { last = performance.now(); res(); }
+  }));
+  const payload = (i: number, k: number) => { const b = Buffer.alloc(128, "t"); b.write(`${String(i).padStart(7, "0")}:${String(k).padStart(8, "0")}`); return b; };
+  const cpu0 = pid ? cpuMicros(pid) : 0;
+  const t0 = performance.now();
+  let acked = 0;
+  await Promise.all(devices.map(async (c, i) => {
+    const topic = `telemetry/${tag}-${i}`;
+    await Promise.all(Array.from({ length: FANIN_EACH }, (_, k) => c.publishAsync(topic, payload(i, k), { qos: 1 }).then(() => { acked++; })));
+  }));
+  const timeout = new Promise<void>((_, rej) => setTimeout(() => rej(new Error(`fan-in at ${url}: ${delivered.size} of ${acked} acknowledged messages delivered`)), Number(process.env.BENCH_FANIN_TIMEOUT ?? 120_000)));
+  await Promise.race([all, timeout]);
+  if (acked !== total) throw new Error(`fan-in: ${acked} of ${total} acknowledged`);
+  const rate = total / ((last - t0) / 1000);
+  const cpu = pid ? (cpuMicros(pid) - cpu0) / total : NaN;
+  await Promise.all([sub.endAsync(), ...devices.map((c) => c.endAsync())]);
+  return { rate, cpu, topic: `telemetry/${tag}-0` };
+}
+
+/** Outpost with FANIN_DEVICES devices that may publish on telemetry/#, a user who may subscribe to
+ *  it, and a trigger on another topic; what fanIn needs to connect them. */
+async function fanInSetup(o: { url: string }) {
+  const s = await setupSystem(o.url);
+  const dev = { "ClearBlade-DevToken": s.devToken };
+  const role = await json(`${o.url}/admin/user/${s.systemKey}/roles`, "POST", { name: "telemetry", topics: [{ itemInfo: { name: "telemetry/#" }, permissions: 3 }] }, dev);
+  await json(`${o.url}/admin/user/${s.systemKey}`, "PUT", { user: "u@example.com", changes: { roles: { add: [role.role_id] } } }, dev);
+  const names = Array.from({ length: FANIN_DEVICES }, (_, i) => `meter-${i}`);
+  const created = await json(`${o.url}/admin/devices/${s.systemKey}`, "POST", names.map((name) => ({ name })), dev) as { name: string; active_key: string }[];
+  const tokens: string[] = [];
+  for (const d of created) {
+    await json(`${o.url}/admin/devices/roles/${s.systemKey}/${d.name}`, "PUT", { add: [role.role_id] }, dev);
+    tokens.push((await json(`${o.url}/api/v/2/devices/${s.systemKey}/auth`, "POST", { deviceName: d.name, activeKey: d.active_key })).deviceToken);
+  }
+  await json(`${o.url}/admin/code/v/1/${s.systemKey}/onAlert`, "POST", { code: "function onAlert(req, resp) { resp.success('ok'); }", parameters: [] }, dev);
+  await json(`${o.url}/admin/triggers/handlers/${s.systemKey}/alerts`, "POST", { def_module: "Messaging", def_name: "Publish", key_value_pairs: { topic: "alerts/#" }, service_name: "onAlert" }, dev);
+  return { s, sub: { username: s.userToken, password: s.systemKey }, device: (i: number) => ({ username: tokens[i]!, password: s.systemKey }) };
+}
+
+/** The fan-in on Outpost, bare aedes and Mosquitto, in alternating rounds. */
+async function fanInVsPeers(o: { url: string; mqttPort: number; pid: number }, aedesPort: number, mosqPort: number | null, rounds: number) {
+  const { s, sub, device } = await fanInSetup(o);
+  const ours = `mqtt://127.0.0.1:${o.mqttPort}`, aedesUrl = `mqtt://127.0.0.1:${aedesPort}`, mosqUrl = mosqPort ? `mqtt://127.0.0.1:${mosqPort}` : null;
+  await fanIn(ours, sub, device, o.pid); // warm-up
+  await fanIn(aedesUrl, {}, () => ({}));
+  if (mosqUrl) await fanIn(mosqUrl, {}, () => ({}));
+  const r: Record<string, number[]> = { outpost: [], aedes: [], mosquitto: [], cpu: [] };
+  let topic = "";
+  for (let i = 0; i < rounds; i++) {
+    const ou = await fanIn(ours, sub, device, o.pid);
+    topic = ou.topic;
+    r.outpost!.push(ou.rate);
+    r.cpu!.push(ou.cpu);
+    r.aedes!.push((await fanIn(aedesUrl, {}, () => ({}))).rate);
+    if (mosqUrl) r.mosquitto!.push((await fanIn(mosqUrl, {}, () => ({}))).rate);
+  }
+  const history = await json(`${o.url}/api/v/1/message/${s.systemKey}?topic=${topic}&count=5`, "GET", undefined, { "ClearBlade-DevToken": s.devToken });
+  if (!Array.isArray(history) || history.length !== 5) throw new Error("fan-in history was not written: " + JSON.stringify(history));
+  const ratio = (xs: number[]) => median(r.outpost!.map((v, i) => v / xs[i]!));
+  report(`MQTT QoS 1 fan-in: ${fmt(FANIN_DEVICES)} devices x ${fmt(FANIN_EACH)} messages of 128 bytes -> 1 subscriber on telemetry/# (medians of ${rounds} rounds after a warm-up)`, [
+    ["outpost msg/s (device auth, history, a trigger)", fmt(median(r.outpost!))],
+    ["outpost broker CPU per message", `${fmt(median(r.cpu!), 1)} µs`],
+    ["bare aedes msg/s", fmt(median(r.aedes!))],
+    ["mosquitto msg/s", mosqUrl ? fmt(median(r.mosquitto!)) : "not installed (apt-get install mosquitto)"],
+    ["outpost / aedes", fmt(ratio(r.aedes!), 2)],
+    ["outpost / mosquitto", mosqUrl ? `${fmt(ratio(r.mosquitto!), 2)}  ${verdict(ratio(r.mosquitto!), 1.2)}` : "-"],
+  ]);
+}
+
 export async function benchMqttShared() {
   const o = await startOutpost();
   try {
@@ -132,20 +226,44 @@ async function waitPort(p: number) {
 
 const hasMosquitto = () => Bun.spawnSync(["which", "mosquitto"]).exitCode === 0;
 
-export async function benchMqtt() {
-  const o = await startOutpost();
+/** Bare aedes and (when installed) Mosquitto on free ports. */
+async function peers() {
   const aedesPort = port();
   const aedes = startProc([BUN, join(ROOT, "bench/baselines/aedes.ts"), String(aedesPort)]);
   let mosq: { stop(): Promise<void> } | undefined;
   const mosqPort = port();
   const mosqDir = mkdtempSync(join(tmpdir(), "mosq-"));
   if (hasMosquitto()) {
-    writeFileSync(join(mosqDir, "m.conf"), `listener ${mosqPort} 127.0.0.1\nallow_anonymous true\npersistence false\n`);
+    // no bound on a client's queue (its default, 1,000, drops QoS 1 messages of the fan-in: every
+    // broker here must deliver every message it acknowledged)
+    writeFileSync(join(mosqDir, "m.conf"), `listener ${mosqPort} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\n`);
     mosq = startProc(["mosquitto", "-c", join(mosqDir, "m.conf")]);
   }
+  await waitPort(aedesPort);
+  if (mosq) await waitPort(mosqPort);
+  return {
+    aedesPort, mosqPort: mosq ? mosqPort : null,
+    stop: async () => { await aedes.stop(); await mosq?.stop(); rmSync(mosqDir, { recursive: true, force: true }); },
+  };
+}
+
+export async function benchMqttFanIn() {
+  const o = await startOutpost();
+  const p = await peers();
   try {
-    await waitPort(aedesPort);
-    if (mosq) await waitPort(mosqPort);
+    await fanInVsPeers(o, p.aedesPort, p.mosqPort, Number(process.env.BENCH_ROUNDS ?? 3));
+  } finally {
+    await o.stop();
+    await p.stop();
+    rmSync(o.dataDir, { recursive: true, force: true });
+  }
+}
+
+export async function benchMqtt() {
+  const o = await startOutpost();
+  const p = await peers();
+  const { aedesPort } = p, mosq = p.mosqPort !== null, mosqPort = p.mosqPort ?? 0;
+  try {
     const s = await setupSystem(o.url);
     // the user may publish and subscribe on bench/#; history stays on (the default) for the topic
     const dev = { "ClearBlade-DevToken": s.devToken };
@@ -179,6 +297,7 @@ export async function benchMqtt() {
     ]);
 
     await sharedVsPlain(`mqtt://127.0.0.1:${o.mqttPort}`, ours, rounds, o.pid);
+    await fanInVsPeers(o, aedesPort, p.mosqPort, rounds);
 
     // many idle authenticated connections
     const before = o.rssKb();
@@ -202,11 +321,9 @@ export async function benchMqtt() {
     await Promise.all(clients.map((c) => c.endAsync(true)));
   } finally {
     await o.stop();
-    await aedes.stop();
-    await mosq?.stop();
-    rmSync(mosqDir, { recursive: true, force: true });
+    await p.stop();
     rmSync(o.dataDir, { recursive: true, force: true });
   }
 }
 
-if (import.meta.main) await (process.argv[2] === "shared" ? benchMqttShared() : benchMqtt());
+if (import.meta.main) await (process.argv[2] === "shared" ? benchMqttShared() : process.argv[2] === "fanin" ? benchMqttFanIn() : benchMqtt());

@@ -8,24 +8,34 @@
 //    secret.key; never in the database). A sign-in checks the verifier; argon2id only runs for a
 //    hash without one of ours (made before verifiers existed, or on another node with another
 //    secret, such as the platform for an edge), and the verifier it then earns is kept.
+// argon2id for a chosen key also leaves the request that sets it (2,000 keys would hold a bulk
+// creation for a minute and a half): the device first holds a stand-in hash (random, "pending$")
+// with the verifier bound to it, and the key sealed with the secret box waits in a persisted job
+// until domain/deviceKeyHashes.ts computes the argon2id hash and puts it in the stand-in's place.
+// Sign-in checks the verifier before and after; a stand-in is never checked with argon2id.
 // A stolen database alone gives nothing more to guess against than before: without the secret key
-// a verifier cannot be tested. Each verifier carries a tag binding it to its hash and to this
+// a verifier cannot be tested, nor a sealed key opened. Each verifier carries a tag binding it to its hash and to this
 // secret, so a verifier of a replaced key or of another node's secret is recognised and ignored,
 // never taken as a refusal.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { hashToken } from "../core/ids.ts";
+import { hashToken, newToken } from "../core/ids.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
 import type { SecretBox } from "./secrets.ts";
 
 const GENERATED = "sha256$";
+const STAND_IN = "pending$";
 
 const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+
+/** A key's stored form: its hash, its verifiers, and (a chosen key whose argon2id hash is still to
+ *  come) the key sealed for the job that computes it. */
+export interface StoredKey { hash: string; verifiers: string[]; sealed?: string }
 
 export class DeviceKeys {
   private readonly secret: Buffer | null;
 
-  /** Without a secret box (tests, tools) chosen keys are checked with argon2id alone. */
-  constructor(box: SecretBox | null) {
+  /** Without a secret box (tests, tools) chosen keys are hashed with argon2id at once and checked with it alone. */
+  constructor(private readonly box: SecretBox | null) {
     this.secret = box ? box.derive("outpost device key verifier v1") : null;
   }
 
@@ -34,11 +44,25 @@ export class DeviceKeys {
     return GENERATED + hashToken(key);
   }
 
-  /** The stored form of a key a client chose, and its verifier. */
-  async chosen(key: string): Promise<{ hash: string; verifiers: string[] }> {
+  /** Whether a stored hash is the stand-in of a chosen key whose argon2id hash is still to come. */
+  static isStandIn(hash: string | null): boolean {
+    return !!hash && hash.startsWith(STAND_IN);
+  }
+
+  /** The stored form of a key a client chose: at once a stand-in hash, its verifier and the sealed
+   *  key (settle() makes the argon2id hash later); without a secret box, the argon2id hash now. */
+  async chosen(key: string): Promise<StoredKey> {
+    if (!this.box) return { hash: await hashPassword(key), verifiers: [] };
+    const hash = STAND_IN + newToken();
+    return { hash, verifiers: [this.verifier(key, hash)!], sealed: this.box.seal(key) };
+  }
+
+  /** The argon2id hash of a sealed key and its verifier: what replaces a stand-in. Throws when the
+   *  key was sealed under another secret. */
+  async settle(sealed: string): Promise<{ hash: string; verifier: string }> {
+    const key = this.box!.open(sealed);
     const hash = await hashPassword(key);
-    const v = this.verifier(key, hash);
-    return { hash, verifiers: v ? [v] : [] };
+    return { hash, verifier: this.verifier(key, hash)! };
   }
 
   private mac(...parts: string[]): string {
@@ -63,10 +87,11 @@ export class DeviceKeys {
     let generated: string | undefined;
     for (const h of hashes) {
       if (h.startsWith(GENERATED)) { if (same((generated ??= DeviceKeys.generated(key)), h)) return { ok: true }; continue; }
-      if (!this.secret) { slow.push(h); continue; }
+      if (!this.secret) { if (!h.startsWith(STAND_IN)) slow.push(h); continue; }
       const tag = this.tag(h) + ".";
       const mine = verifiers.find((v) => v.startsWith(tag));
-      if (mine === undefined) slow.push(h);
+      // a stand-in without our verifier (another node's secret) waits for its argon2id hash
+      if (mine === undefined) { if (!h.startsWith(STAND_IN)) slow.push(h); }
       else if (same(mine, this.verifier(key, h)!)) return { ok: true };
     }
     for (const h of slow) {

@@ -1,14 +1,17 @@
-// The QoS 0 PUBLISH fast paths, in and out, around aedes. Most broker traffic is QoS 0 publishes,
-// and aedes spends most of a message's time on them outside its routing: mqtt-packet's streaming
-// parser (a BufferList, a state machine, debug calls) on the way in, and on the way out a
-// setImmediate, a packet copy and writeToStream's four or five writes per delivery. Here:
-// - in: the bytes are split into frames; a QoS 0 PUBLISH of an MQTT 3.1/3.1.1 client is decoded
-//   directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
-// - out: a QoS 0 delivery to an MQTT 3.1/3.1.1 client is encoded as one buffer and written (into
-//   the connection's batch, see writes.ts); it completes at once unless the connection must drain.
+// The QoS 0 and 1 PUBLISH fast paths, in and out, around aedes. Most broker traffic is QoS 0
+// publishes and QoS 1 telemetry, and aedes spends most of a message's time on them outside its
+// routing: mqtt-packet's streaming parser (a BufferList, a state machine, debug calls) on the way
+// in, and on the way out a setImmediate, a packet copy and writeToStream's four or five writes per
+// delivery. Here:
+// - in: the bytes are split into frames; a QoS 0 or 1 PUBLISH of an MQTT 3.1/3.1.1 client is
+//   decoded directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
+// - out: a QoS 0 delivery, and a QoS 1 delivery to a clean session (nothing of it is stored: aedes
+//   only numbers it), to an MQTT 3.1/3.1.1 client is encoded as one buffer and written (into the
+//   connection's batch, see writes.ts); it completes at once unless the connection must drain.
 //   fastPublishIn does not re-enter its read loop, and complete() bounds completions nested
 //   through mqemitter's queue (aedes defers every delivery a turn for fear of both).
-// Everything else (QoS 1/2, MQTT 5, a connection not yet connected) takes aedes' own path.
+// Everything else (QoS 2, persistent sessions' QoS 1, MQTT 5, a connection not yet connected)
+// takes aedes' own path.
 import type { Client } from "aedes";
 
 const PUBLISH = 3;
@@ -53,7 +56,8 @@ export function fastPublishIn(client: Client): void {
         if (end > buf.length) { need = end; break; }
         pending = end === buf.length ? null : buf.subarray(end);
         const v = parser.settings.protocolVersion;
-        const packet = buf[0]! >> 4 === PUBLISH && (buf[0]! & 0x06) === 0 && (v === 4 || v === 3) ? publish0(buf, bodyStart, end) : null;
+        const qosBits = buf[0]! & 0x06;
+        const packet = buf[0]! >> 4 === PUBLISH && qosBits <= 2 && (v === 4 || v === 3) ? publishFrame(buf, bodyStart, end, qosBits >> 1) : null;
         if (packet) parser.emit("packet", packet);
         else parseFrame(buf.subarray(0, end));
       }
@@ -79,43 +83,67 @@ function frameHeader(buf: Buffer): [number, number] | null | undefined {
   return undefined;
 }
 
-/** The packet mqtt-packet would make of a QoS 0 PUBLISH, or null to leave the frame to it. */
-function publish0(buf: Buffer, start: number, end: number) {
+/** The packet mqtt-packet would make of a QoS 0 or 1 PUBLISH, or null to leave the frame to it. */
+function publishFrame(buf: Buffer, start: number, end: number, qos: number) {
   if (end - start < 2) return null;
   const topicEnd = start + 2 + buf.readUInt16BE(start);
-  if (topicEnd > end) return null;
-  return {
+  const payloadStart = topicEnd + (qos > 0 ? 2 : 0);
+  if (payloadStart > end) return null;
+  const packet = {
     cmd: "publish",
     retain: (buf[0]! & 1) !== 0,
-    qos: 0,
+    qos,
     dup: (buf[0]! & 8) !== 0,
     length: end - start,
     topic: buf.toString("utf8", start + 2, topicEnd),
     // a copy: a retained or queued payload must not hold the whole read chunk
-    payload: Buffer.from(buf.subarray(topicEnd, end)),
+    payload: Buffer.from(buf.subarray(payloadStart, end)),
   };
+  return qos > 0 ? { ...packet, messageId: buf.readUInt16BE(topicEnd) } : packet;
 }
 
 /** Delivers QoS 0 messages to the client as single-buffer frames. Call it right after aedes'
  *  handle(), before any subscription takes the client's deliver0. */
 export function fastPublishOut(client: Client): void {
   const c = client as unknown as {
-    id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean;
-    duplicates: Record<string, number>; conn: { write(b: Buffer): boolean };
+    id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean; clean: boolean;
+    duplicates: Record<string, number>; conn: { write(b: Buffer): boolean }; _nextId: number;
+    subscriptions: Record<string, { qos?: number } | undefined>;
     broker: { authorizeForward(client: Client, packet: unknown): Outbound | null | undefined };
     deliver0(packet: Outbound, cb: () => void): void;
+    deliverQoS(packet: Outbound, cb: () => void): void;
     waitForDrain(cb: () => void): void;
   };
-  const aedesDeliver0 = c.deliver0;
+  const aedesDeliver0 = c.deliver0, aedesDeliverQoS = c.deliverQoS;
+  const sent = (frame: Buffer, cb: () => void) => {
+    const ok = c.conn.write(frame);
+    if (!ok && !c.errored) c.waitForDrain(cb);
+    else complete(cb);
+  };
   c.deliver0 = (packet: Outbound, cb: () => void) => {
     if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
     // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
     if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);
     const out = c.broker.authorizeForward(client, packet);
     if (!out) return complete(cb);
-    const ok = c.conn.write(encodePublish0(out.topic, out.payload, out.retain));
-    if (!ok && !c.errored) c.waitForDrain(cb);
-    else complete(cb);
+    sent(encodePublish0(out.topic, out.payload, out.retain), cb);
+  };
+  // a clean session's QoS 1 delivery: numbered as aedes numbers it (QoSPacket), nothing stored
+  // (its PUBACK finds nothing queued; see persistence.ts)
+  c.deliverQoS = (packet: Outbound, cb: () => void) => {
+    if (packet.qos !== 1 || !c.clean || !(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliverQoS(packet, cb);
+    if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);
+    const out = c.broker.authorizeForward(client, packet);
+    if (!out) return complete(cb);
+    // at most at the QoS of the client's subscription to exactly this topic, as aedes does
+    const sub = c.subscriptions[out.topic];
+    if (out.qos === 0 || (sub && (sub.qos ?? 0) === 0)) return sent(encodePublish0(out.topic, out.payload, out.retain), cb);
+    let messageId = out.messageId;
+    if (!messageId) {
+      messageId = c._nextId;
+      c._nextId = c._nextId >= 65535 ? 1 : c._nextId + 1;
+    }
+    sent(encodePublish(out.topic, out.payload, out.retain ?? false, 1, messageId, out.dup ?? false), cb);
   };
 }
 
@@ -134,7 +162,7 @@ function complete(cb: () => void) {
 }
 
 interface Outbound {
-  topic: string; payload: Buffer | string | undefined; retain?: boolean;
+  topic: string; payload: Buffer | string | undefined; retain?: boolean; qos?: number; messageId?: number; dup?: boolean;
   brokerId?: string; brokerCounter?: number; clientId?: string; nl?: boolean; properties?: unknown;
 }
 
@@ -150,13 +178,18 @@ function firstDelivery(duplicates: Record<string, number>, packet: Outbound): bo
 
 /** A QoS 0 PUBLISH frame (MQTT 3.1.1 §3.3) in one buffer. */
 export function encodePublish0(topic: string, payload: Buffer | string | undefined, retain = false): Buffer {
+  return encodePublish(topic, payload, retain, 0, 0, false);
+}
+
+/** A PUBLISH frame (MQTT 3.1.1 §3.3) in one buffer; the message id is written for QoS > 0. */
+export function encodePublish(topic: string, payload: Buffer | string | undefined, retain: boolean, qos: number, messageId: number, dup: boolean): Buffer {
   const topicLen = Buffer.byteLength(topic);
   const body = typeof payload === "string" ? Buffer.from(payload) : (payload ?? EMPTY);
-  const length = 2 + topicLen + body.length;
+  const length = 2 + topicLen + (qos > 0 ? 2 : 0) + body.length;
   let lenBytes = 1;
   for (let n = length; n >= 128; n = Math.floor(n / 128)) lenBytes++;
   const frame = Buffer.allocUnsafe(1 + lenBytes + length);
-  frame[0] = 0x30 | (retain ? 1 : 0);
+  frame[0] = 0x30 | (dup && qos > 0 ? 8 : 0) | (qos << 1) | (retain ? 1 : 0);
   let o = 1;
   let n = length;
   do {
@@ -168,6 +201,7 @@ export function encodePublish0(topic: string, payload: Buffer | string | undefin
   frame.writeUInt16BE(topicLen, o);
   o += 2;
   o += frame.write(topic, o, "utf8");
+  if (qos > 0) { frame.writeUInt16BE(messageId, o); o += 2; }
   body.copy(frame, o);
   return frame;
 }

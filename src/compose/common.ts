@@ -173,6 +173,10 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   started.push({ name: "audit", stop: () => m.audit.stop() });
   metrics.gauge("outpost_audit_rows_waiting", "audit rows recorded and not written yet", () => [[{}, m.audit.waitingRows]]);
   metrics.readCounter("outpost_audit_rows_dropped_total", "audit rows dropped: past the bound of rows waiting while the trail could not be written", () => [[{}, m.audit.dropped]]);
+  // chosen device keys' argon2id hashes, including the ones a stop or crash left waiting
+  m.devices.keyHashes.start();
+  started.push({ name: "device-key-hashes", stop: () => m.devices.keyHashes.stop() });
+  metrics.gauge("outpost_device_key_hashes_waiting", "chosen device keys whose argon2id hash is still to be computed (they sign in with their verifier meanwhile)", async () => [[{}, await m.devices.keyHashes.waiting()]]);
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
     roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });

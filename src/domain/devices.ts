@@ -4,7 +4,7 @@
 import { Port } from "../core/port.ts";
 import { z } from "zod";
 import { LEVEL } from "../auth/permissions.ts";
-import { DeviceKeys } from "../auth/deviceKeys.ts";
+import { DeviceKeys, type StoredKey } from "../auth/deviceKeys.ts";
 import type { Principal } from "../auth/principal.ts";
 import { ApiError, fail, notFound } from "../core/errors.ts";
 import { deviceKey, newToken, nowSeconds } from "../core/ids.ts";
@@ -14,6 +14,8 @@ import type { Executor } from "../store/db.ts";
 import { DEVICE_COLUMNS, type DeviceChanges, type DeviceRow, devicesRepo } from "../store/devices.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns, type CustomSchema } from "./customColumns.ts";
+import { DeviceKeyHashes } from "./deviceKeyHashes.ts";
+import { deviceKeyJobsRepo } from "../store/deviceKeyJobs.ts";
 import type { DomainDeps } from "./deps.ts";
 import { rolesToWire, type Roles } from "./roles.ts";
 import { Systems } from "./systems.ts";
@@ -62,12 +64,15 @@ const activeKeyOf = (v: unknown): string => {
 
 export class Devices {
   readonly columnsOf: CustomColumns;
+  /** computes the argon2id hashes of chosen keys after the requests that set them (started by the composition) */
+  readonly keyHashes: DeviceKeyHashes;
 
   /** `keys` checks device keys (the composition gives it the server's secret key for fast verifiers). */
   /** `connections`: the broker's live connections, attached once it runs (it is built after the domain) */
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly roles: Roles, private readonly keys = new DeviceKeys(null),
     private readonly connections = new Port<ConnectionView>("device connections")) {
     this.columnsOf = new CustomColumns(d.db, "devices", DEVICE_COLUMNS, STANDARD, NON_COLUMNS, "name", ["cb_ttl_override"]);
+    this.keyHashes = new DeviceKeyHashes(d, keys, (tx, systemKey, name) => this.logDevice(tx, systemKey, name));
     d.tokens.registerLoader("device", (row: TokenRow) => this.principalFor(row.system_key!, row.subject_id, row.token_hash));
   }
 
@@ -160,13 +165,22 @@ export class Devices {
     return { schema, cols, data: this.columnsOf.values(schema, custom, data), activeKey };
   }
 
-  /** The stored form of a device's key: a generated one is hashed fast, a chosen one with argon2id
-   *  (outside any transaction, which would hold every other write meanwhile) plus its verifier. */
-  private async storedKey(key: string, generated: boolean): Promise<{ hash: string; verifiers: string[] }> {
+  /** The stored form of a device's key: a generated one is hashed fast, a chosen one gets its
+   *  verifier now and its argon2id hash from a job (deviceKeyHashes.ts). */
+  private async storedKey(key: string, generated: boolean): Promise<StoredKey> {
     return generated ? { hash: DeviceKeys.generated(key), verifiers: [] } : this.keys.chosen(key);
   }
 
-  private newRow(systemKey: string, name: string, cols: DeviceChanges, data: Record<string, unknown>, key: { hash: string; verifiers: string[] }, now: number): DeviceRow {
+  /** The argon2id jobs of chosen keys, written with their devices (a crash loses none). */
+  private async queueHashes(tx: Executor, systemKey: string, devices: { name: string; key: StoredKey }[]) {
+    const now = Date.now();
+    const jobs = devices.filter((d) => d.key.sealed !== undefined)
+      .map((d) => ({ pending_hash: d.key.hash, system_key: systemKey, name: d.name, sealed_key: d.key.sealed!, created_ms: now }));
+    if (jobs.length) await deviceKeyJobsRepo.insertMany(tx, jobs);
+    return jobs.length > 0;
+  }
+
+  private newRow(systemKey: string, name: string, cols: DeviceChanges, data: Record<string, unknown>, key: StoredKey, now: number): DeviceRow {
     return {
       system_key: systemKey, name, type: cols.type ?? "", state: cols.state ?? "", description: cols.description ?? "",
       enabled: cols.enabled ?? 1, allow_key_auth: cols.allow_key_auth ?? 1, allow_certificate_auth: cols.allow_certificate_auth ?? 0,
@@ -189,10 +203,12 @@ export class Devices {
       if (await devicesRepo.byName(tx, systemKey, name)) throw exists();
       const row = this.newRow(systemKey, name, cols, data, key, nowSeconds());
       await devicesRepo.insert(tx, row);
+      await this.queueHashes(tx, systemKey, [{ name, key }]);
       await this.roles.changeMembership(tx, systemKey, "device", name, { add: ["Authenticated"] });
       await this.logDevice(tx, systemKey, name);
       return this.toWire(row, schema);
     });
+    if (key.sealed) this.keyHashes.wake();
     this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: name, device: out });
     // a key the server chose is shown once, or nobody could ever use it
     return generated ? { ...out, active_key: generated } : out;
@@ -237,11 +253,13 @@ export class Devices {
     await this.d.db.tx(async (tx) => {
       await clash(tx);
       await devicesRepo.insertMany(tx, rows);
+      await this.queueHashes(tx, systemKey, rows.map((r, i) => ({ name: r.name, key: keys[i]! })));
       for (const r of rows) {
         await this.roles.changeMembership(tx, systemKey, "device", r.name, { add: ["Authenticated"] });
         await this.logDevice(tx, systemKey, r.name);
       }
     });
+    if (keys.some((k) => k.sealed)) this.keyHashes.wake();
     return rows.map((row, i) => {
       const out = this.toWire(row, schema);
       this.d.events.emit("Device::DeviceCreated", systemKey, { deviceName: row.name, device: out });
@@ -267,13 +285,16 @@ export class Devices {
   private async applyUpdate(systemKey: string, name: string, b: Record<string, unknown>) {
     const quiet = b.causeTrigger === false;
     let disabled = false;
-    // a new key is hashed before the transaction (parse checks it again inside)
+    // a new key's stored form is made before the transaction (parse checks it again inside)
     const newKey = b.active_key === undefined ? undefined : await this.storedKey(activeKeyOf(b.active_key), false);
     const out = await this.d.db.tx(async (tx) => {
       const row = await this.find(tx, systemKey, name);
       const { schema, cols, data, activeKey } = await this.parse(tx, systemKey, b, deviceData(row), false);
       const changes: DeviceChanges = { ...cols, data: JSON.stringify(data) };
       if (activeKey && newKey) {
+        // the old key's argon2id job, if still waiting, has nothing left to do
+        if (DeviceKeys.isStandIn(row.active_key_hash)) await deviceKeyJobsRepo.remove(tx, row.active_key_hash!);
+        await this.queueHashes(tx, systemKey, [{ name, key: newKey }]);
         changes.active_key_hash = newKey.hash;
         changes.key_verifiers = JSON.stringify([...this.keys.keep(JSON.parse(row.key_hashes) as string[], JSON.parse(row.key_verifiers) as string[]), ...newKey.verifiers]);
       }
@@ -284,6 +305,7 @@ export class Devices {
       return this.toWire((await devicesRepo.byName(tx, systemKey, name))!, schema);
     });
     if (disabled) this.d.tokens.forgetSubject("device", name, systemKey);
+    if (newKey?.sealed) this.keyHashes.wake();
     const { causeTrigger: _c, active_key: _k, ...changes } = b;
     if (!quiet) this.d.events.emit("Device::DeviceUpdated", systemKey, { deviceName: name, changes });
     return out;
@@ -303,6 +325,7 @@ export class Devices {
       await this.d.tokens.revokeSubject(tx, "device", name, [], systemKey);
       await this.roles.removeSubject(tx, systemKey, "device", name);
       await devicesRepo.delete(tx, systemKey, name);
+      await deviceKeyJobsRepo.removeDevice(tx, systemKey, name);
       await this.d.changes.record(tx, systemKey, "device", name, "delete", { name });
       return this.toWire(row, schema);
     });
@@ -388,6 +411,7 @@ export class Devices {
     const hashes = keys.map((k) => DeviceKeys.generated(k));
     await this.d.db.tx(async (tx) => {
       await devicesRepo.update(tx, systemKey, name, { key_hashes: JSON.stringify(hashes), active_key_hash: hashes[0]!, key_verifiers: "[]" });
+      await deviceKeyJobsRepo.removeDevice(tx, systemKey, name);
       await this.logDevice(tx, systemKey, name);
     });
     this.d.tokens.forgetSubject("device", name, systemKey);

@@ -16,7 +16,7 @@ import { bodyTexts, pathOf, queryOf, systemKeyOf, tokenOf } from "./request.ts";
 export const CHANGES_MAX_BYTES = 16 * 1024;
 const REDACTED = "(redacted)";
 /** Fields whose values never reach the trail. */
-const SECRET_FIELD = /pass(word)?|secret|token|^key$|private|otp|code_?verifier/i;
+const SECRET_FIELD = /pass(word)?|secret|token|^key$|active_?key|private|otp|code_?verifier/i;
 
 /** How a route's writes are recorded: the asset class, the path parameter naming the asset, and an
  *  action other than the method's. */
@@ -122,7 +122,7 @@ export function redacted(v: unknown, depth = 0): unknown {
 }
 
 /** A body that may hold a secret field (then parsed, to take its value out). */
-const SECRET_TEXT = /pass|secret|token|"key"|private|otp|verifier/i;
+const SECRET_TEXT = /pass|secret|token|"key"|active_?key|private|otp|verifier/i;
 
 /** A body without secrets as the row's changes, unparsed: an object as it is, anything else under
  *  `body` (the `query` of a write by query added). */

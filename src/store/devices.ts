@@ -68,6 +68,12 @@ export const devicesRepo = {
     await ex.run(`UPDATE devices SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`,
       [...keys.map((k) => changes[k]), systemKey, name]);
   },
+  /** Puts the real hash of a chosen key in place of its stand-in (deviceKeyJobs.ts), with the
+   *  verifiers to keep; false when the device no longer holds the stand-in (deleted, or given
+   *  another key meanwhile). */
+  replaceKeyHash: async (ex: Executor, systemKey: string, name: string, standIn: string, hash: string, verifiers: string) =>
+    (await ex.run(`UPDATE devices SET active_key_hash = ?, key_verifiers = ? WHERE system_key = ? AND name = ? AND active_key_hash = ?`,
+      [hash, verifiers, systemKey, name, standIn])).changes > 0,
   touch: (ex: Executor, systemKey: string, name: string, at: number) =>
     ex.run(`UPDATE devices SET last_active_date = ? WHERE system_key = ? AND name = ?`, [at, systemKey, name]),
   delete: (ex: Executor, systemKey: string, name: string) =>

@@ -333,6 +333,24 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 32,
+    name: "argon2id hashes of chosen device keys, computed after creation",
+    up: [
+      // a chosen device key whose argon2id hash is still to be computed (off the request path):
+      // the key sealed with the node's secret box (never in the clear), and the stand-in hash the
+      // device row holds until the real one replaces it (auth/deviceKeys.ts)
+      `CREATE TABLE device_key_jobs (
+        pending_hash TEXT PRIMARY KEY,
+        system_key TEXT NOT NULL,
+        name TEXT NOT NULL,
+        sealed_key TEXT NOT NULL,
+        created_ms BIGINT NOT NULL
+      )`,
+      `CREATE INDEX device_key_jobs_device ON device_key_jobs(system_key, name)`,
+      `CREATE INDEX device_key_jobs_created ON device_key_jobs(created_ms)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

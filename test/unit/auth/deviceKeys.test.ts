@@ -1,13 +1,22 @@
 // Device keys at rest: generated keys by their SHA-256, chosen keys by argon2id plus a verifier
 // under the server's secret, which is checked without argon2id, ignored (never a refusal) when it
 // belongs to another secret or a replaced hash, and earned again after argon2id confirms a key.
+// A chosen key first holds a stand-in hash and its key sealed; settle() makes the argon2id hash.
 import { describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { DeviceKeys } from "../../../src/auth/deviceKeys.ts";
-import { hashPassword } from "../../../src/auth/passwords.ts";
+import { hashPassword, verifyPassword } from "../../../src/auth/passwords.ts";
+import { hashToken } from "../../../src/core/ids.ts";
 import { SecretBox } from "../../../src/auth/secrets.ts";
 
 const keys = (secret = randomBytes(32)) => new DeviceKeys(new SecretBox(secret));
+
+/** A chosen key once its argon2id hash has replaced the stand-in. */
+async function settled(k: DeviceKeys, key: string) {
+  const { sealed } = await k.chosen(key);
+  const { hash, verifier } = await k.settle(sealed!);
+  return { hash, verifiers: [verifier] };
+}
 
 /** A check without argon2id takes microseconds; with it, tens of milliseconds at least. */
 const FAST_MS = 15;
@@ -31,18 +40,53 @@ describe("DeviceKeys", () => {
     expect((await k.check("generated-key-abcdefghijklmnopqrstuvwxyz012345x", [hash], [])).ok).toBe(false);
   });
 
-  test("a chosen key: argon2id hash and a verifier; the verifier decides both ways, fast", async () => {
+  test("a chosen key at once: a stand-in hash, a verifier and the key sealed, made without argon2id", async () => {
     const k = keys();
-    const { hash, verifiers } = await k.chosen("my-chosen-key");
-    expect(hash.startsWith("$argon2id$")).toBe(true);
+    const [{ hash, verifiers, sealed }, ms] = await timed(() => k.chosen("my-chosen-key"));
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(DeviceKeys.isStandIn(hash)).toBe(true);
     expect(verifiers.length).toBe(1);
-    expect(verifiers[0]).not.toContain("my-chosen-key");
-    const [right, msRight] = await timed(() => k.check("my-chosen-key", [hash], verifiers));
-    const [wrong, msWrong] = await timed(() => k.check("my-chosen-kez", [hash], verifiers));
-    expect(right).toEqual({ ok: true });
-    expect(wrong).toEqual({ ok: false });
-    expect(msRight).toBeLessThan(FAST_MS);
-    expect(msWrong).toBeLessThan(FAST_MS);
+    for (const stored of [hash, verifiers[0]!, sealed!]) {
+      expect(stored).not.toContain("my-chosen-key");
+      expect(stored).not.toContain(hashToken("my-chosen-key"));
+    }
+    // another device with the same key gets another stand-in and another sealed form
+    const again = await k.chosen("my-chosen-key");
+    expect(again.hash).not.toBe(hash);
+    expect(again.sealed).not.toBe(sealed);
+  });
+
+  test("a chosen key: the verifier decides both ways, fast, before and after its argon2id hash lands", async () => {
+    const k = keys();
+    const c = await k.chosen("my-chosen-key");
+    const s = await k.settle(c.sealed!);
+    expect(s.hash.startsWith("$argon2id$")).toBe(true);
+    expect(await verifyPassword("my-chosen-key", s.hash)).toBe(true);
+    for (const [hash, verifiers] of [[c.hash, c.verifiers], [s.hash, [s.verifier]]] as const) {
+      const [right, msRight] = await timed(() => k.check("my-chosen-key", [hash], [...verifiers]));
+      const [wrong, msWrong] = await timed(() => k.check("my-chosen-kez", [hash], [...verifiers]));
+      expect(right).toEqual({ ok: true });
+      expect(wrong).toEqual({ ok: false });
+      expect(msRight).toBeLessThan(FAST_MS);
+      expect(msWrong).toBeLessThan(FAST_MS);
+    }
+    // the stand-in's verifier does not belong to the real hash
+    expect(k.keep([s.hash], c.verifiers)).toEqual([]);
+  });
+
+  test("a stand-in without a verifier of ours is refused at once, never given to argon2id", async () => {
+    const platform = keys();
+    const edge = keys();
+    const c = await platform.chosen("shared-key-1");
+    const [r, ms] = await timed(() => edge.check("shared-key-1", [c.hash], c.verifiers));
+    expect(r).toEqual({ ok: false });
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(await new DeviceKeys(null).check("shared-key-1", [c.hash], c.verifiers)).toEqual({ ok: false });
+  });
+
+  test("a key sealed under another secret cannot be settled", async () => {
+    const c = await keys().chosen("sealed-key-1");
+    await expect(keys().settle(c.sealed!)).rejects.toThrow();
   });
 
   test("without a verifier of ours argon2id decides, and a confirmed key earns one", async () => {
@@ -60,7 +104,7 @@ describe("DeviceKeys", () => {
   test("another secret's verifier is ignored, never a refusal", async () => {
     const platform = keys();
     const edge = keys();
-    const { hash, verifiers } = await platform.chosen("shared-key-1");
+    const { hash, verifiers } = await settled(platform, "shared-key-1");
     const r = await edge.check("shared-key-1", [hash], verifiers);
     expect(r.ok).toBe(true);
     // the edge keeps only a verifier of its own

@@ -6,7 +6,7 @@ import net from "node:net";
 import { Aedes, type Client } from "aedes";
 import mqtt, { type MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
-import { MAX_PACKET_BYTES, encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
+import { MAX_PACKET_BYTES, encodePublish, encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
 import { coalesceWrites } from "../../../src/broker/writes.ts";
 
 type Version = 3 | 4 | 5;
@@ -109,6 +109,15 @@ describe("encodePublish0", () => {
     expect(frame.readUInt16BE(2)).toBe(Buffer.byteLength(topic));
   });
 
+  test("QoS 1 frames (encodePublish): mqtt-packet's bytes, message id, dup and retain included", () => {
+    for (const [topic, payload, retain, dup, messageId] of [["a/b", "x", false, false, 1], ["telemetry/m-7", Buffer.alloc(128, 5), true, true, 65535], ["", "", false, false, 300]] as const) {
+      const frame = encodePublish(topic, payload, retain, 1, messageId, dup);
+      expect(frame.toString("hex")).toBe(gen({ cmd: "publish", topic, payload: typeof payload === "string" ? Buffer.from(payload) : payload, qos: 1, messageId, retain, dup }).toString("hex"));
+    }
+    // a QoS 0 frame carries no message id, and never dup
+    expect(encodePublish("t", "p", false, 0, 9, true).equals(encodePublish0("t", "p"))).toBe(true);
+  });
+
   test("remaining lengths on both sides of each varint boundary", () => {
     const topic = "t/size";
     // remaining length = 2 + topic + payload; [length, bytes of its varint]
@@ -123,6 +132,34 @@ describe("encodePublish0", () => {
 });
 
 describe("fastPublishIn", () => {
+  test("QoS 1 publishes come out as mqtt-packet makes them, message id included, without going through it", () => {
+    const frames = [
+      gen({ cmd: "publish", topic: "telemetry/a", payload: Buffer.alloc(128, 1), qos: 1, messageId: 1, retain: false, dup: false }),
+      gen({ cmd: "publish", topic: "t", payload: Buffer.from("kept"), qos: 1, messageId: 65535, retain: true, dup: true }),
+      gen({ cmd: "publish", topic: "températures/😀", payload: Buffer.alloc(0), qos: 1, messageId: 42, retain: false, dup: false }),
+      gen({ cmd: "publish", topic: "big", payload: Buffer.alloc(20_000, 3), qos: 1, messageId: 7, retain: false, dup: false }),
+    ];
+    for (const v of [3, 4] as const) {
+      const f = parserAfterConnect(v, true);
+      for (const frame of frames) f.parser.parse(frame);
+      const ref = reference(Buffer.concat(frames), v);
+      expect(ref.packets).toHaveLength(frames.length);
+      expect(f.packets).toStrictEqual(ref.packets);
+      expect(f.packets.map((p) => p.messageId)).toEqual([1, 65535, 42, 7]);
+      expect(f.errors).toEqual([]);
+      expect(f.handed).toEqual([]);
+    }
+  });
+
+  test("a QoS 1 frame too short for its message id is left to mqtt-packet", () => {
+    // topic "ab" and one byte where the two of the message id should be
+    const bad = Buffer.from([0x32, 0x05, 0x00, 0x02, 0x61, 0x62, 0x01]);
+    const f = parserAfterConnect(4, true);
+    f.parser.parse(bad);
+    expect(f.handed.map((b) => b.toString("hex"))).toEqual([bad.toString("hex")]);
+    expect(f.packets).toStrictEqual(reference(bad).packets);
+  });
+
   test("QoS 0 publishes come out as mqtt-packet makes them, without going through it", () => {
     const frames = [
       gen(pub0("a/b", "hello")),
@@ -147,7 +184,7 @@ describe("fastPublishIn", () => {
     const frames = mixedFrames();
     const f = parserAfterConnect(4, true);
     f.parser.parse(Buffer.concat(frames));
-    const slow = frames.filter((b) => !(b[0]! >> 4 === 3 && (b[0]! & 6) === 0));
+    const slow = frames.filter((b) => !(b[0]! >> 4 === 3 && (b[0]! & 6) <= 2));
     expect(f.handed.map((b) => b.toString("hex"))).toEqual(slow.map((b) => b.toString("hex")));
   });
 
@@ -453,16 +490,35 @@ describe("fastPublishOut with aedes, end to end", () => {
     expect(seen).toEqual(["a/b 1", "a/c 2", "a/b 3", "a/end 4"]);
   });
 
-  test("a QoS 1 subscription still receives QoS 1 messages (aedes' own path)", async () => {
+  test("a clean session's QoS 1 subscription receives QoS 1 messages by the fast path, numbered apart", async () => {
     const pub = await connect("pub-q1");
     const sub = await connect("sub-q1");
     await sub.subscribeAsync("q1/t", { qos: 1 });
-    const got = receive(sub, 2);
+    const got = receive(sub, 3);
     await pub.publishAsync("q1/t", "first", { qos: 1 });
-    await pub.publishAsync("q1/t", "second", { qos: 1 });
+    await pub.publishAsync("q1/t", "second", { qos: 1, retain: false });
+    await pub.publishAsync("q1/t", "third", { qos: 1 });
     const ms = await got;
-    expect(ms.map((m) => [m.payload.toString(), m.packet.qos])).toEqual([["first", 1], ["second", 1]]);
-    expect(aedesWrote("sub-q1")).toBe(2);
+    expect(ms.map((m) => [m.payload.toString(), m.packet.qos])).toEqual([["first", 1], ["second", 1], ["third", 1]]);
+    const ids = ms.map((m) => m.packet.messageId as number);
+    expect(new Set(ids).size).toBe(3);
+    for (const id of ids) expect(id >= 1 && id <= 65535).toBe(true);
+    expect(aedesWrote("sub-q1")).toBe(0);
+    // the subscriber's PUBACKs settled them: nothing is sent again
+    const again = receive(sub, 1, 300).then(() => "resent", () => "none");
+    expect(await again).toBe("none");
+  });
+
+  test("a persistent session's QoS 1 subscription takes aedes' own path (its queue records the message id)", async () => {
+    const pub = await connect("pub-q1p");
+    const sub = await mqtt.connectAsync(url, { clientId: "sub-q1p", reconnectPeriod: 0, clean: false });
+    clients.push(sub);
+    await sub.subscribeAsync("q1p/t", { qos: 1 });
+    const got = receive(sub, 2);
+    await pub.publishAsync("q1p/t", "first", { qos: 1 });
+    await pub.publishAsync("q1p/t", "second", { qos: 1 });
+    expect((await got).map((m) => [m.payload.toString(), m.packet.qos])).toEqual([["first", 1], ["second", 1]]);
+    expect(aedesWrote("sub-q1p")).toBe(2);
   });
 
   test("a QoS 0 message to a QoS 1 subscription takes the fast path", async () => {

@@ -28,6 +28,8 @@ describe("audit rules", () => {
   test("secrets' values are replaced, at any depth; other values kept", () => {
     expect(redacted({ email: "a@b.c", password: "p", new_password: "n", nested: { client_secret: "s", list: [{ token: "t", n: 1 }] }, key: "k", keys: ["x"] }))
       .toEqual({ email: "a@b.c", password: "(redacted)", new_password: "(redacted)", nested: { client_secret: "(redacted)", list: [{ token: "(redacted)", n: 1 }] }, key: "(redacted)", keys: ["x"] });
+    expect(redacted([{ name: "d1", active_key: "chosen-key" }, { activeKey: "k2", type: "t" }]))
+      .toEqual([{ name: "d1", active_key: "(redacted)" }, { activeKey: "(redacted)", type: "t" }]);
     expect(redacted([1, "two", null])).toEqual([1, "two", null]);
   });
 });

@@ -74,6 +74,7 @@ export class FileSync {
       case "file_done": return this.sender.finished(peer, m.id, "synced", "");
       case "file_failed": return this.sender.finished(peer, m.id, "failed", m.error);
       case "file_cancel": return this.receiver.cancelled(peer, m.id);
+      case "file_store_failed": return this.sender.storeFailed(peer, m.id, m.error);
     }
   }
 
@@ -85,11 +86,19 @@ export class FileSync {
     return this.sender.enqueue(systemKey, edge, set, source, path);
   }
 
+  /** A file was queued for a side (maybe by another node of a cluster): sent if its link is here. */
+  wake(systemKey: string, edge: string) { void this.sender.pump(systemKey, edge).catch((err) => this.d.log.warn("file sync: sending failed", { err })); }
+
   /** The unfinished transfer of a path to a side is dropped (its file was deleted). */
   cancel(systemKey: string, edge: string, set: string, path: string): Promise<void> { return this.sender.cancel(systemKey, edge, set, path); }
 
   /** An edge (or a whole system) is gone: its transfers go, with the files kept for them. */
   async forget(systemKey: string, edge?: string) {
+    // (kept versions in a set's object storage go with their edge; a deleted system's sets are
+    // gone, and what is left in their buckets stays, as their files do)
+    if (edge !== undefined && this.d.shared) {
+      for (const r of await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send")) await this.sender.dropKept(r);
+    }
     for (const id of await fileTransfersRepo.forget(this.d.db, systemKey, edge)) {
       await rm(join(this.d.dir, "out", id), { force: true });
       await rm(join(this.d.dir, "in", `${id}.part`), { force: true });

@@ -8,6 +8,10 @@ import { checkPath } from "../../store/files/backend.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import { closeQuietly, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, hashFile, PROGRESS_MS, writeAll } from "./wire.ts";
 
+/** The first wait before storing a received file again after its storage failed, and the longest. */
+const STORE_RETRY_MS = 1_000;
+const STORE_RETRY_MAX_MS = 60_000;
+
 /** A transfer this side is receiving. */
 export interface Receiving { row: FileTransferRow; peer: FilePeer;
   /** the part file, open for appending (written synchronously: a chunk is one call to the page cache) */
@@ -131,10 +135,30 @@ export class FileReceiver {
       return;
     }
     await fileTransfersRepo.hashed(this.d.db, r.row.id, r.expected);
+    await this.store(r, started, 0);
+  }
+
+  /** Stores a whole, checked part in the set. When the set's storage fails (object storage down,
+   *  credentials refused) the part stays and storing is tried again, later and later, while the
+   *  link lasts (and again when the sender offers the file on its next link); the transfer says why
+   *  it waits, on both sides. */
+  private async store(r: Receiving, started: number, tries: number) {
+    if (this.receiving.get(r.row.id) !== r) return;
+    const part = this.partOf(r.row.id);
     const files = await this.d.backend(r.row.system_key, r.row.set_name);
     if (!files) return this.fail(r, `no bucket set '${r.row.set_name}' on the ${this.d.side}`);
-    // moved into place when the set's storage is on this machine, else its bytes are stored
-    if (!(await files.adopt?.(r.row.source, part))) await files.put(r.row.source, Bun.file(part).stream());
+    try {
+      // moved into place when the set's storage is on this machine, else its bytes are stored
+      if (!(await files.adopt?.(r.row.source, part))) await files.put(r.row.source, Bun.file(part).stream());
+    } catch (err) {
+      const waitMs = Math.min(STORE_RETRY_MS * 2 ** tries, STORE_RETRY_MAX_MS);
+      const error = `storing the file in the ${this.d.side}'s bucket set failed (tried again in ${Math.round(waitMs / 1000)} s): ${String((err as Error)?.message ?? err)}`;
+      await fileTransfersRepo.progress(this.d.db, r.row.id, "transferring", r.row.size, error).catch(() => {});
+      this.d.log.warn("file not stored yet", { edge: r.peer.edge, set: r.row.set_name, path: r.row.source, error });
+      r.peer.send({ t: "file_store_failed", id: r.row.id, error });
+      setTimeout(() => { void this.store(r, started, tries + 1).catch((e) => this.fail(r, String((e as Error)?.message ?? e))); }, waitMs).unref();
+      return;
+    }
     await fileTransfersRepo.progress(this.d.db, r.row.id, "synced", r.row.size);
     this.d.log.debug("file stored", { path: r.row.source, storeMs: Math.round(performance.now() - started) });
     await rm(part, { force: true });

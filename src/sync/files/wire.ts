@@ -26,6 +26,8 @@ export const FILE_MESSAGES = [
   z.object({ t: z.literal("file_done"), id: z.string().max(100) }),
   z.object({ t: z.literal("file_failed"), id: z.string().max(100), error: z.string().max(2000) }),
   z.object({ t: z.literal("file_cancel"), id: z.string().max(100) }),
+  // the receiver holds every byte but its storage refused the file for now: it tries again
+  z.object({ t: z.literal("file_store_failed"), id: z.string().max(100), error: z.string().max(2000) }),
 ] as const;
 export const FileMessage = z.discriminatedUnion("t", [...FILE_MESSAGES]);
 export type FileMessage = z.infer<typeof FileMessage>;
@@ -78,7 +80,14 @@ export interface FileSyncDeps {
   inflightBytes: number;
   /** a set's storage on this node (null: no such set here) */
   backend(systemKey: string, set: string): Promise<FileBackend | null>;
+  /** a clustered platform: the version of a file kept for sending goes where every node reads it
+   *  (the set's own object storage), and the node holding the edge's link is told (`queued`) */
+  shared?: { queued(systemKey: string, edge: string): void };
 }
+
+/** Where a clustered platform keeps the version of a file it sends, in the set's object storage:
+ *  beside the boxes, so no listing of a box shows it. */
+export const sharedKeptKey = (id: string) => `.outpost-filesync/${id}`;
 
 /** What a transfer looks like in sync status, on either side. */
 export interface FileStatus {

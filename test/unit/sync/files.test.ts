@@ -249,7 +249,7 @@ describe("transfers", () => {
     await edge.set.put("outbox/s.bin", bytes);
     link.open();
     await edge.files.enqueue(SK, EDGE, SET, "outbox/s.bin", "s.bin");
-    expect(await link.run(async () => /storing the file in the platform's bucket set failed[^]*Unable to connect/.test((await status(edge, "s.bin"))?.last_error ?? ""))).toBe(true);
+    expect(await link.run(async () => /storing the file in the platform's bucket set failed.*Unable to connect/.test((await status(edge, "s.bin"))?.last_error ?? ""))).toBe(true);
     const held = (await status(platform, "s.bin"))!;
     expect([held.status, held.bytes_done]).toEqual(["transferring", bytes.length]);
     expect(held.last_error).toMatch(/Unable to connect/);
@@ -290,7 +290,7 @@ describe("transfers", () => {
     link.open();
     faults.down = true;
     const t = (await edge.files.enqueue(SK, EDGE, SET, "outbox/u.bin", "u.bin"))!;
-    expect([t.status, t.error]).toEqual(["failed", expect.stringMatching(/reading the file from the edge's bucket set failed[^]*Unable to connect/)]);
+    expect([t.status, t.error]).toEqual(["failed", expect.stringMatching(/reading the file from the edge's bucket set failed.*Unable to connect/)]);
     faults.down = false;
     await edge.files.enqueue(SK, EDGE, SET, "outbox/v.bin", "v.bin");
     expect(await link.run(() => landed("v.bin"))).toBe(true);
@@ -327,6 +327,6 @@ describe("transfers", () => {
     link = new Link(edge, holder);
     link.open();
     expect(await link.run(async () => (await holder.files.status(SK, EDGE))[0]?.status === "failed")).toBe(true);
-    expect((await holder.files.status(SK, EDGE))[0]?.last_error).toMatch(/kept on the platform node that took the request[^]*S3/);
+    expect((await holder.files.status(SK, EDGE))[0]?.last_error).toMatch(/kept on the platform node that took the request.*S3/);
   });
 });

@@ -23,6 +23,9 @@ interface KeptVersion { read(into: Uint8Array, at: number): number | Promise<num
 export class FileSender {
   /** the transfer running on each peer's link */
   readonly sending = new Map<string, Sending>();
+  /** per peer's link, transfers whose every byte the receiver holds but could not store yet: the
+   *  receiver tries again by itself, the next ones go meanwhile */
+  private readonly parked = new Map<string, Set<string>>();
   /** enqueued files are kept aside one after another, so the last write of a path wins */
   private queue: Promise<unknown> = Promise.resolve();
   /** file bytes sent since the process started (/metrics) */
@@ -38,6 +41,7 @@ export class FileSender {
   /** A peer's link is gone: its running transfer waits for the next one, its progress written down. */
   async linkLost(peer: FilePeer) {
     const k = peerKey(peer.systemKey, peer.edge);
+    this.parked.delete(k);
     const s = this.sending.get(k);
     if (s?.peer !== peer) return;
     await fileTransfersRepo.progress(this.d.db, s.row.id, "transferring", s.acked).catch(() => {});
@@ -163,7 +167,8 @@ export class FileSender {
     const k = peerKey(systemKey, edge);
     const peer = this.peers.get(k);
     if (!peer || this.sending.has(k)) return;
-    const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send"))[0];
+    const parked = this.parked.get(k);
+    const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send")).find((r) => !parked?.has(r.id));
     if (!next || this.sending.has(k) || this.peers.get(k) !== peer) return;
     this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0, hash: null });
     peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size });
@@ -242,8 +247,18 @@ export class FileSender {
   /** The receiver holds every byte, but its storage refused the file for now: the transfer says
    *  why it waits (the receiver tries again). */
   async storeFailed(peer: FilePeer, id: string, error: string) {
+    const k = peerKey(peer.systemKey, peer.edge);
     const s = this.current(peer, id);
-    if (s) await fileTransfersRepo.progress(this.d.db, id, "transferring", s.acked, error);
+    const row = s?.row ?? await fileTransfersRepo.get(this.d.db, id);
+    if (!row || row.role !== "send" || (row.status !== "pending" && row.status !== "transferring")) return;
+    await fileTransfersRepo.progress(this.d.db, id, "transferring", s?.acked ?? row.done, error);
+    if (!s) return;
+    // the next files go meanwhile (another set's storage may take them); this one is offered
+    // again on the next link, or said done when the receiver's retry stores it
+    this.sending.delete(k);
+    s.kept?.close();
+    (this.parked.get(k) ?? this.parked.set(k, new Set()).get(k)!).add(id);
+    await this.pump(peer.systemKey, peer.edge);
   }
 
   /** The receiver holds the file (or refused it): the transfer ends, the next one starts. */

@@ -37,12 +37,13 @@ async function node(side: "edge" | "platform", opts: { maxBytes?: number; inflig
 }
 
 /** A local directory as object storage is seen: kind s3, no fast paths for files of this machine,
- *  and down (every call refused) while `faults.down` holds. */
-function objectStorage(set: LocalFiles, faults = { down: false }): FileBackend {
+ *  down (every call refused) while `faults.down` holds, and refusing to store the paths `refuses`. */
+function objectStorage(set: LocalFiles, faults: { down: boolean; refuses?: RegExp } = { down: false }): FileBackend {
   const guard = <A extends unknown[], R>(f: (...a: A) => Promise<R>) => (...a: A): Promise<R> =>
     faults.down ? Promise.reject(new Error("object storage: Unable to connect")) : f(...a);
   return {
-    kind: "s3", put: guard((p, b, o) => set.put(p, b, o)), get: guard((p, r) => set.get(p, r)), stream: guard((p, st) => set.stream(p, st)),
+    kind: "s3",
+    put: guard((p, b, o) => (faults.refuses?.test(p) ? Promise.reject(new Error("object storage: InvalidAccessKeyId")) : set.put(p, b, o))), get: guard((p, r) => set.get(p, r)), stream: guard((p, st) => set.stream(p, st)),
     stat: guard((p) => set.stat(p)), list: guard((o) => set.list(o)), copy: guard((a, b) => set.copy(a, b)), move: guard((a, b) => set.move(a, b)),
     delete: guard((p) => set.delete(p)), deleteAll: guard((p) => set.deleteAll(p)),
   };
@@ -328,5 +329,22 @@ describe("transfers", () => {
     link.open();
     expect(await link.run(async () => (await holder.files.status(SK, EDGE))[0]?.status === "failed")).toBe(true);
     expect((await holder.files.status(SK, EDGE))[0]?.last_error).toMatch(/kept on the platform node that took the request.*S3/);
+  });
+
+  test("a file its receiver cannot store does not hold up the ones behind it; it is stored when the receiver's retry works", async () => {
+    const faults = { down: false, refuses: /refused/ as RegExp | undefined };
+    platform = await node("platform", { storage: (set) => objectStorage(set, faults) });
+    link = new Link(edge, platform);
+    await edge.set.put("outbox/refused.bin", randomBytes(CHUNK_BYTES));
+    await edge.set.put("outbox/next.bin", randomBytes(100));
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/refused.bin", "refused.bin");
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/next.bin", "next.bin");
+    expect(await link.run(() => landed("next.bin"))).toBe(true);
+    const waiting = (await status(edge, "refused.bin"))!;
+    expect([waiting.status, waiting.last_error]).toEqual(["transferring", expect.stringMatching(/InvalidAccessKeyId/)]);
+    faults.refuses = undefined;
+    expect(await link.run(async () => (await status(edge, "refused.bin"))?.status === "synced", 600)).toBe(true);
+    expect(await landed("refused.bin")).toBe(true);
   });
 });

@@ -46,6 +46,8 @@ export class FileSender {
     if (s?.peer !== peer) return;
     await fileTransfersRepo.progress(this.d.db, s.row.id, "transferring", s.acked).catch(() => {});
     if (this.sending.get(k) === s) { this.sending.delete(k); s.kept?.close(); }
+    // a new link that came up while this was written down found the transfer still running
+    await this.pump(peer.systemKey, peer.edge);
   }
 
   /** Sends a set's file to the other side: copied aside now, with its hash; an unfinished transfer

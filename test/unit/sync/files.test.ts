@@ -347,4 +347,20 @@ describe("transfers", () => {
     expect(await link.run(async () => (await status(edge, "refused.bin"))?.status === "synced", 600)).toBe(true);
     expect(await landed("refused.bin")).toBe(true);
   });
+
+  test("a new link up while the old one's transfer is written down: the transfer goes on on the new one", async () => {
+    const bytes = randomBytes(4 * CHUNK_BYTES);
+    await edge.set.put("outbox/r.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/r.bin", "r.bin");
+    expect(await link.run(async () => ((await status(platform, "r.bin"))?.bytes_done ?? 0) >= CHUNK_BYTES)).toBe(true);
+    // the old link's loss is still being written down when the new link comes up
+    const [oldEdge, oldPlatform] = [link.edgePeer, link.platformPeer];
+    link.queue = [];
+    const lost = Promise.all([edge.files.peerLost(oldEdge), platform.files.peerLost(oldPlatform)]);
+    link.open();
+    await lost;
+    expect(await link.run(() => landed("r.bin"))).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/r.bin`))).toBe(sha(bytes));
+  });
 });

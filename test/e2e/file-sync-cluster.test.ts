@@ -61,8 +61,17 @@ async function main() {
   const edge: Outpost = await startOutpost({ logLevel: "info", args: ["--mode", "edge", "--platform-url", B.url, "--system-key", SK, "--edge-name", EDGE, "--edge-token", created.token] });
   closers.push(() => edge.stop().then(() => {}));
   if (!(await waitFor(async () => (await s.dev.get(`/admin/edges/${SK}/${EDGE}`)).body.isConnected === true, 45_000))) throw new Error(`the edge did not connect:\n${edge.logs().slice(-2000)}`);
-  const ed = new Client(edge.url, { "ClearBlade-DevToken": (await request(edge.url, "POST", "/admin/auth", { body: { email: s.email, password: s.password } })).body.dev_token });
-  if (!(await waitFor(async () => (await ed.get(`/api/v/4/bucket_sets/${SK}/${localSet}`)).status === 200, 30_000))) throw new Error("the bucket sets did not reach the edge");
+  let ed = new Client(edge.url, {});
+  let last = "";
+  const ready = await waitFor(async () => {
+    const a = await request(edge.url, "POST", "/admin/auth", { body: { email: s.email, password: s.password } });
+    if (a.status !== 200) { last = `sign-in: ${a.status} ${a.text.slice(0, 200)}`; return false; }
+    ed = new Client(edge.url, { "ClearBlade-DevToken": a.body.dev_token });
+    const r = await ed.get(`/api/v/4/bucket_sets/${SK}/${localSet}`);
+    last = `the set: ${r.status} ${r.text.slice(0, 200)}`;
+    return r.status === 200;
+  }, 45_000);
+  if (!ready) throw new Error(`the bucket sets did not reach the edge (${last})`);
 
   const fileStatus = async (via: Client, name: string, of = set) =>
     ((await via.get(`/admin/${SK}/sync/edge/status/${EDGE}`)).body as any[]).find((a) => a.asset_type === "file" && a.asset_name === `${of}/${name}`) ?? null;

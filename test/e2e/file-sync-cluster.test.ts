@@ -94,8 +94,8 @@ async function main() {
     t.equal(r.path, "inbox/cfg/model.bin");
     t.ok(await waitFor(async () => (await read(ed, set, "inbox", "cfg/model.bin")) !== null, 30_000), "the file is in the edge's inbox");
     t.equal(sha((await read(ed, set, "inbox", "cfg/model.bin"))!), sha(bytes), "byte-identical");
-    t.match(B.logs(), /file delivered[^\n]*sandbox\/cfg\/model\.bin/, "node B sent it");
     t.ok(await waitFor(async () => (await fileStatus(s.dev, "cfg/model.bin"))?.status === "synced", 10_000), "synced, as node A's status says");
+    t.match(B.logs(), /file delivered[^\n]*sandbox\/cfg\/model\.bin/, "node B sent it");
     t.equal((await fileStatus(onB, "cfg/model.bin"))?.status, "synced", "and node B's");
     t.ok(await waitFor(async () => keptInS3().length === 0, 10_000), "the version kept in S3 went once delivered");
   });

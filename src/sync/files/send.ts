@@ -1,24 +1,24 @@
 // File sync's sending side: keeps each file's version aside, offers it, sends its bytes within
 // the window from where the receiver is, then its hash (see ../files.ts).
-import { createHash, type Hash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { existsSync, openSync } from "node:fs";
 import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ApiError, ErrorKinds } from "../../core/errors.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import type { FileBackend } from "../../store/files/backend.ts";
-import { CHUNK_BYTES, chunkFrame, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, hashFile, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
+import { type Check, type CheckKind, checkFile, CHUNK_BYTES, chunkFrame, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, newCheck, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
 
 /** A transfer this side is sending on a live link. */
 export interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number;
-  /** the bytes sent so far, hashed */
-  hash: Hash | null;
+  /** the bytes sent so far, checked */
+  hash: Check | null;
   /** the version being sent, open (once the receiver accepted) */
   kept?: KeptVersion }
 
 /** The version of a file kept for sending, open for reading: bytes at a position (fewer only at
  *  its end), the first bytes hashed. A local copy reads synchronously (one call per chunk). */
-interface KeptVersion { read(into: Uint8Array, at: number): number | Promise<number>; hash(upTo: number): Promise<Hash>; close(): void }
+interface KeptVersion { read(into: Uint8Array, at: number): number | Promise<number>; hash(kind: CheckKind, upTo: number): Promise<Check>; close(): void }
 
 export class FileSender {
   /** the transfer running on each peer's link */
@@ -121,7 +121,7 @@ export class FileSender {
     const copy = this.copyOf(row.id);
     if (existsSync(copy)) {
       const fd = openSync(copy, "r");
-      return { read: (into, at) => readAll(fd, into, at), hash: (upTo) => hashFile(copy, upTo), close: () => closeQuietly(fd) };
+      return { read: (into, at) => readAll(fd, into, at), hash: (kind, upTo) => checkFile(kind, copy, upTo), close: () => closeQuietly(fd) };
     }
     const files = this.d.shared ? await this.d.backend(row.system_key, row.set_name) : null;
     if (!files || !this.keptShared(files)) {
@@ -132,7 +132,7 @@ export class FileSender {
     const key = sharedKeptKey(row.id);
     return {
       read: async (into, at) => { const b = await files.get(key, { start: at, end: at + into.length }); into.set(b); return b.length; },
-      hash: async (upTo) => { const h = createHash("sha256"); if (upTo > 0) h.update(await files.get(key, { start: 0, end: upTo })); return h; },
+      hash: async (kind, upTo) => { const c = newCheck(kind); if (upTo > 0) c.update(await files.get(key, { start: 0, end: upTo })); return c; },
       close: () => {},
     };
   }
@@ -173,7 +173,7 @@ export class FileSender {
     const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send")).find((r) => !parked?.has(r.id));
     if (!next || this.sending.has(k) || this.peers.get(k) !== peer) return;
     this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0, hash: null });
-    peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size });
+    peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size, check: "crc32" });
   }
 
   private current(peer: FilePeer, id: string): Sending | null {
@@ -182,14 +182,14 @@ export class FileSender {
   }
 
   /** The receiver holds `offset` bytes: the rest goes from there. */
-  async accepted(peer: FilePeer, id: string, offset: number) {
+  async accepted(peer: FilePeer, id: string, offset: number, check: CheckKind) {
     const s = this.current(peer, id);
     if (!s) return;
     s.sent = s.acked = Math.min(offset, s.row.size);
     // the bytes the receiver holds count in the hash: read again from the kept version
     try {
       s.kept ??= await this.openKept(s.row);
-      s.hash = await s.kept.hash(s.sent);
+      s.hash = await s.kept.hash(check, s.sent);
     } catch (err) { return this.failSending(s, err); }
     if (this.current(peer, id) !== s) return;
     s.accepted = true;
@@ -228,10 +228,10 @@ export class FileSender {
         this.bytesSent += n;
       }
       if (s.accepted && s.sent === s.row.size && s.hash && this.current(s.peer, s.row.id) === s) {
-        const sha256 = s.hash.digest("hex");
+        const check = s.hash;
         s.hash = null;
-        s.peer.send({ t: "file_end", id: s.row.id, sha256 });
-        if (!s.row.sha256) { s.row.sha256 = sha256; await fileTransfersRepo.hashed(this.d.db, s.row.id, sha256); }
+        s.peer.send({ t: "file_end", id: s.row.id, ...check.wire() });
+        if (!s.row.sha256) { s.row.sha256 = check.digest(); await fileTransfersRepo.hashed(this.d.db, s.row.id, s.row.sha256); }
       }
     } catch (err) {
       await this.failSending(s, err);

@@ -238,8 +238,42 @@ describe("transfers", () => {
     platform.files.chunk(link.platformPeer, encodeChunk("t-3", 0, new Uint8Array([1, 2, 3, 4])));
     await platform.files.message(link.platformPeer, { t: "file_end", id: "t-3", sha256: "0".repeat(64) });
     expect(await link.run(async () => (await status(platform, "h.bin"))?.status === "failed")).toBe(true);
-    expect((await status(platform, "h.bin"))?.last_error).toMatch(/SHA-256/);
+    expect((await status(platform, "h.bin"))?.last_error).toMatch(/does not match its check/);
     expect(await landed("h.bin")).toBe(false);
+    // checked with CRC-32 when the offer asks for it
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-4", set: SET, path: "c.bin", size: 4, check: "crc32" });
+    expect(link.queue.at(-1)?.frame).toEqual({ t: "file_accept", id: "t-4", offset: 0, check: "crc32" });
+    platform.files.chunk(link.platformPeer, encodeChunk("t-4", 0, new Uint8Array([1, 2, 3, 4])));
+    await platform.files.message(link.platformPeer, { t: "file_end", id: "t-4", crc32: (Bun.hash.crc32(new Uint8Array([1, 2, 3, 5])) as number) });
+    expect(await link.run(async () => (await status(platform, "c.bin"))?.status === "failed")).toBe(true);
+    expect(await landed("c.bin")).toBe(false);
+  });
+
+  test("a side of an earlier version (no check in its offer or accept): both use SHA-256, and the file lands", async () => {
+    const bytes = randomBytes(2 * CHUNK_BYTES + 3);
+    await edge.set.put("outbox/old.bin", bytes);
+    link.open();
+    // what an earlier version sends has no `check`: stripped both ways, and the end's kind noted
+    const ends: string[] = [];
+    for (const peer of [link.edgePeer, link.platformPeer]) {
+      const send = peer.send;
+      peer.send = (m) => { const { check: _, ...rest } = m as { check?: string }; if (m.t === "file_end") ends.push(Object.keys(m).join(",")); send(rest as typeof m); };
+    }
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/old.bin", "old.bin");
+    expect(await link.run(() => landed("old.bin"))).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/old.bin`))).toBe(sha(bytes));
+    expect(ends).toEqual(["t,id,sha256"]);
+  });
+
+  test("between two sides of this version: checked with CRC-32", async () => {
+    await edge.set.put("outbox/new.bin", randomBytes(CHUNK_BYTES + 1));
+    link.open();
+    const ends: unknown[] = [];
+    const send = link.edgePeer.send;
+    link.edgePeer.send = (m) => { if (m.t === "file_end") ends.push(m); send(m); };
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/new.bin", "new.bin");
+    expect(await link.run(() => landed("new.bin"))).toBe(true);
+    expect(ends).toEqual([{ t: "file_end", id: expect.any(String), crc32: expect.any(Number) }]);
   });
 
   test("the receiver's storage down: the whole part stays, both sides say why, and it is stored once storage is back", async () => {

@@ -191,7 +191,8 @@ export class FileSender {
       s.kept ??= await this.openKept(s.row);
       s.hash = await s.kept.hash(check, s.sent);
     } catch (err) { return this.failSending(s, err); }
-    if (this.current(peer, id) !== s) return;
+    // (a transfer dropped meanwhile closed what it had open; one opened after that closes here)
+    if (this.current(peer, id) !== s) { s.kept?.close(); return; }
     s.accepted = true;
     if (offset > 0) this.d.log.info("file transfer resumed", { set: s.row.set_name, path: s.row.source, offset, size: s.row.size });
     await fileTransfersRepo.progress(this.d.db, id, "transferring", s.acked);

@@ -81,7 +81,10 @@ function fileSync(d: Domain): FileSync {
   const files = new FileSync({
     db: d.db, log: d.log, side: "platform", dir: join(config.dataDir, "filesync"), maxBytes: config.fileSyncMaxBytes, inflightBytes: config.fileSyncInflightBytes,
     backend: async (sk, set) => { const r = await bucketSetsRepo.get(d.db, sk, set); return r ? d.bucketSets.backendOf(r) : null; },
+    // (on a cluster the node holding an edge's link sends it what any node queued)
+    shared: config.redisUrl ? { queued: (systemKey, edge) => d.signals.emit("fileSync.queued", { systemKey, edge }) } : undefined,
   });
+  d.signals.on("fileSync.queued", ({ systemKey, edge }) => files.wake(systemKey, edge));
   d.ports.edgeFiles.attach(edgeFileSender(files, (sk, edge) => d.edges.requireEdge(sk, edge)));
   d.signals.on("edge.changed", ({ systemKey, edge, what }) => (what === "deleted" ? files.forget(systemKey, edge).catch((err) => d.log.warn("file transfers of a deleted edge not dropped", { err })) : undefined));
   d.signals.on("system.removed", ({ systemKey }) => files.forget(systemKey).catch((err) => d.log.warn("file transfers of a deleted system not dropped", { err })));

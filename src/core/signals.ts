@@ -35,6 +35,8 @@ export interface SignalPayloads {
   /** a bucket set's file was written or deleted on this node (`path`: <box>/<path in the box>);
    *  edge sync sends what an edge writes to its outbox */
   "bucketSet.fileChanged": { systemKey: string; set: string; path: string; deleted: boolean };
+  /** a file was queued for an edge: the node holding its link (any node of a cluster) sends it */
+  "fileSync.queued": { systemKey: string; edge: string };
 }
 export type SignalName = keyof SignalPayloads;
 
@@ -54,6 +56,7 @@ export const SIGNAL_SHARED: { readonly [K in SignalName]: boolean } = {
   "sessions.ended": true,
   "system.removed": false,
   "bucketSet.fileChanged": false,
+  "fileSync.queued": true,
 };
 
 /** `remote`: the signal came from another node of the cluster. A listener's promise, if any, is

@@ -78,6 +78,23 @@ export function shownConfig(kept: string, reveal: boolean, secrets: SecretBox): 
   return { ...c, [SECRET_FIELD]: secrets.open(c[SECRET_FIELD]) };
 }
 
+/** Settings as they travel to an edge on its sync link (its authenticated channel): the secret
+ *  opened, for the edge to seal with its own key (each node seals with its own). A secret this node
+ *  cannot open is left out: the edge's storage then answers that its credentials are refused. */
+export function travellingConfig(kept: string, secrets: SecretBox): string {
+  const c = JSON.parse(kept) as Record<string, string>;
+  if (c[SECRET_FIELD] === undefined) return kept;
+  try { return JSON.stringify({ ...c, [SECRET_FIELD]: secrets.open(c[SECRET_FIELD]) }); }
+  catch { const { [SECRET_FIELD]: _, ...rest } = c; return JSON.stringify(rest); }
+}
+
+/** Settings that travelled (see travellingConfig), as this node keeps them: the secret sealed. */
+export function arrivedConfig(travelling: string, secrets: SecretBox): string {
+  const c = JSON.parse(travelling) as Record<string, string>;
+  if (typeof c[SECRET_FIELD] !== "string") return travelling;
+  return JSON.stringify({ ...c, [SECRET_FIELD]: secrets.seal(c[SECRET_FIELD]) });
+}
+
 /** Opens backends for areas, one per area (kept while its settings stay the same). */
 export class FileStorage {
   private readonly open = new Map<string, { kept: string; backend: FileBackend }>();

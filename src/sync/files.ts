@@ -9,8 +9,9 @@
 // database: both survive a restart. It offers the file; the receiver answers with how much of it
 // it already holds (a part file in its data directory, kept across link cuts and restarts), and
 // the sender sends the rest in binary frames of up to CHUNK_BYTES, never more than
-// --file-sync-inflight-bytes ahead of the receiver's acknowledgements, then the file's SHA-256
-// (both sides hash the bytes as they pass; a resumed side hashes what it held first). Once the
+// --file-sync-inflight-bytes ahead of the receiver's acknowledgements, then the file's check
+// (CRC-32, or SHA-256 with a side of an earlier version: see CheckKind; both sides compute it as
+// the bytes pass, a resumed side over what it held first). Once the
 // receiver holds every byte and the hashes match, it stores the file in the set's storage in one
 // step (a reader sees the old file or the new one) and says done.
 // A file over --file-sync-max-bytes (the sender's, or the receiver's) fails at once, with why.
@@ -23,7 +24,7 @@ import { checkPath } from "../store/files/backend.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../store/fileTransfers.ts";
 import { FileReceiver } from "./files/receive.ts";
 import { FileSender } from "./files/send.ts";
-import { type FilePeer, FileMessage, type FileStatus, type FileSyncDeps, peerKey } from "./files/wire.ts";
+import { crc32Digest, type FilePeer, FileMessage, type FileStatus, type FileSyncDeps, peerKey } from "./files/wire.ts";
 
 export { CHUNK_BYTES, CHUNK_FRAME, decodeChunk, encodeChunk, FILE_MESSAGES, type FilePeer, type FileStatus, type FileSyncDeps, isFileMessage } from "./files/wire.ts";
 export type { FileMessage } from "./files/wire.ts";
@@ -68,12 +69,13 @@ export class FileSync {
     const m = parsed.data;
     switch (m.t) {
       case "file_offer": return this.receiver.offered(peer, m);
-      case "file_accept": return this.sender.accepted(peer, m.id, m.offset);
+      case "file_accept": return this.sender.accepted(peer, m.id, m.offset, m.check ?? "sha256");
       case "file_ack": return this.sender.acked(peer, m.id, m.offset);
-      case "file_end": return this.receiver.ended(peer, m.id, m.sha256);
+      case "file_end": return this.receiver.ended(peer, m.id, m.crc32 !== undefined ? crc32Digest(m.crc32) : m.sha256 ?? "");
       case "file_done": return this.sender.finished(peer, m.id, "synced", "");
       case "file_failed": return this.sender.finished(peer, m.id, "failed", m.error);
       case "file_cancel": return this.receiver.cancelled(peer, m.id);
+      case "file_store_failed": return this.sender.storeFailed(peer, m.id, m.error);
     }
   }
 
@@ -85,11 +87,19 @@ export class FileSync {
     return this.sender.enqueue(systemKey, edge, set, source, path);
   }
 
+  /** A file was queued for a side (maybe by another node of a cluster): sent if its link is here. */
+  wake(systemKey: string, edge: string) { void this.sender.pump(systemKey, edge).catch((err) => this.d.log.warn("file sync: sending failed", { err })); }
+
   /** The unfinished transfer of a path to a side is dropped (its file was deleted). */
   cancel(systemKey: string, edge: string, set: string, path: string): Promise<void> { return this.sender.cancel(systemKey, edge, set, path); }
 
   /** An edge (or a whole system) is gone: its transfers go, with the files kept for them. */
   async forget(systemKey: string, edge?: string) {
+    // (kept versions in a set's object storage go with their edge; a deleted system's sets are
+    // gone, and what is left in their buckets stays, as their files do)
+    if (edge !== undefined && this.d.shared) {
+      for (const r of await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send")) await this.sender.dropKept(r);
+    }
     for (const id of await fileTransfersRepo.forget(this.d.db, systemKey, edge)) {
       await rm(join(this.d.dir, "out", id), { force: true });
       await rm(join(this.d.dir, "in", `${id}.part`), { force: true });

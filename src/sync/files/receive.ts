@@ -1,19 +1,22 @@
 // File sync's receiving side: a part file per transfer, appended to and hashed as bytes come,
 // resumed from what it holds, stored in the set in one step once whole and checked (see ../files.ts).
-import { createHash, type Hash } from "node:crypto";
 import { openSync } from "node:fs";
 import { rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { checkPath } from "../../store/files/backend.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
-import { closeQuietly, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, hashFile, PROGRESS_MS, writeAll } from "./wire.ts";
+import { type Check, checkFile, closeQuietly, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, PROGRESS_MS, writeAll } from "./wire.ts";
+
+/** The first wait before storing a received file again after its storage failed, and the longest. */
+const STORE_RETRY_MS = 1_000;
+const STORE_RETRY_MAX_MS = 60_000;
 
 /** A transfer this side is receiving. */
 export interface Receiving { row: FileTransferRow; peer: FilePeer;
   /** the part file, open for appending (written synchronously: a chunk is one call to the page cache) */
   fd: number; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean;
-  /** the bytes held, hashed; the hash the sender said (null: not yet) */
-  hash: Hash; expected: string | null }
+  /** the bytes held, checked; the check the sender said (null: not yet) */
+  hash: Check; expected: string | null }
 
 export class FileReceiver {
   /** the transfers being received, by id */
@@ -75,12 +78,12 @@ export class FileReceiver {
     const part = this.partOf(m.id);
     let offset = (await stat(part).catch(() => null))?.size ?? 0;
     if (offset > m.size) { await truncate(part, 0); offset = 0; }
-    // what was held counts in the hash
-    const hash = offset > 0 ? await hashFile(part, offset) : createHash("sha256");
+    // what was held counts in the check
+    const hash = await checkFile(m.check ?? "sha256", part, offset);
     const r: Receiving = { row, peer, fd: openSync(part, "a"), offset, writes: Promise.resolve(), savedAt: 0, finishing: false, hash, expected: null };
     this.receiving.set(m.id, r);
     this.d.log.debug("file accepted", { edge: peer.edge, path: dest, offset, size: m.size });
-    peer.send({ t: "file_accept", id: m.id, offset });
+    peer.send({ t: "file_accept", id: m.id, offset, ...(m.check ? { check: m.check } : {}) });
   }
 
   /** File bytes from a peer: written at the end of the part file, acknowledged. Bytes that are not
@@ -108,10 +111,10 @@ export class FileReceiver {
   }
 
   /** The sender's hash of the file: checked once every byte is here. */
-  ended(peer: FilePeer, id: string, sha256: string) {
+  ended(peer: FilePeer, id: string, digest: string) {
     const r = this.receiving.get(id);
     if (!r || r.peer !== peer || r.finishing) return;
-    r.expected = sha256;
+    r.expected = digest;
     r.writes = r.writes.then(() => (r.offset === r.row.size && !r.finishing ? this.complete(r) : undefined))
       .catch((err) => this.fail(r, String((err as Error)?.message ?? err)));
   }
@@ -122,19 +125,39 @@ export class FileReceiver {
     const started = performance.now();
     closeQuietly(r.fd);
     const part = this.partOf(r.row.id);
-    if (r.hash.digest("hex") !== r.expected) {
+    if (r.hash.digest() !== r.expected) {
       // what was received is not the file: it goes, and the sender starts over when it offers again
       await rm(part, { force: true });
       this.receiving.delete(r.row.id);
-      await fileTransfersRepo.progress(this.d.db, r.row.id, "failed", 0, "the file received does not match its SHA-256");
-      r.peer.send({ t: "file_failed", id: r.row.id, error: "the file received does not match its SHA-256" });
+      await fileTransfersRepo.progress(this.d.db, r.row.id, "failed", 0, "the file received does not match its check");
+      r.peer.send({ t: "file_failed", id: r.row.id, error: "the file received does not match its check" });
       return;
     }
     await fileTransfersRepo.hashed(this.d.db, r.row.id, r.expected);
+    await this.store(r, started, 0);
+  }
+
+  /** Stores a whole, checked part in the set. When the set's storage fails (object storage down,
+   *  credentials refused) the part stays and storing is tried again, later and later, while the
+   *  link lasts (and again when the sender offers the file on its next link); the transfer says why
+   *  it waits, on both sides. */
+  private async store(r: Receiving, started: number, tries: number) {
+    if (this.receiving.get(r.row.id) !== r) return;
+    const part = this.partOf(r.row.id);
     const files = await this.d.backend(r.row.system_key, r.row.set_name);
     if (!files) return this.fail(r, `no bucket set '${r.row.set_name}' on the ${this.d.side}`);
-    // moved into place when the set's storage is on this machine, else its bytes are stored
-    if (!(await files.adopt?.(r.row.source, part))) await files.put(r.row.source, Bun.file(part).stream());
+    try {
+      // moved into place when the set's storage is on this machine, else its bytes are stored
+      if (!(await files.adopt?.(r.row.source, part))) await files.put(r.row.source, Bun.file(part).stream());
+    } catch (err) {
+      const waitMs = Math.min(STORE_RETRY_MS * 2 ** tries, STORE_RETRY_MAX_MS);
+      const error = `storing the file in the ${this.d.side}'s bucket set failed (tried again in ${Math.round(waitMs / 1000)} s): ${String((err as Error)?.message ?? err)}`;
+      await fileTransfersRepo.progress(this.d.db, r.row.id, "transferring", r.row.size, error).catch(() => {});
+      this.d.log.warn("file not stored yet", { edge: r.peer.edge, set: r.row.set_name, path: r.row.source, error });
+      r.peer.send({ t: "file_store_failed", id: r.row.id, error });
+      setTimeout(() => { void this.store(r, started, tries + 1).catch((e) => this.fail(r, String((e as Error)?.message ?? e))); }, waitMs).unref();
+      return;
+    }
     await fileTransfersRepo.progress(this.d.db, r.row.id, "synced", r.row.size);
     this.d.log.debug("file stored", { path: r.row.source, storeMs: Math.round(performance.now() - started) });
     await rm(part, { force: true });

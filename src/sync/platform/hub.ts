@@ -99,6 +99,17 @@ export class SyncHub {
 
   open(ws: Socket) { this.st.bySocket.set(ws, new EdgeSession(this.st, ws)); }
 
+  /** A welcomed session as file sync's peer (made once). */
+  private filePeer(s: EdgeSession, ws: Socket): FilePeer | undefined {
+    if (!this.d.files || !s.edge) return undefined;
+    let peer = this.filePeers.get(s);
+    if (!peer) {
+      peer = { systemKey: s.edge.system_key, edge: s.edge.name, send: (x) => s.send(x), sendBinary: (b) => { if (!s.closed) ws.sendBinary?.(b); } };
+      this.filePeers.set(s, peer);
+    }
+    return peer;
+  }
+
   async message(ws: Socket, raw: unknown) {
     const s = this.st.bySocket.get(ws);
     if (!s || s.closed) return;
@@ -119,16 +130,14 @@ export class SyncHub {
     try {
       if (m.t === "hello") {
         await hello(this.st, s, m);
-        if (this.d.files && s.edge && !s.closed && this.st.sessions.get(s.key) === s) {
-          const peer: FilePeer = { systemKey: s.edge.system_key, edge: s.edge.name, send: (x) => s.send(x), sendBinary: (b) => { if (!s.closed) ws.sendBinary?.(b); } };
-          this.filePeers.set(s, peer);
-          this.d.files.peerUp(peer);
-        }
+        const peer = !s.closed && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;
+        if (peer) this.d.files?.peerUp(peer);
         return;
       }
       if (!s.edge) return reject(s, "say hello first");
       if (isFileMessage(m)) {
-        const peer = this.filePeers.get(s);
+        // (the edge may offer a file as soon as it is welcomed, before hello's end here)
+        const peer = this.filePeer(s, ws);
         // an edge sends files only of the sets its template brings it
         if (peer && m.t === "file_offer" && !entryFor(s.template, "bucketset", m.set)) return s.send({ t: "file_failed", id: m.id, error: `bucket set '${m.set}' is not in this edge's template` });
         if (peer) await this.d.files?.message(peer, m);

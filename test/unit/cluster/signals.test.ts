@@ -47,6 +47,7 @@ const SAMPLES: { [K in SignalName]: SignalPayloads[K] } = {
   "sessions.ended": { hashes: ["h3"] },
   "system.removed": { systemKey: "sk" },
   "bucketSet.fileChanged": { systemKey: "sk", set: "s1", path: "outbox/a.txt", deleted: false },
+  "fileSync.queued": { systemKey: "sk", edge: "e1" },
 };
 const NAMES = Object.keys(SAMPLES) as SignalName[];
 

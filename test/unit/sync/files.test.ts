@@ -11,7 +11,8 @@ import { createLogger } from "../../../src/core/log.ts";
 import { type Db, openDb } from "../../../src/store/db.ts";
 import { LocalFiles } from "../../../src/store/files/local.ts";
 import { migrate } from "../../../src/store/migrations.ts";
-import { CHUNK_BYTES, decodeChunk, encodeChunk, type FilePeer, FileSync } from "../../../src/sync/files.ts";
+import type { FileBackend } from "../../../src/store/files/backend.ts";
+import { CHUNK_BYTES, decodeChunk, encodeChunk, type FilePeer, FileSync, type FileSyncDeps } from "../../../src/sync/files.ts";
 
 const base = mkdtempSync(join(tmpdir(), "outpost-filesync-"));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -21,14 +22,31 @@ let n = 0;
 
 interface Node { files: FileSync; db: Db; set: LocalFiles; dir: string }
 
-async function node(side: "edge" | "platform", opts: { maxBytes?: number; inflight?: number } = {}): Promise<Node> {
+/** `storage`: the set's backend as the node sees it (default: the local directory itself); `db`
+ *  and `shared`: a node of a clustered platform, on the database of another. */
+async function node(side: "edge" | "platform", opts: { maxBytes?: number; inflight?: number; storage?: (set: LocalFiles) => FileBackend; db?: Db;
+  shared?: FileSyncDeps["shared"]; set?: LocalFiles } = {}): Promise<Node> {
   const dir = join(base, `${side}${n++}`);
-  const db = await openDb({ url: ":memory:" });
-  await migrate(db);
-  const set = new LocalFiles(join(dir, "set"));
+  const db = opts.db ?? await openDb({ url: ":memory:" });
+  if (!opts.db) await migrate(db);
+  const set = opts.set ?? new LocalFiles(join(dir, "set"));
+  const storage = opts.storage?.(set) ?? set;
   const files = new FileSync({ db, log: createLogger("silent"), side, dir: join(dir, "filesync"), maxBytes: opts.maxBytes ?? 64 * 1024 * 1024,
-    inflightBytes: opts.inflight ?? 2 * CHUNK_BYTES, backend: async (sk, name) => (sk === SK && name === SET ? set : null) });
+    inflightBytes: opts.inflight ?? 2 * CHUNK_BYTES, backend: async (sk, name) => (sk === SK && name === SET ? storage : null), shared: opts.shared });
   return { files, db, set, dir };
+}
+
+/** A local directory as object storage is seen: kind s3, no fast paths for files of this machine,
+ *  down (every call refused) while `faults.down` holds, and refusing to store the paths `refuses`. */
+function objectStorage(set: LocalFiles, faults: { down: boolean; refuses?: RegExp } = { down: false }): FileBackend {
+  const guard = <A extends unknown[], R>(f: (...a: A) => Promise<R>) => (...a: A): Promise<R> =>
+    faults.down ? Promise.reject(new Error("object storage: Unable to connect")) : f(...a);
+  return {
+    kind: "s3",
+    put: guard((p, b, o) => (faults.refuses?.test(p) ? Promise.reject(new Error("object storage: InvalidAccessKeyId")) : set.put(p, b, o))), get: guard((p, r) => set.get(p, r)), stream: guard((p, st) => set.stream(p, st)),
+    stat: guard((p) => set.stat(p)), list: guard((o) => set.list(o)), copy: guard((a, b) => set.copy(a, b)), move: guard((a, b) => set.move(a, b)),
+    delete: guard((p) => set.delete(p)), deleteAll: guard((p) => set.deleteAll(p)),
+  };
 }
 
 /** A link between an edge and a platform: frames wait in a queue each way until delivered; a cut
@@ -220,7 +238,163 @@ describe("transfers", () => {
     platform.files.chunk(link.platformPeer, encodeChunk("t-3", 0, new Uint8Array([1, 2, 3, 4])));
     await platform.files.message(link.platformPeer, { t: "file_end", id: "t-3", sha256: "0".repeat(64) });
     expect(await link.run(async () => (await status(platform, "h.bin"))?.status === "failed")).toBe(true);
-    expect((await status(platform, "h.bin"))?.last_error).toMatch(/SHA-256/);
+    expect((await status(platform, "h.bin"))?.last_error).toMatch(/does not match its check/);
     expect(await landed("h.bin")).toBe(false);
+    // checked with CRC-32 when the offer asks for it
+    await platform.files.message(link.platformPeer, { t: "file_offer", id: "t-4", set: SET, path: "c.bin", size: 4, check: "crc32" });
+    expect(link.queue.at(-1)?.frame).toEqual({ t: "file_accept", id: "t-4", offset: 0, check: "crc32" });
+    platform.files.chunk(link.platformPeer, encodeChunk("t-4", 0, new Uint8Array([1, 2, 3, 4])));
+    await platform.files.message(link.platformPeer, { t: "file_end", id: "t-4", crc32: (Bun.hash.crc32(new Uint8Array([1, 2, 3, 5])) as number) });
+    expect(await link.run(async () => (await status(platform, "c.bin"))?.status === "failed")).toBe(true);
+    expect(await landed("c.bin")).toBe(false);
+  });
+
+  test("a side of an earlier version (no check in its offer or accept): both use SHA-256, and the file lands", async () => {
+    const bytes = randomBytes(2 * CHUNK_BYTES + 3);
+    await edge.set.put("outbox/old.bin", bytes);
+    link.open();
+    // what an earlier version sends has no `check`: stripped both ways, and the end's kind noted
+    const ends: string[] = [];
+    for (const peer of [link.edgePeer, link.platformPeer]) {
+      const send = peer.send;
+      peer.send = (m) => { const { check: _, ...rest } = m as { check?: string }; if (m.t === "file_end") ends.push(Object.keys(m).join(",")); send(rest as typeof m); };
+    }
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/old.bin", "old.bin");
+    expect(await link.run(() => landed("old.bin"))).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/old.bin`))).toBe(sha(bytes));
+    expect(ends).toEqual(["t,id,sha256"]);
+  });
+
+  test("between two sides of this version: checked with CRC-32", async () => {
+    await edge.set.put("outbox/new.bin", randomBytes(CHUNK_BYTES + 1));
+    link.open();
+    const ends: unknown[] = [];
+    const send = link.edgePeer.send;
+    link.edgePeer.send = (m) => { if (m.t === "file_end") ends.push(m); send(m); };
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/new.bin", "new.bin");
+    expect(await link.run(() => landed("new.bin"))).toBe(true);
+    expect(ends).toEqual([{ t: "file_end", id: expect.any(String), crc32: expect.any(Number) }]);
+  });
+
+  test("the receiver's storage down: the whole part stays, both sides say why, and it is stored once storage is back", async () => {
+    const faults = { down: true };
+    platform = await node("platform", { storage: (set) => objectStorage(set, faults) });
+    link = new Link(edge, platform);
+    const bytes = randomBytes(3 * CHUNK_BYTES + 5);
+    await edge.set.put("outbox/s.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/s.bin", "s.bin");
+    expect(await link.run(async () => /storing the file in the platform's bucket set failed.*Unable to connect/.test((await status(edge, "s.bin"))?.last_error ?? ""))).toBe(true);
+    const held = (await status(platform, "s.bin"))!;
+    expect([held.status, held.bytes_done]).toEqual(["transferring", bytes.length]);
+    expect(held.last_error).toMatch(/Unable to connect/);
+    expect((await status(edge, "s.bin"))?.status).toBe("transferring");
+    // back: the next try stores it (no byte sent again)
+    const sentBefore = link.up;
+    faults.down = false;
+    expect(await link.run(async () => (await status(edge, "s.bin"))?.status === "synced", 600)).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/s.bin`))).toBe(sha(bytes));
+    expect(link.up).toBe(sentBefore);
+    expect((await status(platform, "s.bin"))?.last_error).toBe("");
+  });
+
+  test("the receiver's storage down across a cut: the next link stores what the part holds, sending no byte again", async () => {
+    const faults = { down: true };
+    platform = await node("platform", { storage: (set) => objectStorage(set, faults) });
+    link = new Link(edge, platform);
+    const bytes = randomBytes(2 * CHUNK_BYTES);
+    await edge.set.put("outbox/c.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/c.bin", "c.bin");
+    expect(await link.run(async () => ((await status(platform, "c.bin"))?.last_error ?? "") !== "")).toBe(true);
+    await link.cut();
+    faults.down = false;
+    link.up = 0;
+    link.open();
+    expect(await link.run(async () => (await status(edge, "c.bin"))?.status === "synced")).toBe(true);
+    expect(link.up).toBe(0);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/c.bin`))).toBe(sha(bytes));
+  });
+
+  test("the sender's storage unreadable when a file is queued: its transfer fails with why; the next goes", async () => {
+    const faults = { down: false };
+    edge = await node("edge", { storage: (set) => objectStorage(set, faults) });
+    link = new Link(edge, platform);
+    await edge.set.put("outbox/u.bin", randomBytes(100));
+    await edge.set.put("outbox/v.bin", randomBytes(100));
+    link.open();
+    faults.down = true;
+    const t = (await edge.files.enqueue(SK, EDGE, SET, "outbox/u.bin", "u.bin"))!;
+    expect([t.status, t.error]).toEqual(["failed", expect.stringMatching(/reading the file from the edge's bucket set failed.*Unable to connect/)]);
+    faults.down = false;
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/v.bin", "v.bin");
+    expect(await link.run(() => landed("v.bin"))).toBe(true);
+    expect((await status(edge, "u.bin"))?.status).toBe("failed");
+  });
+
+  test("a clustered platform: the version a node keeps is in the set's object storage, and the node holding the link sends it", async () => {
+    const woken: string[] = [];
+    const shared = { queued: (sk: string, e: string) => { woken.push(`${sk}/${e}`); void holder.files.wake(sk, e); } };
+    const taker = await node("platform", { storage: (set) => objectStorage(set), shared });
+    const holder = await node("platform", { storage: (set) => objectStorage(set), shared, db: taker.db, set: taker.set });
+    link = new Link(edge, holder);
+    link.open();
+    const bytes = randomBytes(2 * CHUNK_BYTES + 9);
+    await taker.set.put("sandbox/model.bin", bytes);
+    const t = (await taker.files.enqueue(SK, EDGE, SET, "sandbox/model.bin", "model.bin"))!;
+    expect(t.status).toBe("pending");
+    expect(woken).toEqual([`${SK}/${EDGE}`]);
+    // kept beside the boxes, not on the node that took it
+    expect((await taker.set.stat(`.outpost-filesync/${t.id}`))?.size).toBe(bytes.length);
+    expect(readdirSync(join(taker.dir, "filesync", "out"))).toEqual([]);
+    expect(await link.run(async () => (await edge.set.stat("inbox/model.bin")) !== null)).toBe(true);
+    expect(sha(await edge.set.get("inbox/model.bin"))).toBe(sha(bytes));
+    expect(await link.run(async () => (await taker.set.stat(`.outpost-filesync/${t.id}`)) === null)).toBe(true);
+    expect((await holder.files.status(SK, EDGE)).find((f) => f.asset_name === `${SET}/model.bin`)?.status).toBe("synced");
+  });
+
+  test("a clustered platform with the set on a local directory: the node holding the link says why it cannot send", async () => {
+    const shared = { queued: () => {} };
+    const taker = await node("platform", { shared });
+    const holder = await node("platform", { shared, db: taker.db });
+    await taker.set.put("sandbox/x.bin", randomBytes(10));
+    await taker.files.enqueue(SK, EDGE, SET, "sandbox/x.bin", "x.bin");
+    link = new Link(edge, holder);
+    link.open();
+    expect(await link.run(async () => (await holder.files.status(SK, EDGE))[0]?.status === "failed")).toBe(true);
+    expect((await holder.files.status(SK, EDGE))[0]?.last_error).toMatch(/kept on the platform node that took the request.*S3/);
+  });
+
+  test("a file its receiver cannot store does not hold up the ones behind it; it is stored when the receiver's retry works", async () => {
+    const faults = { down: false, refuses: /refused/ as RegExp | undefined };
+    platform = await node("platform", { storage: (set) => objectStorage(set, faults) });
+    link = new Link(edge, platform);
+    await edge.set.put("outbox/refused.bin", randomBytes(CHUNK_BYTES));
+    await edge.set.put("outbox/next.bin", randomBytes(100));
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/refused.bin", "refused.bin");
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/next.bin", "next.bin");
+    expect(await link.run(() => landed("next.bin"))).toBe(true);
+    const waiting = (await status(edge, "refused.bin"))!;
+    expect([waiting.status, waiting.last_error]).toEqual(["transferring", expect.stringMatching(/InvalidAccessKeyId/)]);
+    faults.refuses = undefined;
+    expect(await link.run(async () => (await status(edge, "refused.bin"))?.status === "synced", 600)).toBe(true);
+    expect(await landed("refused.bin")).toBe(true);
+  });
+
+  test("a new link up while the old one's transfer is written down: the transfer goes on on the new one", async () => {
+    const bytes = randomBytes(4 * CHUNK_BYTES);
+    await edge.set.put("outbox/r.bin", bytes);
+    link.open();
+    await edge.files.enqueue(SK, EDGE, SET, "outbox/r.bin", "r.bin");
+    expect(await link.run(async () => ((await status(platform, "r.bin"))?.bytes_done ?? 0) >= CHUNK_BYTES)).toBe(true);
+    // the old link's loss is still being written down when the new link comes up
+    const [oldEdge, oldPlatform] = [link.edgePeer, link.platformPeer];
+    link.queue = [];
+    const lost = Promise.all([edge.files.peerLost(oldEdge), platform.files.peerLost(oldPlatform)]);
+    link.open();
+    await lost;
+    expect(await link.run(() => landed("r.bin"))).toBe(true);
+    expect(sha(await platform.set.get(`inbox/${EDGE}/r.bin`))).toBe(sha(bytes));
   });
 });

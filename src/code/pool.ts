@@ -123,6 +123,9 @@ export class WorkerPool {
     sys.queue.push(run);
     this.waiting.add(sys);
     if (this.slots.length === 0) void this.warm();
+    // the first run of a turn of the event loop goes at once (a run alone waits for nothing); those
+    // that come after it in the same turn go together at its end
+    if (!this.pumpScheduled) this.pump();
     this.pumpSoon();
     return { id, done };
   }
@@ -289,8 +292,9 @@ export class WorkerPool {
 
   // ---- scheduling -----------------------------------------------------------------------------
 
-  /** Runs submitted in one turn of the event loop (the requests one poll of the sockets brought)
-   *  go out at the turn's end, together: one batch, one post per worker for all of them. A post
+  /** Runs submitted in one turn of the event loop after its first (the requests one poll of the
+   *  sockets brought) go out at the turn's end, together: one batch, one post per worker for all
+   *  of them, where each took a worker of its own as it came (workers the system may borrow). A post
    *  wakes the worker, which on a busy machine takes the main thread's core from it (profiled:
    *  posts were a quarter of the main thread's samples, a run's own work is a few µs). */
   private pumpSoon() {

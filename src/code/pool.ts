@@ -111,10 +111,11 @@ export class WorkerPool {
   submit(spec: RunSpec): { id: number; done: Promise<PoolOutcome> } {
     if (this.stopped) throw fail("INTERNAL", "the code engine is stopping");
     let sys = this.systems.get(spec.system);
-    if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0, batchMs: BORROW_MAX_MS }));
-    // (runs of this turn not handed out yet do not count against the bound while a worker is free)
-    if (sys.queue.length >= this.o.queueMax) this.pump();
-    if (sys.queue.length >= this.o.queueMax) throw failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`);
+    if (!sys) this.systems.set(spec.system, (sys = { key: spec.system, queue: [], answers: new Map(), holding: 0, served: 0, batchMs: BORROW_MAX_MS, behind: 0 }));
+    // runs of this turn not handed out yet wait only if no free worker takes them; runs behind
+    // another in a batch wait as much as queued ones
+    if (sys.queue.length + sys.behind >= this.o.queueMax) this.pump();
+    if (sys.queue.length + sys.behind >= this.o.queueMax) throw failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`);
     const id = ++this.nextId;
     let resolve!: (o: PoolOutcome) => void;
     const done = new Promise<PoolOutcome>((r) => (resolve = r));
@@ -123,9 +124,6 @@ export class WorkerPool {
     sys.queue.push(run);
     this.waiting.add(sys);
     if (this.slots.length === 0) void this.warm();
-    // the first run of a turn of the event loop goes at once (a run alone waits for nothing); those
-    // that come after it in the same turn go together at its end
-    if (!this.pumpScheduled) this.pump();
     this.pumpSoon();
     return { id, done };
   }
@@ -233,6 +231,7 @@ export class WorkerPool {
     this.end(slot);
     if (b) {
       b.sys.holding--;
+      b.sys.behind -= b.behind;
       b.sys.batchMs += (performance.now() - b.at - b.sys.batchMs) / 8;
       // steps after the stuck one never started: their runs go back to the front of the queue
       const again: Run[] = [];
@@ -264,7 +263,7 @@ export class WorkerPool {
     const b = slot.batch;
     this.end(slot);
     this.o.restarts?.inc({ reason: "failed" });
-    if (b) b.sys.holding--;
+    if (b) { b.sys.holding--; b.sys.behind -= b.behind; }
     for (const run of [...slot.runs.values()]) this.finish(run, { kind: "failed", error: "the worker running it stopped unexpectedly" });
     if (this.stopped) return;
     if (slot.ready) { this.spawn(); this.pump(); return; }
@@ -292,9 +291,8 @@ export class WorkerPool {
 
   // ---- scheduling -----------------------------------------------------------------------------
 
-  /** Runs submitted in one turn of the event loop after its first (the requests one poll of the
-   *  sockets brought) go out at the turn's end, together: one batch, one post per worker for all
-   *  of them, where each took a worker of its own as it came (workers the system may borrow). A post
+  /** Runs submitted in one turn of the event loop (the requests one poll of the sockets brought)
+   *  go out at the turn's end, together: one batch, one post per worker for all of them. A post
    *  wakes the worker, which on a busy machine takes the main thread's core from it (profiled:
    *  posts were a quarter of the main thread's samples, a run's own work is a few µs). */
   private pumpSoon() {
@@ -390,7 +388,9 @@ export class WorkerPool {
     sys.holding++;
     sys.served = ++this.served;
     this.batches++;
-    slot.batch = { sys, steps, runs, at: performance.now() };
+    const behind = Math.max(0, runs.filter(Boolean).length - 1);
+    sys.behind += behind;
+    slot.batch = { sys, steps, runs, at: performance.now(), behind };
     const m: BatchMessage = { t: "b", cx: contexts, s: steps };
     if (src) m.src = src;
     if (drop) m.drop = drop;
@@ -426,6 +426,7 @@ export class WorkerPool {
     if (m.t === "e" && slot.batch) {
       const b = slot.batch;
       b.sys.holding--;
+      b.sys.behind -= b.behind;
       b.sys.batchMs += (performance.now() - b.at - b.sys.batchMs) / 8;
       slot.batch = null;
       if (m.r !== undefined) this.giveBack(slot, b, m.r);

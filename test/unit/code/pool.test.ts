@@ -52,19 +52,27 @@ describe("WorkerPool", () => {
     expect(many).toEqual(Array.from({ length: 300 }, (_, i) => ({ kind: "success", value: i })));
   });
 
-  test("runs submitted in one turn of the event loop after the first go to a worker in one batch; the queue's bound counts only what no free worker takes", async () => {
+  test("runs submitted in one turn of the event loop go to a worker in one batch; the queue's bound counts what waits behind another in a batch, not what a free worker takes", async () => {
     const p = await pool({ workers: 3, maxShare: 1 });
     const quick = (i: number) => spec("a", "quick", "function quick(req, resp){ resp.success(req.params.i) }", { params: JSON.stringify({ i }) });
     expect(await run(p, quick(-1))).toEqual({ kind: "success", value: -1 }); // (its sandbox is warm)
     const before = p.stats().batches;
     const burst = Array.from({ length: 5 }, (_, i) => run(p, quick(i)));
-    expect(p.stats()).toMatchObject({ queued: 4, running: 1 }); // the first at once, the others at the turn's end
+    expect(p.stats()).toMatchObject({ queued: 5 }); // none handed out yet
     expect(await Promise.all(burst)).toEqual([0, 1, 2, 3, 4].map((i) => ({ kind: "success", value: i })));
-    // two posts for the five (each taking a free worker as it came, they took four)
-    expect(p.stats().batches - before).toBe(2);
-    // a burst past the bound while a worker is free: what it takes is not waiting
+    // one post for the five (handed out one by one as they came, they took four)
+    expect(p.stats().batches - before).toBe(1);
+    // a burst past the bound while workers are free: what they take is not waiting
     const small = await pool({ workers: 3, maxShare: 1, queueMax: 2 });
     expect(await Promise.all(Array.from({ length: 5 }, (_, i) => run(small, quick(i))))).toEqual([0, 1, 2, 3, 4].map((i) => ({ kind: "success", value: i })));
+    // with one worker, busy: one runs, one waits behind it in its batch, one in the queue; the next is refused
+    const one = await pool({ workers: 1, queueMax: 2, sliceMs: 300 });
+    const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 300 });
+    const held = [one.submit(loop()), one.submit(loop()), one.submit(loop())];
+    let refused: unknown;
+    try { one.submit(loop()); } catch (e) { refused = e; }
+    expect((refused as ApiError).kind.status).toBe(429);
+    await Promise.all(held.map((h) => h.done));
   });
 
   test("host calls go to the main thread with their arguments and come back as the run's answers", async () => {

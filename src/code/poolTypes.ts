@@ -76,9 +76,15 @@ export interface Sys {
   /** how long its batches take, ms (a moving average): it may borrow workers past its share while
    *  this stays under BORROW_MAX_MS */
   batchMs: number;
+  /** runs behind another in its batches under way (counted with its queue against its bound) */
+  behind: number;
 }
 
-export interface Batch { sys: Sys; steps: Step[]; runs: (Run | undefined)[]; /** performance.now() at send */ at: number }
+export interface Batch {
+  sys: Sys; steps: Step[]; runs: (Run | undefined)[]; /** performance.now() at send */ at: number;
+  /** its runs after the first (they wait behind it, as queued runs do) */
+  behind: number;
+}
 
 export interface Slot {
   worker: Worker;

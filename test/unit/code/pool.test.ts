@@ -52,6 +52,29 @@ describe("WorkerPool", () => {
     expect(many).toEqual(Array.from({ length: 300 }, (_, i) => ({ kind: "success", value: i })));
   });
 
+  test("runs submitted in one turn of the event loop go to a worker in one batch; the queue's bound counts what waits behind another in a batch, not what a free worker takes", async () => {
+    const p = await pool({ workers: 3, maxShare: 1 });
+    const quick = (i: number) => spec("a", "quick", "function quick(req, resp){ resp.success(req.params.i) }", { params: JSON.stringify({ i }) });
+    expect(await run(p, quick(-1))).toEqual({ kind: "success", value: -1 }); // (its sandbox is warm)
+    const before = p.stats().batches;
+    const burst = Array.from({ length: 5 }, (_, i) => run(p, quick(i)));
+    expect(p.stats()).toMatchObject({ queued: 5 }); // none handed out yet
+    expect(await Promise.all(burst)).toEqual([0, 1, 2, 3, 4].map((i) => ({ kind: "success", value: i })));
+    // one post for the five (handed out one by one as they came, they took four)
+    expect(p.stats().batches - before).toBe(1);
+    // a burst past the bound while workers are free: what they take is not waiting
+    const small = await pool({ workers: 3, maxShare: 1, queueMax: 2 });
+    expect(await Promise.all(Array.from({ length: 5 }, (_, i) => run(small, quick(i))))).toEqual([0, 1, 2, 3, 4].map((i) => ({ kind: "success", value: i })));
+    // with one worker, busy: one runs, one waits behind it in its batch, one in the queue; the next is refused
+    const one = await pool({ workers: 1, queueMax: 2, sliceMs: 300 });
+    const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 300 });
+    const held = [one.submit(loop()), one.submit(loop()), one.submit(loop())];
+    let refused: unknown;
+    try { one.submit(loop()); } catch (e) { refused = e; }
+    expect((refused as ApiError).kind.status).toBe(429);
+    await Promise.all(held.map((h) => h.done));
+  });
+
   test("host calls go to the main thread with their arguments and come back as the run's answers", async () => {
     const p = await pool();
     const seen: [string, unknown][] = [];
@@ -104,6 +127,7 @@ describe("WorkerPool", () => {
     const borrowed = [p.submit(busy)];
     await handedOut(p, 1);
     borrowed.push(p.submit(busy));
+    await handedOut(p, 2);
     expect(p.stats()).toMatchObject({ running: 2, queued: 0, busy: 2 });
     for (const r of borrowed) expect(value(await r.done)).toEqual({ kind: "success", value: 2 });
     // its batches ran long: back to its share
@@ -133,7 +157,9 @@ describe("WorkerPool", () => {
   test("a system's queue is bounded: past it, submit refuses with THROTTLED and a Retry-After", async () => {
     const p = await pool({ queueMax: 2, sliceMs: 300 });
     const loop = () => spec("a", "loop", "function loop(req, resp){ while (true) {} }", { timeoutMs: 300 });
-    const held = [p.submit(loop()), p.submit(loop()), p.submit(loop())]; // one runs, two wait
+    const held = [p.submit(loop())];
+    await handedOut(p, 1);
+    held.push(p.submit(loop()), p.submit(loop())); // one runs, two wait
     let refused: unknown;
     try { p.submit(loop()); } catch (e) { refused = e; }
     expect(refused).toBeInstanceOf(ApiError);

@@ -310,7 +310,11 @@ t.test("operate: sessions revoked, the audit trail filtered, a collection export
   await clear(page, "#audit-table-search");
   await page.keyboard.press("Enter");
   await page.select("#audit-class", "collections");
-  await page.waitForFunction(() => /in all/.test((globalThis as any).document.querySelector("#audit-table-page")?.textContent ?? ""));
+  // the collections' rows themselves, not the count of the filter before (still shown until they come)
+  await page.waitForFunction(() => {
+    const rows = [...(globalThis as any).document.querySelectorAll("#audit-table tbody tr[data-audit]")];
+    return rows.length > 0 && rows.every((e: any) => / collections( |$)/.test(e.getAttribute("data-audit"))) && /in all/.test((globalThis as any).document.querySelector("#audit-table-page")?.textContent ?? "");
+  }, { timeout: 20_000 });
   const before = await text(page, "#audit-table-page");
   // from a minute ahead: nothing yet
   await page.$eval("#audit-from", (e) => {

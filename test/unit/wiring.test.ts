@@ -42,7 +42,7 @@ const LIBRARY_HOOKS = new Set([
   "code/syntax.ts:w.onmessage", "code/syntax.ts:w.onerror",
   "sync/edge/link.ts:ws.onopen", "sync/edge/link.ts:ws.onmessage", "sync/edge/link.ts:ws.onclose", "sync/edge/link.ts:ws.onerror",
   "broker/listeners.ts:ws.data.kick", "broker/broker.ts:am.subscribe", "broker/broker.ts:am.unsubscribe", "broker/broker.ts:c.deliver0",
-  "broker/publish.ts:parser.parse", "broker/publish.ts:c.deliver0",
+  "broker/publish.ts:parser.parse", "broker/publish.ts:c.deliver0", "broker/publish.ts:c.deliverQoS",
   "broker/writes.ts:conn.cork", "broker/writes.ts:conn.uncork", "broker/writes.ts:conn.write", "broker/writes.ts:conn.end", "broker/writes.ts:conn.destroy",
   "throttle/limiters.ts:this.cmd.onclose", "throttle/limiters.ts:this.sub.onclose",
   "cluster/redis.ts:this.cmd.onclose", "cluster/redis.ts:this.sub.onclose",

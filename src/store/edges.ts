@@ -2,6 +2,7 @@
 import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
 import { type ListRead, listClauses } from "./sql.ts";
+import { linkEventsRepo } from "./linkEvents.ts";
 
 export interface EdgeRow {
   system_key: string; name: string; token_hash: string; description: string; template: string;
@@ -72,6 +73,7 @@ export const edgesRepo = {
   async delete(ex: Executor, systemKey: string, name: string) {
     await ex.run(`DELETE FROM edge_template_entries WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);
     await ex.run(`DELETE FROM sync_status WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);
+    await linkEventsRepo.deleteEdge(ex, systemKey, name);
     return ex.run(`DELETE FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]);
   },
   dropDataKey: (ex: Executor, systemKey: string, name: string) =>

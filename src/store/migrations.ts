@@ -351,6 +351,24 @@ export const MIGRATIONS: Migration[] = [
       `CREATE INDEX device_key_jobs_created ON device_key_jobs(created_ms)`,
     ],
   },
+  {
+    version: 33,
+    name: "edge link events",
+    up: [
+      // each edge's recent link events (connected, disconnected, refused), the newest 100 kept per
+      // edge (trimmed as they are written); time: RFC 3339 in UTC; detail: a JSON object. Deleted
+      // with the edge (edges.ts) and with its system.
+      `CREATE TABLE edge_link_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        system_key TEXT NOT NULL REFERENCES systems(system_key) ON DELETE CASCADE,
+        edge_name TEXT NOT NULL,
+        time TEXT NOT NULL,
+        event TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+      )`,
+      `CREATE INDEX edge_link_events_edge ON edge_link_events(system_key, edge_name, id)`,
+    ],
+  },
 ];
 
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<number[]> {

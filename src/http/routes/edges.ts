@@ -2,14 +2,18 @@
 // paths, templates, sync status and retry, and the sync channel itself (a WebSocket).
 import { timingSafeEqual } from "node:crypto";
 import { Elysia } from "elysia";
-import { developerOnly } from "../../auth/principal.ts";
+import { developerOnly, type Principal } from "../../auth/principal.ts";
 import { fail } from "../../core/errors.ts";
 import { hashToken } from "../../core/ids.ts";
+
 import { SYNC_PATH } from "../../sync/protocol.ts";
+import { LINK_EVENTS_KEPT } from "../../sync/platform/hub.ts";
 import { conditionalJson, flagParam, jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
+/** link events answered when no limit is given */
+const LINK_LOG_DEFAULT = 50;
 const sk = (p: unknown) => (p as P).systemKey!;
 const nm = (p: unknown) => (p as P).name!;
 
@@ -28,6 +32,15 @@ export const edgeRoutes = (s: Services) => {
   const hub = () => {
     if (!s.sync) throw fail("INVALID_ARGUMENT", "sync status is kept by the platform, not by an edge");
     return s.sync;
+  };
+  // same rights as the edge's sync status; an unknown edge is NOT_FOUND
+  const linkLog = async (p: Principal, request: Request, systemKey: string, name: string) => {
+    await s.systems.accessAsDeveloper(p, systemKey);
+    const raw = queryOf(request).get("limit");
+    const limit = raw === null || raw === "" ? LINK_LOG_DEFAULT : Number(raw);
+    if (!Number.isInteger(limit) || limit < 1 || limit > LINK_EVENTS_KEPT) throw fail("INVALID_ARGUMENT", `limit must be an integer from 1 to ${LINK_EVENTS_KEPT}`);
+    await s.edges.requireEdge(systemKey, name);
+    return hub().linkLog(systemKey, name, limit);
   };
   let app = new Elysia()
     .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
@@ -81,6 +94,8 @@ export const edgeRoutes = (s: Services) => {
     })) as unknown as Elysia;
   for (const base of ["/api/v/3/edges/:systemKey/:name", "/admin/edges/:systemKey/:name"]) {
     app = app
+      // the link's latest events, newest first (?limit=1..100, default 50)
+      .get(`${base}/link`, caller((p, { request, params }) => linkLog(p, request, sk(params), nm(params))))
       .get(base, caller((p, { params }) => s.edges.get(p, sk(params), nm(params))))
       .post(base, caller(async (p, { request, params }) => s.edges.create(p, sk(params), nm(params), await jsonBody(request))))
       .put(base, caller(async (p, { request, params }) => s.edges.update(p, sk(params), nm(params), await jsonBody(request))))

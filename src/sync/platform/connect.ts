@@ -23,6 +23,7 @@ const REFUSAL_RECORD_MS = 5_000;
 export const SWEEP_MS = 250;
 
 export function reject(s: EdgeSession, message: string) {
+  if (s.edge && !s.endCause) s.endCause = `protocol error: ${message}`;
   s.send({ t: "error", message, reason: "message" });
   s.ws.close(4000, message.slice(0, 100));
 }
@@ -44,15 +45,32 @@ async function refuse(h: HubState, s: EdgeSession, who: string, edge: EdgeRow | 
     r.recordedAt = now;
     r.recordedWhy = why;
     await edgesRepo.update(h.d.db, edge.system_key, edge.name, { last_refusal: why, last_refusal_at: nowSeconds() });
+    h.writes.linkEvent(edge.system_key, edge.name, "refused", { reason: why, ...(s.ws.remote ? { from: s.ws.remote } : {}) });
   }
   s.send({ t: "error", message, reason });
   s.ws.close(4000, message.slice(0, 100));
+}
+
+/** Why a link the platform did not end ended, from its close code. */
+function closedBy(code?: number, reason?: string): string {
+  if (code === PROTOCOL_REFUSED_CLOSE) return `refused by the edge: ${reason || "sync protocol version"}`;
+  if (code === 1000 || code === 1001) return `closed by the edge${reason ? ` (${reason})` : ""}`;
+  if (code === undefined || code === 1005 || code === 1006) return "connection lost";
+  return `closed by the edge (${code}${reason ? `: ${reason}` : ""})`;
+}
+
+/** Records, once per link, that it ended: why, and how long it lasted (whole seconds). */
+export function linkEnded(h: HubState, s: EdgeSession, cause: string) {
+  if (s.ended || !s.edge || !s.welcomedAt) return;
+  s.ended = true;
+  h.writes.linkEvent(s.edge.system_key, s.edge.name, "disconnected", { cause, lasted_s: Math.round((Date.now() - s.welcomedAt) / 1000) });
 }
 
 export async function close(h: HubState, ws: Socket, code?: number, reason?: string) {
   const s = h.bySocket.get(ws);
   if (!s || !s.edge) return;
   s.closed = true;
+  linkEnded(h, s, s.endCause || closedBy(code, reason));
   if (code === PROTOCOL_REFUSED_CLOSE) {
     // the edge refused this platform's protocol: its reason is shown here as at the edge
     const why = `the edge refused this platform: ${reason || "sync protocol version"}`;
@@ -82,6 +100,7 @@ export function sweep(h: HubState) {
   for (const s of h.sessions.values()) {
     if (now - s.lastHeard <= 2 * s.pingMs + SWEEP_MS) continue;
     h.d.log.warn("edge silent, link dropped", { edge: s.key, silentMs: now - s.lastHeard });
+    s.endCause ||= `ping timeout (silent for ${Math.round((now - s.lastHeard) / 1000)} s)`;
     if (s.ws.terminate) s.ws.terminate(); else s.ws.close(4003, "silent");
     void close(h, s.ws).catch((err) => h.d.log.warn("closing a silent session failed", { err }));
   }
@@ -114,7 +133,7 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   s.template = await h.d.edges.templateOf(h.d.db, sk, edge);
   s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
   const old = h.sessions.get(s.key);
-  if (old && old !== s) { old.closed = true; old.ws.close(4002, "replaced by a new connection"); h.bySystem.get(sk)?.delete(old); }
+  if (old && old !== s) { linkEnded(h, old, "replaced by a newer link"); old.closed = true; old.ws.close(4002, "replaced by a new connection"); h.bySystem.get(sk)?.delete(old); }
   h.sessions.set(s.key, s);
   if (!h.bySystem.has(sk)) h.bySystem.set(sk, new Set());
   h.bySystem.get(sk)!.add(s);
@@ -131,6 +150,9 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   // what the hello says of the edge, and its own word on how far it got (its last acknowledgement
   // may not have arrived), written with the next batch of writes
   h.writes.welcomed(s, { is_connected: 1, first_talked: edge.first_talked ?? nowSeconds(), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
+  s.welcomedAt = Date.now();
+  h.writes.linkEvent(sk, edge.name, "connected", { node: h.d.nodeId, ...(m.version ? { version: m.version } : {}), ...(m.os ? { os: m.os } : {}), ...(m.arch ? { arch: m.arch } : {}),
+    ...(full ? { snapshot: true } : { resumed_from: m.cursor }), ...(s.ws.remote ? { from: s.ws.remote } : {}) });
   // and on what failed (the same), before anything else is sent; outcomes reported before are older
   if (m.failures.length) await h.writes.flush();
   if (m.failures.length) await h.d.db.tx(async (tx) => {

@@ -7,6 +7,7 @@
 import { describeIssues } from "../../core/validate.ts";
 import { edgesRepo } from "../../store/edges.ts";
 import { clusterRepo } from "../../store/cluster.ts";
+import { linkEventsRepo } from "../../store/linkEvents.ts";
 import type { ChangeRow } from "../../store/sync.ts";
 import { systemsRepo } from "../../store/systems.ts";
 import type { ControlResult } from "../../adapters/runner.ts";
@@ -16,7 +17,7 @@ import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import type { EdgeOp, RelayedAnswer } from "../fleet.ts";
 import { ack } from "./ack.ts";
 import { compact } from "./compaction.ts";
-import { close, hello, reject, retemplate, sweep, SWEEP_MS } from "./connect.ts";
+import { close, hello, linkEnded, reject, retemplate, sweep, SWEEP_MS } from "./connect.ts";
 import { control, op, relay } from "./control.ts";
 import { deliverHere, relayDown } from "./relayDown.ts";
 import { EdgeSession } from "./session.ts";
@@ -25,6 +26,7 @@ import { connectedEdges, failedAssets, lag, linkMetrics, retry, status } from ".
 import type { AssetStatus, ControlRequest, HubDeps, RelayRequest, Socket } from "./types.ts";
 import { up } from "./uplink.ts";
 
+export { LINK_EVENTS_KEPT } from "../../store/linkEvents.ts";
 export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";
 
 export class SyncHub {
@@ -78,7 +80,7 @@ export class SyncHub {
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
     this.offCommitted?.();
-    for (const s of this.st.sessions.values()) { s.closed = true; s.ws.close(1001, "platform stopping"); }
+    for (const s of this.st.sessions.values()) { linkEnded(this.st, s, "platform stopping"); s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.st.sessions.clear();
     this.st.bySystem.clear();
     // what the edges acknowledged and when they were heard from is kept across a clean stop
@@ -130,7 +132,8 @@ export class SyncHub {
     try {
       if (m.t === "hello") {
         await hello(this.st, s, m);
-        const peer = !s.closed && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;
+        // (a refused hello leaves no edge on the session)
+        const peer = !s.closed && s.edge && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;
         if (peer) this.d.files?.peerUp(peer);
         return;
       }
@@ -165,6 +168,7 @@ export class SyncHub {
       if (m.t === "op_result") { const done = s.ops.get(m.id); s.ops.delete(m.id); done?.(m); }
     } catch (err) {
       this.d.log.error("sync message failed", { edge: s.edge ? s.key : "?", err });
+      s.endCause ||= "error on the platform";
       ws.close(1011, "sync error");
     }
   }
@@ -200,5 +204,11 @@ export class SyncHub {
     return [...assets, ...files.map((f) => ({ ...f, desired_version: 0, applied_version: 0, attempts: 0, source: "", entry: "" }))];
   }
   retry(sk: string, edgeName: string, only?: { type: string; name: string }[]) { return retry(this.st, sk, edgeName, only); }
+  /** The edge's latest link events, newest first (this node's waiting ones written first; another
+   *  node's are at most a batch late). */
+  async linkLog(sk: string, edgeName: string, limit: number): Promise<{ time: string; event: string; detail: Record<string, unknown> }[]> {
+    await this.st.writes.flush();
+    return (await linkEventsRepo.latest(this.d.db, sk, edgeName, limit)).map((e) => ({ time: e.time, event: e.event, detail: JSON.parse(e.detail) as Record<string, unknown> }));
+  }
   compact() { return compact(this.st); }
 }

@@ -76,6 +76,11 @@ export class EdgeSession {
   private again = false;
   lastHeard = Date.now();
   pingMs = 15_000;
+  /** when the edge was welcomed (ms), and why the platform ends its link when it does (the
+   *  link's log says it once) */
+  welcomedAt = 0;
+  endCause = "";
+  ended = false;
   /** the edge's build, as its hello said */
   version = "";
   /** rows and messages waiting in the edge's outbox, as its last ping said */
@@ -136,6 +141,7 @@ export class EdgeSession {
       else await this.sendLog();
     } catch (err) {
       this.hub.d.log.error("sync send failed", { edge: this.key, err });
+      this.endCause ||= "error on the platform";
       this.ws.close(1011, "sync error");
     } finally {
       this.pumping = false;

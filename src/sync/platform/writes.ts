@@ -7,10 +7,13 @@
 // status, lag, a hello reporting failures, a link's close) writes what is waiting first; a clean
 // stop writes it too. A kill loses at most FLUSH_MS of positions: the edges say theirs again
 // at their next hello, and the log keeps what they had not acknowledged.
+// The links' events (connected, disconnected, refused) go in the same batches: a herd of
+// connects costs a few transactions, each edge's log trimmed to its newest in the one that adds.
 import { nowSeconds } from "../../core/ids.ts";
 import type { Executor } from "../../store/db.ts";
 import { clusterRepo } from "../../store/cluster.ts";
 import { type EdgeChanges, edgesRepo } from "../../store/edges.ts";
+import { linkEventsRepo, type NewLinkEvent } from "../../store/linkEvents.ts";
 import { changesRepo, statusRepo } from "../../store/sync.ts";
 import type { EdgeSession } from "./session.ts";
 import type { AssetResult, HubDeps } from "./types.ts";
@@ -23,6 +26,8 @@ interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetRe
 
 export class EdgeWrites {
   private waiting = new Map<EdgeSession, Waiting>();
+  /** link events, in the order they happened */
+  private events: NewLinkEvent[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
 
@@ -59,18 +64,26 @@ export class EdgeWrites {
     if (results.length) w.results.push({ results, at });
   }
 
+  /** Something happened to an edge's link (written with the next batch). */
+  linkEvent(sk: string, edge: string, event: string, detail: Record<string, unknown>) {
+    this.events.push({ system_key: sk, edge_name: edge, time: new Date().toISOString(), event, detail: JSON.stringify(detail) });
+    this.schedule();
+  }
+
   /** Drops what waits for an edge (deleted: nothing of it is written again). */
   forget(sk: string, edge: string) {
     for (const s of this.waiting.keys()) if (s.edge?.system_key === sk && s.edge.name === edge) this.waiting.delete(s);
+    this.events = this.events.filter((e) => e.system_key !== sk || e.edge_name !== edge);
   }
 
   /** Writes everything waiting now (and waits for a write under way). */
   async flush(): Promise<void> {
     while (this.running) await this.running;
-    if (!this.waiting.size) return;
-    const batch = [...this.waiting.values()];
+    if (!this.waiting.size && !this.events.length) return;
+    const batch = [...this.waiting.values()], events = this.events;
     this.waiting = new Map();
-    this.running = this.write(batch).finally(() => { this.running = null; });
+    this.events = [];
+    this.running = this.write(batch, events).finally(() => { this.running = null; });
     await this.running;
   }
 
@@ -83,7 +96,7 @@ export class EdgeWrites {
     await this.write([w]);
   }
 
-  private async write(batch: Waiting[]) {
+  private async write(batch: Waiting[], events: NewLinkEvent[] = []) {
     const now = nowSeconds();
     for (let i = 0; i < batch.length; i += PER_TX) {
       if (i) await new Promise((r) => setImmediate(r));
@@ -96,7 +109,18 @@ export class EdgeWrites {
         }
       });
     }
+    for (let i = 0; i < events.length; i += PER_TX) {
+      if (i || batch.length) await new Promise((r) => setImmediate(r));
+      await this.d.db.tx((tx) => writeLinkEvents(tx, events.slice(i, i + PER_TX)));
+    }
   }
+}
+
+/** Link events in order, then each of their edges' logs trimmed to its newest LINK_EVENTS_KEPT. */
+export async function writeLinkEvents(tx: Executor, events: NewLinkEvent[]) {
+  const edges = new Map<string, NewLinkEvent>();
+  for (const e of events) { await linkEventsRepo.add(tx, e); edges.set(`${e.system_key}/${e.edge_name}`, e); }
+  for (const e of edges.values()) await linkEventsRepo.trim(tx, e.system_key, e.edge_name);
 }
 
 /** An edge's outcomes per asset, as it reported them. */

@@ -300,6 +300,7 @@ export function routes(opts: { pg: boolean }): Route[] {
     add({ file: ed, method: "POST", path: `${base}/{new}`, auth, columns: "", body: () => ({ description: "matrix edge" }) });
     add({ file: ed, method: "PUT", path: `${base}/{edge}`, auth, columns: "", body: () => ({ description: "changed" }) });
     add({ file: ed, method: "DELETE", path: `${base}/{edgeVictim}`, auth, noBaseline: "deletes an edge" });
+    add({ file: ed, method: "GET", path: `${base}/{edge}/link?limit=5`, auth: "dev" });
   }
 
   // ---- fleet.ts ------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// One edge on the platform: its link, its assets' sync status with the cause of a failure and a
-// retry, its template, the deployments naming it, its token (rotated here), and deleting it.
+// One edge on the platform: its link and the link's latest events, its assets' sync status with
+// the cause of a failure and a retry, its template, the deployments naming it, its token (rotated here), and deleting it.
 import { useEffect, useState } from "preact/hooks";
 import { TEMPLATE_MODULES } from "../../../core/syncKinds.ts";
 import { api, enc } from "../api.ts";
@@ -9,6 +9,7 @@ import { ago, sourceText, when } from "../format.ts";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 import { EdgeDeployments } from "./edgeDeployments.tsx";
+import { EdgeLink } from "./edgeLink.tsx";
 import type { EdgeRecord } from "./fleet.tsx";
 
 export interface Asset { asset_type: string; asset_name: string; status: string; desired_version: number; applied_version: number; attempts: number; last_error: string; updated_at: string; source?: string; entry?: string }
@@ -98,6 +99,8 @@ export function EdgePage({ systemKey: sk, edge }: { systemKey: string; edge: str
             : null) },
         ]} />
     </div>
+    <h2>Link</h2>
+    <EdgeLink systemKey={sk} edge={edge} />
     <h2>Template</h2>
     <Template systemKey={sk} edge={edge} key={planned} />
     <h2>Deployments</h2>

@@ -26,6 +26,9 @@ import { connectedEdges, failedAssets, lag, linkMetrics, retry, status } from ".
 import type { AssetStatus, ControlRequest, HubDeps, RelayRequest, Socket } from "./types.ts";
 import { up } from "./uplink.ts";
 
+/** How often, in a cluster, idle sessions look at their log again (a lost signal costs at most this). */
+const CATCH_UP_ELSEWHERE_MS = 5_000;
+
 export { LINK_EVENTS_KEPT } from "../../store/linkEvents.ts";
 export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";
 
@@ -33,6 +36,7 @@ export class SyncHub {
   private readonly st: HubState;
   private compactor: ReturnType<typeof setInterval> | null = null;
   private sweeper: ReturnType<typeof setInterval> | null = null;
+  private catchUp: ReturnType<typeof setInterval> | null = null;
   private offCommitted: (() => void) | null = null;
   /** each welcomed session as file sync's peer */
   private readonly filePeers = new WeakMap<EdgeSession, FilePeer>();
@@ -74,11 +78,25 @@ export class SyncHub {
     this.compactor.unref();
     this.sweeper = setInterval(() => sweep(this.st), SWEEP_MS);
     this.sweeper.unref();
+    this.catchUp = setInterval(() => this.catchUpElsewhere(), CATCH_UP_ELSEWHERE_MS);
+    this.catchUp.unref();
+  }
+
+  /** In a cluster, another node's commits reach this one as signals over Redis, which a reconnect
+   *  can lose: every idle session looks at its system's log again now and then. One shared read
+   *  per position and system (logAfter), so a fleet at one position costs one query. */
+  private catchUpElsewhere() {
+    if (!this.st.elsewhere) return;
+    for (const [sk, sessions] of this.st.bySystem) {
+      this.st.logMoved(sk);
+      for (const s of sessions) if (!s.awaiting && !s.pumping) void s.pump();
+    }
   }
 
   async stop() {
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.catchUp) clearInterval(this.catchUp);
     this.offCommitted?.();
     for (const s of this.st.sessions.values()) { linkEnded(this.st, s, "platform stopping"); s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.st.sessions.clear();

@@ -5,12 +5,12 @@
 // through node B and node A's API reads it. A set on local directories cannot send through a node
 // that does not hold the link: its transfer fails, saying why.
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import S3rver from "s3rver";
 import t from "tap";
-import { Client, devWithSystem, freePort, must, NodeProcess, type Outpost, request, sharedClusterDb, startOutpost, startRedis, uniq, waitFor } from "./harness.ts";
+import { Client, devWithSystem, must, type Outpost, request, startOutpost, startTwoNodes, uniq, waitFor } from "./harness.ts";
 
 const MB = 1024 * 1024;
 const closers: (() => Promise<unknown> | void)[] = [];
@@ -28,23 +28,9 @@ async function main() {
   const s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: s3dir, configureBuckets: [{ name: "cluster-files", configs: [] }] });
   const s3endpoint = `http://127.0.0.1:${(await s3.run()).port}`;
   closers.push(() => s3.close());
-  const redis = await startRedis();
-  closers.push(redis.stop);
-  if (!redis.up) throw new Error("redis-server did not start");
-  const shared = await sharedClusterDb(newDir());
-  closers.push(shared.drop);
-  t.comment(`shared database: ${shared.url.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
-  const args = (id: string) => () => ["--db", shared.url, "--redis-url", `redis://127.0.0.1:${redis.port}`, "--node-id", id, "--secret-key", "filesync-cluster-secret-0123456789",
-    "--log-level", "info"];
-  const A = new NodeProcess("node-a", await freePort(), newDir(), args("a"));
-  const B = new NodeProcess("node-b", await freePort(), newDir(), args("b"));
-  closers.push(async () => {
-    await A.kill(); await B.kill();
-    if (process.env.OUTPOST_CLUSTER_LOGS) for (const n of [A, B]) writeFileSync(join(process.env.OUTPOST_CLUSTER_LOGS, `${n.name}.log`), n.logs());
-  });
-  // one after the other: the first migrates
-  await A.start();
-  await B.start();
+  const { nodes: [A, B], redisUp, db } = await startTwoNodes("filesync-cluster", closers, ["--log-level", "info"]);
+  if (!redisUp) throw new Error("redis-server did not start");
+  t.comment(`shared database: ${db.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
 
   const s = await devWithSystem({ url: A.url }, "filesync-cluster");
   const SK = s.systemKey;

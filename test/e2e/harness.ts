@@ -119,20 +119,24 @@ export async function testDbArgs(dataDir: string, args: readonly string[], env?:
 }
 
 /** Two cluster nodes (n0, n1) on a Redis and a shared database of the test's own, started, in a
- *  fresh directory; everything they need is stopped and removed through `cleanups` (run last
- *  first). `redisUp`: the Redis answered (the test asserts it). */
-export async function startTwoNodes(prefix: string, cleanups: (() => Promise<void> | void)[]): Promise<{ nodes: [NodeProcess, NodeProcess]; redisUp: boolean; db: string }> {
+ *  fresh directory, with `extraArgs` each; everything they need is stopped and removed through
+ *  `cleanups` (run last first), their logs written to $OUTPOST_CLUSTER_LOGS when it is set.
+ *  `redisUp`: the Redis answered (the test asserts it). */
+export async function startTwoNodes(prefix: string, cleanups: (() => Promise<unknown> | void)[], extraArgs: readonly string[] = []): Promise<{ nodes: [NodeProcess, NodeProcess]; redisUp: boolean; db: string }> {
   const dir = mkdtempSync(join(tmpdir(), `outpost-${prefix}-`));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const redis = await startRedis();
   cleanups.push(redis.stop);
   const shared = await sharedClusterDb(dir);
   cleanups.push(shared.drop);
-  const args = (id: string) => () => ["--db", shared.url, "--redis-url", `redis://127.0.0.1:${redis.port}`, "--node-id", id, "--secret-key", `${prefix}-test-secret-key-0123456789`];
+  const args = (id: string) => () => ["--db", shared.url, "--redis-url", `redis://127.0.0.1:${redis.port}`, "--node-id", id, "--secret-key", `${prefix}-test-secret-key-0123456789`, ...extraArgs];
   for (const n of ["n0", "n1"]) mkdirSync(join(dir, n));
   const nodes: [NodeProcess, NodeProcess] = [new NodeProcess("n0", await freePort(), join(dir, "n0"), args("n0")), new NodeProcess("n1", await freePort(), join(dir, "n1"), args("n1"))];
   for (const n of nodes) await n.start();
-  cleanups.push(async () => { for (const n of nodes) await n.kill(); });
+  cleanups.push(async () => {
+    for (const n of nodes) await n.kill();
+    if (process.env.OUTPOST_CLUSTER_LOGS) for (const n of nodes) writeFileSync(join(process.env.OUTPOST_CLUSTER_LOGS, `${prefix}-${n.name}.log`), n.logs());
+  });
   return { nodes, redisUp: redis.up, db: shared.url };
 }
 

@@ -2,34 +2,17 @@
 // private redis-server. A value a service writes on one node is read on the other; a cache defined
 // through one node is usable on the other at once (its "does not exist" was not kept); the
 // counter pattern with its 20 runs spread over both nodes loses no update.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import t from "tap";
-import { Client, devWithSystem, freePort, hasCommand, must, needs, NodeProcess, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
+import { Client, devWithSystem, hasCommand, must, needs, type NodeProcess, startTwoNodes, uniq, waitFor } from "./harness.ts";
 
-const dirs: string[] = [];
-const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-caches-")); dirs.push(d); return d; };
 const cleanups: (() => Promise<void> | void)[] = [];
-const nodes: NodeProcess[] = [];
 t.teardown(async () => {
-  for (const n of nodes) await n.kill();
   for (const c of cleanups.reverse()) await c();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 async function main() {
-  const redis = await startRedis();
-  cleanups.push(redis.stop);
-  if (!redis.up) throw new Error("redis-server did not start");
-  const redisPort = redis.port;
-  const shared = await sharedClusterDb(newDir());
-  cleanups.unshift(shared.drop);
-  const db = shared.url;
-  const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${redisPort}`, "--node-id", id, "--secret-key", "caches-cluster-secret-0123456789"];
-  for (const id of ["a", "b"]) nodes.push(new NodeProcess(`node-${id}`, await freePort(), newDir(), args(id)));
-  for (const n of nodes) await n.start(); // one after the other: the first migrates
-  const [A, B] = nodes as [NodeProcess, NodeProcess];
+  const { nodes: [A, B], redisUp } = await startTwoNodes("caches-cluster", cleanups);
+  if (!redisUp) throw new Error("redis-server did not start");
   const sys = await devWithSystem({ url: A.url }, "caches-cluster");
   const on = (n: NodeProcess) => new Client(n.url, sys.dev.headers);
   const service = (name: string, code: string) => must(on(A).post(`/admin/code/v/1/${sys.systemKey}/${name}`, { code, parameters: [], systemID: sys.systemKey }), `create ${name}`);

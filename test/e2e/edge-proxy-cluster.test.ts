@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { Client, devWithSystem, freePort, hasCommand, isErr, must, needs, NodeProcess, type Outpost, request, startOutpost, uniq, waitFor, sharedClusterDb, startRedis } from "./harness.ts";
+import { Client, devWithSystem, hasCommand, isErr, must, needs, type Outpost, request, startOutpost, startTwoNodes, uniq, waitFor } from "./harness.ts";
 
 const closers: (() => Promise<void> | void)[] = [];
 const dirs: string[] = [];
@@ -19,25 +19,9 @@ t.teardown(async () => {
 const newDir = () => { const d = mkdtempSync(join(tmpdir(), "outpost-proxy-cluster-")); dirs.push(d); return d; };
 
 async function main() {
-  const redis = await startRedis();
-  closers.push(redis.stop);
-  if (!redis.up) throw new Error("redis-server did not start");
-  const redisPort = redis.port;
-  const shared = await sharedClusterDb(newDir());
-  closers.push(shared.drop);
-  const db = shared.url;
+  const { nodes: [A, B], redisUp, db } = await startTwoNodes("proxy-cluster", closers, ["--edge-request-timeout", "30", "--log-level", "info"]);
+  if (!redisUp) throw new Error("redis-server did not start");
   t.comment(`shared database: ${db.startsWith("file:") ? "libSQL file" : "PostgreSQL"}`);
-  const args = (id: string) => () => ["--db", db, "--redis-url", `redis://127.0.0.1:${redisPort}`, "--node-id", id, "--secret-key", "proxy-cluster-secret-0123456789",
-    "--edge-request-timeout", "30", "--log-level", "info"];
-  const A = new NodeProcess("node-a", await freePort(), newDir(), args("a"));
-  const B = new NodeProcess("node-b", await freePort(), newDir(), args("b"));
-  closers.push(async () => {
-    await A.kill(); await B.kill();
-    if (process.env.OUTPOST_CLUSTER_LOGS) for (const n of [A, B]) writeFileSync(join(process.env.OUTPOST_CLUSTER_LOGS, `${n.name}.log`), n.logs());
-  });
-  // one after the other: the first migrates
-  await A.start();
-  await B.start();
 
   const s = await devWithSystem({ url: A.url }, "proxy-cluster");
   const SK = s.systemKey;

@@ -115,7 +115,7 @@ const FANIN_EACH = Number(process.env.BENCH_FANIN_EACH ?? 100);
  *  and waits for their PUBACKs; messages/s from the first publish to the last delivery, and the
  *  broker's CPU time per message when its pid is known. Throws unless every message the broker
  *  acknowledged reached the subscriber. */
-async function fanIn(url: string, subOpts: mqtt.IClientOptions, deviceOpts: (i: number) => mqtt.IClientOptions, pid?: number): Promise<{ rate: number; cpu: number; topic: string }> {
+async function fanIn(url: string, subOpts: mqtt.IClientOptions, deviceOpts: (i: number) => mqtt.IClientOptions, pid?: number): Promise<{ rate: number; cpu: number; loadCpu: number; topic: string }> {
   const tag = Math.random().toString(36).slice(2, 8);
   const sub = await connect(url, { ...subOpts, clientId: `fanin-sub-${tag}` });
   await sub.subscribeAsync("telemetry/#", { qos: 1 });
@@ -133,6 +133,7 @@ async function fanIn(url: string, subOpts: mqtt.IClientOptions, deviceOpts: (i: 
   }));
   const payload = (i: number, k: number) => { const b = Buffer.alloc(128, "t"); b.write(`${String(i).padStart(7, "0")}:${String(k).padStart(8, "0")}`); return b; };
   const cpu0 = pid ? cpuMicros(pid) : 0;
+  const load0 = process.cpuUsage();
   const t0 = performance.now();
   let acked = 0;
   await Promise.all(devices.map(async (c, i) => {
@@ -144,8 +145,9 @@ async function fanIn(url: string, subOpts: mqtt.IClientOptions, deviceOpts: (i: 
   if (acked !== total) throw new Error(`fan-in: ${acked} of ${total} acknowledged`);
   const rate = total / ((last - t0) / 1000);
   const cpu = pid ? (cpuMicros(pid) - cpu0) / total : NaN;
+  const load = process.cpuUsage(load0);
   await Promise.all([sub.endAsync(), ...devices.map((c) => c.endAsync())]);
-  return { rate, cpu, topic: `telemetry/${tag}-0` };
+  return { rate, cpu, loadCpu: (load.user + load.system) / total, topic: `telemetry/${tag}-0` };
 }
 
 /** Outpost with FANIN_DEVICES devices that may publish on telemetry/#, a user who may subscribe to
@@ -168,13 +170,14 @@ async function fanInSetup(o: { url: string }) {
 }
 
 /** The fan-in on Outpost, bare aedes and Mosquitto, in alternating rounds. */
-async function fanInVsPeers(o: { url: string; mqttPort: number; pid: number }, aedesPort: number, mosqPort: number | null, rounds: number) {
+async function fanInVsPeers(o: { url: string; mqttPort: number; pid: number }, aedesPort: number, mosq: { port: number; pid: number } | null, rounds: number) {
+  const mosqPort = mosq?.port ?? null;
   const { s, sub, device } = await fanInSetup(o);
   const ours = `mqtt://127.0.0.1:${o.mqttPort}`, aedesUrl = `mqtt://127.0.0.1:${aedesPort}`, mosqUrl = mosqPort ? `mqtt://127.0.0.1:${mosqPort}` : null;
   await fanIn(ours, sub, device, o.pid); // warm-up
   await fanIn(aedesUrl, {}, () => ({}));
   if (mosqUrl) await fanIn(mosqUrl, {}, () => ({}));
-  const r: Record<string, number[]> = { outpost: [], aedes: [], mosquitto: [], cpu: [] };
+  const r: Record<string, number[]> = { outpost: [], aedes: [], mosquitto: [], cpu: [], mosqCpu: [], mosqLoad: [] };
   let topic = "";
   for (let i = 0; i < rounds; i++) {
     const ou = await fanIn(ours, sub, device, o.pid);
@@ -182,7 +185,12 @@ async function fanInVsPeers(o: { url: string; mqttPort: number; pid: number }, a
     r.outpost!.push(ou.rate);
     r.cpu!.push(ou.cpu);
     r.aedes!.push((await fanIn(aedesUrl, {}, () => ({}))).rate);
-    if (mosqUrl) r.mosquitto!.push((await fanIn(mosqUrl, {}, () => ({}))).rate);
+    if (mosqUrl) {
+      const mo = await fanIn(mosqUrl, {}, () => ({}), mosq!.pid);
+      r.mosquitto!.push(mo.rate);
+      r.mosqCpu!.push(mo.cpu);
+      r.mosqLoad!.push(mo.loadCpu);
+    }
   }
   const history = await json(`${o.url}/api/v/1/message/${s.systemKey}?topic=${topic}&count=5`, "GET", undefined, { "ClearBlade-DevToken": s.devToken });
   if (!Array.isArray(history) || history.length !== 5) throw new Error("fan-in history was not written: " + JSON.stringify(history));
@@ -192,8 +200,12 @@ async function fanInVsPeers(o: { url: string; mqttPort: number; pid: number }, a
     ["outpost broker CPU per message", `${fmt(median(r.cpu!), 1)} µs`],
     ["bare aedes msg/s", fmt(median(r.aedes!))],
     ["mosquitto msg/s", mosqUrl ? fmt(median(r.mosquitto!)) : "not installed (apt-get install mosquitto)"],
+    ["mosquitto broker CPU per message", mosqUrl ? `${fmt(median(r.mosqCpu!), 1)} µs` : "-"],
     ["outpost / aedes", fmt(ratio(r.aedes!), 2)],
     ["outpost / mosquitto", mosqUrl ? `${fmt(ratio(r.mosquitto!), 2)}  ${verdict(ratio(r.mosquitto!), 1.2)}` : "-"],
+    // The load generator's own CPU per message: at Mosquitto's rate it shows how much of the
+    // machine's cores the clients leave to any broker (the ceiling of every ratio above).
+    ["load generator CPU per message, against mosquitto", mosqUrl ? `${fmt(median(r.mosqLoad!), 1)} µs (${fmt(median(r.mosqLoad!) * median(r.mosquitto!) / 1e6, 2)} of a core at its rate)` : "-"],
   ]);
 }
 
@@ -230,7 +242,7 @@ const hasMosquitto = () => Bun.spawnSync(["which", "mosquitto"]).exitCode === 0;
 async function peers() {
   const aedesPort = port();
   const aedes = startProc([BUN, join(ROOT, "bench/baselines/aedes.ts"), String(aedesPort)]);
-  let mosq: { stop(): Promise<void> } | undefined;
+  let mosq: { pid: number; stop(): Promise<void> } | undefined;
   const mosqPort = port();
   const mosqDir = mkdtempSync(join(tmpdir(), "mosq-"));
   if (hasMosquitto()) {
@@ -242,7 +254,7 @@ async function peers() {
   await waitPort(aedesPort);
   if (mosq) await waitPort(mosqPort);
   return {
-    aedesPort, mosqPort: mosq ? mosqPort : null,
+    aedesPort, mosqPort: mosq ? mosqPort : null, mosqPid: mosq?.pid ?? null,
     stop: async () => { await aedes.stop(); await mosq?.stop(); rmSync(mosqDir, { recursive: true, force: true }); },
   };
 }
@@ -251,7 +263,7 @@ export async function benchMqttFanIn() {
   const o = await startOutpost();
   const p = await peers();
   try {
-    await fanInVsPeers(o, p.aedesPort, p.mosqPort, Number(process.env.BENCH_ROUNDS ?? 3));
+    await fanInVsPeers(o, p.aedesPort, p.mosqPort && p.mosqPid ? { port: p.mosqPort, pid: p.mosqPid } : null, Number(process.env.BENCH_ROUNDS ?? 3));
   } finally {
     await o.stop();
     await p.stop();
@@ -297,7 +309,7 @@ export async function benchMqtt() {
     ]);
 
     await sharedVsPlain(`mqtt://127.0.0.1:${o.mqttPort}`, ours, rounds, o.pid);
-    await fanInVsPeers(o, aedesPort, p.mosqPort, rounds);
+    await fanInVsPeers(o, aedesPort, p.mosqPort && p.mosqPid ? { port: p.mosqPort, pid: p.mosqPid } : null, rounds);
 
     // many idle authenticated connections
     const before = o.rssKb();

@@ -1,6 +1,6 @@
 // npm run bench: every benchmark, one after another. `npm run bench -- http` runs one.
 import { existsSync } from "node:fs";
-import { BIN, hasWrk } from "./lib.ts";
+import { BIN, hasWrk, targetRows } from "./lib.ts";
 import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
 import { benchMqtt } from "./mqtt.ts";
@@ -22,3 +22,10 @@ if (!existsSync(BIN)) {
 }
 if (!hasWrk()) console.log("(wrk not installed: using bench/load.ts as the load generator; `apt-get install wrk` gives steadier numbers)");
 for (const [name, fn] of Object.entries(benches)) if (!pick.length || pick.includes(name)) await fn();
+
+// the targets at a glance, as a markdown table (what the README's performance table is made from)
+if (targetRows.length) {
+  const met = targetRows.filter((t) => t.met).length;
+  console.log(`\n== Targets: ${met} of ${targetRows.length} met\n\n| benchmark | figure | result |\n|---|---|---|`);
+  for (const t of targetRows) console.log(`| ${t.title} | ${t.row} | ${t.value.replace(/\s+/g, " ").replace(/\|/g, "/")} |`);
+}

@@ -64,6 +64,8 @@ export const ErrorKinds = {
   EDGE_TIMEOUT: kind(1402, 504, "Edge", "The edge did not answer in time"),
   EDGE_UNSUPPORTED: kind(1403, 501, "Edge", "The edge's version does not support this"),
   COMMAND_NOT_ALLOWED: kind(1404, 403, "Edge", "Command not allowed on this edge"),
+  // a local write to a definition this edge holds from its platform (its template, a deployment)
+  PLATFORM_OWNED: kind(1405, 403, "Edge", "Owned by the platform"),
 } as const;
 
 export type ErrorKindName = keyof typeof ErrorKinds;

@@ -4,7 +4,8 @@
 // outbox until the platform acknowledges it.
 import { Hlc, parse } from "../core/hlc.ts";
 import type { Db, Executor } from "../store/db.ts";
-import { changesRepo, outboxRepo, syncStateRepo } from "../store/sync.ts";
+import { changesRepo, outboxRepo, syncedAssetsRepo, syncStateRepo } from "../store/sync.ts";
+import { fail } from "../core/errors.ts";
 import type { DefinitionType } from "../core/syncKinds.ts";
 
 /** What a change log entry is about: a definition, or a row of a collection. */
@@ -108,10 +109,22 @@ export class ChangeRecorder {
 
   /** A definition (service, library, trigger, timer, collection schema, role, user, device). */
   async record(tx: Executor, systemKey: string, type: AssetType, name: string, op: "upsert" | "delete", body: unknown, origin = "") {
+    if (this.mode === "edge") return this.refuseIfPlatformOwned(tx, type, name);
     if (!this.logs(systemKey)) return;
     const { lastInsertRowid: seq } = await changesRepo.append(tx, { system_key: systemKey, asset_type: type, asset_name: name, item_id: null, op, hlc: this.clock.now(), origin, body: body === null ? null : JSON.stringify(body) });
     await changesRepo.noteLatest(tx, systemKey, type, name, seq);
     this.notify(systemKey, type, name);
+  }
+
+  /** Edge: a local write (the API, code) to a definition the platform sent is refused, in its
+   *  transaction: the platform's next change of it, or a snapshot, would undo it without a word,
+   *  and the sync status would still say `synced`. Users and devices stay writable (a user's own
+   *  password, a device's state are the edge's day-to-day business); rows follow their
+   *  collection's direction (docs/sync.md). Applying what the platform sends never comes here. */
+  async refuseIfPlatformOwned(tx: Executor, type: AssetType, name: string) {
+    if (this.mode !== "edge" || type === "row" || type === "user" || type === "device") return;
+    if (await syncedAssetsRepo.has(tx, type, name))
+      throw fail("PLATFORM_OWNED", `${type} '${name}' comes from the platform (this edge's template or a deployment): change it on the platform`);
   }
 
   /** Row writes of a collection. */

@@ -96,7 +96,10 @@ export class CollectionCatalog {
    *  and keeps its values rather than dropping one column and adding another). */
   protected async logSchema(tx: Executor, id: string, renamed?: { from: string; to: string }) {
     const row = await collectionsRepo.byId(tx, id);
-    if (!row || !this.d.changes.logs(row.system_key)) return;
+    if (!row) return;
+    // an edge logs nothing, but refuses a change of a collection its platform sent
+    if (this.d.changes.mode === "edge") return this.d.changes.refuseIfPlatformOwned(tx, "collection", row.name);
+    if (!this.d.changes.logs(row.system_key)) return;
     await this.d.changes.record(tx, row.system_key, "collection", row.name, "upsert",
       { collection_id: id, name: row.name, connection: row.connection, columns: await collectionsRepo.columns(tx, id), indexes: await collectionsRepo.indexes(tx, id), ...(renamed ? { renamed } : {}) });
   }
@@ -227,6 +230,8 @@ export class CollectionCatalog {
     if (op !== "renameCollection" && op !== "connectionStringMap") this.assertTable(c);
     let renamed: { from: string; to: string } | undefined;
     await this.d.db.tx(async (tx) => {
+      // before a rename, under the name the platform sent it by
+      await this.d.changes.refuseIfPlatformOwned(tx, "collection", c.row.name);
       const columns = await collectionsRepo.columns(tx, id);
       switch (op) {
         case "addColumn": {

@@ -192,6 +192,7 @@ export const outboxRepo = {
 export const syncedAssetsRepo = {
   add: (ex: Executor, type: string, name: string) => ex.run(`INSERT INTO synced_assets(asset_type, asset_name) VALUES (?,?) ON CONFLICT DO NOTHING`, [type, name]),
   remove: (ex: Executor, type: string, name: string) => ex.run(`DELETE FROM synced_assets WHERE asset_type = ? AND asset_name = ?`, [type, name]),
+  has: async (ex: Executor, type: string, name: string) => (await ex.get(`SELECT 1 AS one FROM synced_assets WHERE asset_type = ? AND asset_name = ?`, [type, name])) !== undefined,
   ofType: async (ex: Executor, type: string) => (await ex.all<{ asset_name: string }>(`SELECT asset_name FROM synced_assets WHERE asset_type = ?`, [type])).map((r) => r.asset_name),
 };
 

@@ -1,6 +1,7 @@
 // The web console: a client of the public API like any other (api.ts). Preact renders every
 // page from records as text, never as HTML markup, so nothing a record holds can run in the page.
-// On an edge it shows that edge; on a platform, its systems and their fleets and resources.
+// On an edge it shows that edge and its own system's pages (what the platform sent read-only); on a
+// platform, its systems and their fleets and resources.
 import type { ComponentChildren } from "preact";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
@@ -37,6 +38,7 @@ import { showTrailWith } from "./trail.ts";
 import { DevicePage } from "./pages/device.tsx";
 import { SystemSettingsPage } from "./pages/systemSettings.tsx";
 import { UserPage } from "./pages/user.tsx";
+import { EDGE_PAGES, type EdgeScope, EdgeScopeContext, scopeOf } from "./owned.tsx";
 
 function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
   return <header id="bar">
@@ -103,6 +105,20 @@ function Platform({ route }: { route: string[] }) {
   }
 }
 
+/** An edge's console: its status, and the pages of its system that it serves, told which assets
+ *  the platform owns there. */
+function Edge({ route }: { route: string[] }) {
+  const [scope, setScope] = useState<EdgeScope>();
+  const [error, setError] = useState<unknown>();
+  // read again with each page: what the platform sent or took back since shows as it is
+  useEffect(() => { api("GET", "/api/v/4/edge/status").then((st) => { setScope(scopeOf(st)); setError(undefined); }, setError); }, [route.join("/")]);
+  if (!scope) return error ? <ErrorBox error={error} /> : <p class="muted">Loading…</p>;
+  const [a, sk, page] = route;
+  return <EdgeScopeContext.Provider value={scope}>
+    {a === "s" && sk === scope.systemKey && page && EDGE_PAGES.has(page) ? <Platform route={route} /> : <EdgeSelf />}
+  </EdgeScopeContext.Provider>;
+}
+
 function App() {
   const route = useRoute();
   const [, setSession] = useState(0);
@@ -124,7 +140,7 @@ function App() {
   if (!session.token) body = <SignIn done={changed} />;
   else if (error) body = <ErrorBox error={error} />;
   else if (!mode) body = <p class="muted">Loading…</p>;
-  else body = mode === "edge" ? <EdgeSelf /> : <Platform route={route} />;
+  else body = mode === "edge" ? <Edge route={route} /> : <Platform route={route} />;
   return <>
     <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
     <Header trail={session.token ? trail : []} onSignOut={signOut} />

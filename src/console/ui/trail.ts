@@ -1,6 +1,7 @@
 // The header's trail of links ([text, href]): each page says where it is; the layout shows it.
 import { useEffect, useState } from "preact/hooks";
 import { api, enc } from "./api.ts";
+import { useEdgeScope } from "./owned.tsx";
 import { href } from "./router.ts";
 
 export type Trail = [string, string][];
@@ -17,5 +18,9 @@ export function useSystemName(sk: string): string {
 }
 
 /** The trail of a system's page, and the page's name within it. */
-export const useSystemTrail = (sk: string, name: string, ...more: Trail) =>
-  useTrail([["Systems", "#/"], [name, href("s", sk)], ...more], [sk, name, JSON.stringify(more)]);
+export function useSystemTrail(sk: string, name: string, ...more: Trail) {
+  // an edge's console starts at the edge's own page, its one system's pages under it
+  const edge = useEdgeScope();
+  const top: Trail = edge ? [[`Edge ${edge.edge}`, "#/"]] : [["Systems", "#/"], [name, href("s", sk)]];
+  useTrail([...top, ...more], [sk, name, edge?.edge, JSON.stringify(more)]);
+}

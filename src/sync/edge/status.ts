@@ -42,11 +42,12 @@ export async function failedAssets(db: Db): Promise<Record<string, number>> {
 export async function localStatus(db: Db, template: TemplateEntry[], link: LinkView, outbox: { size(): Promise<number>; dropped: number }) {
   const list = Object.values(await failures(db));
   const failed = new Map(list.map((f) => [`${f.type}\u0000${f.name}`, f]));
-  const assets: { asset_type: string; asset_name: string; status: "synced" | "failed"; last_error: string; source: string; entry: string }[] = [];
-  // the template entry that brings each, and where it comes from (the edge's own, its named template)
+  const assets: { asset_type: string; asset_name: string; status: "synced" | "failed"; last_error: string; source: string; entry: string; mode: string }[] = [];
+  // the template entry that brings each, where it comes from (the edge's own, its named template)
+  // and its mode (which way a collection's rows flow, for the console)
   const from = (type: string, name: string) => {
     const e = isDefinitionType(type) || type === "row" ? entryFor(template, type as AssetType, name) : undefined;
-    return { source: e?.source ?? "", entry: e ? `${e.def_module}/${e.def_name}` : "" };
+    return { source: e?.source ?? "", entry: e ? `${e.def_module}/${e.def_name}` : "", mode: e?.mode ?? "" };
   };
   for (const type of DEFINITION_TYPES)
     for (const name of (await syncedAssetsRepo.ofType(db, type)).sort())

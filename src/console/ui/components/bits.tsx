@@ -1,6 +1,7 @@
 // Small pieces every page uses: status pills, the error box, polling, a page's tabs.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { EDGE_PAGES, useEdgeScope } from "../owned.tsx";
 import { href } from "../router.ts";
 
 export const Pill = ({ kind, children }: { kind: "ok" | "bad" | "warn"; children: ComponentChildren }) => <span class={`pill ${kind}`}>{children}</span>;
@@ -57,8 +58,11 @@ SYSTEM_TABS.push(["Deployments", "deployments"], ["Caches", "caches"], ["Files",
 SYSTEM_TABS.push(["Settings", "settings"]);
 
 export function Tabs({ systemKey, on }: { systemKey: string; on: string }) {
+  // an edge: its own page first, then the pages it serves
+  const edge = useEdgeScope();
+  const tabs: [string, string][] = edge ? [["This edge", ""], ...SYSTEM_TABS.filter(([, page]) => EDGE_PAGES.has(page))] : SYSTEM_TABS;
   return <nav class="tabs" aria-label="System pages">
-    {SYSTEM_TABS.map(([name, page]) => <a key={name} href={page ? href("s", systemKey, page) : href("s", systemKey)} class={on === name ? "on" : undefined} aria-current={on === name ? "page" : undefined}>{name}</a>)}
+    {tabs.map(([name, page]) => <a key={name} href={page ? href("s", systemKey, page) : edge ? "#/" : href("s", systemKey)} class={on === name ? "on" : undefined} aria-current={on === name ? "page" : undefined}>{name}</a>)}
   </nav>;
 }
 

@@ -7,6 +7,7 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Cache { id: string; name: string; ttl: number; description: string }
@@ -30,6 +31,7 @@ export function Caches({ systemKey: sk, name }: { systemKey: string; name?: stri
 function CacheList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("servicecache");
   const remove = async (n: string) => {
     if (!confirm(`Delete the cache ${n} and its values?`)) return;
     try { await api("DELETE", `/admin/v/4/service_caches/${enc(sk)}/${enc(n)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -44,7 +46,8 @@ function CacheList({ systemKey: sk }: { systemKey: string }) {
         { label: "Name", sort: "name", cell: (c) => <a href={href("s", sk, "caches", c.name)}>{c.name}</a> },
         { label: "TTL (s)", sort: "ttl", cls: "num", cell: (c) => c.ttl },
         { label: "Description", cell: (c) => c.description },
-        { label: "Actions", cell: (c) => <button type="button" class="danger" aria-label={`Delete cache ${c.name}`} onClick={() => void remove(c.name)}>Delete</button> },
+        { label: "Actions", cell: (c) => (owned(c.name) ? <OwnedCell reason={owned(c.name)} />
+          : <button type="button" class="danger" aria-label={`Delete cache ${c.name}`} onClick={() => void remove(c.name)}>Delete</button>) },
       ]} />
     <h2>New cache</h2>
     <Form id="new-cache" submit="Create cache" fields={[
@@ -67,10 +70,13 @@ function CacheDetail({ systemKey: sk, name }: { systemKey: string; name: string 
   const remove = async (key: string) => {
     try { await api("DELETE", `${path}/values?key=${enc(key)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
   };
+  // on an edge, the definition of a cache the platform sent is its own; the values are this node's
+  const owned = usePlatformOwned("servicecache")(name);
   return <>
     <h2>Cache {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={def.error ?? error} />
-    {def.data ? <Form key={`${def.data.ttl}/${def.data.description}`} id="edit-cache" cls="card form inline-form" submit="Save" fields={[
+    {def.data && !owned ? <Form key={`${def.data.ttl}/${def.data.description}`} id="edit-cache" cls="card form inline-form" submit="Save" fields={[
       { name: "ttl", label: "TTL (seconds)", type: "number", required: true, value: String(def.data.ttl), check: ttlCheck },
       { name: "description", label: "Description", value: def.data.description },
     ]} onSubmit={async (v) => { await api("PUT", path, { ttl: Number(v.ttl), description: v.description }); await def.reload(); }} /> : null}

@@ -7,6 +7,7 @@ import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { CollectionCsv } from "./collectionCsv.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned, useRowsOwned } from "../owned.tsx";
 import { href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
@@ -32,6 +33,7 @@ export function Collections({ systemKey: sk, id }: { systemKey: string; id?: str
 function CollectionList({ systemKey: sk, reload }: { systemKey: string; reload: () => Promise<void> }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("collection");
   const changed = async () => { setVersion((n) => n + 1); await reload(); };
   const remove = async (c: Collection) => {
     if (!confirm(`Delete the collection ${c.name} and its rows?`)) return;
@@ -46,7 +48,8 @@ function CollectionList({ systemKey: sk, reload }: { systemKey: string; reload: 
       columns={[
         { label: "Name", sort: "name", cell: (c) => <a href={href("s", sk, "collections", c.collectionID)}>{c.name}</a> },
         { label: "Collection id", cell: (c) => <code>{c.collectionID}</code> },
-        { label: "Actions", cell: (c) => <button type="button" class="danger" aria-label={`Delete collection ${c.name}`} onClick={() => void remove(c)}>Delete</button> },
+        { label: "Actions", cell: (c) => (owned(c.name) ? <OwnedCell reason={owned(c.name)} />
+          : <button type="button" class="danger" aria-label={`Delete collection ${c.name}`} onClick={() => void remove(c)}>Delete</button>) },
       ]} />
     <h2>New collection</h2>
     <Form id="new-collection" submit="Create collection" fields={[{ name: "name", label: "Name", required: true }]}
@@ -76,6 +79,10 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
   const [version, setVersion] = useState(0);
   const [editing, setEditing] = useState<{ row: string; col: string; text: string }>();
   const [error, setError] = useState<unknown>();
+  // on an edge: the schema of a collection the platform sent is its own, and so are the rows of
+  // one whose rows only come down
+  const owned = usePlatformOwned("collection")(name);
+  const rowsOwned = useRowsOwned(name);
   const typeOf = (c: string) => own.find((x) => x.ColumnName === c)?.ColumnType ?? "string";
   const save = async () => {
     if (!editing) return;
@@ -88,6 +95,7 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
     try { await api("DELETE", `/api/v/1/data/${enc(id)}?${queryParam({ filters: [{ EQ: [{ item_id: r.item_id }] }] })}`); setVersion((n) => n + 1); setError(undefined); } catch (e) { setError(e); }
   };
   const cell = (c: ColumnInfo) => (r: Row) => {
+    if (rowsOwned) return cellText(r[c.ColumnName]) || "–";
     const on = editing?.row === r.item_id && editing.col === c.ColumnName;
     if (on) return <form class="inline" onSubmit={(e) => { e.preventDefault(); void save(); }}>
       <input aria-label={`${c.ColumnName} of row ${r.item_id}`} autoFocus value={editing.text} onInput={(e) => setEditing({ ...editing, text: e.currentTarget.value })}
@@ -99,12 +107,13 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
   };
   return <>
     <h2>Collection {name}</h2>
+    <OwnedNote reason={owned ? `${owned}${rowsOwned ? " Its rows come down from the platform too." : " Its rows are this edge's to write."}` : ""} />
     <ErrorBox error={cols.error ?? error} />
     <h3>Schema</h3>
     <DataTable<ColumnInfo> id="columns-table" caption="Columns" rows={cols.data ?? []} rowKey={(c) => c.ColumnName} rowAttrs={(c) => ({ "data-column": c.ColumnName })}
       columns={[{ label: "Column", cell: (c) => c.ColumnName }, { label: "Type", cell: (c) => c.ColumnType }]} />
-    <Form id="new-column" cls="card form inline-form" submit="Add column" fields={[{ name: "name", label: "Column name", required: true }, { name: "type", label: "Type", type: "select", options: TYPES }]}
-      onSubmit={async (v) => { await api("PUT", "/admin/collectionmanagement", { id, addColumn: { name: v.name!.trim(), type: v.type } }); await cols.reload(); }} />
+    {owned ? null : <Form id="new-column" cls="card form inline-form" submit="Add column" fields={[{ name: "name", label: "Column name", required: true }, { name: "type", label: "Type", type: "select", options: TYPES }]}
+      onSubmit={async (v) => { await api("PUT", "/admin/collectionmanagement", { id, addColumn: { name: v.name!.trim(), type: v.type } }); await cols.reload(); }} />}
     <h3>Rows</h3>
     {cols.data ? <ListView<Row> id="rows-table" label="Rows" reloadKey={`${version}/${field}/${op}/${own.length}`} initialSort={{ field: "item_id", desc: false }}
       filters={<>
@@ -130,10 +139,10 @@ function CollectionDetail({ id, name }: { id: string; name: string }) {
       rowKey={(r) => r.item_id} rowAttrs={(r) => ({ "data-item": r.item_id })}
       columns={[
         ...own.map((c) => ({ label: c.ColumnName, sort: c.ColumnName, cls: `col-${c.ColumnName}`, cell: cell(c) })),
-        { label: "Actions", cell: (r: Row) => <button type="button" class="danger" aria-label={`Delete row ${r.item_id}`} onClick={() => void remove(r)}>Delete</button> },
+        ...(rowsOwned ? [] : [{ label: "Actions", cell: (r: Row) => <button type="button" class="danger" aria-label={`Delete row ${r.item_id}`} onClick={() => void remove(r)}>Delete</button> }]),
       ]} /> : null}
-    {own.length ? <CollectionCsv id={id} name={name} columns={own} onImported={() => setVersion((n) => n + 1)} /> : null}
-    {own.length ? <>
+    {own.length && !rowsOwned ? <CollectionCsv id={id} name={name} columns={own} onImported={() => setVersion((n) => n + 1)} /> : null}
+    {own.length && !rowsOwned ? <>
       <h3>New row</h3>
       <Form id="new-row" submit="Add row" fields={own.map((c) => ({ name: c.ColumnName, label: `${c.ColumnName} (${c.ColumnType})` }))}
         onSubmit={async (v) => {

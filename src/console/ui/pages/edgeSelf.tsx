@@ -1,23 +1,26 @@
-// An edge's own console: its link to the platform, its outbox and its assets. Read-only: what an
-// edge runs is decided by its platform (the template), so changes are made there.
+// An edge's own page: its link to the platform, its outbox and the assets its platform sent (those
+// are the platform's: changed there). Its system's other pages are in the tabs.
 import { useState } from "preact/hooks";
 import { api } from "../api.ts";
-import { ErrorBox, KV, LinkPill, StatusPill, usePoll } from "../components/bits.tsx";
+import { ErrorBox, KV, LinkPill, StatusPill, Tabs, usePoll } from "../components/bits.tsx";
 import { DataTable } from "../components/table.tsx";
 import { ago, sourceText, when } from "../format.ts";
+import { useEdgeScope } from "../owned.tsx";
 import { useTrail } from "../trail.ts";
 import type { Asset } from "./edge.tsx";
 
 export function EdgeSelf() {
   const [st, setSt] = useState<any>();
   const [error, setError] = useState<unknown>();
+  const scope = useEdgeScope();
   useTrail(st ? [[`Edge ${st.edge}`, "#/"]] : [], [st?.edge]);
   usePoll(2000, async () => {
     try { setSt(await api("GET", "/api/v/4/edge/status")); setError(undefined); } catch (e) { setError(e); }
   }, []);
   return <>
     <h1>This edge</h1>
-    <p class="muted">Read-only: this edge's assets come from its platform's template; change them there.</p>
+    {scope ? <Tabs systemKey={scope.systemKey} on="This edge" /> : null}
+    <p class="muted">The assets below come from the platform (this edge's template and deployments): their pages show them read-only; change them there. What is made on this edge is changed here.</p>
     <ErrorBox error={error} />
     {st ? <div class="card" id="edge-self"><KV items={[
       ["Edge", st.edge], ["System", <code>{st.system_key}</code>], ["Platform", st.platform_url],

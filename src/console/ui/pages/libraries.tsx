@@ -9,6 +9,7 @@ import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { go, href } from "../router.ts";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Library { name: string; description: string; version: number; code: string; dependencies: string }
@@ -29,6 +30,7 @@ export function Libraries({ systemKey: sk, name }: { systemKey: string; name?: s
 function LibraryList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("library");
   const remove = async (n: string) => {
     if (!confirm(`Delete the library ${n}?`)) return;
     try { await api("DELETE", `/codeadmin/v/2/library/${enc(sk)}/${enc(n)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -43,7 +45,8 @@ function LibraryList({ systemKey: sk }: { systemKey: string }) {
         { label: "Name", sort: "name", cell: (l) => <a href={href("s", sk, "libraries", l.name)}>{l.name}</a> },
         { label: "Version", sort: "version", cls: "num", cell: (l) => l.version },
         { label: "Description", cell: (l) => l.description },
-        { label: "Actions", cell: (l) => <button type="button" class="danger" aria-label={`Delete library ${l.name}`} onClick={() => void remove(l.name)}>Delete</button> },
+        { label: "Actions", cell: (l) => (owned(l.name) ? <OwnedCell reason={owned(l.name)} />
+          : <button type="button" class="danger" aria-label={`Delete library ${l.name}`} onClick={() => void remove(l.name)}>Delete</button>) },
       ]} />
     <h2>New library</h2>
     <Form id="new-library" submit="Create library" fields={[
@@ -69,6 +72,8 @@ function LibraryDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   const [busy, setBusy] = useState(false);
   // a new editor (a new key) when a restored version replaces the code
   const [generation, setGeneration] = useState(0);
+  // on an edge, a library the platform sent is read here and changed there
+  const owned = usePlatformOwned("library")(name);
   const text = code ?? lib.data?.code ?? "";
   const save = async (body: { code: string; description?: string }, restored = false) => {
     setBusy(true);
@@ -88,17 +93,20 @@ function LibraryDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   const l = lib.data;
   return <>
     <h2>Library {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={lib.error} />
     {l ? <>
       <p class="muted" id="library-version">version {l.version}{l.dependencies ? ` · depends on ${l.dependencies}` : ""}</p>
+      {owned ? <pre class="code" id="library-code" tabIndex={0} aria-label={`Code of ${name}`}>{text}</pre> : <>
       <CodeEditor key={generation} id="library-code" label={`Code of ${name}`} value={text} onChange={setCode} goTo={goTo} />
       <div class="row">
         <button type="button" class="primary" id="save-library" disabled={busy} onClick={() => void save({ code: text })}>Save</button>
         {saved && !problem ? <span role="status" id="library-saved">saved at {saved}</span> : null}
       </div>
       {problem ? <p class="error" role="alert" id="library-problem">{problem.text}</p> : null}
-      <Form key={l.description} id="library-description" cls="card form inline-form" submit="Save description" fields={[{ name: "description", label: "Description", value: l.description }]}
-        onSubmit={async (v) => { await api("PUT", path, { description: v.description }); await Promise.all([lib.reload(), versions.reload()]); }} />
+      </>}
+      {owned ? null : <Form key={l.description} id="library-description" cls="card form inline-form" submit="Save description" fields={[{ name: "description", label: "Description", value: l.description }]}
+        onSubmit={async (v) => { await api("PUT", path, { description: v.description }); await Promise.all([lib.reload(), versions.reload()]); }} />}
       <h3>Versions</h3>
       <ErrorBox error={versions.error} />
       <DataTable<Version> id="versions-table" caption="Versions" rows={(versions.data ?? []).slice().reverse()} rowKey={(v) => String(v.version)} rowAttrs={(v) => ({ "data-version": String(v.version) })}
@@ -107,7 +115,7 @@ function LibraryDetail({ systemKey: sk, name }: { systemKey: string; name: strin
           { label: "Saved", cell: (v) => new Date(v.created_at).toLocaleString() },
           { label: "Actions", cell: (v) => <div class="row">
             <button type="button" aria-label={`Show version ${v.version}`} onClick={() => setShown(v)}>Show</button>
-            <button type="button" aria-label={`Restore version ${v.version}`} disabled={busy || v.version === l.version} onClick={() => void save({ code: v.code }, true)}>Restore</button>
+            {owned ? null : <button type="button" aria-label={`Restore version ${v.version}`} disabled={busy || v.version === l.version} onClick={() => void save({ code: v.code }, true)}>Restore</button>}
           </div> },
         ]} />
       {shown ? <div class="card" id="version-shown" role="region" aria-label={`Version ${shown.version}`}>

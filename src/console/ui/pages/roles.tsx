@@ -9,6 +9,7 @@ import { Form } from "../components/form.tsx";
 import { ListView } from "../components/list.tsx";
 import { go, href } from "../router.ts";
 import { BUILTIN_ROLES, type Role, RIGHTS, matrixRows } from "../permissions.ts";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 export function Roles({ systemKey: sk, id }: { systemKey: string; id?: string }) {
@@ -27,6 +28,7 @@ function RoleList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
   const base = `/admin/user/${enc(sk)}/roles`;
+  const owned = usePlatformOwned("role");
   const remove = async (r: Role) => {
     if (!confirm(`Delete the role ${r.Name}? Its users and devices lose what it grants.`)) return;
     try { await api("DELETE", `${base}?role=${enc(r.ID)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -47,7 +49,7 @@ function RoleList({ systemKey: sk }: { systemKey: string }) {
       columns={[
         { label: "Name", sort: "name", cell: (r) => <a href={href("s", sk, "roles", r.ID)}>{r.Name}</a> },
         { label: "Description", sort: "description", cell: (r) => r.Description || "–" },
-        { label: "Actions", cell: (r) => (BUILTIN_ROLES.has(r.ID) ? <span class="muted">built in</span>
+        { label: "Actions", cell: (r) => (BUILTIN_ROLES.has(r.ID) ? <span class="muted">built in</span> : owned(r.Name) ? <OwnedCell reason={owned(r.Name)} />
           : <button type="button" class="danger" aria-label={`Delete role ${r.Name}`} onClick={() => void remove(r)}>Delete</button>) },
       ]} />
     <h2>New role</h2>
@@ -87,6 +89,8 @@ function RoleMatrix({ systemKey: sk, id, onName }: { systemKey: string; id: stri
   const [error, setError] = useState<unknown>();
   const [filter, setFilter] = useState("");
   const [topic, setTopic] = useState("");
+  // on an edge, a role the platform sent is shown here and changed there
+  const ownedBy = usePlatformOwned("role");
   const update = async (key: string, changes: Record<string, unknown>) => {
     setBusy(key);
     try { await api("PUT", base, { id, changes }); await role.reload(); setError(undefined); } catch (e) { setError(e); } finally { setBusy(undefined); }
@@ -94,22 +98,24 @@ function RoleMatrix({ systemKey: sk, id, onName }: { systemKey: string; id: stri
   useEffect(() => { if (role.data) onName(role.data.Name); }, [role.data?.Name]);
   const r = role.data;
   if (!r) return <ErrorBox error={role.error} />;
+  const owned = ownedBy(r.Name);
   const f = filter.trim().toLowerCase();
   const rows = matrixRows(r, assets.data ?? {}).filter((m) => !f || `${m.group} ${m.name}`.toLowerCase().includes(f));
   return <>
     <h2>Role {r.Name}</h2>
+    <OwnedNote reason={owned} />
     {r.Description ? <p class="muted">{r.Description}</p> : null}
     {r.ID === "Administrator" ? <p class="muted">The Administrator role may do everything in the system, whatever its matrix shows.</p> : null}
     <div class="row">
       <label>Filter assets <input type="search" id="matrix-filter" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} /></label>
-      <form class="row" id="matrix-topic" onSubmit={(e) => {
+      {owned ? null : <form class="row" id="matrix-topic" onSubmit={(e) => {
         e.preventDefault();
         const t = topic.trim();
         if (t) void update(`topics/${t}`, { topics: [{ itemInfo: { name: t }, permissions: 1 }] }).then(() => setTopic(""));
       }}>
         <label>Grant a topic (subscribe) <input id="matrix-topic-name" placeholder="a/b, a/+, a/#" value={topic} onInput={(e) => setTopic(e.currentTarget.value)} /></label>
         <button type="submit">Add topic</button>
-      </form>
+      </form>}
     </div>
     <ErrorBox error={error} />
     <div class="table-box">
@@ -122,7 +128,7 @@ function RoleMatrix({ systemKey: sk, id, onName }: { systemKey: string; id: stri
             <td data-label="Asset">{m.name}</td>
             {RIGHTS.map(([right, bit]) => <td key={right} data-label={right}>
               {m.rights.includes(right)
-                ? <input type="checkbox" data-right={right} checked={(m.level & bit) !== 0} disabled={busy === m.key}
+                ? <input type="checkbox" data-right={right} checked={(m.level & bit) !== 0} disabled={!!owned || busy === m.key}
                     aria-label={`${m.group} ${m.name}: ${right}${m.note?.[right] ? ` (${m.note[right]})` : ""}`}
                     onChange={() => void update(m.key, m.change(m.level ^ bit))} />
                 : <span class="muted" aria-hidden="true">–</span>}

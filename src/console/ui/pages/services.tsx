@@ -8,6 +8,7 @@ import { CodeEditor } from "../components/code.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
@@ -29,6 +30,7 @@ export function Services({ systemKey: sk, name }: { systemKey: string; name?: st
 function ServiceList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("service");
   const remove = async (n: string) => {
     if (!confirm(`Delete the service ${n}?`)) return;
     try { await api("DELETE", `/admin/code/v/1/${enc(sk)}/${enc(n)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -41,7 +43,8 @@ function ServiceList({ systemKey: sk }: { systemKey: string }) {
       rowKey={(n) => n} rowAttrs={(n) => ({ "data-service": n })}
       columns={[
         { label: "Name", sort: "name", cell: (n) => <a href={href("s", sk, "services", n)}>{n}</a> },
-        { label: "Actions", cell: (n) => <button type="button" class="danger" aria-label={`Delete service ${n}`} onClick={() => void remove(n)}>Delete</button> },
+        { label: "Actions", cell: (n) => (owned(n) ? <OwnedCell reason={owned(n)} />
+          : <button type="button" class="danger" aria-label={`Delete service ${n}`} onClick={() => void remove(n)}>Delete</button>) },
       ]} />
     <h2>New service</h2>
     <Form id="new-service" submit="Create service" fields={[
@@ -65,6 +68,8 @@ function ServiceDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   const [params, setParams] = useState("{}");
   const [result, setResult] = useState<{ ok: boolean; text: string }>();
   const [busy, setBusy] = useState(false);
+  // on an edge, a service the platform sent is shown, run and logged here, and changed there
+  const owned = usePlatformOwned("service")(name);
   const text = code ?? svc.data?.code ?? "";
   const save = async () => {
     setBusy(true);
@@ -91,14 +96,17 @@ function ServiceDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   };
   return <>
     <h2>Service {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={svc.error} />
     {svc.data ? <>
       <p class="muted">Parameters: {svc.data.params.length ? svc.data.params.join(", ") : "none"} · version {svc.data.current_version} · logging {svc.data.logging_enabled ? "on" : "off"}</p>
-      <CodeEditor id="service-code" label={`Code of ${name}`} value={text} onChange={setCode} goTo={goTo} />
-      <div class="row">
-        <button type="button" class="primary" id="save-service" disabled={busy} onClick={() => void save()}>Save</button>
-        {saved && !problem ? <span role="status" id="service-saved">saved at {saved}</span> : null}
-      </div>
+      {owned ? <pre class="code" id="service-code" tabIndex={0} aria-label={`Code of ${name}`}>{text}</pre> : <>
+        <CodeEditor id="service-code" label={`Code of ${name}`} value={text} onChange={setCode} goTo={goTo} />
+        <div class="row">
+          <button type="button" class="primary" id="save-service" disabled={busy} onClick={() => void save()}>Save</button>
+          {saved && !problem ? <span role="status" id="service-saved">saved at {saved}</span> : null}
+        </div>
+      </>}
       {problem ? <p class="error" role="alert" id="service-problem">{problem.text}
         {problem.line ? <> <button type="button" onClick={() => setGoTo({ line: problem.line!, column: problem.column ?? 1 })}>Go to line {problem.line}</button></> : null}</p> : null}
       <h3>Run</h3>

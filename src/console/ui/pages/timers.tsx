@@ -7,6 +7,7 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
 import { UNITS, everyText } from "../schedule.ts";
+import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Timer { name: string; description: string; frequency: number; repeats: number; start_time: string; service_name: string; disabled: boolean; runs: number; next_run: string | null }
@@ -25,6 +26,7 @@ export function Timers({ systemKey: sk, name }: { systemKey: string; name?: stri
 function TimerList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("timer");
   const remove = async (t: Timer) => {
     if (!confirm(`Delete the timer ${t.name}?`)) return;
     try { await api("DELETE", `/admin/triggers/timers/${enc(sk)}/${enc(t.name)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -42,7 +44,8 @@ function TimerList({ systemKey: sk }: { systemKey: string }) {
         { label: "Service", sort: "service_name", cell: (t) => (t.service_name ? <a href={href("s", sk, "services", t.service_name)}>{t.service_name}</a> : <span class="muted">publishes on $timer/{t.name}</span>) },
         { label: "Runs", cls: "num", sort: "runs", cell: (t) => t.runs },
         { label: "Next run", cell: (t) => (t.disabled ? "disabled" : t.next_run ? new Date(t.next_run).toLocaleString() : "done") },
-        { label: "Actions", cell: (t) => <button type="button" class="danger" aria-label={`Delete timer ${t.name}`} onClick={() => void remove(t)}>Delete</button> },
+        { label: "Actions", cell: (t) => (owned(t.name) ? <OwnedCell reason={owned(t.name)} />
+          : <button type="button" class="danger" aria-label={`Delete timer ${t.name}`} onClick={() => void remove(t)}>Delete</button>) },
       ]} />
     <h2>New timer</h2>
     <TimerForm systemKey={sk} onSaved={(n) => go("s", sk, "timers", n)} />
@@ -52,12 +55,14 @@ function TimerList({ systemKey: sk }: { systemKey: string }) {
 function TimerDetail({ systemKey: sk, name }: { systemKey: string; name: string }) {
   const t = useLoad(() => api<Timer>("GET", `/admin/triggers/timers/${enc(sk)}/${enc(name)}`), [sk, name]);
   const [saved, setSaved] = useState<string>();
+  const owned = usePlatformOwned("timer")(name);
   return <>
     <h2>Timer {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={t.error} />
     {t.data ? <>
       <p class="muted" id="timer-state">{t.data.runs} runs so far · next {t.data.disabled ? "never (disabled)" : t.data.next_run ? new Date(t.data.next_run).toLocaleString() : "never (done)"}</p>
-      <TimerForm systemKey={sk} timer={t.data} key={name} onSaved={() => { setSaved(new Date().toLocaleTimeString()); void t.reload(); }} />
+      {owned ? <OwnedDefinition id="timer-definition" label={`Timer ${name}`} value={t.data} /> : <TimerForm systemKey={sk} timer={t.data} key={name} onSaved={() => { setSaved(new Date().toLocaleTimeString()); void t.reload(); }} />}
     </> : null}
     {saved ? <p role="status" id="timer-saved">saved at {saved}</p> : null}
   </>;

@@ -6,6 +6,7 @@ import { api, enc } from "../api.ts";
 import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
+import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Definition { def_module: string; def_name: string; def_keys: string[] }
@@ -26,6 +27,7 @@ export function Triggers({ systemKey: sk, name }: { systemKey: string; name?: st
 function TriggerList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("trigger");
   const remove = async (t: Trigger) => {
     if (!confirm(`Delete the trigger ${t.name}?`)) return;
     try { await api("DELETE", `/admin/triggers/handlers/${enc(sk)}/${enc(t.name)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -43,7 +45,8 @@ function TriggerList({ systemKey: sk }: { systemKey: string }) {
         { label: "Filters", cell: (t) => Object.entries(t.key_value_pairs).map(([k, v]) => `${k}=${v}`).join(", ") || "–" },
         { label: "Service", sort: "service_name", cell: (t) => <a href={href("s", sk, "services", t.service_name)}>{t.service_name}</a> },
         { label: "Enabled", cell: (t) => (t.disabled ? "no" : "yes") },
-        { label: "Actions", cell: (t) => <button type="button" class="danger" aria-label={`Delete trigger ${t.name}`} onClick={() => void remove(t)}>Delete</button> },
+        { label: "Actions", cell: (t) => (owned(t.name) ? <OwnedCell reason={owned(t.name)} />
+          : <button type="button" class="danger" aria-label={`Delete trigger ${t.name}`} onClick={() => void remove(t)}>Delete</button>) },
       ]} />
     <h2>New trigger</h2>
     <TriggerForm systemKey={sk} onSaved={(n) => go("s", sk, "triggers", n)} />
@@ -53,10 +56,13 @@ function TriggerList({ systemKey: sk }: { systemKey: string }) {
 function TriggerDetail({ systemKey: sk, name }: { systemKey: string; name: string }) {
   const t = useLoad(() => api<Trigger>("GET", `/admin/triggers/handlers/${enc(sk)}/${enc(name)}`), [sk, name]);
   const [saved, setSaved] = useState<string>();
+  const owned = usePlatformOwned("trigger")(name);
   return <>
     <h2>Trigger {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={t.error} />
-    {t.data ? <TriggerForm systemKey={sk} trigger={t.data} key={name} onSaved={() => { setSaved(new Date().toLocaleTimeString()); void t.reload(); }} /> : null}
+    {t.data && owned ? <OwnedDefinition id="trigger-definition" label={`Trigger ${name}`} value={t.data} />
+      : t.data ? <TriggerForm systemKey={sk} trigger={t.data} key={name} onSaved={() => { setSaved(new Date().toLocaleTimeString()); void t.reload(); }} /> : null}
     {saved ? <p role="status" id="trigger-saved">saved at {saved}</p> : null}
   </>;
 }

@@ -7,6 +7,7 @@ import { ErrorBox, KV, Tabs, useLoad } from "../components/bits.tsx";
 import { type Field, Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Webhook { id: string; name: string; description: string; auth_method: string; service_name: string; path: string }
@@ -40,6 +41,7 @@ function WebhookList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
   const services = useLoad(() => api<{ code: string[] }>("GET", `/admin/code/v/1/${enc(sk)}`).then((r) => r.code), [sk]);
+  const owned = usePlatformOwned("webhook");
   const remove = async (w: Webhook) => {
     if (!confirm(`Delete the webhook ${w.name}? Its URL stops answering.`)) return;
     try { await api("DELETE", `/admin/v/4/webhook/${enc(sk)}/${enc(w.name)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -56,7 +58,8 @@ function WebhookList({ systemKey: sk }: { systemKey: string }) {
         { label: "Service", sort: "service_name", cell: (w) => w.service_name },
         { label: "Authentication", sort: "auth_method", cell: (w) => w.auth_method },
         { label: "Invoke URL", cell: (w) => <code>{invokeUrl(sk, w.name)}{w.path}</code> },
-        { label: "Actions", cell: (w) => <button type="button" class="danger" aria-label={`Delete webhook ${w.name}`} onClick={() => void remove(w)}>Delete</button> },
+        { label: "Actions", cell: (w) => (owned(w.name) ? <OwnedCell reason={owned(w.name)} />
+          : <button type="button" class="danger" aria-label={`Delete webhook ${w.name}`} onClick={() => void remove(w)}>Delete</button>) },
       ]} />
     <h2>New webhook</h2>
     {services.data ? <Form id="new-webhook" submit="Create webhook" key={services.data.join()} fields={fieldsOf(services.data)} onSubmit={async (v) => {
@@ -71,8 +74,10 @@ function WebhookDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   const w = useLoad(() => api<Webhook>("GET", `/admin/v/4/webhook/${enc(sk)}/${enc(name)}`), [sk, name]);
   const services = useLoad(() => api<{ code: string[] }>("GET", `/admin/code/v/1/${enc(sk)}`).then((r) => r.code), [sk]);
   const [saved, setSaved] = useState<string>();
+  const owned = usePlatformOwned("webhook")(name);
   return <>
     <h2>Webhook {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={w.error} />
     {w.data ? <>
       <div class="card"><KV items={[
@@ -80,8 +85,8 @@ function WebhookDetail({ systemKey: sk, name }: { systemKey: string; name: strin
         ["Methods", METHODS.join(", ")],
         ["Authentication", w.data.auth_method],
       ]} /></div>
-      <h3>Edit</h3>
-      {services.data ? <Form id="edit-webhook" submit="Save webhook" key={`${w.data.service_name}/${w.data.auth_method}/${w.data.path}/${w.data.description}`}
+      {owned ? null : <h3>Edit</h3>}
+      {services.data && !owned ? <Form id="edit-webhook" submit="Save webhook" key={`${w.data.service_name}/${w.data.auth_method}/${w.data.path}/${w.data.description}`}
         fields={fieldsOf(services.data, w.data)} onSubmit={async (v) => {
           await api("PUT", `/admin/v/4/webhook/${enc(sk)}/${enc(name)}`, { description: v.description, service_name: v.service_name, auth_method: v.auth_method, path: v.path!.trim() });
           setSaved(new Date().toLocaleTimeString());

@@ -38,7 +38,8 @@ import { showTrailWith } from "./trail.ts";
 import { DevicePage } from "./pages/device.tsx";
 import { SystemSettingsPage } from "./pages/systemSettings.tsx";
 import { UserPage } from "./pages/user.tsx";
-import { EDGE_PAGES, type EdgeScope, EdgeScopeContext, scopeOf } from "./owned.tsx";
+import { EdgeScopeContext } from "./components/owned.tsx";
+import { EDGE_PAGES, type EdgeScope, scopeOf } from "./edgeScope.ts";
 
 function Header({ trail, onSignOut }: { trail: [string, string][]; onSignOut: () => void }) {
   return <header id="bar">

@@ -1,7 +1,7 @@
 // The header's trail of links ([text, href]): each page says where it is; the layout shows it.
 import { useEffect, useState } from "preact/hooks";
 import { api, enc } from "./api.ts";
-import { useEdgeScope } from "./owned.tsx";
+import { useEdgeScope } from "./components/owned.tsx";
 import { href } from "./router.ts";
 
 export type Trail = [string, string][];

@@ -1,7 +1,8 @@
 // Small pieces every page uses: status pills, the error box, polling, a page's tabs.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { EDGE_PAGES, useEdgeScope } from "../owned.tsx";
+import { useEdgeScope } from "./owned.tsx";
+import { EDGE_PAGES } from "../edgeScope.ts";
 import { href } from "../router.ts";
 
 export const Pill = ({ kind, children }: { kind: "ok" | "bad" | "warn"; children: ComponentChildren }) => <span class={`pill ${kind}`}>{children}</span>;

@@ -7,7 +7,7 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
-import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Cache { id: string; name: string; ttl: number; description: string }

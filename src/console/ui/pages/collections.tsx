@@ -7,7 +7,7 @@ import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { CollectionCsv } from "./collectionCsv.tsx";
-import { OwnedCell, OwnedNote, usePlatformOwned, useRowsOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned, useRowsOwned } from "../components/owned.tsx";
 import { href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 

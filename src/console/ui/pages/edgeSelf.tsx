@@ -5,7 +5,7 @@ import { api } from "../api.ts";
 import { ErrorBox, KV, LinkPill, StatusPill, Tabs, usePoll } from "../components/bits.tsx";
 import { DataTable } from "../components/table.tsx";
 import { ago, sourceText, when } from "../format.ts";
-import { useEdgeScope } from "../owned.tsx";
+import { useEdgeScope } from "../components/owned.tsx";
 import { useTrail } from "../trail.ts";
 import type { Asset } from "./edge.tsx";
 

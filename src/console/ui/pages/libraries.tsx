@@ -9,7 +9,7 @@ import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { go, href } from "../router.ts";
-import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Library { name: string; description: string; version: number; code: string; dependencies: string }

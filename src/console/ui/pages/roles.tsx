@@ -9,7 +9,7 @@ import { Form } from "../components/form.tsx";
 import { ListView } from "../components/list.tsx";
 import { go, href } from "../router.ts";
 import { BUILTIN_ROLES, type Role, RIGHTS, matrixRows } from "../permissions.ts";
-import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 export function Roles({ systemKey: sk, id }: { systemKey: string; id?: string }) {

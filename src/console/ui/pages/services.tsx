@@ -8,7 +8,7 @@ import { CodeEditor } from "../components/code.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
-import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { go, href } from "../router.ts";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 

@@ -7,7 +7,7 @@ import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
 import { UNITS, everyText } from "../schedule.ts";
-import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Timer { name: string; description: string; frequency: number; repeats: number; start_time: string; service_name: string; disabled: boolean; runs: number; next_run: string | null }

@@ -6,7 +6,7 @@ import { api, enc } from "../api.ts";
 import { ErrorBox, Tabs, useLoad } from "../components/bits.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
-import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Definition { def_module: string; def_name: string; def_keys: string[] }

@@ -7,7 +7,7 @@ import { ErrorBox, KV, Tabs, useLoad } from "../components/bits.tsx";
 import { type Field, Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { go, href } from "../router.ts";
-import { OwnedCell, OwnedNote, usePlatformOwned } from "../owned.tsx";
+import { OwnedCell, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Webhook { id: string; name: string; description: string; auth_method: string; service_name: string; path: string }

@@ -91,6 +91,8 @@ export class Adapters {
 
   /** Puts the adapter's current state in the change log (edges whose template has it follow). */
   private async recordChange(tx: Executor, systemKey: string, name: string) {
+    // an edge logs nothing, but refuses a change of an adapter (or its files) its platform sent
+    if (this.d.changes.mode === "edge") return this.d.changes.refuseIfPlatformOwned(tx, "adapter", name);
     if (!this.d.changes.logs(systemKey)) return;
     const a = await adaptersRepo.get(tx, systemKey, name);
     if (!a) { await this.d.changes.record(tx, systemKey, "adapter", name, "delete", { name }); return; }

@@ -8,6 +8,7 @@ import { type Field, Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { DataTable } from "../components/table.tsx";
 import { go, href } from "../router.ts";
+import { OwnedCell, OwnedDefinition, OwnedNote, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface Adapter { name: string; description: string; protocol: string; architecture: string; os: string; version: number; updated_at: string; [command: string]: unknown }
@@ -42,6 +43,7 @@ export function Adapters({ systemKey: sk, name }: { systemKey: string; name?: st
 function AdapterList({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  const owned = usePlatformOwned("adapter");
   const remove = async (a: Adapter) => {
     if (!confirm(`Delete the adapter ${a.name} and its files?`)) return;
     try { await api("DELETE", `/api/v/4/${enc(sk)}/adapters/${enc(a.name)}`); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -58,7 +60,8 @@ function AdapterList({ systemKey: sk }: { systemKey: string }) {
         { label: "Description", cell: (a) => a.description || "–" },
         { label: "Protocol", sort: "protocol", cell: (a) => a.protocol || "–" },
         { label: "Version", cls: "num", sort: "version", cell: (a) => a.version },
-        { label: "Actions", cell: (a) => <button type="button" class="danger" aria-label={`Delete adapter ${a.name}`} onClick={() => void remove(a)}>Delete</button> },
+        { label: "Actions", cell: (a) => (owned(a.name) ? <OwnedCell reason={owned(a.name)} />
+          : <button type="button" class="danger" aria-label={`Delete adapter ${a.name}`} onClick={() => void remove(a)}>Delete</button>) },
       ]} />
     <h2>New adapter</h2>
     <Form id="new-adapter" submit="Create adapter" fields={[
@@ -80,6 +83,8 @@ function AdapterDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   const [saved, setSaved] = useState<string>();
   const [error, setError] = useState<unknown>();
   const [open, setOpen] = useState<AdapterFile & { text?: string }>();
+  // on an edge, an adapter the platform sent (its settings and files) is read here, changed there
+  const owned = usePlatformOwned("adapter")(name);
   const current = (files.data ?? []).filter((f) => f.current);
   const versions = (n: string) => (files.data ?? []).filter((f) => f.name === n).length;
   const show = async (f: AdapterFile) => {
@@ -95,13 +100,15 @@ function AdapterDetail({ systemKey: sk, name }: { systemKey: string; name: strin
   };
   return <>
     <h2>Adapter {name}</h2>
+    <OwnedNote reason={owned} />
     <ErrorBox error={a.error} />
     {a.data ? <>
       <p class="muted">version {a.data.version} · changed {new Date(a.data.updated_at).toLocaleString()}</p>
       <h3>Settings and commands</h3>
-      <Form id="edit-adapter" submit="Save adapter" key={String(a.data.version)}
-        fields={TEXT.map(([k, label]): Field => ({ name: k, label, value: String(a.data![k] ?? "") }))}
-        onSubmit={async (v) => { await api("PUT", base, v); setSaved(new Date().toLocaleTimeString()); await a.reload(); }} />
+      {owned ? <OwnedDefinition id="adapter-definition" label={`Adapter ${name}`} value={Object.fromEntries(TEXT.map(([k]) => [k, a.data![k] ?? ""]))} />
+        : <Form id="edit-adapter" submit="Save adapter" key={String(a.data.version)}
+          fields={TEXT.map(([k, label]): Field => ({ name: k, label, value: String(a.data![k] ?? "") }))}
+          onSubmit={async (v) => { await api("PUT", base, v); setSaved(new Date().toLocaleTimeString()); await a.reload(); }} />}
       {saved ? <p role="status" id="adapter-saved">saved at {saved}</p> : null}
     </> : null}
     <h3>Files</h3>
@@ -113,12 +120,14 @@ function AdapterDetail({ systemKey: sk, name }: { systemKey: string; name: strin
         { label: "Version", cls: "num", cell: (f) => `${f.version} (${versions(f.name)} kept)` },
         { label: "Actions", cell: (f) => <span class="row">
           <button type="button" aria-label={`Open file ${f.name}`} onClick={() => void show(f)}>Open</button>
-          <button type="button" class="danger" aria-label={`Delete file ${f.name}`} onClick={() => void remove(f)}>Delete</button>
+          {owned ? null : <button type="button" class="danger" aria-label={`Delete file ${f.name}`} onClick={() => void remove(f)}>Delete</button>}
         </span> },
       ]} />
-    {open ? <FileEditor base={base} file={open} key={`${open.name}/${open.version}`} onSaved={async (f) => { await files.reload(); await show(f); }} onClose={() => setOpen(undefined)} /> : null}
-    <h3>Add a file</h3>
-    <NewFile base={base} onAdded={() => void files.reload()} />
+    {open && owned ? <div class="card" id="adapter-file-shown" role="region" aria-label={`File ${open.name}`}><strong>{open.name}</strong> <button type="button" onClick={() => setOpen(undefined)}>Close</button>
+      <pre class="payload">{open.text ?? "(binary)"}</pre></div> : null}
+    {open && !owned ? <FileEditor base={base} file={open} key={`${open.name}/${open.version}`} onSaved={async (f) => { await files.reload(); await show(f); }} onClose={() => setOpen(undefined)} /> : null}
+    {owned ? null : <><h3>Add a file</h3>
+      <NewFile base={base} onAdded={() => void files.reload()} /></>}
   </>;
 }
 

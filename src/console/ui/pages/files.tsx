@@ -10,6 +10,7 @@ import { ErrorBox, Tabs } from "../components/bits.tsx";
 import { Form } from "../components/form.tsx";
 import { ListView, pageOf } from "../components/list.tsx";
 import { href } from "../router.ts";
+import { OwnedCell, usePlatformOwned } from "../components/owned.tsx";
 import { useSystemName, useSystemTrail } from "../trail.ts";
 
 interface BucketSet { name: string; platform_storage: string; edge_storage: string; created_at: string }
@@ -35,6 +36,8 @@ export function Files({ systemKey: sk, kind, name }: { systemKey: string; kind?:
 function FileAreas({ systemKey: sk }: { systemKey: string }) {
   const [version, setVersion] = useState(0);
   const [error, setError] = useState<unknown>();
+  // on an edge, a bucket set the platform sent is its own (the files in it are the edge's)
+  const owned = usePlatformOwned("bucketset");
   const act = async (confirmText: string, fn: () => Promise<unknown>) => {
     if (!confirm(confirmText)) return;
     try { await fn(); setVersion((v) => v + 1); setError(undefined); } catch (e) { setError(e); }
@@ -48,8 +51,8 @@ function FileAreas({ systemKey: sk }: { systemKey: string }) {
       columns={[
         { label: "Name", sort: "name", cell: (b) => <a href={href("s", sk, "files", "set", b.name)}>{b.name}</a> },
         { label: "Storage", cell: (b) => `platform ${b.platform_storage} · edge ${b.edge_storage}` },
-        { label: "Actions", cell: (b) => <button type="button" class="danger" aria-label={`Delete bucket set ${b.name}`}
-          onClick={() => void act(`Delete the bucket set ${b.name} and its files?`, () => api("DELETE", `/api/v/4/bucket_sets/${enc(sk)}/${enc(b.name)}`))}>Delete</button> },
+        { label: "Actions", cell: (b) => (owned(b.name) ? <OwnedCell reason={owned(b.name)} /> : <button type="button" class="danger" aria-label={`Delete bucket set ${b.name}`}
+          onClick={() => void act(`Delete the bucket set ${b.name} and its files?`, () => api("DELETE", `/api/v/4/bucket_sets/${enc(sk)}/${enc(b.name)}`))}>Delete</button>) },
       ]} />
     <Form id="new-set" cls="card form inline-form" submit="Create bucket set" fields={[{ name: "name", label: "Bucket set name", required: true }]}
       onSubmit={async (v) => { await api("POST", `/api/v/4/bucket_sets/${enc(sk)}`, { name: v.name!.trim() }); setVersion((n) => n + 1); }} />

@@ -1,6 +1,6 @@
 // An edge's API on what its platform owns there, black-box (a platform and an edge process): a
 // local write to a definition the platform sent (a service, a library, a collection's schema, a
-// trigger, a timer, a role, a webhook) is refused with the PLATFORM_OWNED envelope and changes
+// trigger, a timer, a role, a webhook, an adapter) is refused with the PLATFORM_OWNED envelope and changes
 // nothing; the platform's own changes still apply; assets made on the edge, and rows (two-way
 // and down-only collections), stay the edge's to write; the edge's status says each asset's mode.
 import t from "tap";
@@ -16,7 +16,7 @@ const SK = s.systemKey;
 // what the platform owns on the edge
 const down = await collectionWith(s, [["v", "string"]], uniq("down"));
 const both = await collectionWith(s, [["v", "string"]], uniq("both"));
-const svc = uniq("psvc"), lib = uniq("plib"), trigger = uniq("ptrg"), timer = uniq("ptmr"), role = uniq("prole"), hook = uniq("phook");
+const svc = uniq("psvc"), lib = uniq("plib"), trigger = uniq("ptrg"), timer = uniq("ptmr"), role = uniq("prole"), hook = uniq("phook"), adapter = uniq("padp");
 const code = (n: string, out: string) => `function ${n}(req, resp) { resp.success("${out}"); }`;
 await must(s.dev.post(`/admin/code/v/1/${SK}/${svc}`, { code: code(svc, "platform"), parameters: [], run_on_edge: true }), "service");
 await must(s.dev.post(`/codeadmin/v/2/library/${SK}/${lib}`, { code: "var x = 1;", description: "" }), "library");
@@ -24,10 +24,11 @@ await must(s.dev.post(`/admin/triggers/handlers/${SK}/${trigger}`, { def_module:
 await must(s.dev.post(`/admin/triggers/timers/${SK}/${timer}`, { frequency: 3600, repeats: -1, start_time: new Date(Date.now() + 3_600_000).toISOString(), service_name: svc }), "timer");
 const roleId = (await must(s.dev.post(`/admin/user/${SK}/roles`, { name: role }), "role")).role_id as string;
 await must(s.dev.post(`/admin/v/4/webhook/${SK}/${hook}`, { service_name: svc }), "webhook");
+await must(s.dev.post(`/api/v/4/${SK}/adapters`, { name: adapter, description: "bridge", start_command: "./start.sh", run_start_on_deploy: false }), "adapter");
 const gw = await must(s.dev.post(`/admin/edges/${SK}/gw1`, {}), "edge gw1");
 await must(s.dev.put(`/admin/edges/template/${SK}/gw1`, { add: [
   { def_module: "collection", def_name: down.name, mode: "sync_to_edge" }, { def_module: "collection", def_name: both.name, mode: "sync" },
-  ...[["service", svc], ["library", lib], ["trigger", trigger], ["timer", timer], ["role", role], ["webhook", hook]].map(([m, n]) => ({ def_module: m, def_name: n, mode: "sync_to_edge" })),
+  ...[["service", svc], ["library", lib], ["trigger", trigger], ["timer", timer], ["role", role], ["webhook", hook], ["adapter", adapter]].map(([m, n]) => ({ def_module: m, def_name: n, mode: "sync_to_edge" })),
 ] }), "template");
 
 const edge = await startOutpost({ args: ["--mode", "edge", "--platform-url", platform.url, "--system-key", SK, "--edge-name", "gw1", "--edge-token", gw.token] });
@@ -36,7 +37,7 @@ const signIn = () => request(edge.url, "POST", "/admin/auth", { body: { email: s
 if (!(await waitFor(async () => (await signIn()).status === 200, 20_000))) throw new Error(`the developer cannot sign in on the edge:\n${edge.logs()}`);
 const ed = new Client(edge.url, { "ClearBlade-DevToken": (await signIn()).body.dev_token });
 const status = async () => (await ed.get("/api/v/4/edge/status")).body;
-if (!(await waitFor(async () => (await status()).synced >= 8, 20_000))) throw new Error(`the edge did not get the platform's assets: ${JSON.stringify(await status())}`);
+if (!(await waitFor(async () => (await status()).synced >= 9, 20_000))) throw new Error(`the edge did not get the platform's assets: ${JSON.stringify(await status())}`);
 
 t.test("the status says each asset's mode (which way a collection's rows flow)", async (t) => {
   const assets = (await status()).assets as { asset_type: string; asset_name: string; mode: string }[];
@@ -63,6 +64,7 @@ t.test("local writes to what the platform sent are refused, and change nothing",
   await refused(ed.del(`/admin/triggers/timers/${SK}/${timer}`), "delete the timer");
   await refused(ed.put(`/admin/user/${SK}/roles`, { id: roleId, changes: { description: "edge" } }), "update the role");
   await refused(ed.del(`/admin/v/4/webhook/${SK}/${hook}`), "delete the webhook");
+  await refused(ed.put(`/api/v/4/${SK}/adapters/${adapter}`, { description: "edge" }), "update the adapter");
   // nothing changed
   t.match((await ed.get(`/admin/code/v/1/${SK}/${svc}`)).body.code, /"platform"/, "the service's code is the platform's");
   t.same((await ed.get(`/api/v/1/data/${down.id}/columns`)).body.map((c: { ColumnName: string }) => c.ColumnName).sort(), ["item_id", "v"], "the columns are the platform's");

@@ -6,7 +6,7 @@
 // copies go more often.
 //
 // One more slot counts changes of rights on caches (roles and their permissions, cache
-// definitions, systems removed): a worker may remember what a run's rights on caches were for
+// definitions, systems changed or removed): a worker may remember what a run's rights on caches were for
 // later runs with the same roles only while that count has not moved (code/cacheMirror.ts).
 //
 // Only a node that keeps the values itself (one platform, an edge) has versions: in a cluster
@@ -19,9 +19,10 @@ export const VERSION_SLOTS = 4096;
 export const RIGHTS_SLOT = VERSION_SLOTS;
 
 /** What a cache call's answer tells the worker that made it (the `_m` of its data): the cache's
- *  values id and slot, the levels the run's user holds on it (for that run only), and when the
- *  answer's values are a copy a worker may keep, the version they were read or written at (`v`)
- *  and when the cache expires if nothing writes to it (`x`, epoch ms). */
+ *  values id and slot, the levels the run's user holds on it (for that run, and for runs with the
+ *  same roles while the rights count holds), and when the answer's values are a copy a worker may
+ *  keep, the version they were read or written at (`v`) and when the cache expires if nothing
+ *  writes to it (`x`, epoch ms). */
 export interface MirrorNote { id: string; s: number; lv: number; v?: number; x?: number }
 
 export class CacheVersions {

@@ -1,8 +1,10 @@
 // bench/cache.ts: shared caches from code services. Requests/s of a service that does OPS pairs of
 // ClearBlade.Cache(name).set + get (the classic callback calls) against the same service doing no
 // cache call, on the same node in the same run (target ratio >= 0.7); the same with
-// ClearBladeAsync.Cache (promises); and what one cache call costs the server (CPU µs per call,
-// from the difference in server CPU per run).
+// ClearBladeAsync.Cache (promises); a service that only reads (OPS gets of a value set before:
+// its run's first call is a get, answered by its worker when the rights of the caller's roles are
+// remembered there); and what one cache call costs the server (CPU µs per call, from the
+// difference in server CPU per run).
 // Runs are POSTs over HTTP as a user with the services and the cache in its role, as a device or a
 // web app would start them; wrk keeps 64 in flight.
 import { alternate, cpuMicros, fmt, json, loadPost, median, report, setupSystem, startOutpost, verdict } from "./lib.ts";
@@ -36,6 +38,11 @@ const services = {
     }
     next().catch(function (e) { resp.error(String(e)) });
   }`,
+  reader: `function reader(req, resp){
+    var c = ClearBlade.Cache("${CACHE}"), n = req.params.n || 0, got = 0;
+    for (var i = 0; i < ${OPS}; i++) c.get("k" + i, function (err, v) { if (err) resp.error(err); got += v.i; });
+    resp.success(n + 1 + got * 0)
+  }`,
 };
 
 export async function benchCache() {
@@ -58,7 +65,7 @@ export async function benchCache() {
     }
     // steady state: JIT, sandboxes, the caches of rights and definitions
     for (const name of Object.keys(services)) await loadPost(url(name), headers, 2, BODY);
-    const cpu: Record<string, number[]> = { idle: [], classic: [], promised: [] };
+    const cpu: Record<string, number[]> = { idle: [], classic: [], promised: [], reader: [] };
     const measured = (name: keyof typeof services) => async () => {
       const c0 = cpuMicros(o.pid);
       const rps = await loadPost(url(name), headers, SECONDS, BODY);
@@ -67,14 +74,17 @@ export async function benchCache() {
     };
     const [classic, idle, classicRatio] = await alternate(measured("classic"), measured("idle"), ROUNDS);
     const [promised, idle2, promisedRatio] = await alternate(measured("promised"), measured("idle"), ROUNDS);
-    const perCall = (name: string) => (median(cpu[name]!) - median(cpu.idle!)) / (2 * OPS);
+    const [reader, idle3, readerRatio] = await alternate(measured("reader"), measured("idle"), ROUNDS);
+    const perCall = (name: string, calls = 2) => (median(cpu[name]!) - median(cpu.idle!)) / (calls * OPS);
     report(`Cache: a service doing ${OPS} set + get per run vs the same service without cache calls (POST over HTTP, 64 in flight)`, [
       ["runs/s: ClearBlade.Cache (callbacks) / no cache calls", `${fmt(classic)} / ${fmt(idle)}`],
       ["ratio (median of the rounds' ratios)", `${fmt(classicRatio, 2)}  ${verdict(classicRatio, 0.7)}`],
       ["runs/s: ClearBladeAsync.Cache (promises) / no cache calls", `${fmt(promised)} / ${fmt(idle2)}`],
       ["ratio (median of the rounds' ratios)", `${fmt(promisedRatio, 2)}  ${verdict(promisedRatio, 0.7)}`],
-      ["server CPU µs per run: none / callbacks / promises", `${fmt(median(cpu.idle!), 1)} / ${fmt(median(cpu.classic!), 1)} / ${fmt(median(cpu.promised!), 1)}`],
-      ["server CPU µs per cache call: callbacks / promises", `${fmt(perCall("classic"), 1)} / ${fmt(perCall("promised"), 1)}`],
+      ["runs/s: ClearBlade.Cache gets only / no cache calls", `${fmt(reader)} / ${fmt(idle3)}`],
+      ["ratio (median of the rounds' ratios)", `${fmt(readerRatio, 2)}  ${verdict(readerRatio, 0.7)}`],
+      ["server CPU µs per run: none / callbacks / promises / gets only", `${fmt(median(cpu.idle!), 1)} / ${fmt(median(cpu.classic!), 1)} / ${fmt(median(cpu.promised!), 1)} / ${fmt(median(cpu.reader!), 1)}`],
+      ["server CPU µs per cache call: callbacks / promises / gets only", `${fmt(perCall("classic"), 1)} / ${fmt(perCall("promised"), 1)} / ${fmt(perCall("reader", 1), 1)}`],
     ]);
   } finally {
     await o.stop();

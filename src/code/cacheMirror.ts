@@ -6,17 +6,23 @@
 // Writes always go to the main thread, and what they wrote is kept. The copy is filled from the
 // answers the main thread gives (their `_m`, which the sandbox never sees).
 //
-// Rights: what the run's user may do with a cache comes with those answers too, and holds for that
-// run only (a new run asks again; a run that signs in as someone else forgets it). Anything the
-// copy cannot answer (no right learned yet, a key it does not hold, a bad argument) goes to the
-// main thread, which answers as it always did.
+// Rights: what the run's user may do with a cache comes with those answers too. The main thread
+// decides them; the worker remembers the decision for later runs with the same roles (the run's
+// `rk`) only while no role, permission or cache definition has changed since it was asked (the
+// rights count in shared memory), so a change holds for the next call anywhere. A run that signs
+// in as someone else forgets what it learned and teaches nothing. Anything the copy cannot answer
+// (no right learned yet, a key it does not hold, a bad argument) goes to the main thread, which
+// answers as it always did.
 import { LruMap } from "../core/cache.ts";
-import type { MirrorNote } from "../domain/cacheVersions.ts";
+import { type MirrorNote, RIGHTS_SLOT } from "../domain/cacheVersions.ts";
 import type { RunHooks } from "./sandbox.ts";
 
 /** Caches one worker keeps copies of, and the bytes of values they hold together. */
 const COPIES_MAX = 64;
 const COPY_BYTES_MAX = 8 << 20;
+/** Rights remembered: for this many roles' keys, on this many caches each. */
+const RIGHTS_KEYS_MAX = 256;
+const RIGHTS_CACHES_MAX = 64;
 const READ = 1;
 
 /** A cache's values at one version: JSON text, null for a key known to be missing. */
@@ -32,11 +38,33 @@ const NOTED = new Set(["cache.get", "cache.set", "cache.setMultiple", "cache.del
 export class CacheMirror {
   private readonly copies = new LruMap<string, Copy>(COPIES_MAX);
   private bytes = 0;
+  /** by rights key: the rights count they were decided at, and the notes (rights) by cache name */
+  private readonly rights = new LruMap<string, { at: number; grants: Map<string, MirrorNote> }>(RIGHTS_KEYS_MAX);
 
   constructor(private readonly versions: Int32Array, private readonly now: () => number = Date.now) {}
 
-  /** A run's hooks answering what they can from the copies. */
-  hooks(h: RunHooks): RunHooks { return new RunCaches(this, h); }
+  /** A run's hooks answering what they can from the copies; `rk`: whose rights the run has. */
+  hooks(h: RunHooks, rk?: string): RunHooks { return new RunCaches(this, h, rk); }
+
+  /** The rights count now (read before a call is sent: an answer is remembered only if it still is). */
+  rightsCount(): number { return Atomics.load(this.versions, RIGHTS_SLOT); }
+
+  /** What runs with these rights were told, while nothing has changed since. */
+  recall(rk: string): Map<string, MirrorNote> | undefined {
+    const r = this.rights.get(rk);
+    if (!r) return undefined;
+    if (r.at !== this.rightsCount()) { this.rights.delete(rk); return undefined; }
+    return r.grants;
+  }
+
+  /** Remembers a decision asked for at rights count `at`, unless rights have changed since. */
+  remember(rk: string, at: number, cache: string, n: MirrorNote) {
+    if (at !== this.rightsCount()) return;
+    let r = this.rights.get(rk);
+    if (!r || r.at !== at) this.rights.set(rk, (r = { at, grants: new Map() }));
+    if (r.grants.size >= RIGHTS_CACHES_MAX && !r.grants.has(cache)) r.grants.clear();
+    r.grants.set(cache, { id: n.id, s: n.s, lv: n.lv });
+  }
 
   /** The copy of a cache, if it is current. */
   current(n: MirrorNote): Copy | undefined {
@@ -80,17 +108,22 @@ class RunCaches implements RunHooks {
   /** moves on whenever the run may have changed who it acts as: a note asked for before that
    *  is not kept */
   private epoch = 0;
+  /** whose rights the run has while it has not signed in as someone else (undefined after) */
+  private rk: string | undefined;
   readonly block?: RunHooks["block"];
 
-  constructor(private readonly m: CacheMirror, private readonly h: RunHooks) {
+  constructor(private readonly m: CacheMirror, private readonly h: RunHooks, rk?: string) {
+    this.rk = rk;
+    const known = rk === undefined ? undefined : m.recall(rk);
+    if (known) for (const [name, n] of known) this.grants.set(name, n);
     if (h.block) {
       const block = h.block.bind(h);
       this.block = (op, a, deadline) => {
         const hit = this.local(op, a);
         if (hit !== undefined) return hit;
-        const at = this.sent(op);
+        const rights = this.m.rightsCount(), at = this.sent(op);
         const r = block(op, a, deadline);
-        return typeof r === "string" ? this.learn(op, a, r, at) : r;
+        return typeof r === "string" ? this.learn(op, a, r, at, rights) : r;
       };
     }
   }
@@ -98,8 +131,8 @@ class RunCaches implements RunHooks {
   host(op: string, a: string, answer: (reply: string) => void, blocking: boolean) {
     const hit = this.local(op, a);
     if (hit !== undefined) { answer(hit); return; }
-    const at = this.sent(op);
-    this.h.host(op, a, (r) => answer(this.learn(op, a, r, at)), blocking);
+    const rights = this.m.rightsCount(), at = this.sent(op);
+    this.h.host(op, a, (r) => answer(this.learn(op, a, r, at, rights)), blocking);
   }
 
   log(text: string) { this.h.log(text); }
@@ -121,21 +154,24 @@ class RunCaches implements RunHooks {
 
   private sent(op: string): number {
     // signing in, out or as another token changes whose rights the run's calls have
-    if (op.startsWith("user.")) { this.epoch++; this.grants.clear(); }
+    if (op.startsWith("user.")) this.forget();
     return this.epoch;
   }
 
   /** What the main thread's answer teaches, and the answer as the sandbox gets it (without its
    *  note). */
-  private learn(op: string, a: string, reply: string, at: number): string {
-    if (op.startsWith("user.")) { this.epoch++; this.grants.clear(); return reply; }
+  private learn(op: string, a: string, reply: string, at: number, rights: number): string {
+    if (op.startsWith("user.")) { this.forget(); return reply; }
     if (!NOTED.has(op) || !reply.includes('"_m":')) return reply;
     let r: { ok?: boolean; data?: { found?: boolean; value?: unknown; _m?: MirrorNote } | null };
     let args: { cache?: unknown; key?: unknown; value?: unknown; data?: Record<string, unknown> };
     try { r = JSON.parse(reply) as typeof r; args = JSON.parse(a) as typeof args; } catch { return reply; }
     const n = r.ok ? r.data?._m : undefined;
     if (!n || typeof args?.cache !== "string") return reply;
-    if (at === this.epoch) this.grants.set(args.cache, n);
+    if (at === this.epoch) {
+      this.grants.set(args.cache, n);
+      if (this.rk !== undefined) this.m.remember(this.rk, rights, args.cache, n);
+    }
     if (op === "cache.get") {
       const json = r.data!.found ? JSON.stringify(r.data!.value) : null;
       if (typeof args.key === "string") this.m.keep(n, args.key, json);
@@ -144,5 +180,13 @@ class RunCaches implements RunHooks {
     if (op === "cache.set" && typeof args.key === "string") this.m.keep(n, args.key, JSON.stringify(args.value));
     else if (op === "cache.setMultiple" && args.data) for (const [k, v] of Object.entries(args.data)) this.m.keep(n, k, JSON.stringify(v));
     return OK_NULL;
+  }
+
+  /** The run may act as someone else from now on: what it knew of its rights goes, and what it
+   *  learns is its own. */
+  private forget() {
+    this.epoch++;
+    this.grants.clear();
+    this.rk = undefined;
   }
 }

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { ApiError, fail, failFor, notFound } from "../core/errors.ts";
 import { causeScope } from "../core/events.ts";
 import { type Counter, type CounterSeries, type Histogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
+import { cacheRightsKey } from "../domain/cacheVersions.ts";
 import { DEFAULT_EXECUTION_TIMEOUT_S, MISSING_LIBRARIES, parseDependencies, type ServiceChange } from "../domain/services.ts";
 import { type RunAs, RUN_AS_DEVICE, RUN_AS_USER } from "../domain/triggers.ts";
 import type { ServiceRow } from "../store/services.ts";
@@ -193,6 +194,7 @@ export class CodeEngine {
         context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
         params: paramsJson(params), timeoutMs, logs: wantsLogs(svc, opts), instanceId: instance.id,
         host: (op, args) => this.answer(effective, systemKey, op, args, scope, depth, run),
+        ...(this.e.caches.versions ? { cacheRights: cacheRightsKey(effective, systemKey) } : {}),
       });
       id = submitted.id;
       outcome = await submitted.done;

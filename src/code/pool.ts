@@ -31,7 +31,7 @@ import { MessageChannel } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
 import { newCallBuffer, writeAnswer } from "./callBuffer.ts";
-import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type Step } from "./protocol.ts";
+import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type RunStep, type Step } from "./protocol.ts";
 import type { Batch, PoolOptions, PoolOutcome, Run, RunSpec, Slot, Sys } from "./poolTypes.ts";
 import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
@@ -379,7 +379,9 @@ export class WorkerPool {
       if (had !== sp.version) (src ??= {})[sp.key] = [sp.version, sp.source];
       let cx = contexts.indexOf(sp.context);
       if (cx < 0) cx = contexts.push(sp.context) - 1;
-      steps.push({ k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0, in: sp.instanceId });
+      const step: RunStep = { k: "r", id: run.id, key: sp.key, st: sp.version, e: sp.entry, cx, p: sp.params, dl: run.deadline, lg: sp.logs ? 1 : 0, in: sp.instanceId };
+      if (sp.cacheRights !== undefined) step.rk = sp.cacheRights;
+      steps.push(step);
       runs.push(run);
       run.slot = slot;
       slot.runs.set(run.id, run);

@@ -46,6 +46,8 @@ export interface RunSpec {
   instanceId: string;
   /** a runtime-API call of the run, answered as {ok, data} / {ok, error} JSON text */
   host(op: string, argsJson: string): Promise<string>;
+  /** whose rights on caches the run has, when its worker may remember them across runs */
+  cacheRights?: string;
 }
 
 export type PoolOutcome = RunOutcome & { logs?: string[]; /** its worker had to be terminated */ killed?: boolean };

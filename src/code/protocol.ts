@@ -46,6 +46,9 @@ export interface RunStep {
   lg: 0 | 1;
   /** the run's instance id (req.service_instance_id) */
   in: string;
+  /** whose rights on caches the run has (domain/cacheVersions.ts cacheRightsKey), when a worker
+   *  may remember them for later runs */
+  rk?: string;
 }
 
 /** The answer to a host call of a run waiting in the worker. */

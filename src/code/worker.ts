@@ -171,7 +171,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     },
     log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
   };
-  const hooks = cacheMirror ? cacheMirror.hooks(runHooks) : runHooks;
+  const hooks = cacheMirror ? cacheMirror.hooks(runHooks, s.rk) : runHooks;
   // the pool has already answered a run whose deadline passed while it queued; one that passes
   // now still starts, and is interrupted at once
   const timeoutMs = s.dl ? Math.max(1, s.dl - Date.now()) : 0;

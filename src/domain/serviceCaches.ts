@@ -86,7 +86,11 @@ export class ServiceCaches {
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {
     this.versions = values instanceof MemoryCacheValues ? new CacheVersions() : null;
+    // what workers remember of runs' rights on caches goes as soon as they may have changed
+    const versions = this.versions;
+    if (versions) for (const changed of ["permissions.changed", "system.changed"] as const) d.signals.on(changed, () => versions.rightsChanged());
     d.signals.on("serviceCache.changed", ({ systemKey, name }) => {
+      versions?.rightsChanged();
       if (name === null) this.definitions.deleteWhere((_, k) => k.startsWith(`${systemKey}/`));
       else this.definitions.delete(`${systemKey}/${name}`);
     });

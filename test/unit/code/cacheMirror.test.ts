@@ -158,6 +158,68 @@ describe("rights", () => {
   });
 });
 
+describe("rights remembered across runs (by the run's rights key)", () => {
+  test("a later run with the same key reads from the copy without asking; another key asks", () => {
+    const main = mainThread();
+    const w = worker(main);
+    const first = w.hooks(main.hooks, "user/sk/r1");
+    set(first, "k", 1);
+    expect(main.m.calls).toEqual(["cache.set"]);
+    const next = w.hooks(main.hooks, "user/sk/r1");
+    expect(get(next, "k")).toBe(ok({ found: true, value: 1 }));
+    expect(main.m.calls).toEqual(["cache.set"]);
+    // other roles: their own decision
+    expect(get(w.hooks(main.hooks, "user/sk/r2"), "k")).toBe(ok({ found: true, value: 1 }));
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]);
+    // without a key (a developer's run): asked, as before
+    expect(get(w.hooks(main.hooks), "k")).toBe(ok({ found: true, value: 1 }));
+    expect(main.m.calls).toEqual(["cache.set", "cache.get", "cache.get"]);
+  });
+
+  test("a change of rights is seen by the next run at once", () => {
+    const main = mainThread();
+    const w = worker(main);
+    set(w.hooks(main.hooks, "user/sk/r1"), "k", 1);
+    expect(get(w.hooks(main.hooks, "user/sk/r1"), "k")).toBe(ok({ found: true, value: 1 }));
+    main.m.levels = 2; // the role now may create only
+    main.m.versions.rightsChanged();
+    const next = w.hooks(main.hooks, "user/sk/r1");
+    expect(get(next, "k")).toContain("not allowed to read");
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]);
+    // what was learned after the change is remembered in turn: write, not read
+    set(w.hooks(main.hooks, "user/sk/r1"), "k", 2);
+    expect(get(w.hooks(main.hooks, "user/sk/r1"), "k")).toContain("not allowed to read");
+    expect(main.m.calls).toEqual(["cache.set", "cache.get", "cache.set", "cache.get"]);
+  });
+
+  test("a decision answered while rights changed is not remembered", () => {
+    const main = mainThread();
+    const w = worker(main);
+    // the main thread decides, then a role changes before the worker has the answer
+    const racing: RunHooks = { ...main.hooks, block: (op, a) => { const r = main.answer(op, a); main.m.versions.rightsChanged(); return r; } };
+    set(w.hooks(racing, "user/sk/r1"), "k", 1);
+    expect(get(w.hooks(main.hooks, "user/sk/r1"), "k")).toBe(ok({ found: true, value: 1 }));
+    expect(main.m.calls).toEqual(["cache.set", "cache.get"]);
+  });
+
+  test("a run that signs in as someone else neither uses nor teaches its key's rights", () => {
+    const main = mainThread();
+    const w = worker(main);
+    set(w.hooks(main.hooks, "user/sk/r1"), "k", 1);
+    const run = w.hooks(main.hooks, "user/sk/r1");
+    run.block!("user.login", args({ email: "e", password: "p" }), Infinity);
+    get(run, "k");
+    expect(main.m.calls).toEqual(["cache.set", "user.login", "cache.get"]);
+    // what it learned as the other user is not its key's: a run with key r2 that signed in, then
+    main.m.calls.length = 0;
+    const other = w.hooks(main.hooks, "user/sk/r2");
+    other.block!("user.login", args({}), Infinity);
+    set(other, "k", 2);
+    get(w.hooks(main.hooks, "user/sk/r2"), "k");
+    expect(main.m.calls).toEqual(["user.login", "cache.set", "cache.get"]);
+  });
+});
+
 describe("in a sandbox", () => {
   const opened: Sandbox[] = [];
   afterAll(() => { for (const s of opened) s.dispose(); });

@@ -1,7 +1,9 @@
 // The service caches' versions (cacheVersions.ts): a change's version is the one a copy may be
-// kept at only when no other change came between the version read before it and its bump.
+// kept at only when no other change came between the version read before it and its bump; the
+// rights count, and the key of whose rights a run has.
 import { describe, expect, test } from "bun:test";
-import { CacheVersions, VERSION_SLOTS } from "../../../src/domain/cacheVersions.ts";
+import type { Principal } from "../../../src/auth/principal.ts";
+import { CacheVersions, cacheRightsKey, RIGHTS_SLOT, VERSION_SLOTS } from "../../../src/domain/cacheVersions.ts";
 
 describe("versions", () => {
   test("a change alone gets the version it made; two that overlap, the first none and the last a version a later one replaces", () => {
@@ -32,5 +34,33 @@ describe("versions", () => {
     v.bumpAll();
     const worker = new Int32Array(v.buffer);
     for (let i = 0; i < VERSION_SLOTS; i++) expect(Atomics.load(worker, i)).toBe(before[i]! + 1);
+  });
+});
+
+describe("rights", () => {
+  test("rightsChanged moves the rights count a worker reads, and no cache's version", () => {
+    const v = new CacheVersions();
+    const worker = new Int32Array(v.buffer);
+    const s = v.slotOf("sk", "id");
+    expect(Atomics.load(worker, RIGHTS_SLOT)).toBe(0);
+    v.rightsChanged();
+    expect(Atomics.load(worker, RIGHTS_SLOT)).toBe(1);
+    expect(v.current(s)).toBe(0);
+    v.bumpAll(); // values, not rights
+    expect(Atomics.load(worker, RIGHTS_SLOT)).toBe(1);
+  });
+
+  test("the same roles in any order are one key; other roles, kinds or systems another; developers and edges none", () => {
+    const user = (roles: string[], systemKey = "sk", id = "u1"): Principal => ({ kind: "user", systemKey, id, email: `${id}@x`, roles, tokenHash: "h" });
+    const k = cacheRightsKey(user(["a", "b"]), "sk");
+    expect(k).toBeDefined();
+    expect(cacheRightsKey(user(["b", "a"], "sk", "u2"), "sk")).toBe(k!);
+    expect(cacheRightsKey(user(["a"]), "sk")).not.toBe(k!);
+    expect(cacheRightsKey(user(["a", "b"], "other"), "other")).not.toBe(k!);
+    expect(cacheRightsKey({ kind: "device", systemKey: "sk", id: "d", name: "d", roles: ["a", "b"], tokenHash: "h" }, "sk")).not.toBe(k!);
+    // a run in another system than the caller's: asked every time
+    expect(cacheRightsKey(user(["a", "b"]), "other")).toBeUndefined();
+    expect(cacheRightsKey({ kind: "developer", id: "d", email: "d@x", admin: false, tokenHash: "h" }, "sk")).toBeUndefined();
+    expect(cacheRightsKey({ kind: "edge", systemKey: "sk", id: "e", name: "e", tokenHash: "h" }, "sk")).toBeUndefined();
   });
 });

@@ -8,6 +8,7 @@ import { type App, start } from "../../../src/app.ts";
 import { Permissions } from "../../../src/auth/permissions.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
+import { RIGHTS_SLOT } from "../../../src/domain/cacheVersions.ts";
 import { ChangeRecorder } from "../../../src/domain/changes.ts";
 import type { DomainDeps } from "../../../src/domain/deps.ts";
 import { ServiceCaches } from "../../../src/domain/serviceCaches.ts";
@@ -271,6 +272,27 @@ describe("notes for code workers (cacheVersions.ts)", () => {
     await err(caches.set(dev, sk, "fresh", "big", "x".repeat(2 << 20)));
     expect(caches.versions!.current(g.s)).toBe(at);
     await caches.remove(dev, sk, "fresh");
+  });
+
+  test("the rights count moves on every change that may change a run's rights on a cache: roles, systems, definitions", async () => {
+    const v = caches.versions!;
+    const rights = () => Atomics.load(new Int32Array(v.buffer), RIGHTS_SLOT);
+    let at = rights();
+    const moved = () => { const now = rights(); const was = at; at = now; return now > was; };
+    deps.signals.emit("permissions.changed", { systemKey: sk });
+    expect(moved()).toBe(true);
+    deps.signals.emit("system.changed", { systemKey: sk });
+    expect(moved()).toBe(true);
+    await caches.create(dev, sk, "counted", { ttl: 60 });
+    expect(moved()).toBe(true);
+    await caches.update(dev, sk, "counted", { ttl: 30 });
+    expect(moved()).toBe(true);
+    // values change versions, not rights
+    await caches.set(dev, sk, "counted", "k", 1);
+    await caches.flush(dev, sk, "counted");
+    expect(moved()).toBe(false);
+    await caches.remove(dev, sk, "counted");
+    expect(moved()).toBe(true);
   });
 
   test("values kept elsewhere (Redis, a cluster): no versions, no notes", async () => {

@@ -13,7 +13,7 @@ const STORE_RETRY_MAX_MS = 60_000;
 
 /** A transfer this side is receiving. */
 export interface Receiving { row: FileTransferRow; peer: FilePeer;
-  /** the part file, open for appending (written synchronously: a chunk is one call to the page cache) */
+  /** the part file, open for appending (one chunk written at a time, in order: see `writes`) */
   fd: number; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean;
   /** the bytes held, checked; the check the sender said (null: not yet) */
   hash: Check; expected: string | null }
@@ -97,8 +97,10 @@ export class FileReceiver {
     r.writes = r.writes.then(async () => {
       if (this.receiving.get(c.id) !== r || c.offset !== r.offset || r.finishing) return;
       if (r.offset + bytes.length > r.row.size) { await this.fail(r, "the sender sent more bytes than the file has"); return; }
+      // (checked while the bytes are written)
+      const written = writeAll(r.fd, bytes);
       r.hash.update(bytes);
-      writeAll(r.fd, bytes);
+      await written;
       r.offset += bytes.length;
       this.bytesReceived += bytes.length;
       peer.send({ t: "file_ack", id: c.id, offset: r.offset });

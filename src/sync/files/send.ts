@@ -7,14 +7,16 @@ import { join } from "node:path";
 import { ApiError, ErrorKinds } from "../../core/errors.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import type { FileBackend } from "../../store/files/backend.ts";
-import { type Check, type CheckKind, checkFile, CHUNK_BYTES, chunkFrame, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, newCheck, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
+import { type Check, type CheckKind, checkFile, CHUNK_BYTES, ChunkFrames, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, newCheck, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
 
 /** A transfer this side is sending on a live link. */
 export interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number;
   /** the bytes sent so far, checked */
   hash: Check | null;
   /** the version being sent, open (once the receiver accepted) */
-  kept?: KeptVersion }
+  kept?: KeptVersion;
+  /** the buffer its frames are read into (made at its first chunk) */
+  frames?: ChunkFrames }
 
 /** The version of a file kept for sending, open for reading: bytes at a position (fewer only at
  *  its end), the first bytes hashed. A local copy reads synchronously (one call per chunk). */
@@ -219,7 +221,7 @@ export class FileSender {
       while (s.accepted && s.sent < s.row.size && s.sent - s.acked < this.d.inflightBytes && this.current(s.peer, s.row.id) === s) {
         const n = Math.min(CHUNK_BYTES, s.row.size - s.sent, Math.max(1, this.d.inflightBytes - (s.sent - s.acked)));
         // read straight into the frame, after its head
-        const frame = chunkFrame(s.row.id, s.sent, n);
+        const frame = (s.frames ??= new ChunkFrames(s.row.id, Math.min(CHUNK_BYTES, s.row.size))).frame(s.sent, n);
         const bytes = frame.subarray(frame.length - n);
         const read = kept.read(bytes, s.sent);
         if ((typeof read === "number" ? read : await read) !== n) throw new Error(`the version of ${s.row.source} being sent is shorter than it was`);

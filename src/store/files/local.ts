@@ -5,7 +5,7 @@
 // file; a directory left empty by a delete or a move is removed, as object storage has no empty
 // directories either.
 import { randomBytes } from "node:crypto";
-import { copyFile, link, lstat, mkdir, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
+import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, sep } from "node:path";
 import { fail } from "../../core/errors.ts";
 import {
@@ -91,7 +91,11 @@ export class LocalFiles implements FileBackend {
   async adopt(path: string, localFile: string): Promise<boolean> {
     const full = await this.resolve(path);
     await mkdir(dirname(full), { recursive: true, mode: 0o700 });
-    try { await rename(localFile, full); return true; } catch (e) { if (code(e) === "EXDEV") return false; throw fsFailure(e, path); }
+    try { await rename(localFile, full); } catch (e) { if (code(e) === "EXDEV") return false; throw fsFailure(e, path); }
+    // the rename itself on disk: a file adopted is one whose sender may drop its own copy
+    const dir = await open(dirname(full), "r");
+    try { await dir.sync(); } finally { await dir.close(); }
+    return true;
   }
 
   async linkOut(path: string, localFile: string): Promise<boolean> {

@@ -1,11 +1,14 @@
 // File sync's receiving side: a part file per transfer, appended to and hashed as bytes come,
 // resumed from what it holds, stored in the set in one step once whole and checked (see ../files.ts).
-import { openSync } from "node:fs";
+import { fsync, openSync } from "node:fs";
+import { promisify } from "node:util";
 import { rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { checkPath } from "../../store/files/backend.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import { type Check, checkFile, closeQuietly, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, PROGRESS_MS, writeAll } from "./wire.ts";
+
+const fsyncAsync = promisify(fsync);
 
 /** The first wait before storing a received file again after its storage failed, and the longest. */
 const STORE_RETRY_MS = 1_000;
@@ -125,6 +128,9 @@ export class FileReceiver {
   private async complete(r: Receiving) {
     r.finishing = true;
     const started = performance.now();
+    // on disk before the sender is told the file is stored: the sender then drops its copy, so a
+    // power cut here must not lose what was acknowledged (on the I/O threads: the loop goes on)
+    await fsyncAsync(r.fd);
     closeQuietly(r.fd);
     const part = this.partOf(r.row.id);
     if (r.hash.digest() !== r.expected) {

@@ -4,6 +4,7 @@ import { BIN, hasWrk, targetRows } from "./lib.ts";
 import { benchData } from "./data.ts";
 import { benchHttp } from "./http.ts";
 import { benchMqtt } from "./mqtt.ts";
+import { benchMqttConns } from "./mqttConns.ts";
 import { benchCode } from "./code.ts";
 import { benchSync } from "./sync.ts";
 import { benchThrottle } from "./throttle.ts";
@@ -14,7 +15,7 @@ import { benchFilesync } from "./filesync.ts";
 import { benchCache } from "./cache.ts";
 import { benchFleet } from "./fleet.ts";
 
-const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit, filesync: benchFilesync, cache: benchCache, fleet: benchFleet };
+const benches: Record<string, () => Promise<void>> = { http: benchHttp, data: benchData, mqtt: benchMqtt, mqttconns: benchMqttConns, code: benchCode, sync: benchSync, throttle: benchThrottle, scale: benchScale, cluster: benchCluster, audit: benchAudit, filesync: benchFilesync, cache: benchCache, fleet: benchFleet };
 const pick = process.argv.slice(2);
 if (!existsSync(BIN)) {
   const b = Bun.spawnSync([process.execPath, "scripts/build.ts"], { stdout: "inherit", stderr: "inherit" });

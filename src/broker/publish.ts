@@ -103,8 +103,10 @@ function publishFrame(buf: Buffer, start: number, end: number, qos: number) {
 }
 
 /** Delivers QoS 0 messages to the client as single-buffer frames. Call it right after aedes'
- *  handle(), before any subscription takes the client's deliver0. */
-export function fastPublishOut(client: Client): void {
+ *  handle(), before any subscription takes the client's deliver0. `grantedQoS` (the client's
+ *  best grant for a topic): a message of QoS 1 or 2 reaching a QoS 0 subscription's handler takes
+ *  the QoS path when another subscription of the client was granted more (MQTT 3.1.1 §3.3.5). */
+export function fastPublishOut(client: Client, grantedQoS?: (client: Client, topic: string) => number): void {
   const c = client as unknown as {
     id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean; clean: boolean;
     duplicates: Record<string, number>; conn: { write(b: Buffer): boolean }; _nextId: number;
@@ -121,6 +123,7 @@ export function fastPublishOut(client: Client): void {
     else complete(cb);
   };
   c.deliver0 = (packet: Outbound, cb: () => void) => {
+    if ((packet.qos ?? 0) > 0 && grantedQoS && grantedQoS(client, packet.topic) > 0) return c.deliverQoS(packet, cb);
     if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
     // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
     if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);

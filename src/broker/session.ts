@@ -10,8 +10,9 @@ export interface Session {
   principal: Principal | null;
   ip: string;
   connectedAt: string;
-  /** publish/subscribe decisions, cached like the role permissions they come from */
-  allowed: Map<string, { ok: boolean; until: number }>;
+  /** publish decisions by (prefixed) topic, cached like the role permissions they come from;
+   *  made at the first publish */
+  allowed: Map<string, { ok: boolean; until: number }> | null;
   /** gives back a concurrency slot of the MQTT Connections throttler when the client goes */
   release?: () => void;
   /** why the connection ended, as far as the broker saw (for its log line) */

@@ -57,6 +57,36 @@ describe("Grants", () => {
     expect("k/a" in subs).toBe(false);
   });
 
+  test("track: exact filters are read from the subscriptions object itself, wildcards from the trie", () => {
+    const g = new Grants();
+    const target: Record<string, { qos: number }> = Object.create(null);
+    const subs = g.track<{ qos: number }>(target);
+    subs["k/cmd/a"] = { qos: 1 };
+    expect(g.granted("k/cmd/a")).toBe(1);
+    target["k/cmd/a"]!.qos = 0; // read when a message comes, never copied
+    expect(g.granted("k/cmd/a")).toBe(0);
+    subs["k/cmd/+"] = { qos: 2 };
+    expect(g.granted("k/cmd/a")).toBe(2);
+    expect(g.granted("k/cmd/b")).toBe(2);
+    delete subs["k/cmd/+"];
+    expect(g.granted("k/cmd/b")).toBe(-1);
+    expect(g.granted("k/cmd/a")).toBe(0);
+    // what the proxy keeps for itself is not one of the client's filters
+    expect(Object.keys(subs)).toEqual(["k/cmd/a"]);
+    expect(Object.getOwnPropertyNames(target)).toEqual(["k/cmd/a"]);
+  });
+
+  test("track: a subscription is told to onSet with its owner", () => {
+    const g = new Grants();
+    const seen: [string, number, unknown][] = [];
+    const owner = { id: "client" };
+    const subs = g.track<{ qos: number }>(Object.create(null), (filter, sub, who) => seen.push([filter, sub.qos, who]), owner);
+    subs["$share/grp/k/t"] = { qos: 1 };
+    subs["k/x"] = { qos: 0 };
+    expect(seen).toEqual([["$share/grp/k/t", 1, owner], ["k/x", 0, owner]]);
+    expect(g.granted("k/t")).toBe(1);
+  });
+
   test("matching cost does not grow with unrelated subscriptions", () => {
     const time = (g: Grants) => { const t0 = performance.now(); for (let i = 0; i < 20_000; i++) g.granted("k/t/x"); return performance.now() - t0; };
     const small = new Grants();

@@ -202,6 +202,22 @@ describe("coalesceWrites", () => {
     expect(calls).toHaveLength(0);
   });
 
+  test("connections carry no methods of their own: one prototype per stream class holds them", async () => {
+    const a = sink(), b = sink();
+    coalesceWrites(a.w);
+    coalesceWrites(b.w);
+    for (const name of ["write", "end", "destroy", "cork", "uncork"]) expect(Object.hasOwn(a.w, name)).toBe(false);
+    expect(Object.getPrototypeOf(a.w)).toBe(Object.getPrototypeOf(b.w));
+    expect(a.w).toBeInstanceOf(Duplex);
+    // and each keeps its own batch
+    a.w.write(Buffer.from("a1"));
+    b.w.write(Buffer.from("b1"));
+    a.w.write(Buffer.from("a2"));
+    await turn();
+    expect(a.got.map(String)).toEqual(["a1a2"]);
+    expect(b.got.map(String)).toEqual(["b1"]);
+  });
+
   test("cork() does not hold a batch past its turn", async () => {
     const { w, got } = sink();
     coalesceWrites(w);

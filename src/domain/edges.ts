@@ -2,7 +2,7 @@
 // edge's secret token, and templates: which assets go to which edge and how.
 import { Port } from "../core/port.ts";
 import { timingSafeEqual } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
@@ -93,6 +93,8 @@ export interface EdgeLinks {
   liveOf(systemKey: string, edge: string): boolean | null;
   /** sync lag: changes the edge has not acknowledged */
   lagOf(systemKey: string, edge: string): Promise<number | null>;
+  /** the lag of each of these records of a system's edges, by name (from reads they share) */
+  lagsOf(systemKey: string, rows: EdgeRow[]): Promise<Map<string, number>>;
   /** how far ahead of the platform's clock the edge's clock was at its last hello (ms) */
   skewOf(systemKey: string, edge: string): number | null;
   /** writes what the hub keeps waiting of its edges' records (hellos, positions, last_talked) */
@@ -125,14 +127,15 @@ export class Edges {
     return s;
   }
 
-  async toWire(e: EdgeRow, secret: string) {
+  /** `lag`: the edge's, known already (a list reads a fleet's together) */
+  async toWire(e: EdgeRow, secret: string, lag?: number | null) {
     const schema = await this.columnsOf.schema(this.d.db, e.system_key);
     return this.columnsOf.wire(schema, e.data, {
       name: e.name, edge_key: edgeKey(e.system_key, e.name), system_key: e.system_key, system_secret: secret, novi_system_key: e.system_key,
       token: "", description: e.description, template: e.template, isConnected: this.liveOf(e.system_key, e.name) ?? e.is_connected === 1,
       first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
       last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
-      cursor: e.cursor, sync_lag: (await this.links.get()?.lagOf(e.system_key, e.name)) ?? null, clock_skew_ms: this.links.get()?.skewOf(e.system_key, e.name) ?? null,
+      cursor: e.cursor, sync_lag: (lag !== undefined ? lag : await this.links.get()?.lagOf(e.system_key, e.name)) ?? null, clock_skew_ms: this.links.get()?.skewOf(e.system_key, e.name) ?? null,
       // why the platform last refused the edge's link, and when (epoch s; null: never)
       last_refusal: e.last_refusal ?? "", last_refusal_at: e.last_refusal_at ?? null,
     });
@@ -251,12 +254,14 @@ export class Edges {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
     const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map, undefined, opts.failing);
-    // a whole fleet's records (each with its lag) in slices, the event loop given back between
-    // them: thousands in one go held every other request for seconds
+    // their lags from reads they share (without the sync hub: none)
+    const lags = await this.links.get()?.lagsOf(systemKey, rows);
+    // a whole fleet's records in slices, the event loop given back between them: thousands in
+    // one go held every other request for seconds
     const out: Awaited<ReturnType<Edges["toWire"]>>[] = [];
     for (let i = 0; i < rows.length; i += WIRE_SLICE) {
       if (i) await new Promise((r) => setImmediate(r));
-      out.push(...await Promise.all(rows.slice(i, i + WIRE_SLICE).map((r) => this.toWire(r, s.system_secret))));
+      out.push(...await Promise.all(rows.slice(i, i + WIRE_SLICE).map((r) => this.toWire(r, s.system_secret, lags ? lags.get(r.name) ?? null : null))));
     }
     return this.columnsOf.selected(schema, q, out);
   }
@@ -299,8 +304,13 @@ export class Edges {
   async authenticate(systemKey: string, name: string, token: string): Promise<{ edge: EdgeRow | undefined; tokenOk: boolean }> {
     const e = await edgesRepo.get(this.d.db, systemKey, name);
     if (!e) return { edge: undefined, tokenOk: false };
+    return { edge: e, tokenOk: this.tokenMatches(e, token) };
+  }
+
+  /** Whether a token is the edge's secret (its record read already). */
+  tokenMatches(e: EdgeRow, token: string): boolean {
     const a = Buffer.from(e.token_hash), b = Buffer.from(hashToken(token));
-    return { edge: e, tokenOk: a.length === b.length && timingSafeEqual(a, b) };
+    return a.length === b.length && timingSafeEqual(a, b);
   }
 
   // ---- templates ------------------------------------------------------------------------------
@@ -326,6 +336,14 @@ export class Edges {
     } catch (e) {
       return { problem: e instanceof SyntaxError ? `template '${name}' (${dir}/${name}.json) is not JSON: ${e.message}` : (e as Error).message };
     }
+  }
+
+  /** What changes when a named template's file does (its time and size; "" : none, or no
+   *  name): a template kept in memory is read again when this differs. */
+  namedTemplateStamp(name: string): string {
+    if (!name) return "";
+    try { const st = statSync(join(this.d.config.edgeTemplatesDir, `${name}.json`)); return `${st.mtimeMs}/${st.size}`; }
+    catch { return ""; }
   }
 
   /** Why each named template that cannot be used cannot be (the platform logs them at start). */

@@ -13,9 +13,10 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
+import { deploymentsRepo } from "../store/deployments.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns } from "./customColumns.ts";
-import { deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
+import { deployedTo, deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -366,10 +367,33 @@ export class Edges {
   /** The edge's own template: its named template, overridden entry by entry by its own entries
    *  (an own entry may also take a named one away). Each entry says where it comes from. */
   async ownTemplate(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
+    return this.ownFrom(edge, edge.template ? this.namedTemplate(edge.template) : null, await edgesRepo.entries(ex, systemKey, edge.name));
+  }
+
+  /** What each of a system's edges gets (as templateOf), from one read of their own entries and
+   *  one of the system's deployments, each named template read once: a herd of hellos. */
+  async templatesOf(ex: Executor, systemKey: string, edges: EdgeRow[]): Promise<Map<string, TemplateEntry[]>> {
+    const own = new Map<string, TemplateEntryRow[]>();
+    for (const r of await edgesRepo.allEntries(ex, systemKey)) {
+      let list = own.get(r.edge_name);
+      if (!list) own.set(r.edge_name, list = []);
+      list.push(r);
+    }
+    const deployments = await deploymentsRepo.all(ex, systemKey);
+    const named = new Map<string, TemplateEntry[] | null>();
+    const out = new Map<string, TemplateEntry[]>();
+    for (const e of edges) {
+      if (e.template && !named.has(e.template)) named.set(e.template, this.namedTemplate(e.template));
+      out.set(e.name, unite(this.ownFrom(e, e.template ? named.get(e.template)! : null, own.get(e.name) ?? []), deployedTo(deployments, e.name)));
+    }
+    return out;
+  }
+
+  private ownFrom(edge: EdgeRow, named: TemplateEntry[] | null, entries: TemplateEntryRow[]): TemplateEntry[] {
     const out = new Map<string, TemplateEntry>();
     const source = `template:${edge.template}`;
-    for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
-    for (const e of await edgesRepo.entries(ex, systemKey, edge.name)) {
+    for (const e of named ?? []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
+    for (const e of entries) {
       const k = `${e.def_module}\u0000${e.def_name}`;
       if (e.mode === EXCLUDED) { out.delete(k); continue; }
       out.set(k, { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: e.mode as SyncMode, ...(e.def_module === "collection" ? { rows: e.rows === 1 } : {}), source: "edge" });

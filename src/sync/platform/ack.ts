@@ -26,7 +26,7 @@ export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, {
       if (r.job.kind === "full") await edgesRepo.update(tx, sk, edge, { last_talked: nowSeconds() });
     });
     // (the record kept for hellos has the applied template of before)
-    h.reads.forgetEdge(sk, edge);
+    h.reads.forgetRecord(sk, edge);
     if (r.template) s.applied = r.template;
     if (r.job.kind === "full") s.cursor = r.seq;
     s.running = null;

@@ -150,7 +150,7 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   // what the hello says of the edge, and its own word on how far it got (its last acknowledgement
   // may not have arrived), written with the next batch of writes
   // (a record kept in memory is read again once its first contact is written)
-  if (edge.first_talked === null) h.reads.forgetEdge(sk, edge.name);
+  if (edge.first_talked === null) h.reads.forgetRecord(sk, edge.name);
   h.writes.welcomed(s, { is_connected: 1, first_talked: edge.first_talked ?? nowSeconds(), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
   s.welcomedAt = Date.now();
   h.writes.linkEvent(sk, edge.name, "connected", { node: h.d.nodeId, ...(m.version ? { version: m.version } : {}), ...(m.os ? { os: m.os } : {}), ...(m.arch ? { arch: m.arch } : {}),

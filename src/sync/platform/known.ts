@@ -27,8 +27,10 @@ export class HelloReads {
     d.signals.on("edge.changed", ({ systemKey, edge }) => this.forgetEdge(systemKey, edge));
     d.signals.on("system.changed", ({ systemKey }) => { this.systems.delete(systemKey); });
     d.signals.on("system.removed", ({ systemKey }) => {
+      this.forgotten++;
       this.systems.delete(systemKey);
       this.bounds.delete(systemKey);
+      this.filled.delete(systemKey);
       for (const k of [...this.edges.keys(), ...this.templates.keys()]) if (k.startsWith(`${systemKey}/`)) { this.edges.delete(k); this.templates.delete(k); }
     });
     // an owner's profile goes to its edges with each welcome
@@ -51,8 +53,11 @@ export class HelloReads {
     return e;
   }
 
-  /** The edge's record or template changed here (or it went): read again at its next hello. */
-  forgetEdge(sk: string, name: string) { this.edges.delete(`${sk}/${name}`); this.templates.delete(`${sk}/${name}`); }
+  /** The hub wrote the edge's record (its first contact, the template it applied): read again. */
+  forgetRecord(sk: string, name: string) { this.edges.delete(`${sk}/${name}`); }
+
+  /** The edge's record or template changed (or it went): both read again at its next hello. */
+  forgetEdge(sk: string, name: string) { this.forgotten++; this.edges.delete(`${sk}/${name}`); this.templates.delete(`${sk}/${name}`); }
 
   /** What the edge gets (Edges.templateOf), read again when its named template's file changed.
    *  `stamps`: the files' stamps already taken, by template name (a fleet's edges share a few). */
@@ -61,11 +66,40 @@ export class HelloReads {
     let file = stamps?.get(edge.template);
     if (file === undefined) { file = this.d.edges.namedTemplateStamp(edge.template); stamps?.set(edge.template, file); }
     const stamp = `${edge.template}\u0000${file}`;
-    const known = this.templates.get(k);
+    let known = this.templates.get(k);
     if (known && known.stamp === stamp) return known.entries;
+    // the first miss of a system after the start: every edge's template, from shared reads
+    if (!known && !this.clustered && !this.filled.has(edge.system_key)) {
+      await this.fill(edge.system_key);
+      known = this.templates.get(k);
+      if (known && known.stamp === stamp) return known.entries;
+    }
     const entries = await this.d.edges.templateOf(this.d.db, edge.system_key, edge);
     this.templates.set(k, { entries, stamp });
     return entries;
+  }
+
+  /** systems whose edges' templates were all made at once (or are being: the promise) */
+  private readonly filled = new Map<string, Promise<void>>();
+  /** counts what was forgotten: templates made while something was are not kept */
+  private forgotten = 0;
+
+  private fill(sk: string): Promise<void> {
+    let p = this.filled.get(sk);
+    if (!p) {
+      const rows = [...this.edges.values()].filter((e) => e.system_key === sk), before = this.forgotten;
+      this.filled.set(sk, p = (async () => {
+        const all = await this.d.edges.templatesOf(this.d.db, sk, rows);
+        if (this.forgotten !== before) return;
+        const stamps = new Map<string, string>();
+        for (const e of rows) {
+          let file = stamps.get(e.template);
+          if (file === undefined) stamps.set(e.template, file = this.d.edges.namedTemplateStamp(e.template));
+          this.templates.set(`${sk}/${e.name}`, { entries: all.get(e.name)!, stamp: `${e.template}\u0000${file}` });
+        }
+      })().catch((err) => this.d.log.warn("reading the edges' templates failed", { systemKey: sk, err })));
+    }
+    return p;
   }
 
   /** The system and its owner (null: either is gone), one read shared by a herd's hellos. */

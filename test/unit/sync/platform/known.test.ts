@@ -132,6 +132,24 @@ describe("what a hello reads, kept in memory", () => {
   });
 });
 
+describe("a fleet's templates made at once", () => {
+  test("each edge gets what its own template, its named template and the deployments naming it make", async () => {
+    const s = app.services;
+    await s.edges.create(dev, sk, "n1", { token: "n1-token-x", template: "fleet" });
+    await s.edges.create(dev, sk, "n2", { token: "n2-token-x", template: "fleet" });
+    await s.edges.create(dev, sk, "n3", { token: "n3-token-x" });
+    await s.edges.changeTemplate(dev, sk, "n1", { add: [{ def_module: "collection", def_name: "b", mode: "sync" }], remove: [{ def_module: "collection", def_name: "a" }] });
+    await s.edges.changeTemplate(dev, sk, "n3", { add: [{ def_module: "collection", def_name: "c", mode: "sync_to_platform" }] });
+    await s.deployments.create(dev, sk, { name: "d1", assets: [{ asset_class: "b", asset_id: "", sync_to_edge: true, sync_to_platform: false }, { asset_class: "services", asset_id: "", sync_to_edge: true, sync_to_platform: false }], edges: ["n2", "n3"] });
+    const rows = (await edgesRepo.all(app.db, sk)).filter((e) => e.name.startsWith("n"));
+    const all = await s.edges.templatesOf(app.db, sk, rows);
+    expect([...all.keys()].sort()).toEqual(["n1", "n2", "n3"]);
+    for (const e of rows) expect(all.get(e.name)).toEqual(await s.edges.templateOf(app.db, sk, e));
+    // (the three differ: the comparison says something)
+    expect(new Set(rows.map((e) => JSON.stringify(all.get(e.name)))).size).toBe(3);
+  });
+});
+
 describe("acknowledgements and pings checked by hand", () => {
   const same = (x: unknown) => {
     const fast = commonEdgeMessage(x);

@@ -29,7 +29,7 @@ import { up } from "./uplink.ts";
 /** How often, in a cluster, idle sessions look at their log again (a lost signal costs at most this). */
 const CATCH_UP_ELSEWHERE_MS = 5_000;
 /** Sessions woken by a change between two turns of the event loop. */
-const WAKE_SLICE = 500;
+const WAKE_SLICE = 2_000;
 
 export { LINK_EVENTS_KEPT } from "../../store/linkEvents.ts";
 export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";

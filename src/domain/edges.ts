@@ -2,7 +2,7 @@
 // edge's secret token, and templates: which assets go to which edge and how.
 import { Port } from "../core/port.ts";
 import { timingSafeEqual } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
@@ -13,9 +13,10 @@ import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
 import { assetNames, changesRepo } from "../store/sync.ts";
+import { deploymentsRepo } from "../store/deployments.ts";
 import type { TokenRow } from "../store/tokens.ts";
 import { CustomColumns } from "./customColumns.ts";
-import { deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
+import { deployedTo, deploymentEntries, SYNC_MODES, SYNC_MODULES, type SyncMode, type SyncModule, type TemplateEntry, unite } from "./templateEntries.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -93,6 +94,8 @@ export interface EdgeLinks {
   liveOf(systemKey: string, edge: string): boolean | null;
   /** sync lag: changes the edge has not acknowledged */
   lagOf(systemKey: string, edge: string): Promise<number | null>;
+  /** the lag of each of these records of a system's edges, by name (from reads they share) */
+  lagsOf(systemKey: string, rows: EdgeRow[]): Promise<Map<string, number>>;
   /** how far ahead of the platform's clock the edge's clock was at its last hello (ms) */
   skewOf(systemKey: string, edge: string): number | null;
   /** writes what the hub keeps waiting of its edges' records (hellos, positions, last_talked) */
@@ -125,14 +128,15 @@ export class Edges {
     return s;
   }
 
-  async toWire(e: EdgeRow, secret: string) {
+  /** `lag`: the edge's, known already (a list reads a fleet's together) */
+  async toWire(e: EdgeRow, secret: string, lag?: number | null) {
     const schema = await this.columnsOf.schema(this.d.db, e.system_key);
     return this.columnsOf.wire(schema, e.data, {
       name: e.name, edge_key: edgeKey(e.system_key, e.name), system_key: e.system_key, system_secret: secret, novi_system_key: e.system_key,
       token: "", description: e.description, template: e.template, isConnected: this.liveOf(e.system_key, e.name) ?? e.is_connected === 1,
       first_talked: e.first_talked, last_talked: e.last_talked, last_seen_version: e.last_seen_version,
       last_seen_os: e.last_seen_os, last_seen_architecture: e.last_seen_architecture, created_date: e.created_date,
-      cursor: e.cursor, sync_lag: (await this.links.get()?.lagOf(e.system_key, e.name)) ?? null, clock_skew_ms: this.links.get()?.skewOf(e.system_key, e.name) ?? null,
+      cursor: e.cursor, sync_lag: (lag !== undefined ? lag : await this.links.get()?.lagOf(e.system_key, e.name)) ?? null, clock_skew_ms: this.links.get()?.skewOf(e.system_key, e.name) ?? null,
       // why the platform last refused the edge's link, and when (epoch s; null: never)
       last_refusal: e.last_refusal ?? "", last_refusal_at: e.last_refusal_at ?? null,
     });
@@ -251,12 +255,14 @@ export class Edges {
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
     const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map, undefined, opts.failing);
-    // a whole fleet's records (each with its lag) in slices, the event loop given back between
-    // them: thousands in one go held every other request for seconds
+    // their lags from reads they share (without the sync hub: none)
+    const lags = await this.links.get()?.lagsOf(systemKey, rows);
+    // a whole fleet's records in slices, the event loop given back between them: thousands in
+    // one go held every other request for seconds
     const out: Awaited<ReturnType<Edges["toWire"]>>[] = [];
     for (let i = 0; i < rows.length; i += WIRE_SLICE) {
       if (i) await new Promise((r) => setImmediate(r));
-      out.push(...await Promise.all(rows.slice(i, i + WIRE_SLICE).map((r) => this.toWire(r, s.system_secret))));
+      out.push(...await Promise.all(rows.slice(i, i + WIRE_SLICE).map((r) => this.toWire(r, s.system_secret, lags ? lags.get(r.name) ?? null : null))));
     }
     return this.columnsOf.selected(schema, q, out);
   }
@@ -299,8 +305,13 @@ export class Edges {
   async authenticate(systemKey: string, name: string, token: string): Promise<{ edge: EdgeRow | undefined; tokenOk: boolean }> {
     const e = await edgesRepo.get(this.d.db, systemKey, name);
     if (!e) return { edge: undefined, tokenOk: false };
+    return { edge: e, tokenOk: this.tokenMatches(e, token) };
+  }
+
+  /** Whether a token is the edge's secret (its record read already). */
+  tokenMatches(e: EdgeRow, token: string): boolean {
     const a = Buffer.from(e.token_hash), b = Buffer.from(hashToken(token));
-    return { edge: e, tokenOk: a.length === b.length && timingSafeEqual(a, b) };
+    return a.length === b.length && timingSafeEqual(a, b);
   }
 
   // ---- templates ------------------------------------------------------------------------------
@@ -328,6 +339,14 @@ export class Edges {
     }
   }
 
+  /** What changes when a named template's file does (its time and size; "" : none, or no
+   *  name): a template kept in memory is read again when this differs. */
+  namedTemplateStamp(name: string): string {
+    if (!name) return "";
+    try { const st = statSync(join(this.d.config.edgeTemplatesDir, `${name}.json`)); return `${st.mtimeMs}/${st.size}`; }
+    catch { return ""; }
+  }
+
   /** Why each named template that cannot be used cannot be (the platform logs them at start). */
   namedTemplateProblems(): string[] {
     return this.namedTemplates().map((n) => this.readNamedTemplate(n)).flatMap((t) => ("problem" in t ? [t.problem] : []));
@@ -348,10 +367,33 @@ export class Edges {
   /** The edge's own template: its named template, overridden entry by entry by its own entries
    *  (an own entry may also take a named one away). Each entry says where it comes from. */
   async ownTemplate(ex: Executor, systemKey: string, edge: EdgeRow): Promise<TemplateEntry[]> {
+    return this.ownFrom(edge, edge.template ? this.namedTemplate(edge.template) : null, await edgesRepo.entries(ex, systemKey, edge.name));
+  }
+
+  /** What each of a system's edges gets (as templateOf), from one read of their own entries and
+   *  one of the system's deployments, each named template read once: a herd of hellos. */
+  async templatesOf(ex: Executor, systemKey: string, edges: EdgeRow[]): Promise<Map<string, TemplateEntry[]>> {
+    const own = new Map<string, TemplateEntryRow[]>();
+    for (const r of await edgesRepo.allEntries(ex, systemKey)) {
+      let list = own.get(r.edge_name);
+      if (!list) own.set(r.edge_name, list = []);
+      list.push(r);
+    }
+    const deployments = await deploymentsRepo.all(ex, systemKey);
+    const named = new Map<string, TemplateEntry[] | null>();
+    const out = new Map<string, TemplateEntry[]>();
+    for (const e of edges) {
+      if (e.template && !named.has(e.template)) named.set(e.template, this.namedTemplate(e.template));
+      out.set(e.name, unite(this.ownFrom(e, e.template ? named.get(e.template)! : null, own.get(e.name) ?? []), deployedTo(deployments, e.name)));
+    }
+    return out;
+  }
+
+  private ownFrom(edge: EdgeRow, named: TemplateEntry[] | null, entries: TemplateEntryRow[]): TemplateEntry[] {
     const out = new Map<string, TemplateEntry>();
     const source = `template:${edge.template}`;
-    for (const e of edge.template ? this.namedTemplate(edge.template) ?? [] : []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
-    for (const e of await edgesRepo.entries(ex, systemKey, edge.name)) {
+    for (const e of named ?? []) out.set(`${e.def_module}\u0000${e.def_name}`, { ...e, source });
+    for (const e of entries) {
       const k = `${e.def_module}\u0000${e.def_name}`;
       if (e.mode === EXCLUDED) { out.delete(k); continue; }
       out.set(k, { def_module: e.def_module as SyncModule, def_name: e.def_name, mode: e.mode as SyncMode, ...(e.def_module === "collection" ? { rows: e.rows === 1 } : {}), source: "edge" });

@@ -86,6 +86,9 @@ export const edgesRepo = {
 
   entries: (ex: Executor, systemKey: string, edge: string) =>
     ex.all<TemplateEntryRow>(`SELECT def_module, def_name, mode, rows FROM edge_template_entries WHERE system_key = ? AND edge_name = ? ORDER BY rowid`, [systemKey, edge]),
+  /** The own entries of every edge of a system, each edge's in their order. */
+  allEntries: (ex: Executor, systemKey: string) =>
+    ex.all<TemplateEntryRow & { edge_name: string }>(`SELECT edge_name, def_module, def_name, mode, rows FROM edge_template_entries WHERE system_key = ? ORDER BY edge_name, rowid`, [systemKey]),
   putEntry: (ex: Executor, systemKey: string, edge: string, e: TemplateEntryRow) =>
     ex.run(`INSERT INTO edge_template_entries(system_key, edge_name, def_module, def_name, mode, rows) VALUES (?,?,?,?,?,?)
       ON CONFLICT(system_key, edge_name, def_module, def_name) DO UPDATE SET mode = excluded.mode, rows = excluded.rows`,

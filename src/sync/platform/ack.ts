@@ -25,6 +25,8 @@ export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, {
       if (r.template) await edgesRepo.snapshotDone(tx, sk, edge, s.edge.incarnation, JSON.stringify(r.template), r.job.kind === "full" ? r.seq : null);
       if (r.job.kind === "full") await edgesRepo.update(tx, sk, edge, { last_talked: nowSeconds() });
     });
+    // (the record kept for hellos has the applied template of before)
+    h.reads.forgetRecord(sk, edge);
     if (r.template) s.applied = r.template;
     if (r.job.kind === "full") s.cursor = r.seq;
     s.running = null;

@@ -3,11 +3,10 @@
 // its template changing while it is connected.
 import { nowIso, nowSeconds } from "../../core/ids.ts";
 import type { TemplateEntry } from "../../domain/edges.ts";
-import { developerProfile, developersRepo } from "../../store/developers.ts";
+import { developerProfile } from "../../store/developers.ts";
 import { type EdgeRow, edgesRepo } from "../../store/edges.ts";
 import { clusterRepo } from "../../store/cluster.ts";
 import { statusRepo } from "../../store/sync.ts";
-import { systemsRepo } from "../../store/systems.ts";
 import { fail } from "../../core/errors.ts";
 import { BUILD } from "../../version.ts";
 import { CLAIMED_PROTOCOL, type EdgeMessage, PROTOCOL_REFUSED_CLOSE, protocolRefusal, type RefusalReason } from "../protocol.ts";
@@ -108,7 +107,9 @@ export function sweep(h: HubState) {
 
 export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "hello" }>) {
   if (s.edge) return reject(s, "hello twice");
-  const { edge, tokenOk } = await h.d.edges.authenticate(m.systemKey, m.edge, m.token);
+  // (records, templates, systems and the log's bounds kept in memory: a herd of hellos reads little)
+  const edge = await h.reads.edge(m.systemKey, m.edge);
+  const tokenOk = !!edge && h.d.edges.tokenMatches(edge, m.token);
   const who = `${m.systemKey}/${m.edge}`;
   // the edge is not told which of the two it got wrong; the platform's log and record say
   if (!edge) return refuse(h, s, `${m.systemKey}/?`, undefined, "credentials", "unknown edge or wrong token", `no edge '${m.edge}' in system ${m.systemKey}`, { edgeName: m.edge, version: m.version });
@@ -121,16 +122,15 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
     return refuse(h, s, who, edge, "protocol", refusal, refusal, { protocol: m.protocol, version: m.version }, "edge refused: its sync protocol is not one this platform speaks");
   }
   h.refused.delete(who);
-  const system = await systemsRepo.byKey(h.d.db, m.systemKey);
-  const owner = system && (await developersRepo.byId(h.d.db, system.owner_id));
-  if (!system || !owner) return refuse(h, s, who, edge, "system", "unknown system", "the edge's system has no owner");
+  const known = await h.reads.systemAndOwner(m.systemKey);
+  if (!known) return refuse(h, s, who, edge, "system", "unknown system", "the edge's system has no owner");
   const sk = edge.system_key;
   s.edge = edge;
   s.pingMs = m.pingMs;
   s.version = m.version;
   s.outbox = m.outbox;
   s.features = m.features;
-  s.template = await h.d.edges.templateOf(h.d.db, sk, edge);
+  s.template = await h.reads.template(edge);
   s.applied = edge.applied_template === null ? null : edge.applied_template === "*" ? s.template : JSON.parse(edge.applied_template) as TemplateEntry[];
   const old = h.sessions.get(s.key);
   if (old && old !== s) { linkEnded(h, old, "replaced by a newer link"); old.closed = true; old.ws.close(4002, "replaced by a new connection"); h.bySystem.get(sk)?.delete(old); }
@@ -149,6 +149,8 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   s.sent = full ? head : m.cursor;
   // what the hello says of the edge, and its own word on how far it got (its last acknowledgement
   // may not have arrived), written with the next batch of writes
+  // (a record kept in memory is read again once its first contact is written)
+  if (edge.first_talked === null) h.reads.forgetRecord(sk, edge.name);
   h.writes.welcomed(s, { is_connected: 1, first_talked: edge.first_talked ?? nowSeconds(), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
   s.welcomedAt = Date.now();
   h.writes.linkEvent(sk, edge.name, "connected", { node: h.d.nodeId, ...(m.version ? { version: m.version } : {}), ...(m.os ? { os: m.os } : {}), ...(m.arch ? { arch: m.arch } : {}),
@@ -166,7 +168,7 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
     }
   });
   // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
-  s.send({ t: "welcome", system: system as unknown as Record<string, unknown>, owner: developerProfile(owner), template: s.template, snapshot: full, seq: head,
+  s.send({ t: "welcome", system: known.system as unknown as Record<string, unknown>, owner: developerProfile(known.owner), template: s.template, snapshot: full, seq: head,
     incarnation: edge.incarnation, hlc: h.d.changes.clock.now(), protocol: CLAIMED_PROTOCOL, version: BUILD, templateName: edge.template });
   if (full) s.jobs.push({ kind: "full", seq: head });
   else {

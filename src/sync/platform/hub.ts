@@ -11,7 +11,7 @@ import { linkEventsRepo } from "../../store/linkEvents.ts";
 import type { ChangeRow } from "../../store/sync.ts";
 import { systemsRepo } from "../../store/systems.ts";
 import type { ControlResult } from "../../adapters/runner.ts";
-import { EdgeMessage } from "../protocol.ts";
+import { commonEdgeMessage, EdgeMessage } from "../protocol.ts";
 import { entryFor } from "../assets.ts";
 import { CHUNK_FRAME, type FilePeer, isFileMessage } from "../files.ts";
 import type { EdgeOp, RelayedAnswer } from "../fleet.ts";
@@ -22,12 +22,14 @@ import { control, op, relay } from "./control.ts";
 import { deliverHere, relayDown } from "./relayDown.ts";
 import { EdgeSession } from "./session.ts";
 import { HubState } from "./state.ts";
-import { connectedEdges, failedAssets, lag, linkMetrics, retry, status } from "./status.ts";
+import { connectedEdges, failedAssets, lag, lags, linkMetrics, retry, status } from "./status.ts";
 import type { AssetStatus, ControlRequest, HubDeps, RelayRequest, Socket } from "./types.ts";
 import { up } from "./uplink.ts";
 
 /** How often, in a cluster, idle sessions look at their log again (a lost signal costs at most this). */
 const CATCH_UP_ELSEWHERE_MS = 5_000;
+/** Sessions woken by a change between two turns of the event loop. */
+const WAKE_SLICE = 2_000;
 
 export { LINK_EVENTS_KEPT } from "../../store/linkEvents.ts";
 export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";
@@ -61,12 +63,19 @@ export class SyncHub {
     await clusterRepo.releaseEdgesOf(this.d.db, this.d.nodeId);
     const keys = (await systemsRepo.all(this.d.db)).map((s) => s.system_key);
     const withEdges: string[] = [];
-    for (const k of keys) if ((await edgesRepo.all(this.d.db, k)).length) withEdges.push(k);
+    for (const k of keys) {
+      const edges = await edgesRepo.all(this.d.db, k);
+      if (!edges.length) continue;
+      withEdges.push(k);
+      // the herd of hellos after a restart finds its records here
+      this.st.reads.keepEdges(edges);
+    }
     this.d.changes.setSystemsWithEdges(withEdges);
     this.offCommitted = this.d.changes.onCommitted((sk, assets) => this.wake(sk, assets));
     this.d.edgeLinks.attach({
       // read for records read after a settle (Edges.get, list): no write per record of a list
       lagOf: (sk, edge) => lag(this.st, sk, edge),
+      lagsOf: (sk, rows) => lags(this.st, sk, rows),
       // in a cluster, an edge this node does not hold: its record says (the node holding it keeps it)
       liveOf: (sk, edge) => (this.isConnected(sk, edge) ? true : this.st.elsewhere ? null : false),
       skewOf: (sk, edge) => this.st.skews.get(`${sk}/${edge}`) ?? null,
@@ -109,7 +118,17 @@ export class SyncHub {
    *  the sessions of edges they go to send them. */
   wake(sk: string, assets: ReadonlySet<string>) {
     this.st.logMoved(sk);
-    for (const s of this.st.bySystem.get(sk) ?? []) if (s.wants(assets)) void s.pump(); else s.later();
+    const sessions = this.st.bySystem.get(sk);
+    if (sessions?.size) void this.wakeInSlices([...sessions], assets);
+  }
+
+  /** The sessions' sends WAKE_SLICE at a time, the event loop given back between slices: one
+   *  burst of thousands of sends held the API and the first edges' acknowledgements. */
+  private async wakeInSlices(sessions: EdgeSession[], assets: ReadonlySet<string>) {
+    for (let i = 0; i < sessions.length; i += WAKE_SLICE) {
+      if (i) await new Promise((r) => setImmediate(r));
+      for (const s of sessions.slice(i, i + WAKE_SLICE)) if (s.wants(assets)) void s.pump(); else s.later();
+    }
   }
 
   /** A log entry as the text a batch carries (its body is stored as JSON already). */
@@ -144,9 +163,12 @@ export class SyncHub {
     let json: unknown = raw;
     if (typeof raw === "string") { try { json = JSON.parse(raw); } catch { return reject(s, "not JSON"); } }
     else if (raw instanceof Uint8Array || raw instanceof ArrayBuffer) { try { json = JSON.parse(Buffer.from(raw as Uint8Array).toString("utf8")); } catch { return reject(s, "not JSON"); } }
-    const parsed = EdgeMessage.safeParse(json);
-    if (!parsed.success) return reject(s, describeIssues(parsed.error, "message"));
-    const m = parsed.data;
+    let m = commonEdgeMessage(json);
+    if (!m) {
+      const parsed = EdgeMessage.safeParse(json);
+      if (!parsed.success) return reject(s, describeIssues(parsed.error, "message"));
+      m = parsed.data;
+    }
     try {
       if (m.t === "hello") {
         await hello(this.st, s, m);

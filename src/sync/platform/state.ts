@@ -6,6 +6,7 @@ import { KINDS } from "../kinds/index.ts";
 import { type ChangeRow, changesRepo } from "../../store/sync.ts";
 import type { EdgeSession, SessionHub } from "./session.ts";
 import type { ElsewhereHub, HubDeps, Socket } from "./types.ts";
+import { HelloReads } from "./known.ts";
 import { EdgeWrites } from "./writes.ts";
 
 /** Log entries kept as wire text, shared by the sessions of a system's edges. */
@@ -40,7 +41,10 @@ export class HubState implements SessionHub {
    *  empty read each of them makes after acknowledging it */
   private readonly logReads = new Map<string, Map<string, Promise<ChangeRow[]>>>();
 
-  constructor(readonly d: HubDeps) { this.writes = new EdgeWrites(d); }
+  /** what a hello reads, kept in memory */
+  readonly reads: HelloReads;
+
+  constructor(readonly d: HubDeps) { this.writes = new EdgeWrites(d); this.reads = new HelloReads(d); }
 
   /** The system's log entries after `after`, at most `limit` (the rows are shared: read only). */
   logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]> {
@@ -68,7 +72,7 @@ export class HubState implements SessionHub {
   keepBatch(sk: string, from: number, upTo: number, text: string) { this.batches.set(sk, { from, upTo, text }); }
 
   /** New entries are in the system's log (or may be): reads from before are stale. */
-  logMoved(sk: string) { this.logReads.delete(sk); }
+  logMoved(sk: string) { this.logReads.delete(sk); this.reads.logMoved(sk); }
 
   /** set in a cluster: reaches the edges other nodes hold */
   get elsewhere(): ElsewhereHub | null { return this.d.elsewhere.get(); }

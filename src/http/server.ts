@@ -119,6 +119,16 @@ export function createHttpApp(s: Services) {
     if (x instanceof Promise) return x.then(asResponse, (e: unknown) => failed(request, e));
     return asResponse(x);
   };
+  /** The handler's answer; a request for one of the platform's edges (ClearBlade-Edge) is the
+   *  edge's to answer. */
+  const answer = (next: (r: Request) => unknown, r: Request, m: RouteMatch) => {
+    const edge = relayedEdge(s, r);
+    if (!edge) return m.plain && r.method !== "HEAD" ? answerPlain(r, m) : next(r);
+    // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
+    // would cut the caller's connection first
+    app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
+    return relayToEdge(s, r, edge).catch(errorResponse);
+  };
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -132,27 +142,18 @@ export function createHttpApp(s: Services) {
     // Outermost, the request counts on /metrics by route and status, with its latency, and is
     // written to the access log.
     .wrap((next: (r: Request) => unknown) => (request: Request) => {
-      // a request for one of the platform's edges (ClearBlade-Edge) is the edge's to answer
-      const handle = (r: Request, m: RouteMatch) => {
-        const edge = relayedEdge(s, r);
-        if (!edge) return m.plain && r.method !== "HEAD" ? answerPlain(r, m) : next(r);
-        // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
-        // would cut the caller's connection first
-        app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
-        return relayToEdge(s, r, edge).catch(errorResponse);
-      };
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
       const path = pathOf(request.url);
       const m = requests.match(request.method, path);
       // a re-routed "//" request is counted as the original
-      if (throttle.internal.has(request)) return handle(request, m);
+      if (throttle.internal.has(request)) return answer(next, request, m);
       const t0 = performance.now();
       access.before(request);
       audit?.before(request);
-      const early = throttle.onRequest(request);
-      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request, m))), answered, m.route, path);
-      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request, m)))), answered, m.route, path);
+      const early = throttle.onRequest(request, path);
+      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, answer(next, request, m))), answered, m.route, path);
+      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, answer(next, request, m)))), answered, m.route, path);
       return requests.observe(request, t0, c.allow(request, early), answered, m.route, path);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {

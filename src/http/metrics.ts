@@ -4,7 +4,7 @@
 // "unmatched". With --metrics-system-labels, requests and server errors per system too.
 import { Memoirist } from "memoirist";
 import { type Counter, type CounterSeries, type HistogramSeries, type LabeledHistogram, type Metrics, OTHER, type TopLabels } from "../core/metrics.ts";
-import { pathOf } from "./request.ts";
+import { type PlainHandler, pathOf, plainHandlerOf } from "./request.ts";
 import { routedPath } from "./throttle.ts";
 
 /** Paths remembered with their route (paths are many, routes few): past this the memory starts over. */
@@ -20,6 +20,19 @@ export interface Route {
   readonly seconds: HistogramSeries;
   readonly byStatus: Map<number, CounterSeries>;
 }
+
+/** What a request's method and path find: its route, and for a route declared plain its handler
+ *  with the path's parameters (decoded), for the API to answer without Elysia. */
+export interface RouteMatch {
+  readonly route: Route;
+  readonly plain: PlainHandler | null;
+  readonly params: Record<string, string>;
+}
+
+/** Where the router points: a route's label, and its plain handler for that method. */
+interface Routed { label: string; plain: PlainHandler | null }
+
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** Called with each answer counted (the access log, per-system counts). `path`: the request's
  *  path, its repeated slashes collapsed. */
@@ -37,9 +50,9 @@ export function pathElement(path: string, index: number): string {
 export class RequestMetrics {
   private readonly requests: Counter;
   private readonly seconds: LabeledHistogram;
-  private router: Memoirist<string> | null = null;
-  /** per method, path -> its route, found once per path */
-  private readonly paths = new Map<string, Map<string, Route>>();
+  private router: Memoirist<Routed> | null = null;
+  /** per method, path -> its route (and plain handler), found once per path */
+  private readonly paths = new Map<string, Map<string, RouteMatch>>();
   private readonly routes = new Map<string, Route>();
   /** per system (with --metrics-system-labels) */
   readonly systems: SystemRequestMetrics | null;
@@ -53,26 +66,33 @@ export class RequestMetrics {
 
   /** The routes requests are counted under: the app's, given once it is built (the HTTP and
    *  HTTPS listeners' apps have the same). A WebSocket route is reached by a GET. */
-  useRoutes(routes: readonly { method: string; path: string }[]) {
+  useRoutes(routes: readonly { method: string; path: string; handler?: unknown }[]) {
     if (this.router) return;
-    const router = new Memoirist<string>();
-    for (const r of routes) router.add(r.method === "WS" ? "GET" : r.method, r.path, r.path);
+    const router = new Memoirist<Routed>();
+    for (const r of routes) router.add(r.method === "WS" ? "GET" : r.method, r.path, { label: r.path, plain: plainHandlerOf(r.handler) ?? null });
     this.router = router;
   }
 
   /** The route a request is counted under. */
-  routeOf(method: string, path: string): Route {
+  routeOf(method: string, path: string): Route { return this.match(method, path).route; }
+
+  /** The route of a method and path (the request's path, its query left out), with its plain
+   *  handler and parameters. */
+  match(method: string, path: string): RouteMatch {
     let byPath = this.paths.get(method);
     if (!byPath) this.paths.set(method, (byPath = new Map()));
-    let route = byPath.get(path);
-    if (route === undefined) {
+    let m = byPath.get(path);
+    if (m === undefined) {
       const routed = routedPath(path);
-      const found = this.router?.find(method, routed) ?? (method === "HEAD" ? this.router?.find("GET", routed) : null);
-      route = this.ofRoute(found ? found.store : UNMATCHED);
+      const found = this.router?.find(method, routed);
+      // a HEAD is counted under its GET route, and answered by Elysia (without a body)
+      const head = !found && method === "HEAD" ? this.router?.find("GET", routed) : null;
+      const store = found?.store ?? head?.store;
+      m = { route: this.ofRoute(store ? store.label : UNMATCHED), plain: found?.store.plain ?? null, params: found?.store.plain ? decodedParams(found.params) : NO_PARAMS };
       if (byPath.size >= MAX_PATHS) byPath.clear();
-      byPath.set(path, route);
+      byPath.set(path, m);
     }
-    return route;
+    return m;
   }
 
   /** The values of a path's parameters under its route (only when a line needs them). */
@@ -83,15 +103,16 @@ export class RequestMetrics {
 
   /** Counts an answer (or, for a promise, the answer it settles to), tells `then` of it, and
    *  passes it on. */
-  observe<T>(request: Request, t0: number, answer: T, then: AnswerListener | null): T {
-    if (answer instanceof Promise) return answer.then((r) => this.record(request, t0, r, then), (err) => { this.record(request, t0, undefined, then); throw err; }) as T;
-    return this.record(request, t0, answer, then);
+  observe<T>(request: Request, t0: number, answer: T, then: AnswerListener | null, route?: Route, path?: string): T {
+    if (answer instanceof Promise) return answer.then((r) => this.record(request, t0, r, then, route, path), (err) => { this.record(request, t0, undefined, then, route, path); throw err; }) as T;
+    return this.record(request, t0, answer, then, route, path);
   }
 
-  private record<T>(request: Request, t0: number, answer: T, then: AnswerListener | null): T {
+  /** `route` and `path`: the request's, when the caller has already found them. */
+  private record<T>(request: Request, t0: number, answer: T, then: AnswerListener | null, known?: Route, knownPath?: string): T {
     const status = answer instanceof Response ? answer.status : 200;
-    const path = pathOf(request.url);
-    const route = this.routeOf(request.method, path);
+    const path = knownPath ?? pathOf(request.url);
+    const route = known ?? this.routeOf(request.method, path);
     let count = route.byStatus.get(status);
     if (!count) route.byStatus.set(status, (count = this.requests.series({ route: route.label, status: String(status) })));
     count.n++;
@@ -109,6 +130,17 @@ export class RequestMetrics {
     }
     return r;
   }
+}
+
+/** A plain route's parameters as Elysia gives them to a handler: decoded. */
+function decodedParams(raw: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k in raw) {
+    const v = raw[k]!;
+    if (!v.includes("%")) { out[k] = v; continue; }
+    try { out[k] = decodeURIComponent(v); } catch { out[k] = v; }
+  }
+  return out;
 }
 
 /** Requests and server errors (5xx) per system, for the systems --metrics-system-labels gives a

@@ -7,10 +7,10 @@ import { Elysia } from "elysia";
 import { ApiError, envelope, ErrorKinds, fail } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { diskFull, uniqueViolation } from "../store/db.ts";
-import { MAX_BODY_BYTES, pathOf } from "./request.ts";
+import { MAX_BODY_BYTES, type PathParams, pathOf } from "./request.ts";
 import * as routeGroups from "./routeGroups.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
-import { RequestMetrics } from "./metrics.ts";
+import { RequestMetrics, type RouteMatch } from "./metrics.ts";
 import { AccessLog, errorOf, noteError } from "./access.ts";
 import { Cors } from "./cors.ts";
 import { consoleRoutes } from "./console.ts";
@@ -37,6 +37,9 @@ export function errorResponse(e: unknown): Response {
   noteError(r, env.error);
   return r;
 }
+
+/** A plain route's value as Elysia answers a handler's: an object as JSON, a Response as it is. */
+const asResponse = (x: unknown) => (x instanceof Response ? x : Response.json(x));
 
 const METRICS_HEADERS = { "content-type": "text/plain; version=0.0.4; charset=utf-8" };
 const sha256 = (s: string) => createHash("sha256").update(s).digest();
@@ -95,6 +98,37 @@ export function createHttpApp(s: Services) {
   const audit = s.audit?.enabled ? new HttpAudit(s.audit, s.tokens, requests) : null;
   const answered = audit ? audit.after(access.answered) : access.answered;
   let diskFullLoggedAt = 0;
+  /** The answer to a request whose handler failed: the envelope, its id noted for the access log,
+   *  and the error logged when it is not one of ours. */
+  const failed = (request: Request, e: unknown): Response => {
+    const r = errorResponse(e);
+    const sent = errorOf(request, r)!;
+    // the id the client got, to find its line from its report
+    noteError(request, sent);
+    if (diskFull(e)) {
+      const now = Date.now();
+      if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e, errorId: sent.id }); }
+    } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e, errorId: sent.id, method: request.method, route: requests.routeOf(request.method, pathOf(request.url)).label });
+    return r;
+  };
+  /** A plain route's answer (see `plain`), as Elysia would give it: a value as JSON, a failure
+   *  in the envelope. */
+  const answerPlain = (request: Request, m: RouteMatch): unknown => {
+    let x: unknown;
+    try { x = m.plain!(request, m.params as unknown as PathParams); } catch (e) { return failed(request, e); }
+    if (x instanceof Promise) return x.then(asResponse, (e: unknown) => failed(request, e));
+    return asResponse(x);
+  };
+  /** The handler's answer; a request for one of the platform's edges (ClearBlade-Edge) is the
+   *  edge's to answer. */
+  const answer = (next: (r: Request) => unknown, r: Request, m: RouteMatch) => {
+    const edge = relayedEdge(s, r);
+    if (!edge) return m.plain && r.method !== "HEAD" ? answerPlain(r, m) : next(r);
+    // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
+    // would cut the caller's connection first
+    app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
+    return relayToEdge(s, r, edge).catch(errorResponse);
+  };
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -108,26 +142,19 @@ export function createHttpApp(s: Services) {
     // Outermost, the request counts on /metrics by route and status, with its latency, and is
     // written to the access log.
     .wrap((next: (r: Request) => unknown) => (request: Request) => {
-      // a request for one of the platform's edges (ClearBlade-Edge) is the edge's to answer
-      const handle = (r: Request) => {
-        const edge = relayedEdge(s, r);
-        if (!edge) return next(r);
-        // the edge may stay silent up to --edge-request-timeout: the listener's idle limit (30 s)
-        // would cut the caller's connection first
-        app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
-        return relayToEdge(s, r, edge).catch(errorResponse);
-      };
       const c = corsNow();
       if (request.method === "OPTIONS") return c.preflight(request);
+      const path = pathOf(request.url);
+      const m = requests.match(request.method, path);
       // a re-routed "//" request is counted as the original
-      if (throttle.internal.has(request)) return handle(request);
+      if (throttle.internal.has(request)) return answer(next, request, m);
       const t0 = performance.now();
       access.before(request);
       audit?.before(request);
-      const early = throttle.onRequest(request);
-      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, handle(request))), answered);
-      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, handle(request)))), answered);
-      return requests.observe(request, t0, c.allow(request, early), answered);
+      const early = throttle.onRequest(request, path);
+      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, answer(next, request, m))), answered, m.route, path);
+      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, answer(next, request, m)))), answered, m.route, path);
+      return requests.observe(request, t0, c.allow(request, early), answered, m.route, path);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -140,16 +167,7 @@ export function createHttpApp(s: Services) {
           return app.handle(again);
         }
       }
-      const e = fromElysia(code, error);
-      const r = errorResponse(e);
-      const sent = errorOf(request, r)!;
-      // the id the client got, to find its line from its report
-      noteError(request, sent);
-      if (diskFull(e)) {
-        const now = Date.now();
-        if (now - diskFullLoggedAt >= STORAGE_FULL_LOG_MS) { diskFullLoggedAt = now; s.log.error("the disk under the database is full: writes are refused (507) until space is freed", { err: e, errorId: sent.id }); }
-      } else if (!(e instanceof ApiError)) s.log.error("unhandled error", { err: e, errorId: sent.id, method: request.method, route: requests.routeOf(request.method, pathOf(request.url)).label });
-      return r;
+      return failed(request, fromElysia(code, error));
     })
     .get("/health", async () => {
       // with the build, so a fleet's versions can be read where its health is

@@ -107,10 +107,12 @@ export class HttpThrottle {
 
   constructor(private readonly throttle: Throttle, private readonly tokens: Tokens, private readonly refuse: Refusal, private readonly addressOf: AddressOf) {}
 
-  /** Runs before routing; a Response ends the request there. */
-  onRequest(request: Request): Response | undefined | Promise<Response | undefined> {
+  /** Runs before routing; a Response ends the request there. `path`: the request's, when known. */
+  onRequest(request: Request, path?: string): Response | undefined | Promise<Response | undefined> {
     if (!this.throttle.active("HTTP Requests") || this.internal.has(request)) return undefined;
-    const resource = routedPath(pathOf(request.url));
+    const resource = routedPath(path ?? pathOf(request.url));
+    // no case names this path: nothing to decide, and the token need not be read
+    if (!this.throttle.covers("HTTP Requests", resource)) return undefined;
     // A sign-in is counted for the system and login its credentials name. A token header is not
     // looked at: the handler ignores it, so it must neither pick the bucket nor let a developer
     // token skip the limit.

@@ -52,15 +52,16 @@ class CaseList {
 /** Cases by the system they can match: a system named exactly by some case gets its own list
  *  (its exact cases merged with the `?`/`*` ones, in priority order); every other system the
  *  `?`/`*` list. */
-interface CaseIndex { bySystem: Map<string, CaseList>; generic: CaseList }
+interface CaseIndex { bySystem: Map<string, CaseList>; generic: CaseList; all: CaseList }
 
 function indexCases(sorted: CompiledCase[]): CaseIndex {
   const generic = sorted.filter((c) => c.system.kind !== EXACT);
   const exactKeys = new Set(sorted.flatMap((c) => (c.system.kind === EXACT ? [c.system.value] : [])));
   const bySystem = new Map<string, CaseList>();
-  if (exactKeys.size * (generic.length + 1) > INDEX_MAX) return { bySystem, generic: new CaseList(sorted) };
+  const all = new CaseList(sorted);
+  if (exactKeys.size * (generic.length + 1) > INDEX_MAX) return { bySystem, generic: all, all };
   for (const key of exactKeys) bySystem.set(key, new CaseList(sorted.filter((c) => c.system.kind !== EXACT || c.system.value === key)));
-  return { bySystem, generic: new CaseList(generic) };
+  return { bySystem, generic: new CaseList(generic), all };
 }
 
 export class Throttle {
@@ -122,6 +123,11 @@ export class Throttle {
 
   /** True when the throttler has any case (callers skip building a subject otherwise). */
   active(t: ThrottlerName) { return this.cases[t].length > 0; }
+
+  /** True when some case of the throttler can match this resource, whatever the system and
+   *  consumer: a request no case can match is allowed without finding out who sends it (the
+   *  built-in cases name only sign-in routes, so most requests end here). */
+  covers(t: ThrottlerName, resource: string) { return this.index[t].all.candidates(resource).length > 0; }
 
   /** The first case whose filters match, and its bucket key. */
   find(t: ThrottlerName, s: Subject): { c: CompiledCase; key: string } | null {

@@ -3,7 +3,7 @@
 // logs, libraries with versions.
 import { Elysia } from "elysia";
 import { knownFields, objectBody } from "../../core/validate.ts";
-import { callerOf, jsonBody, queryOf, tokenOf, withCaller } from "../request.ts";
+import { callerOf, jsonBody, plain, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -18,7 +18,7 @@ const instanceId = async (r: Request) => queryOf(r).get("id") ?? knownFields(obj
 export const codeRoutes = (s: Services) => {
   const caller = withCaller(s.tokens);
   let app = new Elysia()
-    .post("/api/v/1/code/:systemKey/:name", async ({ request, params }) => {
+    .post("/api/v/1/code/:systemKey/:name", plain(async (request, params) => {
       // the hot path: a cached token answers without waiting
       const known = callerOf(s.tokens, request);
       const caller = known instanceof Promise ? await known : known;
@@ -27,7 +27,7 @@ export const codeRoutes = (s: Services) => {
       });
       if (r instanceof Response) return r;
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
-    })
+    }))
     .get("/api/v/1/code/:systemKey/:name", caller((p, { params }) => s.services.read(p, params.systemKey, params.name)))
     .get("/api/v/3/code/codemeta/:systemKey", caller((p, { params }) => s.services.codeMeta(p, params.systemKey)))
     .get("/api/v/4/:systemKey/code/failed", caller((p, { request, params }) => s.services.failed(p, params.systemKey, queryOf(request).get("query"))))

@@ -4,7 +4,7 @@ import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
 import { type Query, fetchPage, parseQuery } from "../../core/query.ts";
 import type { Collection } from "../../domain/collections.ts";
-import { jsonBody, knownCaller, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
+import { jsonBody, knownCaller, plain, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type Params = Record<string, string>;
@@ -37,18 +37,18 @@ function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pa
     return { p, c, q: parseQuery(queryOf(request).get("query") ?? undefined, { continuation: true }) };
   };
   return app
-    .get(base, ({ request, params }) => {
-      const pages = pageBase(params as Params);
+    .get(base, plain((request, params) => {
+      const pages = pageBase(params as unknown as Params);
       // a client polling the same query is answered without an async step when its token, the
       // collection, its rights and the result are cached (a query that does not parse takes the
       // long way, which tells a caller without rights that first)
       const known = knownCaller(s.tokens, request);
-      const cached = known && resolve.now(s, known, params as Params);
+      const cached = known && resolve.now(s, known, params as unknown as Params);
       const q = cached ? parsedOrNull(queryOf(request).get("query")) : null;
       const hit = known && cached && q ? s.collections.fetchNow(known, cached, q) : undefined;
       if (hit) return fetchPage(pages, q!, hit);
       return readQuery(request, params).then(async ({ p, c, q }) => fetchPage(pages, q, await s.collections.fetch(p, c, q)));
-    })
+    }))
     .post(base, async ({ request, params }) => {
       const { p, c } = await ctx(request, params);
       return s.collections.insert(p, c, await jsonBody(request));

@@ -16,14 +16,18 @@ describe("Cors", () => {
     expect(r.headers.get("vary")).toBeNull();
   });
 
-  test("every answer gets the header; a promise's answer too; a WebSocket upgrade is left alone", async () => {
+  test("every answer to a browser gets the header; a promise's answer too; a WebSocket upgrade is left alone", async () => {
     const c = new Cors("*");
     const r = c.allow(req("https://a.example"), new Response("{}", { status: 404 })) as Response;
     expect(r.headers.get("access-control-allow-origin")).toBe("*");
     expect(r.headers.get("access-control-expose-headers")).toBeNull();
-    const p = (await c.allow(req(), Promise.resolve(new Response("x", { status: 429 })))) as Response;
+    const p = (await c.allow(req("https://a.example"), Promise.resolve(new Response("x", { status: 429 })))) as Response;
     expect(p.headers.get("access-control-allow-origin")).toBe("*");
     expect(p.headers.get("access-control-expose-headers")).toBe("Retry-After");
+    // no Origin: not a browser's cross-origin call, nothing to add
+    const plain = c.allow(req(), new Response("{}")) as Response;
+    expect(plain.headers.get("access-control-allow-origin")).toBeNull();
+    expect(plain.headers.get("vary")).toBeNull();
     expect(c.allow(req(), undefined)).toBeUndefined();
     expect(() => c.allow(req(), Response.error())).not.toThrow();
   });

@@ -39,6 +39,21 @@ const subject = (s: { systemKey?: string; resource?: string; email?: string; sig
 const winner = (s: Subject) => throttle.find(HTTP, s)?.c.row.case_name ?? null;
 const ok = (s: Subject) => { const d = throttle.evaluate(HTTP, s); if (d instanceof Promise) throw new Error("no shared store here"); return d; };
 
+describe("covers: whether any case can match a path", () => {
+  test("the built-in cases name the sign-in routes only; a system's own case names its path; a reload changes the answer", async () => {
+    expect(throttle.covers(HTTP, AUTH)).toBe(true);
+    expect(throttle.covers(HTTP, "/admin/auth")).toBe(true);
+    expect(throttle.covers(HTTP, `/api/v/2/devices/${SYS}/auth`)).toBe(true);
+    expect(throttle.covers(HTTP, "/api/v/1/user/info")).toBe(false);
+    await put({ case_name: "mine", system_key: SYS, resource: "/api/v/1/user/info", priority: 1 });
+    // a case of one system: the path is covered for every caller, the system is decided later
+    expect(throttle.covers(HTTP, "/api/v/1/user/info")).toBe(true);
+    expect(winner(subject({ systemKey: OTHER, resource: "/api/v/1/user/info" }))).toBeNull();
+    await put({ case_name: "everything", system_key: "*", resource: "*", priority: 2 });
+    expect(throttle.covers(HTTP, "/api/v/1/anything/at/all")).toBe(true);
+  });
+});
+
 describe("exact, ? and * cases of one system", () => {
   test("an exact case on another resource does not hide the built-in sign-in case", async () => {
     await put({ case_name: "mine", system_key: SYS, resource: "/api/v/1/user/info", priority: 1 });

@@ -53,6 +53,9 @@ t.test("an edge's console: its system's pages, what the platform sent read-only,
   t.equal(await page.$('tr[data-service="calc"] button.danger'), null, "no Delete for the platform's service");
   await page.click('tr[data-service="calc"] a');
   await page.waitForSelector("#owned-note");
+  // the note comes from the edge's status, the code from the service's own answer: once the
+  // code is shown, the page is whole
+  await page.waitForSelector("pre#service-code");
   t.equal(await page.$("#save-service"), null, "no Save");
   t.match(await text(page, "pre#service-code"), /from the platform/, "its code is shown as text");
   await page.click("#run-service");

@@ -2,23 +2,17 @@
 // edges its suffix names, topic whole, never back to the edge it came from; one for an edge that
 // is not connected, or whose link is far behind, is dropped and counted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type App, start } from "../../../src/app.ts";
+import type { App } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
-import { loadConfig } from "../../../src/config.ts";
 import type { SyncHub } from "../../../src/sync/platform/hub.ts";
+import { startHubApp } from "./hubApp.ts";
 
 let app: App;
 let hub: SyncHub;
 let dev: Principal;
 let sk: string;
 
-beforeAll(async () => {
-  app = await start(loadConfig(["--db", ":memory:", "--http-port", "0", "--log-level", "silent", "--sync-compact-ms", "3600000"]));
-  hub = app.services.sync!;
-  const reg = await app.services.developers.register({ email: "relay@example.com", password: "pw" });
-  dev = (await app.services.tokens.resolve(reg.dev_token))!;
-  sk = (await app.services.systems.create(dev, { name: "relay" })).system_key;
-});
+beforeAll(async () => ({ app, hub, dev, sk } = await startHubApp("relay")));
 afterAll(() => app.stop());
 
 /** An edge played by a socket that keeps the relayed messages it gets; `buffered`: what its link

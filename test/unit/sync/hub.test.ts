@@ -4,26 +4,19 @@
 // rows; compaction drops the tombstones every edge acknowledged and keeps the horizon, so an edge
 // at the compacted position is not sent a snapshot.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type App, start } from "../../../src/app.ts";
+import type { App } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
-import { loadConfig } from "../../../src/config.ts";
 import { tombstonesRepo } from "../../../src/store/sync.ts";
 import type { SyncHub } from "../../../src/sync/platform/hub.ts";
 import { BATCH_BYTES } from "../../../src/sync/protocol.ts";
+import { settle, startHubApp } from "./hubApp.ts";
 
 let app: App;
 let hub: SyncHub;
 let dev: Principal;
 let sk: string;
 
-beforeAll(async () => {
-  app = await start(loadConfig(["--db", ":memory:", "--http-port", "0", "--log-level", "silent", "--sync-compact-ms", "3600000"]));
-  hub = app.services.sync!;
-  const s = app.services;
-  const reg = await s.developers.register({ email: "hub@example.com", password: "pw" });
-  dev = (await s.tokens.resolve(reg.dev_token))!;
-  sk = (await s.systems.create(dev, { name: "hub" })).system_key;
-});
+beforeAll(async () => ({ app, hub, dev, sk } = await startHubApp("hub")));
 afterAll(() => app.stop());
 
 /** An edge played by a socket: it answers hello's welcome and acknowledges every batch and
@@ -51,10 +44,6 @@ class FakeEdge {
   batches() { return this.got.filter((m) => m.t === "batch" && !m.snapshot); }
 }
 
-const settle = async (pred: () => boolean | Promise<boolean>, ms = 5_000) => {
-  const end = Date.now() + ms;
-  while (!(await pred())) { if (Date.now() > end) throw new Error("timed out"); await Bun.sleep(10); }
-};
 const synced = async (edge: string) => (await hub.status(sk, edge)).every((a) => a.status === "synced");
 
 async function collection(name: string, columns: { name: string; type: string }[]) {

@@ -3,29 +3,18 @@
 // here the commit's signal is dropped (the hub is detached from commits), and the change reaches
 // the edge only through that pass, and only when the node is part of a cluster.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { type App, start } from "../../../../src/app.ts";
+import type { App } from "../../../../src/app.ts";
 import type { Principal } from "../../../../src/auth/principal.ts";
-import { loadConfig } from "../../../../src/config.ts";
 import type { ElsewhereHub, SyncHub } from "../../../../src/sync/platform/hub.ts";
+import { settle, startHubApp } from "../hubApp.ts";
 
 let app: App;
 let hub: SyncHub;
 let dev: Principal;
 let sk: string;
 
-beforeAll(async () => {
-  app = await start(loadConfig(["--db", ":memory:", "--http-port", "0", "--log-level", "silent", "--sync-compact-ms", "3600000"]));
-  hub = app.services.sync!;
-  const reg = await app.services.developers.register({ email: "catchup@example.com", password: "pw" });
-  dev = (await app.services.tokens.resolve(reg.dev_token))!;
-  sk = (await app.services.systems.create(dev, { name: "catchup" })).system_key;
-});
+beforeAll(async () => ({ app, hub, dev, sk } = await startHubApp("catchup")));
 afterAll(() => app.stop());
-
-const settle = async (pred: () => boolean | Promise<boolean>, ms = 5_000) => {
-  const end = Date.now() + ms;
-  while (!(await pred())) { if (Date.now() > end) throw new Error("timed out"); await Bun.sleep(10); }
-};
 
 test("a commit whose signal was lost reaches a connected edge at the next catch-up pass, in a cluster only", async () => {
   const cols = app.services.collections;

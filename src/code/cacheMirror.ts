@@ -3,8 +3,15 @@
 // trip to the main thread, while nothing has changed the cache since the copy was taken: the main
 // thread adds one to the cache's version in shared memory after every change (domain/
 // cacheVersions.ts), and a copy at another version, or past the cache's expiry, is not used.
-// Writes always go to the main thread, and what they wrote is kept. The copy is filled from the
-// answers the main thread gives (their `_m`, which the sandbox never sees).
+// The copy is filled from the answers the main thread gives (their `_m`, which the sandbox never
+// sees) and from the run's own writes.
+//
+// A set is made here, without waiting for the main thread, when the worker already knows the
+// run's right to write (remembered for its rights key, below) and the value passes the checks
+// the main thread makes: it takes a ticket, reserves the pair's bytes under the cache's limit,
+// bumps the version (other workers' copies go) and posts the set, which the main thread applies
+// in ticket order before anything else it does with the cache (domain/cacheVersions.ts). Any
+// other set, and every other write, goes to the main thread, which answers with its errors.
 //
 // Rights: what the run's user may do with a cache comes with those answers too. The main thread
 // decides them; the worker remembers the decision for later runs with the same roles (the run's
@@ -14,7 +21,9 @@
 // (no right learned yet, a key it does not hold, a bad argument) goes to the main thread, which
 // answers as it always did.
 import { LruMap } from "../core/cache.ts";
-import { type MirrorNote, RIGHTS_SLOT } from "../domain/cacheVersions.ts";
+import { jsonTooDeep } from "../core/jsonDepth.ts";
+import { BOUND_BASE, ISSUED_BASE, type MirrorNote, type PostedSet, RIGHTS_SLOT } from "../domain/cacheVersions.ts";
+import { CACHE_KEY_MAX, CACHE_MAX_BYTES, pairBytes } from "../store/cacheValues.ts";
 import type { RunHooks } from "./sandbox.ts";
 
 /** Caches one worker keeps copies of, and the bytes of values they hold together. */
@@ -24,6 +33,8 @@ const COPY_BYTES_MAX = 8 << 20;
 const RIGHTS_KEYS_MAX = 256;
 const RIGHTS_CACHES_MAX = 64;
 const READ = 1;
+/** create or update: either lets a run set a key */
+const WRITE = 2 | 4;
 
 /** A cache's values at one version: JSON text, null for a key known to be missing. */
 interface Copy { v: number; x: number; values: Map<string, string | null>; bytes: number }
@@ -41,7 +52,8 @@ export class CacheMirror {
   /** by rights key: the rights count they were decided at, and the notes (rights) by cache name */
   private readonly rights = new LruMap<string, { at: number; grants: Map<string, MirrorNote> }>(RIGHTS_KEYS_MAX);
 
-  constructor(private readonly versions: Int32Array, private readonly now: () => number = Date.now) {}
+  /** `post`: sends a set made here to the main thread (none: every set goes there). */
+  constructor(private readonly versions: Int32Array, private readonly now: () => number = Date.now, private readonly post?: (m: PostedSet) => void) {}
 
   /** A run's hooks answering what they can from the copies; `rk`: whose rights the run has. */
   hooks(h: RunHooks, rk?: string): RunHooks { return new RunCaches(this, h, rk); }
@@ -63,7 +75,7 @@ export class CacheMirror {
     let r = this.rights.get(rk);
     if (!r || r.at !== at) this.rights.set(rk, (r = { at, grants: new Map() }));
     if (r.grants.size >= RIGHTS_CACHES_MAX && !r.grants.has(cache)) r.grants.clear();
-    r.grants.set(cache, { id: n.id, s: n.s, lv: n.lv });
+    r.grants.set(cache, { id: n.id, s: n.s, lv: n.lv, sk: n.sk, ttl: n.ttl });
   }
 
   /** The copy of a cache, if it is current. */
@@ -93,6 +105,30 @@ export class CacheMirror {
     this.bytes += size;
     // over the bound: every copy goes (they fill again from the next answers)
     if (this.bytes > COPY_BYTES_MAX) { this.copies.clear(); this.bytes = 0; }
+  }
+
+  /** Makes a set of a JSON value the run may write (`n`: the remembered grant) here: whether it
+   *  did (false: the main thread is to make it, and answer). */
+  set(n: MirrorNote, key: string, json: string): boolean {
+    if (!this.post || n.sk === undefined || n.ttl === undefined) return false;
+    const s = n.s, bytes = pairBytes(key, json);
+    // the ticket first: a call the main thread gets after this waits for it (taken, it is
+    // always posted, given up when the set goes to the main thread after all)
+    const ticket = Atomics.add(this.versions, ISSUED_BASE + s, 1);
+    // counted as if the key were new: the bound stays an upper bound of the slot's bytes
+    if (Atomics.add(this.versions, BOUND_BASE + s, bytes) + bytes > CACHE_MAX_BYTES) {
+      Atomics.sub(this.versions, BOUND_BASE + s, bytes);
+      this.post({ t: "w", s, n: ticket });
+      return false;
+    }
+    const at = this.now(), v = (Atomics.add(this.versions, s, 1) + 1) | 0;
+    this.post({ t: "w", s, n: ticket, sk: n.sk, id: n.id, ttl: n.ttl, k: key, j: json, r: bytes, at });
+    // the copy goes on at the new version when it held the one before (nothing else came
+    // between); otherwise a new one holds this key alone
+    const c = this.copies.get(n.id);
+    if (c && ((c.v + 1) | 0) === v && at < c.x) { c.v = v; c.x = at + n.ttl; }
+    this.keep({ ...n, v, x: at + n.ttl }, key, json);
+    return true;
   }
 
   private drop(id: string, c: Copy) {
@@ -140,8 +176,10 @@ class RunCaches implements RunHooks {
   /** A cache call is answered from memory on this node: the promise flavour blocks for it too. */
   quick(op: string) { return op.startsWith("cache.") || (this.h.quick?.(op) ?? false); }
 
-  /** A get's answer from the copy, when the run may read the cache and the copy holds the key. */
+  /** A get's answer from the copy, when the run may read the cache and the copy holds the key;
+   *  a set's, when it was made here. */
   private local(op: string, a: string): string | undefined {
+    if (op === "cache.set") return this.set(a);
     if (op !== "cache.get" || this.grants.size === 0) return undefined;
     let args: { cache?: unknown; key?: unknown };
     try { args = JSON.parse(a) as typeof args; } catch { return undefined; }
@@ -150,6 +188,22 @@ class RunCaches implements RunHooks {
     if (!g || !(g.lv & READ)) return undefined;
     const json = this.m.current(g)?.values.get(args.key);
     return json === undefined ? undefined : json === null ? NOT_FOUND : found(json);
+  }
+
+  /** A set made here: only with the right remembered for the run's rights key (so decided at
+   *  the rights count now), and a key and value the main thread would take. */
+  private set(a: string): string | undefined {
+    if (this.rk === undefined) return undefined;
+    let args: { cache?: unknown; key?: unknown; value?: unknown };
+    try { args = JSON.parse(a) as typeof args; } catch { return undefined; }
+    if (typeof args?.cache !== "string" || typeof args.key !== "string" || !args.key.length || args.key.length > CACHE_KEY_MAX || args.value === undefined) return undefined;
+    const g = this.m.recall(this.rk)?.get(args.cache);
+    if (!g || !(g.lv & WRITE)) return undefined;
+    const json = JSON.stringify(args.value);
+    if (json.length > CACHE_MAX_BYTES || jsonTooDeep(json) || !this.m.set(g, args.key, json)) return undefined;
+    // (what the run learns of its rights stays: the grant is the one it would be told)
+    this.grants.set(args.cache, g);
+    return OK_NULL;
   }
 
   private sent(op: string): number {

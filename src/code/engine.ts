@@ -61,6 +61,7 @@ export class CodeEngine {
     this.pool = new WorkerPool({
       workers: c.codeWorkers ?? Math.max(2, availableParallelism()), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
       sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log, cacheVersions: e.caches.versions?.buffer,
+      cacheWrites: (m) => e.caches.applyPosted(m),
       restarts: e.metrics?.counter("outpost_code_worker_restarts_total", "Code workers replaced, by reason: memory (to give memory back), stuck (in code past its deadline), failed"),
     });
     this.runs = e.metrics?.counter("outpost_code_runs_total", "Service runs by outcome: success, error (resp.error), failed (threw, timed out or could not run)");

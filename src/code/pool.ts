@@ -31,7 +31,7 @@ import { MessageChannel } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
 import { newCallBuffer, writeAnswer } from "./callBuffer.ts";
-import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type RunStep, type Step } from "./protocol.ts";
+import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type CacheWriteMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type RunStep, type Step } from "./protocol.ts";
 import type { Batch, PoolOptions, PoolOutcome, Run, RunSpec, Slot, Sys } from "./poolTypes.ts";
 import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
@@ -405,8 +405,10 @@ export class WorkerPool {
   }
 
   private message(slot: Slot, data: string) {
+    const m = JSON.parse(data) as ReportMessage | ReadyMessage | BlockingCallMessage | CacheWriteMessage;
+    // a cache set the worker made is applied even when the worker has ended since: a run saw it done
+    if (m.t === "w") { this.o.cacheWrites?.(m); return; }
     if (slot.ended) return;
-    const m = JSON.parse(data) as ReportMessage | ReadyMessage | BlockingCallMessage;
     if (m.t === "k") { this.blockingCall(slot, m); return; }
     if (m.t === "ready") {
       slot.ready = true;

@@ -3,6 +3,7 @@
 // message carries a whole batch of steps, so a run costs about one post each way however many
 // runs share it.
 import type { MessagePort } from "node:worker_threads";
+import type { PostedSet } from "../domain/cacheVersions.ts";
 import type { CompiledQuickJS, RunOutcome, SandboxLimits, SandboxSource } from "./sandbox.ts";
 
 /** main -> worker, once, as an object (it carries the shared watch buffer) */
@@ -100,6 +101,10 @@ export interface ReportMessage {
 }
 
 export interface ReadyMessage { t: "ready"; heap: number }
+
+/** worker -> main, at once: a cache set the worker made itself, not waiting for an answer
+ *  (code/cacheMirror.ts, domain/cacheVersions.ts) */
+export type CacheWriteMessage = PostedSet;
 
 /** worker -> main, at once: a host call the worker thread blocks on until its answer is written
  *  into the shared call buffer (see callBuffer.ts). */

@@ -269,7 +269,7 @@ self.onmessage = (e: MessageEvent) => {
     watchRun = new Int32Array(init.watch);
     callBuffer = init.calls;
     largeAnswers = init.large;
-    if (init.cacheVersions) cacheMirror = new CacheMirror(new Int32Array(init.cacheVersions));
+    if (init.cacheVersions) cacheMirror = new CacheMirror(new Int32Array(init.cacheVersions), Date.now, (m) => postMessage(JSON.stringify(m)));
     queue = queue.then(async () => {
       await warmUp();
       postMessage(JSON.stringify({ t: "ready", heap: heap() }));

@@ -1,6 +1,7 @@
 // Request-body validation with zod, turned into the API's 400 naming the offending field.
 import { z } from "zod";
 import { ApiError } from "./errors.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH } from "./jsonDepth.ts";
 
 export function validate<T extends z.ZodType>(schema: T, input: unknown, what = "body"): z.infer<T> {
   const r = schema.safeParse(input === undefined ? {} : input);
@@ -41,30 +42,8 @@ export const email = z.string().trim().min(3).max(254).regex(/^[^\s@]+@[^\s@]+$/
 export const nonEmpty = z.string().min(1, "must not be empty");
 export const password = z.string().min(1, "must not be empty").max(1024);
 
-/** Deepest nesting of objects and arrays a JSON document from a caller may have. Everything that
- *  walks a document (validation, the sandbox, the store) may recurse; a deeper one is refused
- *  before any of it. */
-export const MAX_JSON_DEPTH = 128;
-
-/** Whether JSON text nests objects and arrays deeper than MAX_JSON_DEPTH (strings skipped). */
-export function jsonTooDeep(text: string): boolean {
-  // a document of depth d has at least 2d characters: short ones need no scan
-  if (text.length <= 2 * MAX_JSON_DEPTH) return false;
-  let depth = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34 /* " */) {
-      for (i++; i < text.length; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 92 /* \\ */) i++;
-        else if (d === 34) break;
-      }
-    } else if (c === 123 /* { */ || c === 91 /* [ */) {
-      if (++depth > MAX_JSON_DEPTH) return true;
-    } else if (c === 125 /* } */ || c === 93 /* ] */) depth--;
-  }
-  return false;
-}
+// (a code worker checks values with them too, without this module's validation library)
+export { jsonTooDeep, MAX_JSON_DEPTH };
 
 const PROTO_KEY = /(?<!\\)"__proto__"\s*:/;
 

@@ -9,6 +9,17 @@
 // definitions, systems changed or removed): a worker may remember what a run's rights on caches were for
 // later runs with the same roles only while that count has not moved (code/cacheMirror.ts).
 //
+// A worker may also make a set itself (code/cacheMirror.ts) without waiting for the main thread:
+// it takes a ticket from the slot's issued count, reserves the pair's bytes in the slot's bound,
+// bumps the version and posts the set. The main thread applies posted sets in ticket order, and
+// anything else it does with a cache's values (a get from a worker whose copy is stale, a set it
+// was asked for, the REST routes) first waits until every ticket issued before it came has been
+// applied: a set that returned in one run is seen by any later call anywhere. The bound is an
+// upper bound of the bytes the slot's caches hold once every reserved set is applied; a worker
+// sets locally only while its pair keeps it under a cache's limit, and the main thread reserves
+// its own writes there before it looks at the tickets, so a set a worker let through is never
+// refused later.
+//
 // Only a node that keeps the values itself (one platform, an edge) has versions: in a cluster
 // another node may change a value at any time, so every read asks Redis.
 import type { Principal } from "../auth/principal.ts";
@@ -17,17 +28,51 @@ import type { Principal } from "../auth/principal.ts";
 export const VERSION_SLOTS = 4096;
 /** The slot after the caches' counting changes of rights. */
 export const RIGHTS_SLOT = VERSION_SLOTS;
+/** Where the slots' issued counts (tickets of sets made by workers) and byte bounds start. */
+export const ISSUED_BASE = RIGHTS_SLOT + 1;
+export const BOUND_BASE = ISSUED_BASE + VERSION_SLOTS;
+/** A posted ticket that did not come within this long is given up on (its worker died between
+ *  taking it and posting its set: no run saw that set), so later calls do not wait forever. */
+const TICKET_WAIT_MS = 5_000;
+
+/** A set a worker made itself, as it posts it to the main thread (protocol.ts); without `k`, a
+ *  ticket it took and gave up (the set went to the main thread instead). */
+export interface PostedSet {
+  t: "w";
+  /** the slot and the ticket */
+  s: number;
+  n: number;
+  /** the cache: system key, values id, TTL (ms) */
+  sk?: string;
+  id?: string;
+  ttl?: number;
+  /** the key, the value's JSON text, the bytes reserved for it, when it was made (epoch ms) */
+  k?: string;
+  j?: string;
+  r?: number;
+  at?: number;
+}
 
 /** What a cache call's answer tells the worker that made it (the `_m` of its data): the cache's
  *  values id and slot, the levels the run's user holds on it (for that run, and for runs with the
  *  same roles while the rights count holds), and when the answer's values are a copy a worker may
  *  keep, the version they were read or written at (`v`) and when the cache expires if nothing
  *  writes to it (`x`, epoch ms). */
-export interface MirrorNote { id: string; s: number; lv: number; v?: number; x?: number }
+export interface MirrorNote { id: string; s: number; lv: number; v?: number; x?: number; sk?: string; ttl?: number }
 
 export class CacheVersions {
-  readonly buffer = new SharedArrayBuffer((VERSION_SLOTS + 1) * 4);
+  readonly buffer = new SharedArrayBuffer((BOUND_BASE + VERSION_SLOTS) * 4);
   private readonly versions = new Int32Array(this.buffer);
+  /** by slot: the tickets applied (main thread only) */
+  private readonly applied = new Int32Array(VERSION_SLOTS);
+  /** by slot: posted sets not applied yet by ticket (null: a ticket given up), and calls waiting
+   *  for the tickets issued before them */
+  private readonly queued = new Map<number, Map<number, (() => Promise<void>) | null>>();
+  private readonly waiting = new Map<number, { upTo: number; go: () => void }[]>();
+  private readonly draining = new Set<number>();
+  private readonly stalls = new Map<number, ReturnType<typeof setTimeout>>();
+
+  constructor(private readonly onLost: (slot: number, ticket: number) => void = () => {}) {}
 
   /** The slot of a cache's values (FNV-1a of its system key and id). */
   slotOf(systemKey: string, id: string): number {
@@ -36,6 +81,8 @@ export class CacheVersions {
     for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
     return (h >>> 0) % VERSION_SLOTS;
   }
+
+  readonly slots = VERSION_SLOTS;
 
   current(slot: number): number { return Atomics.load(this.versions, slot); }
 
@@ -49,6 +96,82 @@ export class CacheVersions {
 
   /** Every copy goes (a whole system's values went). */
   bumpAll() { for (let i = 0; i < VERSION_SLOTS; i++) Atomics.add(this.versions, i, 1); }
+
+  /** Counts `bytes` more (less, when negative) in the slot's bound. */
+  reserve(slot: number, bytes: number) { if (bytes) Atomics.add(this.versions, BOUND_BASE + slot, bytes); }
+
+  bound(slot: number): number { return Atomics.load(this.versions, BOUND_BASE + slot); }
+
+  /** Undefined when every set issued on the slot so far is applied; else a promise that resolves
+   *  once they are (later ones are not waited for). */
+  settled(slot: number): Promise<void> | undefined {
+    const upTo = Atomics.load(this.versions, ISSUED_BASE + slot);
+    if (((this.applied[slot]! - upTo) | 0) >= 0) return undefined;
+    return new Promise((go) => {
+      const w = this.waiting.get(slot);
+      if (w) w.push({ upTo, go });
+      else this.waiting.set(slot, [{ upTo, go }]);
+      this.watch(slot);
+    });
+  }
+
+  /** A posted set (`apply`) or a ticket given up (null): applied in ticket order. */
+  posted(slot: number, ticket: number, apply: (() => Promise<void>) | null) {
+    let q = this.queued.get(slot);
+    if (!q) this.queued.set(slot, (q = new Map()));
+    q.set(ticket, apply);
+    void this.drain(slot);
+  }
+
+  private async drain(slot: number) {
+    if (this.draining.has(slot)) return;
+    this.draining.add(slot);
+    try {
+      for (;;) {
+        const q = this.queued.get(slot), next = this.applied[slot]!;
+        const apply = q?.get(next);
+        if (apply === undefined) break;
+        q!.delete(next);
+        if (!q!.size) this.queued.delete(slot);
+        // (an apply reports its own failure: the tickets after it go on)
+        if (apply) await apply().catch(() => {});
+        this.advance(slot);
+      }
+    } finally {
+      this.draining.delete(slot);
+    }
+    this.watch(slot);
+  }
+
+  /** One more ticket applied: the calls waiting for it go on. */
+  private advance(slot: number) {
+    const now = (this.applied[slot] = (this.applied[slot]! + 1) | 0);
+    const w = this.waiting.get(slot);
+    if (!w) return;
+    const still = w.filter((x) => ((now - x.upTo) | 0) < 0);
+    if (still.length === w.length) return;
+    if (still.length) this.waiting.set(slot, still);
+    else this.waiting.delete(slot);
+    for (const x of w) if (((now - x.upTo) | 0) >= 0) x.go();
+  }
+
+  /** While something waits for the slot's next ticket, a timer gives it up if it never comes. */
+  private watch(slot: number) {
+    const stalled = this.queued.has(slot) || this.waiting.has(slot);
+    const t = this.stalls.get(slot);
+    if (!stalled) { if (t) { clearTimeout(t); this.stalls.delete(slot); } return; }
+    if (t) return;
+    const at = this.applied[slot]!;
+    const timer = setTimeout(() => {
+      this.stalls.delete(slot);
+      if (this.applied[slot] !== at || this.draining.has(slot)) { this.watch(slot); return; }
+      this.onLost(slot, at);
+      this.advance(slot);
+      void this.drain(slot);
+    }, TICKET_WAIT_MS);
+    timer.unref?.();
+    this.stalls.set(slot, timer);
+  }
 
   /** What runs' rights on caches were is forgotten by every worker (called once a change of roles,
    *  permissions or cache definitions is made, before anyone is told it is). */

@@ -6,16 +6,18 @@
 // Values are JSON, at most CACHE_MAX_BYTES per cache, and expire together when no write came
 // within the cache's TTL (store/cacheValues.ts keeps them in memory, cluster/cacheValues.ts in
 // Redis). A node that keeps the values itself also tells its code workers what they may keep a
-// copy of (cacheVersions.ts): the `_m` of a read's or a write's answer.
+// copy of (cacheVersions.ts): the `_m` of a read's or a write's answer; a worker may then make a
+// set itself and post it here (applyPosted), and every call on a cache's values here first waits
+// for the posted sets issued before it.
 import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { TtlCache } from "../core/cache.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
 import { jsonTooDeep, knownFields, MAX_JSON_DEPTH, objectBody } from "../core/validate.ts";
-import { CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches, MemoryCacheValues } from "../store/cacheValues.ts";
+import { CACHE_KEY_MAX, CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches, MemoryCacheValues, pairBytes } from "../store/cacheValues.ts";
 import { type ServiceCacheRow, serviceCachesRepo } from "../store/serviceCaches.ts";
-import { CacheVersions, type MirrorNote } from "./cacheVersions.ts";
+import { CacheVersions, type MirrorNote, type PostedSet } from "./cacheVersions.ts";
 import type { DomainDeps } from "./deps.ts";
 import type { Systems } from "./systems.ts";
 
@@ -24,7 +26,7 @@ export const TTL_MIN_S = 30;
 export const TTL_MAX_S = 3600;
 /** Cache names and keys() patterns: up to this many characters. */
 export const CACHE_NAME_MAX = 256;
-export const CACHE_KEY_MAX = 1024;
+export { CACHE_KEY_MAX };
 const DESCRIPTION_MAX = 1000;
 /** How long a node uses a cache's definition from memory; this node's changes apply at once,
  *  other nodes of a cluster hear of them through the bus. */
@@ -83,9 +85,14 @@ export class ServiceCaches {
   readonly versions: CacheVersions | null;
   /** When each cache written on this node expires unless written again (epoch ms; by values id). */
   private readonly expiries = new Map<string, number>();
+  /** The bytes each cache held after its last write here (by values id): what a write adds to
+   *  its slot's bound is the change from that (cacheVersions.ts). */
+  private readonly held = new Map<string, number>();
 
   constructor(private readonly d: DomainDeps, private readonly systems: Systems, private readonly values: CacheValueStore) {
-    this.versions = values instanceof MemoryCacheValues ? new CacheVersions() : null;
+    this.versions = values instanceof MemoryCacheValues
+      ? new CacheVersions((slot, ticket) => d.log.warn("a cache set a code worker took a ticket for never came (the worker ended first): later calls go on", { slot, ticket }))
+      : null;
     // what workers remember of runs' rights on caches goes as soon as they may have changed
     const versions = this.versions;
     if (versions) for (const changed of ["permissions.changed", "system.changed"] as const) d.signals.on(changed, () => versions.rightsChanged());
@@ -159,7 +166,9 @@ export class ServiceCaches {
       return r;
     });
     this.forget(s.system_key, name);
+    await this.settled({ systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 });
     await this.values.flush({ systemKey: s.system_key, id: r.id, ttlMs: r.ttl * 1000 });
+    this.emptied({ systemKey: s.system_key, id: r.id });
     this.changed({ systemKey: s.system_key, id: r.id });
     this.expiries.delete(`${s.system_key}/${r.id}`);
     return { success: true };
@@ -172,6 +181,7 @@ export class ServiceCaches {
   async forgetSystem(systemKey: string) {
     this.forget(systemKey);
     await this.values.dropSystem(systemKey);
+    for (const id of this.held.keys()) if (id.startsWith(`${systemKey}/`)) this.emptied({ systemKey, id: id.slice(systemKey.length + 1) });
     this.versions?.bumpAll();
     for (const k of this.expiries.keys()) if (k.startsWith(`${systemKey}/`)) this.expiries.delete(k);
   }
@@ -196,7 +206,7 @@ export class ServiceCaches {
   /** The note for a worker: with `v`, the version the answer's values hold at. */
   private note(c: CacheUse, v?: number): Noted {
     if (!this.versions) return null;
-    const m: MirrorNote = { id: c.id, s: this.versions.slotOf(c.systemKey, c.id), lv: c.held };
+    const m: MirrorNote = { id: c.id, s: this.versions.slotOf(c.systemKey, c.id), lv: c.held, sk: c.systemKey, ttl: c.ttlMs };
     const x = this.expiries.get(`${c.systemKey}/${c.id}`);
     if (v !== undefined && x !== undefined) { m.v = v; m.x = x; }
     return { _m: m };
@@ -213,16 +223,75 @@ export class ServiceCaches {
     return this.versions?.bump(this.versions.slotOf(c.systemKey, c.id), before);
   }
 
+  /** Once the sets workers made on the cache's slot before now are applied (cacheVersions.ts). */
+  private settled(c: CacheRef): Promise<void> | undefined {
+    return this.versions?.settled(this.versions.slotOf(c.systemKey, c.id));
+  }
+
   private async write(c: CacheUse, name: string, pairs: [string, string][], onlyIfAbsent: boolean): Promise<{ done: boolean; noted: Noted }> {
     const before = this.before(c);
+    // the pairs' bytes count in the slot's bound before the tickets are looked at: a worker that
+    // sets after this counts them, and one that set before is waited for
+    const slot = this.versions?.slotOf(c.systemKey, c.id);
+    const reserved = slot === undefined ? 0 : pairs.reduce((n, [k, v]) => n + pairBytes(k, v), 0);
+    if (slot !== undefined) this.versions!.reserve(slot, reserved);
+    let o: Awaited<ReturnType<CacheValueStore["set"]>> | undefined;
     // (taken before the write, so never later than the store's own expiry)
-    const expiresAt = Date.now() + c.ttlMs;
-    const o = await this.values.set(c, pairs, onlyIfAbsent);
+    let expiresAt = 0;
+    try {
+      await this.settled(c);
+      expiresAt = Date.now() + c.ttlMs;
+      o = await this.values.set(c, pairs, onlyIfAbsent);
+    } finally {
+      if (slot !== undefined) this.versions!.reserve(slot, this.heldNow(c, o) - reserved);
+    }
+    o = o!;
     if (o.done === "full") throw fail("INVALID_ARGUMENT", `cache '${name}' would hold ${o.bytes} bytes, over its limit of ${CACHE_MAX_BYTES} (1 MB): nothing was set`);
     if (!this.versions) return { done: o.done === "set", noted: null };
     // every write restarts the cache's TTL, setnx's that sets nothing too
     this.expiries.set(`${c.systemKey}/${c.id}`, expiresAt);
     return { done: o.done === "set", noted: this.note(c, this.changed(c, before)) };
+  }
+
+  /** After a write (o: its outcome, none when it failed): by how much the cache's bytes changed
+   *  since the last write here, which becomes what the cache holds. */
+  private heldNow(c: CacheRef, o?: { done: string; bytes: number }): number {
+    if (!o || o.done === "full") return 0;
+    const id = `${c.systemKey}/${c.id}`, was = this.held.get(id) ?? 0;
+    this.held.set(id, o.bytes);
+    return o.bytes - was;
+  }
+
+  /** A cache's values went: what it held no longer counts in its slot's bound. */
+  private emptied(c: Pick<CacheRef, "systemKey" | "id">) {
+    const id = `${c.systemKey}/${c.id}`, was = this.held.get(id);
+    if (was === undefined || !this.versions) return;
+    this.held.delete(id);
+    this.versions.reserve(this.versions.slotOf(c.systemKey, c.id), -was);
+  }
+
+  /** A set a code worker made itself (code/cacheMirror.ts): its rights, key and value were checked
+   *  there against what this thread told it, and its bytes reserved; applied in ticket order,
+   *  its TTL counted from when it was made. */
+  applyPosted(m: PostedSet) {
+    const versions = this.versions;
+    if (!versions || !Number.isInteger(m.s) || m.s < 0 || m.s >= versions.slots || !Number.isInteger(m.n)) return;
+    if (m.k === undefined || m.j === undefined || m.sk === undefined || m.id === undefined || m.ttl === undefined || m.at === undefined) { versions.posted(m.s, m.n, null); return; }
+    const { s: slot, k, j, at, ttl } = m, reserved = m.r ?? 0;
+    const c: CacheRef = { systemKey: m.sk, id: m.id, ttlMs: ttl };
+    versions.posted(slot, m.n, async () => {
+      let o: Awaited<ReturnType<CacheValueStore["set"]>> | undefined;
+      try {
+        o = await this.values.set({ ...c, ttlMs: Math.max(1, at + ttl - Date.now()) }, [[k, j]], false);
+        // (its worker bumped the version when it made the set)
+        if (o.done === "full") this.d.log.error("a cache set a code worker made could not be applied: the cache was full", { cache: m.id, bytes: o.bytes });
+        else this.expiries.set(`${c.systemKey}/${c.id}`, at + ttl);
+      } catch (err) {
+        this.d.log.error("a cache set a code worker made could not be applied", { cache: m.id, err });
+      } finally {
+        versions.reserve(slot, this.heldNow(c, o) - reserved);
+      }
+    });
   }
 
   async set(p: Principal, systemKey: string, name: unknown, key: unknown, value: unknown): Promise<Noted> {
@@ -250,8 +319,10 @@ export class ServiceCaches {
   async getValue(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<{ found: boolean; value?: unknown; _m?: MirrorNote }> {
     const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
     const k = checkKey(key);
-    // the version before the read: a change that comes while it reads makes a newer one
+    // the version before the read: a change that comes while it reads makes a newer one (a set a
+    // worker made bumps it after taking its ticket: one before this version is waited for)
     const v = this.before(c);
+    await this.settled(c);
     const json = await this.values.get(c, k);
     const out: { found: boolean; value?: unknown; _m?: MirrorNote } = json === undefined ? { found: false } : { found: true, value: JSON.parse(json) };
     const noted = this.note(c, v);
@@ -262,6 +333,7 @@ export class ServiceCaches {
   /** Every pair, as an object ({} when empty or expired). */
   async getAll(p: Principal, systemKey: string, name: unknown): Promise<Record<string, unknown>> {
     const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
+    await this.settled(c);
     // fromEntries makes own properties: a key "__proto__" stays a key
     return Object.fromEntries((await this.values.getAll(c)).map(([k, json]) => [k, JSON.parse(json)]));
   }
@@ -271,12 +343,14 @@ export class ServiceCaches {
     const pat = pattern === undefined || pattern === null ? "*" : pattern;
     if (typeof pat !== "string" || pat.length > CACHE_NAME_MAX) throw fail("INVALID_ARGUMENT", `a keys pattern must be a string of up to ${CACHE_NAME_MAX} characters ('?' one character, '*' any run of them)`);
     const c = await this.cache(p, systemKey, name, LEVEL.READ, "read");
+    await this.settled(c);
     const all = await this.values.keys(c);
     return (pat === "*" ? all : all.filter((k) => keyMatches(pat, k))).sort();
   }
 
   async delete(p: Principal, systemKey: string, name: unknown, key: unknown): Promise<Noted> {
     const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "delete from");
+    await this.settled(c);
     await this.values.delete(c, checkKey(key));
     this.changed(c);
     return this.note(c);
@@ -284,7 +358,9 @@ export class ServiceCaches {
 
   async flush(p: Principal, systemKey: string, name: unknown): Promise<Noted> {
     const c = await this.cache(p, systemKey, name, LEVEL.DELETE, "flush");
+    await this.settled(c);
     await this.values.flush(c);
+    this.emptied(c);
     this.changed(c);
     return this.note(c);
   }

@@ -5,6 +5,8 @@
 
 /** Bytes a cache may hold: its keys and values (as JSON text, UTF-8) added up. */
 export const CACHE_MAX_BYTES = 1024 * 1024;
+/** A key: 1 to this many characters. */
+export const CACHE_KEY_MAX = 1024;
 
 /** One cache as its values are kept. The definition's id, not its name, says which values are
  *  its: a cache deleted and made again under the same name starts empty, whatever a node that

@@ -72,7 +72,7 @@ export class CacheVersions {
   private readonly draining = new Set<number>();
   private readonly stalls = new Map<number, ReturnType<typeof setTimeout>>();
 
-  constructor(private readonly onLost: (slot: number, ticket: number) => void = () => {}) {}
+  constructor(private readonly onLost: (slot: number, ticket: number) => void = () => {}, private readonly ticketWaitMs = TICKET_WAIT_MS) {}
 
   /** The slot of a cache's values (FNV-1a of its system key and id). */
   slotOf(systemKey: string, id: string): number {
@@ -168,7 +168,7 @@ export class CacheVersions {
       this.onLost(slot, at);
       this.advance(slot);
       void this.drain(slot);
-    }, TICKET_WAIT_MS);
+    }, this.ticketWaitMs);
     timer.unref?.();
     this.stalls.set(slot, timer);
   }

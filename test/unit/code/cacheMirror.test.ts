@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { CacheMirror } from "../../../src/code/cacheMirror.ts";
 import { outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
-import { CacheVersions, type MirrorNote } from "../../../src/domain/cacheVersions.ts";
+import { BOUND_BASE, CacheVersions, ISSUED_BASE, type MirrorNote, type PostedSet } from "../../../src/domain/cacheVersions.ts";
 
 const ok = (data: unknown) => JSON.stringify({ ok: true, data });
 const args = (o: unknown) => JSON.stringify(o);
@@ -244,5 +244,128 @@ describe("in a sandbox", () => {
     expect(outcomeValue((o as { raw: string }).raw)).toEqual([{ n: 41 }, true, { n: 41 }]);
     expect(promised).toEqual([]); // nothing went the promise way
     expect(main.m.calls).toEqual(["cache.set", "cache.get"]); // the missing key, once
+  });
+});
+
+describe("sets made in the worker", () => {
+  /** The main thread, its notes saying the cache's system and TTL (as serviceCaches.ts's do), and
+   *  a worker posting its sets to a list; a run with rights key r1 has set once through the main
+   *  thread (the rights are remembered). */
+  function setUp(levels = 15) {
+    const main = mainThread();
+    main.m.levels = levels;
+    const withCache: RunHooks = {
+      ...main.hooks,
+      block: (op, a) => {
+        const r = JSON.parse(main.answer(op, a));
+        if (r.data?._m) Object.assign(r.data._m, { sk: "sk", ttl: 60_000 });
+        return JSON.stringify(r);
+      },
+    };
+    const posted: PostedSet[] = [];
+    let now = 1_000_000;
+    const w = new CacheMirror(new Int32Array(main.m.versions.buffer), () => now, (m) => posted.push(m));
+    const run = () => w.hooks(withCache, "user/sk/r1");
+    const words = new Int32Array(main.m.versions.buffer);
+    const state = () => ({ issued: words[ISSUED_BASE + main.m.slot], bound: words[BOUND_BASE + main.m.slot], version: words[main.m.slot] });
+    return { main, w, run, posted, state, withCache, tick: (ms: number) => { now += ms; }, now: () => now };
+  }
+
+  test("with the right remembered, a set is made here: a ticket, its bytes reserved, the version moved, posted; a get reads it here", () => {
+    const t = setUp();
+    expect(set(t.run(), "k", 1)).toBe(ok(null));
+    expect(t.main.m.calls).toEqual(["cache.set"]);
+    expect(t.posted).toEqual([]);
+    const before = t.state();
+    const r = t.run();
+    expect(set(r, "k", { n: 2 })).toBe(ok(null));
+    expect(t.main.m.calls).toEqual(["cache.set"]); // not asked
+    expect(t.posted).toEqual([{ t: "w", s: t.main.m.slot, n: before.issued!, sk: "sk", id: "id1", ttl: 60_000, k: "k", j: '{"n":2}', r: 1 + 7, at: t.now() }]);
+    expect(t.state()).toEqual({ issued: before.issued! + 1, bound: before.bound! + 8, version: before.version! + 1 });
+    expect(get(r, "k")).toBe(ok({ found: true, value: { n: 2 } }));
+    expect(get(t.run(), "k")).toBe(ok({ found: true, value: { n: 2 } }));
+    expect(t.main.m.calls).toEqual(["cache.set"]);
+    // another worker's copy went with the version: its next get asks the main thread
+    const other = worker(t.main).hooks(t.main.hooks);
+    get(other, "k");
+    expect(t.main.m.calls).toEqual(["cache.set", "cache.get"]);
+  });
+
+  test("a new key, after another worker's write, starts a copy holding it alone; the copy expires the cache's TTL after the set", () => {
+    const t = setUp();
+    set(t.run(), "a", 1);
+    t.main.m.versions.bump(t.main.m.slot); // another worker's write
+    const r = t.run();
+    set(r, "b", 2);
+    expect(t.posted.length).toBe(1);
+    expect(get(r, "b")).toBe(ok({ found: true, value: 2 }));
+    get(r, "a"); // not in the copy any more: asked for
+    expect(t.main.m.calls).toEqual(["cache.set", "cache.get"]);
+    t.tick(60_000);
+    get(r, "b");
+    expect(t.main.m.calls).toEqual(["cache.set", "cache.get", "cache.get"]);
+  });
+
+  test("the main thread makes the set, and answers, when the worker cannot know: no write right, a bad key or value, over the bytes, rights changed, another user, no rights key", () => {
+    const ro = setUp(1);
+    get(ro.run(), "k"); // read only: remembered
+    expect(set(ro.run(), "k", 1)).toBe(ok(null));
+    expect(ro.main.m.calls).toEqual(["cache.get", "cache.set"]);
+    const t = setUp();
+    set(t.run(), "k", 1);
+    const asked = () => t.main.m.calls.length - 1;
+    const deep = JSON.parse("[".repeat(200) + "]".repeat(200));
+    for (const bad of [
+      args({ cache: "c", key: "k" }), // no value
+      args({ cache: "c", key: "", value: 1 }),
+      args({ cache: "c", key: "x".repeat(1025), value: 1 }),
+      args({ cache: "c", key: "k", value: "x".repeat(1024 * 1024) }),
+      args({ cache: "c", key: "k", value: deep }),
+      args({ cache: "other", key: "k", value: 1 }), // a cache it has not learned of
+    ]) t.run().block!("cache.set", bad, Infinity);
+    expect(asked()).toBe(6);
+    expect(t.posted).toEqual([]);
+    // the slot's bound would go over a cache's limit: the ticket is given up, the main thread asked
+    const words = new Int32Array(t.main.m.versions.buffer);
+    Atomics.add(words, BOUND_BASE + t.main.m.slot, 1024 * 1024 - 1);
+    const before = t.state();
+    set(t.run(), "k", 1);
+    expect(asked()).toBe(7);
+    expect(t.posted).toEqual([{ t: "w", s: t.main.m.slot, n: before.issued! }]);
+    expect(t.state()).toEqual({ ...before, issued: before.issued! + 1, version: before.version! + 1 }); // (the main thread's set moved it)
+    Atomics.sub(words, BOUND_BASE + t.main.m.slot, 1024 * 1024 - 1);
+    // rights changed: asked (and learned again)
+    t.main.m.versions.rightsChanged();
+    set(t.run(), "k", 1);
+    expect(asked()).toBe(8);
+    // a run that signed in as someone else, a run without a rights key (a developer's)
+    const r = t.run();
+    r.block!("user.login", args({}), Infinity);
+    set(r, "k", 1);
+    set(t.w.hooks(t.withCache), "k", 1);
+    expect(asked()).toBe(11);
+    expect(t.posted.length).toBe(1);
+    // and with the right remembered again, made here
+    set(t.run(), "k", 3);
+    expect(asked()).toBe(11);
+    expect(t.posted.length).toBe(2);
+  });
+
+  test("ClearBladeAsync.Cache's set resolves at once, made here", async () => {
+    const t = setUp();
+    set(t.run(), "k", 1);
+    const code = `async function svc(req, resp) {
+      var c = ClearBladeAsync.Cache("c");
+      await c.set("k", { n: 41 });
+      resp.success(await c.get("k"));
+    }`;
+    const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: false }, { memoryBytes: 32 << 20, sliceMs: 500 });
+    try {
+      const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
+      const o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
+      expect(outcomeValue((o as { raw: string }).raw)).toEqual({ n: 41 });
+    } finally { sb.dispose(); }
+    expect(t.main.m.calls).toEqual(["cache.set"]);
+    expect(t.posted.map((p) => p.j)).toEqual(['{"n":41}']);
   });
 });

@@ -3,7 +3,7 @@
 // rights count, and the key of whose rights a run has.
 import { describe, expect, test } from "bun:test";
 import type { Principal } from "../../../src/auth/principal.ts";
-import { CacheVersions, cacheRightsKey, RIGHTS_SLOT, VERSION_SLOTS } from "../../../src/domain/cacheVersions.ts";
+import { BOUND_BASE, CacheVersions, cacheRightsKey, ISSUED_BASE, RIGHTS_SLOT, VERSION_SLOTS } from "../../../src/domain/cacheVersions.ts";
 
 describe("versions", () => {
   test("a change alone gets the version it made; two that overlap, the first none and the last a version a later one replaces", () => {
@@ -62,5 +62,74 @@ describe("rights", () => {
     expect(cacheRightsKey(user(["a", "b"]), "other")).toBeUndefined();
     expect(cacheRightsKey({ kind: "developer", id: "d", email: "d@x", admin: false, tokenHash: "h" }, "sk")).toBeUndefined();
     expect(cacheRightsKey({ kind: "edge", systemKey: "sk", id: "e", name: "e", tokenHash: "h" }, "sk")).toBeUndefined();
+  });
+});
+
+describe("sets a worker made (tickets)", () => {
+  /** What a worker does: takes the slot's next ticket. */
+  const ticket = (v: CacheVersions, slot: number) => Atomics.add(new Int32Array(v.buffer), ISSUED_BASE + slot, 1);
+  const flush = () => new Promise((r) => setTimeout(r, 0));
+
+  test("nothing issued: nothing to wait for; posted sets are applied in ticket order whatever order they come in", async () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id");
+    expect(v.settled(s)).toBeUndefined();
+    const t0 = ticket(v, s), t1 = ticket(v, s), t2 = ticket(v, s);
+    const order: number[] = [];
+    v.posted(s, t2, async () => { order.push(2); });
+    v.posted(s, t1, async () => { order.push(1); });
+    await flush();
+    expect(order).toEqual([]); // ticket 0 has not come
+    v.posted(s, t0, async () => { order.push(0); });
+    await flush();
+    expect(order).toEqual([0, 1, 2]);
+    expect(v.settled(s)).toBeUndefined();
+  });
+
+  test("a call waits for the tickets issued before it, not for later ones; a ticket given up counts as applied; a failed apply does not stop the next", async () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id"), other = v.slotOf("sk", "other");
+    const t0 = ticket(v, s);
+    const waited = v.settled(s);
+    expect(waited).toBeInstanceOf(Promise);
+    expect(v.settled(other)).toBeUndefined(); // another slot: no wait
+    let through = false;
+    void waited!.then(() => { through = true; });
+    const t1 = ticket(v, s); // after the call came: not waited for
+    v.posted(s, t1, async () => {});
+    await flush();
+    expect(through).toBe(false);
+    v.posted(s, t0, null); // given up (its set went to the main thread instead)
+    await flush();
+    expect(through).toBe(true);
+    const t2 = ticket(v, s), t3 = ticket(v, s);
+    let applied3 = false;
+    v.posted(s, t2, async () => { throw new Error("boom"); });
+    v.posted(s, t3, async () => { applied3 = true; });
+    await v.settled(s);
+    expect(applied3).toBe(true);
+  });
+
+  test("a ticket that never comes (its worker ended) is given up after a while, and said so", async () => {
+    const lost: [number, number][] = [];
+    const v = new CacheVersions((slot, t) => lost.push([slot, t]), 30);
+    const s = v.slotOf("sk", "id");
+    const t0 = ticket(v, s), t1 = ticket(v, s);
+    let applied = false;
+    v.posted(s, t1, async () => { applied = true; });
+    const t = Date.now();
+    await v.settled(s);
+    expect(Date.now() - t).toBeGreaterThanOrEqual(25);
+    expect(lost).toEqual([[s, t0]]);
+    expect(applied).toBe(true);
+  });
+
+  test("the bound counts what is reserved, back and forth, and workers see it", () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id");
+    v.reserve(s, 100);
+    v.reserve(s, -40);
+    expect(v.bound(s)).toBe(60);
+    expect(Atomics.load(new Int32Array(v.buffer), BOUND_BASE + s)).toBe(60);
   });
 });

@@ -8,7 +8,7 @@ import { type App, start } from "../../../src/app.ts";
 import { Permissions } from "../../../src/auth/permissions.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { loadConfig } from "../../../src/config.ts";
-import { RIGHTS_SLOT } from "../../../src/domain/cacheVersions.ts";
+import { ISSUED_BASE, RIGHTS_SLOT } from "../../../src/domain/cacheVersions.ts";
 import { ChangeRecorder } from "../../../src/domain/changes.ts";
 import type { DomainDeps } from "../../../src/domain/deps.ts";
 import { ServiceCaches } from "../../../src/domain/serviceCaches.ts";
@@ -293,6 +293,77 @@ describe("notes for code workers (cacheVersions.ts)", () => {
     expect(moved()).toBe(false);
     await caches.remove(dev, sk, "counted");
     expect(moved()).toBe(true);
+  });
+
+  test("a set a worker made (applyPosted) is applied in ticket order; a read, write, delete or flush that comes after its ticket waits for it", async () => {
+    await caches.create(dev, sk, "posted", { ttl: 60 });
+    await caches.create(dev, sk, "elsewhere", { ttl: 60 });
+    const v = caches.versions!, words = new Int32Array(v.buffer);
+    const n = (await caches.set(dev, sk, "posted", "k", 0))!._m;
+    const ticket = () => Atomics.add(words, ISSUED_BASE + n.s, 1);
+    const posted = (t: number, k: string, value: unknown, at = Date.now()) => {
+      const j = JSON.stringify(value), r = k.length + j.length;
+      v.reserve(n.s, r);
+      caches.applyPosted({ t: "w", s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k, j, r, at });
+    };
+    // two sets made on workers, the second posted first
+    const t1 = ticket(), t2 = ticket();
+    let read: unknown;
+    const reading = caches.getValue(dev, sk, "posted", "k").then((r) => { read = r.value; });
+    const writing = caches.set(dev, sk, "posted", "k", "main");
+    posted(t2, "k", "second");
+    // a call on another cache (another slot) is answered meanwhile: this one would have been too
+    expect((await caches.getValue(dev, sk, "elsewhere", "k")).found).toBe(false);
+    expect(read).toBeUndefined();
+    posted(t1, "k", "first");
+    await reading;
+    expect(read).toBe("second");
+    await writing;
+    expect((await caches.getValue(dev, sk, "posted", "k")).value).toBe("main");
+    // delete and flush wait too
+    const t3 = ticket();
+    const deleting = caches.delete(dev, sk, "posted", "k");
+    posted(t3, "k", "third");
+    await deleting;
+    expect((await caches.getValue(dev, sk, "posted", "k")).found).toBe(false);
+    const t4 = ticket();
+    const flushing = caches.flush(dev, sk, "posted");
+    posted(t4, "other", 1);
+    await flushing;
+    expect(await caches.getAll(dev, sk, "posted")).toEqual({});
+    // a ticket given up: the calls after it go on
+    const t5 = ticket();
+    const after = caches.getAll(dev, sk, "posted");
+    caches.applyPosted({ t: "w", s: n.s, n: t5 });
+    expect(await after).toEqual({});
+    await caches.remove(dev, sk, "posted");
+    await caches.remove(dev, sk, "elsewhere");
+  });
+
+  test("a posted set's TTL counts from when it was made; the slot's bound ends at the bytes the cache holds", async () => {
+    await caches.create(dev, sk, "timed", { ttl: 60 });
+    const v = caches.versions!, words = new Int32Array(v.buffer);
+    const n = (await caches.set(dev, sk, "timed", "a", 1))!._m;
+    expect(v.bound(n.s)).toBe(2); // "a" and "1"
+    const t = Atomics.add(words, ISSUED_BASE + n.s, 1);
+    v.reserve(n.s, 2);
+    caches.applyPosted({ t: "w", s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k: "b", j: "2", r: 2, at: Date.now() - 50_000 });
+    expect((await caches.getValue(dev, sk, "timed", "b")).value).toBe(2);
+    expect(v.bound(n.s)).toBe(4);
+    // the note's expiry is the set's time + TTL
+    const x = (await caches.getValue(dev, sk, "timed", "b"))._m!.x!;
+    expect(Math.abs(x - (Date.now() + 10_000))).toBeLessThan(1_000);
+    const t0 = now;
+    now = t0 + 9_000;
+    expect((await caches.getValue(dev, sk, "timed", "a")).found).toBe(true);
+    now = t0 + 11_000;
+    expect((await caches.getValue(dev, sk, "timed", "a")).found).toBe(false);
+    // a write here corrects the bound to what the cache holds now (the expired pairs gone)
+    await caches.set(dev, sk, "timed", "c", 3);
+    expect(v.bound(n.s)).toBe(2);
+    await caches.flush(dev, sk, "timed");
+    expect(v.bound(n.s)).toBe(0);
+    await caches.remove(dev, sk, "timed");
   });
 
   test("values kept elsewhere (Redis, a cluster): no versions, no notes", async () => {

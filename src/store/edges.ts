@@ -70,6 +70,15 @@ export const edgesRepo = {
     if (!keys.length) return;
     await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`, [...keys.map((k) => changes[k]), systemKey, name]);
   },
+  /** When edges of a system were heard from, and the positions of those given one: one statement
+   *  for them all (a fleet's acknowledgements of one change, written together). */
+  async talked(ex: Executor, systemKey: string, lastTalked: number, edges: { name: string; cursor: number | null }[]) {
+    if (!edges.length) return;
+    const moved = edges.filter((e) => e.cursor !== null);
+    const cursor = moved.length ? `, cursor = CASE name ${moved.map(() => "WHEN ? THEN ?").join(" ")} ELSE cursor END` : "";
+    await ex.run(`UPDATE edges SET last_talked = ?${cursor} WHERE system_key = ? AND name IN (${edges.map(() => "?").join(", ")})`,
+      [lastTalked, ...moved.flatMap((e) => [e.name, e.cursor]), systemKey, ...edges.map((e) => e.name)]);
+  },
   async delete(ex: Executor, systemKey: string, name: string) {
     await ex.run(`DELETE FROM edge_template_entries WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);
     await ex.run(`DELETE FROM sync_status WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);

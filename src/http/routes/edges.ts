@@ -104,20 +104,30 @@ export const edgeRoutes = (s: Services) => {
   if (s.sync) {
     const hub = s.sync;
     const sockets = new WeakMap<object, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
-    const socket = (ws: { raw: object; send(t: string): unknown; close(c?: number, r?: string): unknown }) => {
+    // Bun's own socket: its text send, not the wrapper's (which checks every message against a
+    // schema this route does not have)
+    const socket = (ws: { raw: object }) => {
       let x = sockets.get(ws.raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
-        x = { send: (t) => { ws.send(t); }, close: (c, r) => { ws.close(c, r); }, terminate: () => { (ws.raw as { terminate?(): void }).terminate?.(); },
-          sendBinary: (b) => { (ws.raw as { sendBinary(b: Uint8Array): unknown }).sendBinary(b); },
-          remote: (ws.raw as { remoteAddress?: string }).remoteAddress,
-          buffered: () => (ws.raw as { getBufferedAmount?(): number }).getBufferedAmount?.() ?? 0 };
+        const raw = ws.raw as { sendText(t: string): unknown; sendBinary(b: Uint8Array): unknown; close(c?: number, r?: string): unknown; terminate?(): void; remoteAddress?: string; getBufferedAmount?(): number };
+        x = { send: (t) => { raw.sendText(t); }, close: (c, r) => { raw.close(c, r); }, terminate: () => { raw.terminate?.(); },
+          sendBinary: (b) => { raw.sendBinary(b); }, remote: raw.remoteAddress, buffered: () => raw.getBufferedAmount?.() ?? 0 };
         sockets.set(ws.raw, x);
       }
       return x;
     };
     app = app.ws(SYNC_PATH, {
-      open(ws: unknown) { hub.open(socket(ws as never)); },
+      open(ws: unknown) {
+        const x = socket(ws as never);
+        hub.open(x);
+        // An edge's messages go to the hub as Bun hands them over: Elysia's handler parses each
+        // and wraps its socket in a new object (binding a dozen methods), which for a fleet's
+        // acknowledgements and pings was a large part of the platform's work. Bun calls the
+        // handler kept on the connection's data, which Elysia made for this connection alone.
+        const data = (ws as { raw: { data?: { message?: unknown } } }).raw.data;
+        if (data && typeof data.message === "function") data.message = (_raw: unknown, msg: unknown) => { void hub.message(x, msg); };
+      },
       message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
       close(ws: unknown, code?: number, reason?: string) { void hub.close(socket(ws as never), code, reason); },
     } as never) as unknown as Elysia;

@@ -9,7 +9,6 @@ import type { HubState } from "./state.ts";
 import { record } from "./writes.ts";
 
 export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "ack" }>) {
-  const at = nowIso();
   const sk = s.edge.system_key, edge = s.edge.name;
   const was = s.awaiting;
   s.awaiting = null;
@@ -21,7 +20,7 @@ export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, {
     // the outcomes of batches acknowledged before are older than the snapshot's
     await h.writes.flushOne(s);
     await h.d.db.tx(async (tx) => {
-      await record(tx, sk, edge, [...r.results.values()], at);
+      await record(tx, sk, edge, [...r.results.values()], nowIso());
       if (r.template) await edgesRepo.snapshotDone(tx, sk, edge, s.edge.incarnation, JSON.stringify(r.template), r.job.kind === "full" ? r.seq : null);
       if (r.job.kind === "full") await edgesRepo.update(tx, sk, edge, { last_talked: nowSeconds() });
     });
@@ -36,7 +35,8 @@ export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, {
     // never past what was sent (an acknowledgement of something else is not a position)
     const moved = m.upTo > s.cursor && m.upTo <= s.sent;
     if (moved) s.cursor = m.upTo;
-    if (moved || m.results.length) h.writes.acknowledged(s, moved, m.results, at);
+    // (the time only for outcomes: an acknowledgement without any is what a fleet sends most)
+    if (moved || m.results.length) h.writes.acknowledged(s, moved, m.results, m.results.length ? nowIso() : "");
   }
   await s.pump();
 }

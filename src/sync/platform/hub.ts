@@ -28,8 +28,10 @@ import { up } from "./uplink.ts";
 
 /** How often, in a cluster, idle sessions look at their log again (a lost signal costs at most this). */
 const CATCH_UP_ELSEWHERE_MS = 5_000;
-/** Sessions woken by a change between two turns of the event loop. */
-const WAKE_SLICE = 2_000;
+/** How long a change's sends hold the event loop at most before giving it back (ms): the API
+ *  and the first edges' acknowledgements are answered between. */
+const WAKE_TURN_MS = 10;
+const WAKE_FIRST_SLICE = 500, WAKE_MIN_SLICE = 50, WAKE_MAX_SLICE = 4_000;
 
 export { LINK_EVENTS_KEPT } from "../../store/linkEvents.ts";
 export type { AssetStatus, ControlRequest, ElsewhereHub, HubDeps, RelayRequest, Socket } from "./types.ts";
@@ -122,12 +124,20 @@ export class SyncHub {
     if (sessions?.size) void this.wakeInSlices([...sessions], assets);
   }
 
-  /** The sessions' sends WAKE_SLICE at a time, the event loop given back between slices: one
-   *  burst of thousands of sends held the API and the first edges' acknowledgements. */
+  /** The sessions' sends, the event loop given back every WAKE_TURN_MS: one burst of thousands
+   *  of sends held the API and the first edges' acknowledgements (slices of a fixed 2,000 sends
+   *  still held /health for about 100 ms each at 10,000 edges). */
   private async wakeInSlices(sessions: EdgeSession[], assets: ReadonlySet<string>) {
-    for (let i = 0; i < sessions.length; i += WAKE_SLICE) {
-      if (i) await new Promise((r) => setImmediate(r));
-      for (const s of sessions.slice(i, i + WAKE_SLICE)) if (s.wants(assets)) void s.pump(); else s.later();
+    // a pump sends after its first await, so a slice's cost shows only once the loop comes back:
+    // each slice is sized from how long the last one took
+    let slice = WAKE_FIRST_SLICE;
+    for (let i = 0; i < sessions.length;) {
+      const t0 = performance.now(), end = Math.min(sessions.length, i + slice);
+      for (; i < end; i++) { const s = sessions[i]!; if (s.wants(assets)) void s.pump(); else s.later(); }
+      if (i === sessions.length) break;
+      await new Promise((r) => setImmediate(r));
+      const took = performance.now() - t0;
+      slice = Math.max(WAKE_MIN_SLICE, Math.min(WAKE_MAX_SLICE, Math.round(slice * WAKE_TURN_MS / Math.max(took, 0.1))));
     }
   }
 

@@ -101,12 +101,22 @@ export class EdgeWrites {
     for (let i = 0; i < batch.length; i += PER_TX) {
       if (i) await new Promise((r) => setImmediate(r));
       await this.d.db.tx(async (tx) => {
+        // what most edges have waiting (a position, being heard from) goes in one statement per system
+        // (by name: of an edge's replaced link and its new one, the later counts)
+        const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
         for (const w of batch.slice(i, i + PER_TX)) {
           const sk = w.s.edge.system_key, edge = w.s.edge.name;
+          if (!w.hello && !w.results.length) {
+            let list = plain.get(sk);
+            if (!list) plain.set(sk, list = new Map());
+            list.set(edge, { name: edge, cursor: w.cursor ? w.s.cursor : null });
+            continue;
+          }
           for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
           await edgesRepo.update(tx, sk, edge, { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now });
           if (w.hello) await clusterRepo.holdEdge(tx, sk, edge, w.hello.nodeId);
         }
+        for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
       });
     }
     for (let i = 0; i < events.length; i += PER_TX) {

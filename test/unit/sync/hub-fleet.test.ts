@@ -90,6 +90,7 @@ describe("a fleet on the sync hub", () => {
 
   test("acknowledgements are written together, and the records show them once read", async () => {
     const writes = spyOn(edgesRepo, "update");
+    const talked = spyOn(edgesRepo, "talked");
     const db = app.db as unknown as { tx: (...a: unknown[]) => unknown };
     const txs = spyOn(db, "tx");
     try {
@@ -101,11 +102,16 @@ describe("a fleet on the sync hub", () => {
       const head = edges[0]!.got.filter((m) => m.t === "batch" && !m.snapshot).at(-1).upTo;
       expect(head).toBeGreaterThan(acknowledged);
       for (const e of list) { expect(e.cursor).toBe(head); expect(e.sync_lag).toBe(0); }
-      // FLEET acknowledgements in a few transactions (the insert's own included), not one each
-      expect(writes.mock.calls.length).toBe(FLEET);
+      // FLEET acknowledgements in a few transactions (the insert's own included), not one each,
+      // and in one statement per batch of writes, not one per edge
+      expect(writes.mock.calls.length).toBe(0);
+      expect(talked.mock.calls.length).toBeGreaterThanOrEqual(1);
+      expect(talked.mock.calls.length).toBeLessThanOrEqual(3);
+      expect(talked.mock.calls.reduce((n, c) => n + c[3].filter((e) => e.cursor === head).length, 0)).toBe(FLEET);
       expect(txs.mock.calls.length).toBeLessThanOrEqual(4);
     } finally {
       writes.mockRestore();
+      talked.mockRestore();
       txs.mockRestore();
     }
   });

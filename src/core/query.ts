@@ -299,7 +299,14 @@ export function serializeQuery(q: Query, pageNum: number, after: Continuation | 
 
 /** One text per parsed query: equal queries, however they were spelled, give equal texts (what
  *  compiled queries are cached by). */
-export const canonicalQuery = (q: Query): string => serializeQuery(q, q.pageNum, q.after ?? null);
+export const canonicalQuery = (q: Query): string => {
+  let text = canonicalTexts.get(q);
+  if (text === undefined) canonicalTexts.set(q, (text = serializeQuery(q, q.pageNum, q.after ?? null)));
+  return text;
+};
+/** A parsed query is not changed once made: its text is built once (a polled query reuses its
+ *  parse, see the data routes). */
+const canonicalTexts = new WeakMap<Query, string>();
 
 /** What a fetch of a collection found: one page of rows, the rows the query matches in all, and
  *  whether a next page follows, starting after a row (`after`) or, when null, by its number. */

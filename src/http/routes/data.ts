@@ -19,9 +19,22 @@ const byName: Resolve = Object.assign((s: Services, p: Principal, params: Params
 const byId: Resolve = Object.assign((s: Services, p: Principal, params: Params) => s.collections.byIdFor(p, params.key!),
   { now: (s: Services, p: Principal, params: Params) => s.collections.byIdNow(p, params.key!) });
 
+/** Raw query strings of fetches with their parse (null: does not parse): a client polling the
+ *  same query is not parsed again. Bounded: past this it starts over. */
+const parsedQueries = new Map<string, Query | null>();
+const PARSED_QUERIES_MAX = 1000;
+
 /** A fetch's query parsed, or null when it does not parse. */
-function parsedOrNull(text: string | null): Query | null {
-  try { return parseQuery(text ?? undefined, { continuation: true }); } catch { return null; }
+function parsedOrNull(request: Request): Query | null {
+  const url = request.url;
+  const search = url.indexOf("?");
+  const raw = search < 0 ? "" : url.slice(search);
+  let q = parsedQueries.get(raw);
+  if (q !== undefined) return q;
+  try { q = parseQuery(queryOf(request).get("query") ?? undefined, { continuation: true }); } catch { q = null; }
+  if (parsedQueries.size >= PARSED_QUERIES_MAX) parsedQueries.clear();
+  parsedQueries.set(raw, q);
+  return q;
 }
 
 /** The four item operations plus count and columns, under one addressing. */
@@ -44,7 +57,7 @@ function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pa
       // long way, which tells a caller without rights that first)
       const known = knownCaller(s.tokens, request);
       const cached = known && resolve.now(s, known, params as unknown as Params);
-      const q = cached ? parsedOrNull(queryOf(request).get("query")) : null;
+      const q = cached ? parsedOrNull(request) : null;
       const hit = known && cached && q ? s.collections.fetchNow(known, cached, q) : undefined;
       if (hit) return fetchPage(pages, q!, hit);
       return readQuery(request, params).then(async ({ p, c, q }) => fetchPage(pages, q, await s.collections.fetch(p, c, q)));

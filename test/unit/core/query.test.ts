@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
 import { toSql, type ColumnType } from "../../../src/core/columns.ts";
 import {
-  compileLimit, compileOrder, compileWhere, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, OPERATORS, parseQuery,
+  canonicalQuery, compileLimit, compileOrder, compileWhere, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, OPERATORS, parseQuery,
   plainColumns, selectedColumns, serializeQuery, type Query,
 } from "../../../src/core/query.ts";
 import { openDb, type Db } from "../../../src/store/db.ts";
@@ -546,5 +546,17 @@ describe("compiled SQL against a real database", () => {
     const w = compileWhere(parseQuery([[{ EQ: [{ active: true }] }], [{ EQ: [{ active: false }] }]]).filters, COLS);
     const rows = await db.all<{ id: number }>(`SELECT id FROM t WHERE age >= ? AND (${w.sql}) ORDER BY id`, [30, ...w.args]);
     expect(rows.map((r) => r.id)).toEqual(expected((r) => r.age !== null && r.age >= 30 && r.active !== null));
+  });
+});
+
+describe("canonicalQuery", () => {
+  test("equal queries however spelled give one text, and a parse's text is kept with it", () => {
+    const a = parseQuery(JSON.stringify({ FILTERS: [[{ EQ: [{ sensor: "s-1" }] }]], PAGESIZE: 10 }), { continuation: true });
+    const b = parseQuery(JSON.stringify({ PAGESIZE: 10, FILTERS: [[{ EQ: [{ sensor: "s-1" }] }]], PAGENUM: 1 }), { continuation: true });
+    const c = parseQuery(JSON.stringify({ FILTERS: [[{ EQ: [{ sensor: "s-2" }] }]], PAGESIZE: 10 }), { continuation: true });
+    expect(canonicalQuery(a)).toBe(canonicalQuery(b));
+    expect(canonicalQuery(a)).not.toBe(canonicalQuery(c));
+    expect(canonicalQuery(a)).toBe(canonicalQuery(a));
+    expect(JSON.parse(canonicalQuery(c)).FILTERS).toEqual([[{ EQ: [{ sensor: "s-2" }] }]]);
   });
 });

@@ -28,7 +28,7 @@ import { Admission, CLIENT_ID_MAX } from "./admission.ts";
 import { Grants } from "./grants.ts";
 import { KeepaliveWheel, leanListeners, listenerCounts } from "./lean.ts";
 import { MqttListeners } from "./listeners.ts";
-import { fastPublishIn, fastPublishOut } from "./publish.ts";
+import { fastPublishIn, fastPublishOut, withFrameParser } from "./publish.ts";
 import { inSystem, ownTopic, type Session } from "./session.ts";
 import { dollarBlocked, type Handler, parseShare, SharedSubscriptions, startsWithWildcard } from "./shared.ts";
 import { coalesceWrites } from "./writes.ts";
@@ -191,7 +191,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     // the address a CONNECT's session keeps (a WebSocket's comes from its upgrade request)
     if (ip !== undefined) Object.defineProperty(stream, "remoteAddress", { value: ip });
     const before = listenerCounts(stream);
-    const client = this.aedes.handle(stream as net.Socket);
+    const client = withFrameParser(() => this.aedes.handle(stream as net.Socket));
     leanListeners(client, before);
     fastPublishIn(client).prependListener("packet", this.inbound);
     fastPublishOut(client, this.grantedQoS);

@@ -113,12 +113,23 @@ export class FrameParser extends EventEmitter {
   }
 }
 
-/** Gives the client a FrameParser in place of aedes' parser, with that one's listeners (aedes
- *  made it in the client's constructor and listens on it; nothing else holds it). Call it right
- *  after aedes' handle(), before any bytes are read. */
+/** Runs `handle` (aedes' handle(), which makes a client and its parser) with mqtt-packet making
+ *  a FrameParser as the parser: aedes' own is never made (making it, to drop it at once, left its
+ *  stream's pieces to fragment the heap). Synchronous, so nothing else makes a parser meanwhile. */
+export function withFrameParser<T>(handle: () => T): T {
+  const m = mqttPacket as unknown as { parser: () => unknown };
+  const parser = m.parser;
+  m.parser = () => new FrameParser();
+  try { return handle(); } finally { m.parser = parser; }
+}
+
+/** The client's FrameParser: the one it was made with (withFrameParser), or one put in place of
+ *  aedes' parser, with that one's listeners (aedes listens on it; nothing else holds it). Call it
+ *  right after aedes' handle(), before any bytes are read. */
 export function fastPublishIn(client: Client): FrameParser {
   const c = client as unknown as { _parser: EventEmitter & { client: unknown; _queue: unknown[] | null } };
   const old = c._parser;
+  if (old instanceof FrameParser) return old;
   const parser = new FrameParser();
   parser.client = old.client;
   parser._queue = old._queue;

@@ -26,8 +26,9 @@ import type { Systems } from "../domain/systems.ts";
 import type { Decision, Throttle } from "../throttle/throttle.ts";
 import { Admission, CLIENT_ID_MAX } from "./admission.ts";
 import { Grants } from "./grants.ts";
+import { KeepaliveWheel, leanListeners, listenerCounts } from "./lean.ts";
 import { MqttListeners } from "./listeners.ts";
-import { fastPublishIn, fastPublishOut } from "./publish.ts";
+import { fastPublishIn, fastPublishOut, withFrameParser } from "./publish.ts";
 import { inSystem, ownTopic, type Session } from "./session.ts";
 import { dollarBlocked, type Handler, parseShare, SharedSubscriptions, startsWithWildcard } from "./shared.ts";
 import { coalesceWrites } from "./writes.ts";
@@ -87,6 +88,12 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
 
   private readonly listeners: MqttListeners;
   private readonly admission: Admission;
+  /** connected clients' keepalives, in place of a timer each (see lean.ts); a client silent past
+   *  its keepalive ends as aedes ends it */
+  private readonly keepalives = new KeepaliveWheel((client) => {
+    this.aedes.emit("keepaliveTimeout", client);
+    (client as unknown as import("node:events").EventEmitter).emit("error", new Error("keep alive timeout"));
+  });
 
   constructor(private readonly d: BrokerDeps) {
     this.listeners = new MqttListeners(d.config, (stream, ip) => this.accept(stream, ip));
@@ -181,33 +188,44 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   /** Hands a connection to aedes, rewriting the client's topics into its system's space. */
   private accept(stream: net.Socket | Duplex, ip?: string): Client {
     coalesceWrites(stream);
-    const client = this.aedes.handle(stream as net.Socket);
-    fastPublishIn(client);
+    // the address a CONNECT's session keeps (a WebSocket's comes from its upgrade request)
+    if (ip !== undefined) Object.defineProperty(stream, "remoteAddress", { value: ip });
+    const before = listenerCounts(stream);
+    const client = withFrameParser(() => this.aedes.handle(stream as net.Socket));
+    leanListeners(client, before);
+    fastPublishIn(client).prependListener("packet", this.inbound);
     fastPublishOut(client, this.grantedQoS);
     this.trackGrants(client);
-    const remote = ip ?? (stream as net.Socket).remoteAddress ?? "";
-    const c = client as unknown as { _parser: import("node:events").EventEmitter };
-    c._parser.prependListener("packet", (packet: Record<string, any>) => {
-      if (packet.cmd === "connect") {
-        const key = packet.password ? Buffer.from(packet.password).toString("utf8") : "";
-        const prefix = `${key}/`;
-        // aedes makes up an id for a client that sent none; this does the same, in the system's space
-        const clientId: string = packet.clientId || `aedes_${randomUUID()}`;
-        this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: null,
-          keptWithoutId: !packet.clientId && packet.clean === false });
-        packet.clientId = prefix + clientId;
-        if (packet.will) packet.will.topic = prefix + packet.will.topic;
-        return;
-      }
-      const s = this.sessions.get(client);
-      if (!s) return;
-      if (packet.cmd === "publish") packet.topic = s.prefix + packet.topic;
-      else if (packet.cmd === "disconnect") s.endedBy ??= "DISCONNECT";
-      else if (packet.cmd === "puback" || packet.cmd === "pubrec") this.shared.acked(client, packet.messageId);
-      else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
-      else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
-    });
     return client;
+  }
+
+  /** Every packet a client sends, before aedes sees it (`this`: the client's parser): a CONNECT
+   *  makes the session; the topics of the others go into the system's space. One function for
+   *  every client (a closure of each would cost memory on every idle connection). */
+  private readonly inbound = ((broker: MqttBroker) => function (this: { client: unknown }, packet: Record<string, any>) {
+    broker.rewriteInbound(this.client as Client, packet);
+  })(this);
+
+  private rewriteInbound(client: Client, packet: Record<string, any>) {
+    if (packet.cmd === "connect") {
+      const key = packet.password ? Buffer.from(packet.password).toString("utf8") : "";
+      const prefix = `${key}/`;
+      // aedes makes up an id for a client that sent none; this does the same, in the system's space
+      const clientId: string = packet.clientId || `aedes_${randomUUID()}`;
+      const remote = (client as unknown as { conn: { remoteAddress?: string } }).conn.remoteAddress ?? "";
+      this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: null,
+        keptWithoutId: !packet.clientId && packet.clean === false });
+      packet.clientId = prefix + clientId;
+      if (packet.will) packet.will.topic = prefix + packet.will.topic;
+      return;
+    }
+    const s = this.sessions.get(client);
+    if (!s) return;
+    if (packet.cmd === "publish") packet.topic = s.prefix + packet.topic;
+    else if (packet.cmd === "disconnect") s.endedBy ??= "DISCONNECT";
+    else if (packet.cmd === "puback" || packet.cmd === "pubrec") this.shared.acked(client, packet.messageId);
+    else if (packet.cmd === "subscribe") for (const sub of packet.subscriptions) sub.topic = inSystem(s.prefix, sub.topic);
+    else if (packet.cmd === "unsubscribe") packet.unsubscriptions = packet.unsubscriptions.map((t: string) => inSystem(s.prefix, t));
   }
 
   /** Keeps the client's grants in step with its subscriptions (before it can subscribe). A QoS 0
@@ -330,6 +348,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
   }
 
   private connected(client: Client) {
+    this.keepalives.adopt(client);
     const s = this.sessions.get(client);
     if (!s?.principal) return;
     let set = this.bySystem.get(s.systemKey);
@@ -442,6 +461,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
     const deadline = Date.now() + DRAIN_MS;
     while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     this.shared?.stop();
+    this.keepalives.stop();
     await new Promise<void>((r) => (this.aedes ? this.aedes.close(() => r()) : r()));
     await this.listeners.close();
   }

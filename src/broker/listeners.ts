@@ -7,6 +7,7 @@ import tls from "node:tls";
 import type { Client } from "aedes";
 import { Duplex } from "node:stream";
 import type { Config } from "../config.ts";
+import { listenTcp } from "./tcp.ts";
 
 export class MqttListeners {
   readonly ports: Record<string, number> = {};
@@ -19,7 +20,10 @@ export class MqttListeners {
 
   async start() {
     const c = this.config;
-    await this.listenTcp("mqtt", net.createServer((s) => this.accept(s)), c.mqttPort);
+    // plain TCP on Bun's sockets (see tcp.ts); TLS stays on node:tls
+    const plain = listenTcp(c.httpHost, c.mqttPort, (conn) => this.accept(conn as unknown as Duplex));
+    this.ports.mqtt = plain.port;
+    this.servers.push({ name: "mqtt", close: async () => plain.stop(true) });
     this.listenWs("mqtt-ws", c.mqttWsPort);
     if (c.tlsCert && c.tlsKey) {
       const creds = { cert: readFileSync(c.tlsCert), key: readFileSync(c.tlsKey) };

@@ -4,7 +4,8 @@
 // in, and on the way out a setImmediate, a packet copy and writeToStream's four or five writes per
 // delivery. Here:
 // - in: the bytes are split into frames; a QoS 0 or 1 PUBLISH of an MQTT 3.1/3.1.1 client is
-//   decoded directly and emitted as the same packet object, every other frame goes to aedes' parser whole;
+//   decoded directly and emitted as the same packet object, every other frame goes whole to one
+//   mqtt-packet parser shared by every connection (FrameParser replaces aedes' parser of each);
 // - out: a QoS 0 delivery, and a QoS 1 delivery to a clean session (nothing of it is stored: aedes
 //   only numbers it), to an MQTT 3.1/3.1.1 client is encoded as one buffer and written (into the
 //   connection's batch, see writes.ts); it completes at once unless the connection must drain.
@@ -12,60 +13,130 @@
 //   through mqemitter's queue (aedes defers every delivery a turn for fear of both).
 // Everything else (QoS 2, persistent sessions' QoS 1, MQTT 5, a connection not yet connected)
 // takes aedes' own path.
+import { EventEmitter } from "node:events";
 import type { Client } from "aedes";
+import mqttPacket from "mqtt-packet";
 
 const PUBLISH = 3;
 /** The largest packet a client may send (MQTT allows 256 MiB; one such packet is a gateway's
  *  memory): the HTTP API's body limit. A bigger one is a protocol error that closes the connection. */
 export const MAX_PACKET_BYTES = 32 * 1024 * 1024;
 
-interface ParserLike {
-  parse(buf: Buffer): number;
-  emit(event: "packet" | "error", value: unknown): boolean;
-  settings: { protocolVersion?: number };
+interface Settings { protocolVersion?: number; bridgeMode?: boolean }
+
+/** mqtt-packet's parser, one for every connection: each frame it is given is whole (split by
+ *  FrameParser), so between frames it holds nothing of a connection but the settings it is
+ *  handed for the frame. What it emits is taken here and emitted by the connection's parser. */
+type MqttPacketParser = EventEmitter & { settings: Settings; parse(b: Buffer): number; error: Error | null; _list: { length: number }; _stateCounter: number; _pos: number; _resetState(): void };
+let shared: MqttPacketParser | null = null;
+let parsed: Record<string, unknown> | null = null;
+let parseError: Error | null = null;
+function sharedParser() {
+  if (shared) return shared;
+  shared = mqttPacket.parser() as unknown as MqttPacketParser;
+  shared.on("packet", (p: Record<string, unknown>) => { parsed = p; });
+  shared.on("error", (e: Error) => { parseError = e; });
+  return shared;
 }
 
-/** Splits what the client sends into frames and decodes QoS 0 PUBLISH frames itself. */
-export function fastPublishIn(client: Client): void {
-  const parser = (client as unknown as { _parser: ParserLike })._parser;
-  const parseFrame = parser.parse.bind(parser);
+/** A connection's parser, in place of the one aedes makes for every client (mqtt-packet's Parser:
+ *  an EventEmitter with a BufferList stream, a packet being filled and the CONNECT packet, about
+ *  1.5 KB on each idle connection). This one holds the bytes not yet parsed and the protocol
+ *  version: it splits them into frames, decodes a QoS 0 or 1 PUBLISH of an MQTT 3.1/3.1.1 client
+ *  itself and hands every other frame whole to the shared mqtt-packet parser. It emits 'packet'
+ *  and 'error' as aedes' did, to the listeners aedes gave that one. */
+export class FrameParser extends EventEmitter {
+  /** aedes': the client, and the packets read before its CONNECT was accepted */
+  client: unknown = null;
+  _queue: unknown[] | null = null;
+  settings: Settings = {};
   // bytes not yet parsed: `pending`, then `later` while a frame known to be longer is incomplete
   // (joined once the frame is whole: joining every chunk would copy a big frame quadratically)
-  let pending: Buffer | null = null;
-  let later: Buffer[] = [];
-  let laterBytes = 0;
-  let need = 0;
-  let busy = false;
+  private pending: Buffer | null = null;
+  private later: Buffer[] | null = null;
+  private laterBytes = 0;
+  private need = 0;
+  private busy = false;
 
-  parser.parse = (chunk: Buffer): number => {
-    if (pending === null || pending.length === 0) pending = chunk;
-    else if (pending.length + laterBytes + chunk.length < need) { later.push(chunk); laterBytes += chunk.length; return pending.length + laterBytes; }
-    else { pending = Buffer.concat([pending, ...later, chunk]); later = []; laterBytes = 0; }
+  parse(chunk: Buffer): number {
+    if (this.pending === null || this.pending.length === 0) this.pending = chunk;
+    else if (this.pending.length + this.laterBytes + chunk.length < this.need) { (this.later ??= []).push(chunk); this.laterBytes += chunk.length; return this.pending.length + this.laterBytes; }
+    else { this.pending = Buffer.concat([this.pending, ...(this.later ?? []), chunk]); this.later = null; this.laterBytes = 0; }
     // a packet handled synchronously can read the socket again: the running loop takes the bytes
-    if (busy) return pending.length;
-    busy = true;
-    need = 0;
+    if (this.busy) return this.pending.length;
+    this.busy = true;
+    this.need = 0;
     try {
-      while (pending !== null && pending.length > 0) {
-        const buf: Buffer = pending;
+      while (this.pending !== null && this.pending.length > 0) {
+        const buf: Buffer = this.pending;
         const header = frameHeader(buf);
         if (header === null) break; // an incomplete header: wait for more bytes
-        if (header === undefined) { pending = null; parseFrame(buf); break; } // malformed: aedes' parser reports it
+        if (header === undefined) { this.pending = null; this.parseWhole(buf); break; } // malformed: mqtt-packet reports it
         const [bodyStart, end] = header;
-        if (end - bodyStart > MAX_PACKET_BYTES) { pending = null; parser.emit("error", new Error(`packet larger than ${MAX_PACKET_BYTES} bytes`)); break; }
-        if (end > buf.length) { need = end; break; }
-        pending = end === buf.length ? null : buf.subarray(end);
-        const v = parser.settings.protocolVersion;
+        if (end - bodyStart > MAX_PACKET_BYTES) { this.pending = null; this.emit("error", new Error(`packet larger than ${MAX_PACKET_BYTES} bytes`)); break; }
+        if (end > buf.length) { this.need = end; break; }
+        this.pending = end === buf.length ? null : buf.subarray(end);
+        const v = this.settings.protocolVersion;
         const qosBits = buf[0]! & 0x06;
         const packet = buf[0]! >> 4 === PUBLISH && qosBits <= 2 && (v === 4 || v === 3) ? publishFrame(buf, bodyStart, end, qosBits >> 1) : null;
-        if (packet) parser.emit("packet", packet);
-        else parseFrame(buf.subarray(0, end));
+        if (packet) this.emit("packet", packet);
+        else this.parseWhole(buf.subarray(0, end));
       }
     } finally {
-      busy = false;
+      this.busy = false;
     }
-    return pending?.length ?? 0;
-  };
+    return this.pending?.length ?? 0;
+  }
+
+  /** One whole frame (or a malformed rest) through the shared mqtt-packet parser. */
+  parseWhole(frame: Buffer) {
+    const p = sharedParser();
+    p.settings = this.settings;
+    parsed = null;
+    parseError = null;
+    try {
+      p.parse(frame);
+    } finally {
+      // nothing of this connection stays in it: a frame it did not finish, or an error, is dropped
+      // (its reset leaves the read position, which it otherwise zeroes only after a whole packet)
+      if (p.error || p._list.length > 0 || p._stateCounter !== 0) { p._resetState(); p._pos = 0; }
+      p.error = null;
+    }
+    const packet = parsed as Record<string, unknown> | null, err = parseError as Error | null;
+    parsed = null;
+    parseError = null;
+    if (err) { this.emit("error", err); return; }
+    if (!packet) return;
+    // a CONNECT sets the protocol version of what follows (only that: the packet holds the credentials)
+    if (packet.cmd === "connect") this.settings = packet.bridgeMode ? { protocolVersion: packet.protocolVersion as number, bridgeMode: true } : { protocolVersion: packet.protocolVersion as number };
+    this.emit("packet", packet);
+  }
+}
+
+/** Runs `handle` (aedes' handle(), which makes a client and its parser) with mqtt-packet making
+ *  a FrameParser as the parser: aedes' own is never made (making it, to drop it at once, left its
+ *  stream's pieces to fragment the heap). Synchronous, so nothing else makes a parser meanwhile. */
+export function withFrameParser<T>(handle: () => T): T {
+  const m = mqttPacket as unknown as { parser: () => unknown };
+  const parser = m.parser;
+  m.parser = () => new FrameParser();
+  try { return handle(); } finally { m.parser = parser; }
+}
+
+/** The client's FrameParser: the one it was made with (withFrameParser), or one put in place of
+ *  aedes' parser, with that one's listeners (aedes listens on it; nothing else holds it). Call it
+ *  right after aedes' handle(), before any bytes are read. */
+export function fastPublishIn(client: Client): FrameParser {
+  const c = client as unknown as { _parser: EventEmitter & { client: unknown; _queue: unknown[] | null } };
+  const old = c._parser;
+  if (old instanceof FrameParser) return old;
+  const parser = new FrameParser();
+  parser.client = old.client;
+  parser._queue = old._queue;
+  for (const event of ["packet", "error"] as const) for (const l of old.listeners(event)) parser.on(event, l as (...a: unknown[]) => void);
+  old.removeAllListeners();
+  c._parser = parser as unknown as typeof old;
+  return parser;
 }
 
 /** [body start, frame end] of the frame at the start of buf; null if its header is incomplete,

@@ -6,7 +6,7 @@ import net from "node:net";
 import { Aedes, type Client } from "aedes";
 import mqtt, { type MqttClient } from "mqtt";
 import mqttPacket from "mqtt-packet";
-import { MAX_PACKET_BYTES, encodePublish, encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
+import { FrameParser, MAX_PACKET_BYTES, encodePublish, encodePublish0, fastPublishIn, fastPublishOut } from "../../../src/broker/publish.ts";
 import { coalesceWrites } from "../../../src/broker/writes.ts";
 
 type Version = 3 | 4 | 5;
@@ -25,19 +25,20 @@ const pub0 = (topic: string, payload: string | Buffer, extra: AnyPacket = {}) =>
 type ParserLike = ReturnType<typeof mqttPacket.parser> & { settings: { protocolVersion?: number } };
 
 /** A parser as aedes makes one, after `connect` of version v: what it emits is collected (as
- *  copies of the fields at emit time). `fast` puts fastPublishIn in front of it; `handed` then
- *  records each chunk the fast path gave mqtt-packet's own parse. */
+ *  copies of the fields at emit time). `fast`: fastPublishIn replaces it (as the broker does, with
+ *  its listeners); `handed` then records each chunk the FrameParser gave the shared mqtt-packet parser. */
 function parserAfterConnect(v: Version, fast: boolean) {
-  const parser = mqttPacket.parser() as ParserLike;
+  const aedesParser = mqttPacket.parser() as ParserLike;
   const packets: AnyPacket[] = [];
   const errors: Error[] = [];
   const handed: Buffer[] = [];
-  parser.on("packet", (p) => packets.push({ ...p }));
-  parser.on("error", (e) => errors.push(e));
+  aedesParser.on("packet", (p) => packets.push({ ...p }));
+  aedesParser.on("error", (e) => errors.push(e));
+  let parser: ParserLike | FrameParser = aedesParser;
   if (fast) {
-    const parse = parser.parse.bind(parser);
-    parser.parse = (b: Buffer) => { handed.push(Buffer.from(b)); return parse(b); };
-    fastPublishIn({ _parser: parser } as unknown as Client);
+    const fp = fastPublishIn({ _parser: aedesParser } as unknown as Client);
+    fp.parseWhole = (b: Buffer) => { handed.push(Buffer.from(b)); FrameParser.prototype.parseWhole.call(fp, b); };
+    parser = fp;
   }
   parser.parse(connectFrame(v));
   expect(packets.map((p) => p.cmd)).toEqual(["connect"]);
@@ -259,10 +260,10 @@ describe("fastPublishIn", () => {
   });
 
   test("a publish before CONNECT is left to mqtt-packet", () => {
-    const parser = mqttPacket.parser() as ParserLike;
+    const aedesParser = mqttPacket.parser() as ParserLike;
     const packets: AnyPacket[] = [];
-    parser.on("packet", (p) => packets.push({ ...p }));
-    fastPublishIn({ _parser: parser } as unknown as Client);
+    aedesParser.on("packet", (p) => packets.push({ ...p }));
+    const parser = fastPublishIn({ _parser: aedesParser } as unknown as Client);
     const frame = gen(pub0("early", "x"));
     parser.parse(frame);
     expect(packets).toStrictEqual(reference(frame).packets);

@@ -22,7 +22,7 @@ export class MqttListeners {
     const c = this.config;
     // plain TCP on Bun's sockets (see tcp.ts); TLS stays on node:tls
     const plain = listenTcp(c.httpHost, c.mqttPort, (conn) => this.accept(conn as unknown as Duplex));
-    this.ports.mqtt = plain.port;
+    this.ports["mqtt"] = plain.port;
     this.servers.push({ name: "mqtt", close: async () => plain.stop(true) });
     this.listenWs("mqtt-ws", c.mqttWsPort);
     if (c.tlsCert && c.tlsKey) {

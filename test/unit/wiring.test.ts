@@ -42,7 +42,7 @@ const LIBRARY_HOOKS = new Set([
   "code/syntax.ts:w.onmessage", "code/syntax.ts:w.onerror",
   "sync/edge/link.ts:ws.onopen", "sync/edge/link.ts:ws.onmessage", "sync/edge/link.ts:ws.onclose", "sync/edge/link.ts:ws.onerror",
   "broker/listeners.ts:ws.data.kick", "broker/broker.ts:am.subscribe", "broker/broker.ts:am.unsubscribe",
-  "broker/publish.ts:parser.parse", "broker/publish.ts:c.deliver0", "broker/publish.ts:c.deliverQoS",
+  "broker/publish.ts:m.parser", "broker/publish.ts:c.deliver0", "broker/publish.ts:c.deliverQoS",
   "throttle/limiters.ts:this.cmd.onclose", "throttle/limiters.ts:this.sub.onclose",
   "cluster/redis.ts:this.cmd.onclose", "cluster/redis.ts:this.sub.onclose",
   "cluster/bus.ts:this.cmd.options.retryStrategy",

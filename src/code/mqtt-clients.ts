@@ -11,7 +11,7 @@ import { isUtf8 } from "node:buffer";
 import { isIP } from "node:net";
 import net from "node:net";
 import tls from "node:tls";
-import { MqttClient } from "mqtt";
+import type { MqttClient } from "mqtt";
 import { fail } from "../core/errors.ts";
 import { MQTT_LIMITS } from "./mqttLimits.ts";
 
@@ -149,6 +149,9 @@ class ExternalConn implements Conn {
     const stream = () => o.tls
       ? tls.connect({ host: address, port: o.port, servername: isIP(o.host) ? undefined : o.host, ca: o.tls.ca, cert: o.tls.cert, key: o.tls.key })
       : net.connect({ host: address, port: o.port });
+    // the client's code loads with the first connection out (most nodes never make one)
+    const { MqttClient } = await import("mqtt");
+    if (this.closed) throw fail("INVALID_ARGUMENT", "the MQTT client was closed");
     const client = new MqttClient(stream as never, {
       clientId: o.clientId, username: o.username, password: o.password, keepalive: o.keepalive, protocolVersion: 4, clean: true,
       reconnectPeriod: 0, connectTimeout: MQTT_LIMITS.connectMs, queueQoSZero: false, resubscribe: true,

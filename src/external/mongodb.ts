@@ -1,7 +1,6 @@
 // MongoDB (the `mongodb` driver): the connection string from the credentials, and the operation
 // as existing clients write it, `db.<collection>.<method>(<args>)[.sort(...).limit(n)...]`,
 // parsed as data (relaxed JSON, with ObjectId/ISODate/NumberLong helpers), never evaluated.
-import JSON5 from "json5";
 import type { MongoClient } from "mongodb";
 import { ApiError, fail } from "../core/errors.ts";
 import { type Connector, type Credentials, type DataResult, databaseError } from "./connector.ts";
@@ -55,6 +54,7 @@ function parseArgs(inner: string): unknown[] {
   // bson loads with the first operation, as the driver's own (its CommonJS build): loading it
   // sets aside a 17 MB buffer, and most nodes never talk to MongoDB
   const { EJSON } = require("bson") as typeof import("bson");
+  const JSON5 = require("json5") as typeof import("json5");
   try {
     return (EJSON.deserialize(JSON5.parse(`[${toExtendedJson(inner)}]`) as never, { relaxed: true }) as unknown as unknown[]);
   } catch (e) {

@@ -220,19 +220,22 @@ export class HttpAudit {
     else if (rule.columnsInBody && (b.addColumn || b.deleteColumn)) action = b.addColumn ? "Create Columns" : "Delete Columns";
     const inBody = rule.managed ? [b.appID, b.systemKey, b.system_key].find((v) => typeof v === "string") as string | undefined : undefined;
     const managedId = rule.managed && !inBody ? (request.method === "DELETE" ? queryOf(request).get("id") : typeof b.id === "string" ? b.id : null) : null;
+    const assetId = param(rule.id) ?? (managedId || idIn(body));
     const entry: AuditEntry = {
       systemKey: systemKey || inBody || "",
-      ...(rule.collectionId ? { collectionId: param("key") } : managedId ? { collectionId: managedId } : {}),
       assetClass: rule.cls,
       action,
       // a sign-up has no token yet: its email is the body's
       email: emailOf(p) || (typeof b.email === "string" && (rule.cls === "developers" || rule.cls === "users") ? b.email : ""),
       userType: userTypeOf(p),
-      assetId: param(rule.id) ?? (managedId || idIn(body)),
+      assetId,
       changes: rule.secretBody ? JSON.stringify({ value: REDACTED, ...(query === null ? {} : { query }) })
         : needed || !text ? changesOf(body, text, size, query) : sentAsChanges(text, query),
       responseMs: ms, at: Date.now(),
     };
+    // (the collection a data route names by id is its asset: found once)
+    if (rule.collectionId) entry.collectionId = rule.id === "key" ? assetId : param("key");
+    else if (managedId) entry.collectionId = managedId;
     if (!rule.keyInAnswer || entry.systemKey) return this.trail.record(entry);
     // a system just made: its key is in the answer (copied now: the answer is sent, and gone, next)
     void keyInAnswer(answer instanceof Response ? answer.clone() : answer).then((key) => {

@@ -1,6 +1,5 @@
 // Mail out through the SMTP server the platform admin configured (/admin/settings/email-service),
 // with nodemailer: plain, STARTTLS (required when chosen) or TLS from the first byte.
-import nodemailer from "nodemailer";
 
 export type SmtpEncryption = "STARTTLS" | "TLS" | "NONE";
 export interface SmtpServer { host: string; port: number; username: string; password: string; from: string; encryption: SmtpEncryption }
@@ -11,6 +10,8 @@ const SMTP_TIMEOUT_MS = 15_000;
 
 /** Sends one message; throws with the server's or the network's reason when it is refused. */
 export async function sendMail(server: SmtpServer, mail: Mail): Promise<void> {
+  // loaded with the first mail: most nodes never send one, and an idle edge would hold its code
+  const { default: nodemailer } = await import("nodemailer");
   const transport = nodemailer.createTransport({
     host: server.host, port: server.port,
     secure: server.encryption === "TLS",

@@ -31,6 +31,9 @@ export interface Db extends Executor {
   /** Runs `fn` in one write transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /** Gives back memory held for statements run once (the migrations'): prepared statements and
+   *  cached pages; the work refills what it uses. */
+  release?(): void;
 }
 
 export interface OpenOptions {

@@ -92,6 +92,12 @@ export class NativeDb implements Db {
     );
   }
 
+  release(): void {
+    if (this.gate.active) return;
+    this.stmts.clear();
+    this.conn.exec("PRAGMA shrink_memory");
+  }
+
   async close(): Promise<void> {
     await this.gate.drained();
     this.stmts.clear();

@@ -15,10 +15,11 @@ const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
  *  or null for any other failure. */
 export function refusalMessage(err: unknown, config: Config): string | null {
   if (err instanceof Refusal) return err.message;
-  const e = err as { code?: string; message?: string };
+  const e = err as { code?: string; message?: string; port?: unknown };
   if (e?.code !== "EADDRINUSE") return null;
-  // Bun: "Failed to start server. Is port 9000 in use?"; node:net: "listen EADDRINUSE: ... :9000"
-  const port = Number(/(?:port |:)(\d+)\b(?!.*(?:port |:)\d)/.exec(e.message ?? "")?.[1]);
+  // Bun.listen: the error's `port` ("Failed to listen at 127.0.0.1"); Bun.serve: "Failed to start
+  // server. Is port 9000 in use?"; node:net: "listen EADDRINUSE: ... :9000"
+  const port = typeof e.port === "number" && e.port > 0 ? e.port : Number(/(?:port |:)(\d+)\b(?!.*(?:port |:)\d)/.exec(e.message ?? "")?.[1]);
   const flag = PORT_FLAGS.find((k) => config[k] === port);
   const what = flag ? `--${kebab(flag)} ${port}` : Number.isFinite(port) ? `port ${port}` : "a port";
   return `${what} is in use by another process (EADDRINUSE): stop it, or choose another port`;

@@ -247,6 +247,8 @@ t.test("the console: sign in, edges live, a failed asset retried, template, thro
   ok200(t, await s.dev.put(`/admin/edges/${SK}/gw-c`, { template: "gateway-basic" }), "gw-c gets the named template gateway-basic");
   await page.goto(`${platform.url}/console#/s/${SK}/edge/gw-c`, { waitUntil: "load" });
   await page.waitForSelector('tr[data-entry="library/*"][data-source="template:gateway-basic"]');
+  // (the edge's record and its entries load apart: either may be shown first)
+  await page.waitForSelector("#edge-template");
   t.equal(await page.$eval("#edge-template", (el) => el.textContent), "gateway-basic", "the page names the named template");
   t.equal(await page.$eval('tr[data-entry="library/*"] td.source', (el) => el.textContent), "template gateway-basic", "an entry shows its source");
   t.equal(await page.$eval('tr[data-entry="service/*"] td.source', (el) => el.textContent), "this edge", "the edge's own entry over the named one shows that");

@@ -3,6 +3,7 @@
 // through one node is usable on the other at once (its "does not exist" was not kept); the
 // counter pattern with its 20 runs spread over both nodes loses no update.
 import t from "tap";
+import { counterCode } from "./code-run.ts";
 import { Client, devWithSystem, hasCommand, must, needs, type NodeProcess, startTwoNodes, uniq, waitFor } from "./harness.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -48,15 +49,7 @@ async function main() {
     const counter = uniq("counter");
     await must(on(A).post(`/admin/v/4/service_caches/${sys.systemKey}/${counter}`, { ttl: 60 }), "define the counter cache");
     const incr = uniq("incr"), read = uniq("read");
-    await service(incr, `async function ${incr}() {
-      var lock = ClearBladeAsync.Lock("counter", "${incr}");
-      var cache = ClearBladeAsync.Cache("${counter}");
-      await lock.lock();
-      var v = await cache.get("n");
-      await cache.set("n", (v || 0) + 1);
-      await lock.unlock();
-      return v || 0;
-    }`);
+    await service(incr, counterCode(incr, counter, "counter"));
     await service(read, `async function ${read}() { return await ClearBladeAsync.Cache("${counter}").get("n"); }`);
     // B may not know the cache yet (a miss read before it was made is kept a few seconds)
     await waitFor(async () => (await exec(B, read)).body.success === true, 3_000, 20);

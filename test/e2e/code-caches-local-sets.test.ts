@@ -5,6 +5,7 @@
 // still refused, with its error, once the rights are remembered: a value too big or too deep, no
 // value, a cache that would go over its bytes, another cache, a write right taken away.
 import t from "tap";
+import { counterCode } from "./code-run.ts";
 import { Client, type DevSystem, devWithSystem, must, newUser, startOutpost, uniq } from "./harness.ts";
 
 const o = await startOutpost({ args: ["--code-workers", "3", "--code-max-share", "1"] });
@@ -78,15 +79,7 @@ t.test("sets from 20 runs at once are all kept, in order with the REST API's set
 t.test("the counter pattern as a user: 20 parallel runs under ClearBladeAsync.Lock, no lost update", async (t) => {
   const x = await setUp(1 | 2 | 4);
   const svc = uniq("incr");
-  await service(svc, `async function ${svc}(req) {
-    var lock = ClearBladeAsync.Lock("counter-${x.c}", "${svc}");
-    var cache = ClearBladeAsync.Cache("${x.c}");
-    await lock.lock();
-    var v = await cache.get("n");
-    await cache.set("n", (v || 0) + 1);
-    await lock.unlock();
-    return v || 0;
-  }`);
+  await service(svc, counterCode(svc, x.c, `counter-${x.c}`));
   await must(s.dev.put(`/admin/user/${s.systemKey}/roles`, { id: x.roleId, changes: { services: [{ itemInfo: { name: svc }, permissions: 1 }] } }), "role runs the counter");
   // the role changed: the first runs learn the rights again, the later ones set on their workers
   const results = await Promise.all(Array.from({ length: 20 }, () => exec(x.user, svc)));

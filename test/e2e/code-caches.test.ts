@@ -6,6 +6,7 @@
 // released when the run ends, and the counter pattern: 20 parallel runs under one lock, no lost
 // update.
 import t from "tap";
+import { counterCode } from "./code-run.ts";
 import { Client, type DevSystem, devWithSystem, isErr, must, newUser, ok200, startOutpost, storedData, TEST_DB, uniq } from "./harness.ts";
 
 const o = await startOutpost();
@@ -323,15 +324,7 @@ t.test("rights: servicecaches by name, allservicecaches, none", async (t) => {
 t.test("the counter pattern: 20 parallel runs under ClearBladeAsync.Lock, no lost update", async (t) => {
   const c = await cache(uniq("counter"));
   const svc = uniq("incr");
-  await service(svc, `async function ${svc}(req) {
-    var lock = ClearBladeAsync.Lock("counter-${c}", "${svc}");
-    var cache = ClearBladeAsync.Cache("${c}");
-    await lock.lock();
-    var v = await cache.get("n");
-    await cache.set("n", (v || 0) + 1);
-    await lock.unlock();
-    return v || 0;
-  }`);
+  await service(svc, counterCode(svc, c, `counter-${c}`));
   const read = uniq("readCounter");
   await service(read, `async function ${read}() { return await ClearBladeAsync.Cache("${c}").get("n"); }`);
   const results = await Promise.all(Array.from({ length: 20 }, () => exec(s.dev, svc)));

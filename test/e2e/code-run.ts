@@ -48,3 +48,15 @@ export async function userWith(sys: DevSystem, perms: Record<string, unknown>) {
 export const settleAs = (expr: string) => `${expr}.then(function (d) { done(false, d); }, function (e) { done(true, e.error || e.message); });`;
 
 export const J = JSON.stringify;
+
+/** The counter pattern (cache + lock, ClearBladeAsync): service `name` adds one to key "n" of cache
+ *  `cache` under lock `lock` and answers the count it saw. */
+export const counterCode = (name: string, cache: string, lock: string) => `async function ${name}(req) {
+    var lock = ClearBladeAsync.Lock("${lock}", "${name}");
+    var cache = ClearBladeAsync.Cache("${cache}");
+    await lock.lock();
+    var v = await cache.get("n");
+    await cache.set("n", (v || 0) + 1);
+    await lock.unlock();
+    return v || 0;
+  }`;

@@ -30,7 +30,7 @@
 // pool's watchdog, which ends a worker that does not come back from code the interrupt cannot
 // reach.
 import type { QuickJSAsyncContext, QuickJSAsyncRuntime, QuickJSDeferredPromise, QuickJSHandle } from "quickjs-emscripten";
-import { DirectCall, type HostFunction, type JobsResult } from "./ffi.ts";
+import { DirectCall, type HostFunction } from "./ffi.ts";
 import { type CompiledQuickJS, INITIAL_PAGES, LANE_BASE_BYTES, newLane, needsSuspending, SUSPENDING_OPS } from "./lanes.ts";
 import { PRELUDE } from "./prelude/index.ts";
 import { local } from "./local.ts";
@@ -376,7 +376,7 @@ export class Sandbox {
       const failure = this.failure(r.error);
       r.error.dispose();
       this.finish(failure);
-    } else if (this.early(r.text) || (!this.suspends && this.settleNow())) {
+    } else if (this.early(r.text)) {
       this.quiet();
     } else {
       if (timeoutMs > 0) this.armTimer();
@@ -412,13 +412,24 @@ export class Sandbox {
         if (this.early(r.text)) return;
       }
       while (!this.outcome && !this.disposed) {
-        let step = this.runReady();
-        if (step instanceof Promise) {
-          const j = await step;
-          if (this.disposed) return;
-          step = this.afterJobs(j);
+        for (const [d, text] of this.arrived.splice(0)) {
+          this.vm.newString(text).consume((h) => d.resolve(h));
+          d.dispose();
         }
-        if (step !== "idle") continue;
+        let j = this.direct.jobs();
+        if (j instanceof Promise) j = await j;
+        if (this.disposed) return;
+        if ("error" in j) {
+          const isDone = this.vm.callFunction(this.isDoneFn, this.vm.undefined, j.error);
+          const done = !isDone.error && this.vm.dump(isDone.value) === true;
+          if (isDone.error) isDone.error.dispose(); else isDone.value.dispose();
+          const failure = done ? null : this.failure(j.error);
+          j.error.dispose();
+          if (failure) { this.finish(failure); return; }
+          continue;
+        }
+        if (this.outcome || this.arrived.length || j.ran > 0) continue;
+        if (!this.awaiting && this.pending.size === 0) { this.finish({ kind: "success", raw: "jnull", status: this.status, headers: this.headers }); return; }
         // nothing to run until an answer comes
         this.quiet();
         await new Promise<void>((r) => { this.wakeDriver = r; });
@@ -431,52 +442,6 @@ export class Sandbox {
     } finally {
       if (!this.suspended) this.quiet();
     }
-  }
-
-  /** On the plain build, whose jobs never suspend: runs the promise jobs the entry call left at
-   *  once, without the driver (a timer, an async function and a promise per run), and whether the
-   *  run has ended. A service whose calls were answered during the call (a cache get from the
-   *  copy, a quick call's promise) ends here; one that waits for an answer goes to the driver. */
-  private settleNow(): boolean {
-    try {
-      for (;;) {
-        const step = this.runReady();
-        if (step instanceof Promise) throw new Error("a job suspended on the plain build");
-        if (step === "more" && !this.outcome) continue;
-        return this.outcome !== null;
-      }
-    } catch (err) {
-      this.finish({ kind: "failed", error: `the code engine failed: ${err instanceof Error ? err.message : String(err)}` });
-      return true;
-    }
-  }
-
-  /** Gives the context the answers that arrived, then runs its promise jobs: whether there is
-   *  more to run, nothing until an answer comes ("idle"), or the run is over; a promise when the
-   *  jobs suspended (afterJobs takes their result). */
-  private runReady(): "more" | "idle" | "over" | Promise<JobsResult> {
-    for (const [d, text] of this.arrived.splice(0)) {
-      this.vm.newString(text).consume((h) => d.resolve(h));
-      d.dispose();
-    }
-    const j = this.direct.jobs();
-    return j instanceof Promise ? j : this.afterJobs(j);
-  }
-
-  private afterJobs(j: JobsResult): "more" | "idle" | "over" {
-    if ("error" in j) {
-      const isDone = this.vm.callFunction(this.isDoneFn, this.vm.undefined, j.error);
-      const done = !isDone.error && this.vm.dump(isDone.value) === true;
-      if (isDone.error) isDone.error.dispose(); else isDone.value.dispose();
-      const failure = done ? null : this.failure(j.error);
-      j.error.dispose();
-      if (failure) { this.finish(failure); return "over"; }
-      return "more";
-    }
-    if (this.outcome) return "over";
-    if (this.arrived.length || j.ran > 0) return "more";
-    if (!this.awaiting && this.pending.size === 0) { this.finish({ kind: "success", raw: "jnull", status: this.status, headers: this.headers }); return "over"; }
-    return "idle";
   }
 
   /** Ends the current run (a stream service being stopped). */

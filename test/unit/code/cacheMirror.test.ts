@@ -430,7 +430,7 @@ describe("a cache call without the call's JSON (RunHooks.cache, the prelude's __
       get(t.run(), "none"); // known missing from now on
       const calls = t.main.m.calls.length;
       const o = sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
-      // its promise jobs ran at once: no driver, no promise
+      // nothing waited for the main thread: the run ended within the call, its promise jobs too
       expect(o instanceof Promise).toBe(false);
       expect(outcomeValue((o as { raw: string }).raw)).toEqual({
         set: [false, "Set done"], get: [false, { n: 1 }], none: true, awaited: { found: true, value: { n: 1 } },

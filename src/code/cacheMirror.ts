@@ -179,7 +179,7 @@ class RunCaches implements RunHooks {
   /** A get's answer from the copy, when the run may read the cache and the copy holds the key;
    *  a set's, when it was made here. */
   private local(op: string, a: string): string | undefined {
-    if (op !== "cache.set" && (op !== "cache.get" || this.grants.size === 0)) return undefined;
+    if (op === "cache.set" ? this.rk === undefined : op !== "cache.get" || this.grants.size === 0) return undefined;
     let args: { cache?: unknown; key?: unknown; value?: unknown };
     try { args = JSON.parse(a) as typeof args; } catch { return undefined; }
     if (typeof args?.cache !== "string" || typeof args.key !== "string") return undefined;

@@ -323,6 +323,8 @@ export class Sandbox {
     define("__cache", ([op = "", cache = "", key = "", json = ""]) => {
       const hooks = this.hooks;
       if (!hooks?.cache || this.outcome || (op !== "get" && op !== "set")) return undefined;
+      // past its slice while other systems wait: the usual way, which may give the worker back
+      if (contended?.[0] === 1 && Date.now() > this.sliceDeadline) return undefined;
       // (a name or key that is not well-formed UTF-16 reads as U+FFFD here: the JSON way keeps it)
       if (cache.includes("\uFFFD") || key.includes("\uFFFD")) return undefined;
       const r = hooks.cache(op, cache, key, json);

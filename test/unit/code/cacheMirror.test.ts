@@ -4,7 +4,7 @@
 // small stand-in keeping the rules of domain/serviceCaches.ts (bump after a change, notes).
 import { afterAll, describe, expect, test } from "bun:test";
 import { CacheMirror } from "../../../src/code/cacheMirror.ts";
-import { outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
+import { outcomeValue, paramsJson, publishDeadlines, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
 import { BOUND_BASE, CacheVersions, ISSUED_BASE, type MirrorNote, type PostedSet } from "../../../src/domain/cacheVersions.ts";
 
 const ok = (data: unknown) => JSON.stringify({ ok: true, data });
@@ -481,4 +481,43 @@ describe("a cache call without the call's JSON (RunHooks.cache, the prelude's __
       expect(outcomeValue((o as { raw: string }).raw)).toEqual([false, true, true, 1, 1]);
     } finally { sb.dispose(); }
   });
+});
+
+test("a cache call past its slice while other systems wait goes the usual way, which may give the worker back (the asyncify build)", async () => {
+  const main = mainThread();
+  const w = worker(main);
+  set(w.hooks(main.hooks), "k", 1); // the copy holds k, the rights are learned by the runs below
+  const contention = new Int32Array(1);
+  publishDeadlines(new Float64Array(1), contention);
+  const code = 'function svc(req, resp){ var n = 0, c = ClearBlade.Cache("c"); for (var i = 0; i < 20; i++) c.get("k", function (e, v) { n += v; }); resp.success(n) }';
+  const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: true }, { memoryBytes: 32 << 20, sliceMs: 40 });
+  const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
+  const counted = () => {
+    const r = w.hooks(main.hooks);
+    get(r, "k"); // (this run's rights: learned from the main thread's answer)
+    const n = { direct: 0, usual: 0 };
+    const hooks: RunHooks = {
+      host: (op, a, answer, b) => { n.usual++; r.host(op, a, answer, b); },
+      block: (op, a, d) => { n.usual++; return r.block!(op, a, d); },
+      quick: (op) => r.quick!(op),
+      // each takes 5 ms: 20 of them outlast the 40 ms slice
+      cache: (op, c, k, j) => { n.direct++; const t0 = Date.now(); while (Date.now() - t0 < 5); return r.cache!(op, c, k, j); },
+      log: () => {},
+    };
+    return { hooks, n };
+  };
+  try {
+    const quiet = counted();
+    let o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, quiet.hooks, 5_000);
+    expect(outcomeValue((o as { raw: string }).raw)).toBe(20);
+    expect(quiet.n).toEqual({ direct: 20, usual: 0 });
+    contention[0] = 1;
+    const busy = counted();
+    o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, busy.hooks, 5_000);
+    expect(outcomeValue((o as { raw: string }).raw)).toBe(20);
+    expect(busy.n.usual).toBeGreaterThan(0);
+  } finally {
+    publishDeadlines(new Float64Array(1));
+    sb.dispose();
+  }
 });

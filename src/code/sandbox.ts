@@ -272,14 +272,9 @@ export class Sandbox {
         this.wakeDriver?.();
       };
       if (!hooks) settle(JSON.stringify({ ok: false, error: { detail: "no run" } }));
-      else if (hooks.block && hooks.quick?.(op) && !(contended?.[0] === 1 && Date.now() > this.sliceDeadline)) {
+      else if (hooks.block && hooks.quick?.(op) && !this.lateForOthers()) {
         const r = hooks.block(op, json, this.runDeadline);
-        if (typeof r === "string") settle(r);
-        else {
-          this.halted = true;
-          this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
-          settle(STOPPED);
-        }
+        settle(typeof r === "string" ? r : this.stoppedByCall(r));
       } else hooks.host(op, json, settle, false);
       calling = false;
       return d.handle;
@@ -292,8 +287,7 @@ export class Sandbox {
     define("__hostSync", ([op = "", json = ""]) => {
       const hooks = this.hooks;
       if (!hooks || this.outcome) return NO_RUN;
-      const late = contended?.[0] === 1 && Date.now() > this.sliceDeadline;
-      if (hooks.block && !SUSPENDING_OPS.has(op) && !(late && this.suspends)) {
+      if (hooks.block && !SUSPENDING_OPS.has(op) && !(this.suspends && this.lateForOthers())) {
         const r = hooks.block(op, json, this.runDeadline);
         if (typeof r === "string") {
           // on the plain build the call is where the slice starts again (the worker was held, not
@@ -302,9 +296,7 @@ export class Sandbox {
           if (!this.suspends) this.sliceDeadline = Date.now() + this.limits.sliceMs;
           return r;
         }
-        this.halted = true;
-        this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
-        return STOPPED;
+        return this.stoppedByCall(r);
       }
       if (!this.suspends) return NOT_SUSPENDING;
       return new Promise<string>((resolve) => {
@@ -324,7 +316,7 @@ export class Sandbox {
       const hooks = this.hooks;
       if (!hooks?.cache || this.outcome || (op !== "get" && op !== "set")) return undefined;
       // past its slice while other systems wait: the usual way, which may give the worker back
-      if (contended?.[0] === 1 && Date.now() > this.sliceDeadline) return undefined;
+      if (this.lateForOthers()) return undefined;
       // (a name or key that is not well-formed UTF-16 reads as U+FFFD here: the JSON way keeps it)
       if (cache.includes("\uFFFD") || key.includes("\uFFFD")) return undefined;
       const r = hooks.cache(op, cache, key, json);
@@ -450,6 +442,16 @@ export class Sandbox {
   abort(reason: string) { this.finish({ kind: "failed", error: reason }); }
 
   /** Why a run was stopped at the end of its slice. */
+  /** Past its slice while other systems' code waits for a worker. */
+  private lateForOthers() { return contended?.[0] === 1 && Date.now() > this.sliceDeadline; }
+
+  /** A blocking call's answer that ended the run (null: its time ran out). */
+  private stoppedByCall(r: null | { stopped: string }): string {
+    this.halted = true;
+    this.finish(r === null ? this.timedOut() : { kind: "failed", error: r.stopped });
+    return STOPPED;
+  }
+
   private stoppedForOthers(): string {
     return `stopped: it ran longer than ${this.limits.sliceMs} ms without a call while other systems' code waited for its worker (--code-slice-ms)`;
   }

@@ -69,6 +69,7 @@ export async function close(h: HubState, ws: Socket, code?: number, reason?: str
   const s = h.bySocket.get(ws);
   if (!s || !s.edge) return;
   s.closed = true;
+  s.dropped();
   linkEnded(h, s, s.endCause || closedBy(code, reason));
   if (code === PROTOCOL_REFUSED_CLOSE) {
     // the edge refused this platform's protocol: its reason is shown here as at the edge

@@ -1,15 +1,16 @@
 // Hellos admitted at a bounded pace: a herd of thousands of edges opening at once (after a
 // platform restart, or a new fleet) held the event loop hello after hello, so accepts waited (opens
 // timed out and were retried, feeding the herd), and /health and the welcomed edges'
-// acknowledgements with them. Hellos wait in a queue and run HELLO_SLICE at a time, the loop
-// given back between.
+// acknowledgements with them. Hellos wait in a queue and run a slice at a time, the loop given
+// back between.
 import type { EdgeSession } from "./session.ts";
 
-/** Hellos started per turn of the loop. A hello's cost shows only after its first await (its reads
- *  and first sends), so slices sized from how long a turn took shrank to a few hellos a turn while
- *  the herd's upgrades filled the loop, and the edges coming back after a restart waited for
- *  their welcome 2-3 times longer: a fixed slice keeps each turn bounded and the herd moving. */
-const HELLO_SLICE = 200;
+/** Hellos started per turn of the loop: at least HELLO_SLICE, and enough for the queue to be
+ *  through in HELLO_TURNS turns. A hello's cost shows only after its first await (its reads and
+ *  first sends), so slices sized from how long a turn took shrank to a few hellos a turn while
+ *  the herd's upgrades filled the loop; a fixed slice tied the herd's pace to the loop's turns,
+ *  and the edges coming back after a restart waited for their welcome 2-5 times longer. */
+const HELLO_SLICE = 200, HELLO_TURNS = 10;
 
 export class HelloAdmission {
   private readonly queue: (() => Promise<void>)[] = [];
@@ -32,7 +33,8 @@ export class HelloAdmission {
 
   /** One slice of waiting hellos. */
   private some() {
-    for (let n = 0; n < HELLO_SLICE && this.queue.length; n++) void this.queue.shift()!();
+    const slice = Math.max(HELLO_SLICE, Math.ceil(this.queue.length / HELLO_TURNS));
+    for (let n = 0; n < slice && this.queue.length; n++) void this.queue.shift()!();
     if (this.queue.length) setImmediate(() => this.some());
     else this.running = false;
   }

@@ -23,8 +23,9 @@ export type SubjectLoader = (row: TokenRow) => Promise<Principal | null>;
 interface CacheEntry { principal: Principal; expiresAt: number }
 
 export class Tokens {
-  /** Keyed by the token itself: a hit costs no hashing. */
-  private readonly cache = new TtlCache<string, CacheEntry>(TOKEN_CACHE_MS, 50_000);
+  /** Keyed by the token itself: a hit costs no hashing. Swept: a device's token is read when it
+   *  connects and seldom after, and 50,000 expired entries would be idle memory. */
+  private readonly cache = new TtlCache<string, CacheEntry>(TOKEN_CACHE_MS, 50_000, true);
   private readonly loaders = new Map<TokenKind, SubjectLoader>();
   /** tokens valid only in this process, each for one request its platform relayed (see vouch) */
   private readonly vouched = new Map<string, Principal>();

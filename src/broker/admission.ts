@@ -53,7 +53,7 @@ export class Admission {
     }
     s.principal = p;
     s.release = release;
-    s.connectedAt = new Date().toISOString();
+    s.connectedAt = Date.now();
   }
 
   private refuse(s: Session, err: Error): never {

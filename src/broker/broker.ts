@@ -213,7 +213,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       // aedes makes up an id for a client that sent none; this does the same, in the system's space
       const clientId: string = packet.clientId || `aedes_${randomUUID()}`;
       const remote = (client as unknown as { conn: { remoteAddress?: string } }).conn.remoteAddress ?? "";
-      this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: "", allowed: null,
+      this.sessions.set(client, { systemKey: key, prefix, clientId, principal: null, ip: remote.startsWith("::ffff:") ? remote.slice(7) : remote, connectedAt: 0, allowed: null,
         keptWithoutId: !packet.clientId && packet.clean === false });
       packet.clientId = prefix + clientId;
       if (packet.will) packet.will.topic = prefix + packet.will.topic;
@@ -426,7 +426,7 @@ export class MqttBroker implements ConnectionView, MessagingBroker {
       const s = this.sessions.get(client);
       if (s?.principal?.kind !== "device") continue;
       const list = out.get(s.principal.name) ?? [];
-      list.push({ client_id: s.clientId, time_connected: s.connectedAt });
+      list.push({ client_id: s.clientId, time_connected: new Date(s.connectedAt).toISOString() });
       out.set(s.principal.name, list);
     }
     return out;

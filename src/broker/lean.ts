@@ -9,11 +9,14 @@ import type { Client } from "aedes";
 import type { EventEmitter } from "node:events";
 
 type Conn = EventEmitter & { client?: Client & EventEmitter };
-type ClientInternals = { conn: Conn; _eos: () => void; closed: boolean; close(): void; _keepaliveTimer: unknown; _keepaliveInterval: number };
+type Parser = EventEmitter & { client?: Client & EventEmitter };
+type ClientInternals = { conn: Conn; _parser: Parser; _eos: () => void; closed: boolean; close(): void; _keepaliveTimer: unknown; _keepaliveInterval: number };
 
 // `this` is the connection: its client is the one aedes made for it
 function connEnded(this: Conn) { this.client?.close(); }
 function connErrored(this: Conn, err: Error) { this.client?.emit("error", err); }
+// `this` is the client's parser (aedes sets parser.client)
+function parserErrored(this: Parser, err: Error) { this.client?.emit("error", err); }
 
 const noop = () => {};
 const EVENTS = ["end", "error", "close"] as const;
@@ -24,9 +27,9 @@ export function listenerCounts(conn: EventEmitter): number[] {
 }
 
 /** Replaces the listeners aedes' Client put on its connection (`before`: listenerCounts taken
- *  before handle()) with shared ones that do the same: 'end' and 'close' close the client (what
- *  stream.finished did, on 'close', which every way a connection ends gives), 'error' is the
- *  client's error. */
+ *  before handle()) and its parser's 'error' (a bound emit) with shared ones that do the same:
+ *  'end' and 'close' close the client (what stream.finished did, on 'close', which every way a
+ *  connection ends gives), 'error' is the client's error. Call it right after handle(). */
 export function leanListeners(client: Client, before: number[]) {
   const c = client as unknown as ClientInternals;
   c._eos(); // removes finished()'s listeners
@@ -37,6 +40,8 @@ export function leanListeners(client: Client, before: number[]) {
   c.conn.on("end", connEnded);
   c.conn.on("close", connEnded);
   c.conn.on("error", connErrored);
+  c._parser.removeAllListeners("error");
+  c._parser.on("error", parserErrored);
 }
 
 /** How often the keepalive wheel looks at its clients (the keepalive's granularity). */

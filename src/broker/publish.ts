@@ -178,47 +178,54 @@ function publishFrame(buf: Buffer, start: number, end: number, qos: number) {
  *  best grant for a topic): a message of QoS 1 or 2 reaching a QoS 0 subscription's handler takes
  *  the QoS path when another subscription of the client was granted more (MQTT 3.1.1 §3.3.5). */
 export function fastPublishOut(client: Client, grantedQoS?: (client: Client, topic: string) => number): void {
-  const c = client as unknown as {
-    id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean; clean: boolean;
-    duplicates: Record<string, number>; conn: { write(b: Buffer): boolean }; _nextId: number;
-    subscriptions: Record<string, { qos?: number } | undefined>;
-    broker: { authorizeForward(client: Client, packet: unknown): Outbound | null | undefined };
-    deliver0(packet: Outbound, cb: () => void): void;
-    deliverQoS(packet: Outbound, cb: () => void): void;
-    waitForDrain(cb: () => void): void;
-  };
+  // the deliveries close over these consts alone (every other scope they held would be one more
+  // object on each idle connection)
+  const c = client as unknown as FastClient, self = client, granted = grantedQoS;
   const aedesDeliver0 = c.deliver0, aedesDeliverQoS = c.deliverQoS;
-  const sent = (frame: Buffer, cb: () => void) => {
-    const ok = c.conn.write(frame);
-    if (!ok && !c.errored) c.waitForDrain(cb);
-    else complete(cb);
-  };
   c.deliver0 = (packet: Outbound, cb: () => void) => {
-    if ((packet.qos ?? 0) > 0 && grantedQoS && grantedQoS(client, packet.topic) > 0) return c.deliverQoS(packet, cb);
+    if ((packet.qos ?? 0) > 0 && granted && granted(self, packet.topic) > 0) return c.deliverQoS(packet, cb);
     if (!(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliver0(packet, cb);
     // as aedes: MQTT 5 no-local, then once per message (a client subscribed twice gets it once)
     if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);
-    const out = c.broker.authorizeForward(client, packet);
+    const out = c.broker.authorizeForward(self, packet);
     if (!out) return complete(cb);
-    sent(encodePublish0(out.topic, out.payload, out.retain), cb);
+    sent(c, encodePublish0(out.topic, out.payload, out.retain), cb);
   };
   // a clean session's QoS 1 delivery: numbered as aedes numbers it (QoSPacket), nothing stored
   // (its PUBACK finds nothing queued; see persistence.ts)
   c.deliverQoS = (packet: Outbound, cb: () => void) => {
     if (packet.qos !== 1 || !c.clean || !(c.connected || c.connecting) || (c.version !== 4 && c.version !== 3) || packet.properties) return aedesDeliverQoS(packet, cb);
     if ((packet.clientId === c.id && packet.nl) || !firstDelivery(c.duplicates, packet)) return complete(cb);
-    const out = c.broker.authorizeForward(client, packet);
+    const out = c.broker.authorizeForward(self, packet);
     if (!out) return complete(cb);
     // at most at the QoS of the client's subscription to exactly this topic, as aedes does
     const sub = c.subscriptions[out.topic];
-    if (out.qos === 0 || (sub && (sub.qos ?? 0) === 0)) return sent(encodePublish0(out.topic, out.payload, out.retain), cb);
+    if (out.qos === 0 || (sub && (sub.qos ?? 0) === 0)) return sent(c, encodePublish0(out.topic, out.payload, out.retain), cb);
     let messageId = out.messageId;
     if (!messageId) {
       messageId = c._nextId;
       c._nextId = c._nextId >= 65535 ? 1 : c._nextId + 1;
     }
-    sent(encodePublish(out.topic, out.payload, out.retain ?? false, 1, messageId, out.dup ?? false), cb);
+    sent(c, encodePublish(out.topic, out.payload, out.retain ?? false, 1, messageId, out.dup ?? false), cb);
   };
+}
+
+/** What fastPublishOut uses of aedes' client. */
+interface FastClient {
+  id: string; version: number | null; connecting: boolean; connected: boolean; errored: boolean; clean: boolean;
+  duplicates: Record<string, number>; conn: { write(b: Buffer): boolean }; _nextId: number;
+  subscriptions: Record<string, { qos?: number } | undefined>;
+  broker: { authorizeForward(client: Client, packet: unknown): Outbound | null | undefined };
+  deliver0(packet: Outbound, cb: () => void): void;
+  deliverQoS(packet: Outbound, cb: () => void): void;
+  waitForDrain(cb: () => void): void;
+}
+
+/** A delivery's frame written: complete now, or once the connection drains. */
+function sent(c: FastClient, frame: Buffer, cb: () => void) {
+  const ok = c.conn.write(frame);
+  if (!ok && !c.errored) c.waitForDrain(cb);
+  else complete(cb);
 }
 
 /** How deep deliveries may complete inside one another before one waits a turn. */

@@ -77,11 +77,14 @@ export class TcpConnection extends EventEmitter {
     this.received = null;
     const unsent = this.unsent;
     this.unsent = null;
+    // 'close' is this method's to emit, after 'error': Bun calls the socket's close handler
+    // within end(), before the tick that emits them
+    this.closed = true;
     this.socket.end();
     process.nextTick(() => {
       if (err) this.emit("error", err);
       if (unsent) for (const u of unsent) u.cb?.(new Error("connection closed"));
-      this.onClose();
+      this.emit("close", false);
     });
     return this;
   }
@@ -106,8 +109,10 @@ export class TcpConnection extends EventEmitter {
       u.cb?.(null);
     }
     this.unsent = null;
+    this.writableNeedDrain = false;
+    // no 'drain' for an ending connection (nor does a Node stream give one): it takes no more writes
     if (this.ending) this.socket.end();
-    if (this.writableNeedDrain) { this.writableNeedDrain = false; this.emit("drain"); }
+    else this.emit("drain");
   }
 
   /** The peer sent FIN: 'end', and this side ends too (no half-open connections, as Node's default). */

@@ -179,31 +179,42 @@ class RunCaches implements RunHooks {
   /** A get's answer from the copy, when the run may read the cache and the copy holds the key;
    *  a set's, when it was made here. */
   private local(op: string, a: string): string | undefined {
-    if (op === "cache.set") return this.set(a);
-    if (op !== "cache.get" || this.grants.size === 0) return undefined;
-    let args: { cache?: unknown; key?: unknown };
+    if (op === "cache.set" ? this.rk === undefined : op !== "cache.get" || this.grants.size === 0) return undefined;
+    let args: { cache?: unknown; key?: unknown; value?: unknown };
     try { args = JSON.parse(a) as typeof args; } catch { return undefined; }
     if (typeof args?.cache !== "string" || typeof args.key !== "string") return undefined;
-    const g = this.grants.get(args.cache);
+    if (op === "cache.get") {
+      const json = this.get(args.cache, args.key);
+      return json === undefined ? undefined : json === "" ? NOT_FOUND : found(json);
+    }
+    if (args.value === undefined) return undefined;
+    return this.set(args.cache, args.key, JSON.stringify(args.value)) ? OK_NULL : undefined;
+  }
+
+  /** A cache get or set the sandbox makes without the generic call's JSON (see RunHooks.cache). */
+  cache(op: "get" | "set", cache: string, key: string, json: string): string | undefined {
+    if (op === "get") return this.get(cache, key);
+    return json !== "" && this.set(cache, key, json) ? "" : undefined;
+  }
+
+  /** A key's value in the copy as JSON ("" when it is known missing), when the run may read it. */
+  private get(cache: string, key: string): string | undefined {
+    const g = this.grants.get(cache);
     if (!g || !(g.lv & READ)) return undefined;
-    const json = this.m.current(g)?.values.get(args.key);
-    return json === undefined ? undefined : json === null ? NOT_FOUND : found(json);
+    const json = this.m.current(g)?.values.get(key);
+    return json === null ? "" : json;
   }
 
   /** A set made here: only with the right remembered for the run's rights key (so decided at
    *  the rights count now), and a key and value the main thread would take. */
-  private set(a: string): string | undefined {
-    if (this.rk === undefined) return undefined;
-    let args: { cache?: unknown; key?: unknown; value?: unknown };
-    try { args = JSON.parse(a) as typeof args; } catch { return undefined; }
-    if (typeof args?.cache !== "string" || typeof args.key !== "string" || !args.key.length || args.key.length > CACHE_KEY_MAX || args.value === undefined) return undefined;
-    const g = this.m.recall(this.rk)?.get(args.cache);
-    if (!g || !(g.lv & WRITE)) return undefined;
-    const json = JSON.stringify(args.value);
-    if (json.length > CACHE_MAX_BYTES || jsonTooDeep(json) || !this.m.set(g, args.key, json)) return undefined;
+  private set(cache: string, key: string, json: string): boolean {
+    if (this.rk === undefined || !key.length || key.length > CACHE_KEY_MAX) return false;
+    const g = this.m.recall(this.rk)?.get(cache);
+    if (!g || !(g.lv & WRITE)) return false;
+    if (json.length > CACHE_MAX_BYTES || jsonTooDeep(json) || !this.m.set(g, key, json)) return false;
     // (what the run learns of its rights stays: the grant is the one it would be told)
-    this.grants.set(args.cache, g);
-    return OK_NULL;
+    this.grants.set(cache, g);
+    return true;
   }
 
   private sent(op: string): number {

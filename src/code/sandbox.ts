@@ -68,6 +68,10 @@ export interface RunHooks {
   /** Operations short enough that their promise flavour blocks too (with `block`): their answer
    *  is there when the call returns, without the worker going back to the pool for it. */
   quick?(op: string): boolean;
+  /** A cache get or set answered on this thread, without the call's JSON (cacheMirror.ts): a
+   *  get's value as JSON ("" for a missing key), "" for a set made; undefined when it cannot be
+   *  answered here (the call then goes the usual way). */
+  cache?(op: "get" | "set", cache: string, key: string, json: string): string | undefined;
   log(text: string): void;
 }
 
@@ -314,6 +318,20 @@ export class Sandbox {
         }, true);
       });
     }, true);
+    // a cache get or set of string arguments the worker's copy answers (a value crosses as its
+    // JSON alone): most of such a call's cost was making and reading the generic call's JSON
+    define("__cache", ([op = "", cache = "", key = "", json = ""]) => {
+      const hooks = this.hooks;
+      if (!hooks?.cache || this.outcome || (op !== "get" && op !== "set")) return undefined;
+      // past its slice while other systems wait: the usual way, which may give the worker back
+      if (contended?.[0] === 1 && Date.now() > this.sliceDeadline) return undefined;
+      // (a name or key that is not well-formed UTF-16 reads as U+FFFD here: the JSON way keeps it)
+      if (cache.includes("\uFFFD") || key.includes("\uFFFD")) return undefined;
+      const r = hooks.cache(op, cache, key, json);
+      // a call is where a slice starts again on the plain build, answered here as elsewhere
+      if (r !== undefined && !this.suspends) this.sliceDeadline = Date.now() + this.limits.sliceMs;
+      return r;
+    });
     define("__local", ([op = "", json = ""]) => local(op, json));
     define("__done", ([kind = "", json = ""]) => {
       if (kind === "success" || kind === "error") { this.finish({ kind, raw: "j" + json, status: this.status, headers: this.headers }); return; }

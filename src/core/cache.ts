@@ -93,7 +93,13 @@ export class LruMap<K, V> {
  *  the least recently used entry goes. */
 export class TtlCache<K, V> {
   private readonly map: LruMap<K, { v: V; until: number }>;
-  constructor(private readonly ttlMs: number, max = 10_000) { this.map = new LruMap(max); }
+  private sweeping: ReturnType<typeof setTimeout> | null = null;
+  /** `sweep`: expired entries are also dropped every `ttlMs` (see pruneExpired), for a cache
+   *  whose entries are mostly set once and never read again, where they would otherwise stay
+   *  until `max` pushes them out (a device's token, read once when it connects). */
+  constructor(private readonly ttlMs: number, max = 10_000, private readonly sweep = false) { this.map = new LruMap(max); }
+
+  get size() { return this.map.size; }
 
   /** `now` may be passed by a caller that has just read the clock. */
   get(k: K, now = Date.now()): V | undefined {
@@ -105,7 +111,29 @@ export class TtlCache<K, V> {
 
   set(k: K, v: V): V {
     this.map.set(k, { v, until: Date.now() + this.ttlMs });
+    if (this.sweep && this.sweeping === null) this.scheduleSweep();
     return v;
+  }
+
+  /** Drops expired entries from the least recently used end, stopping at the first live one: a
+   *  sweep costs what it drops, not the cache's size (an expired entry further on goes when read). */
+  pruneExpired(now = Date.now()): number {
+    let dropped = 0;
+    for (const [k, e] of this.map.entries()) {
+      if (e.until > now) break;
+      this.map.delete(k);
+      dropped++;
+    }
+    return dropped;
+  }
+
+  private scheduleSweep() {
+    this.sweeping = setTimeout(() => {
+      this.sweeping = null;
+      this.pruneExpired();
+      if (this.map.size) this.scheduleSweep();
+    }, this.ttlMs);
+    this.sweeping.unref?.();
   }
 
   /** The cached value, or the loaded one (cached unless undefined). A hit resolves without

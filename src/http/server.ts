@@ -7,7 +7,7 @@ import { Elysia } from "elysia";
 import { ApiError, envelope, ErrorKinds, fail } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { diskFull, uniqueViolation } from "../store/db.ts";
-import { MAX_BODY_BYTES, type PathParams, pathOf } from "./request.ts";
+import { MAX_BODY_BYTES, type PathParams, pathOf, plainHandlerOf } from "./request.ts";
 import * as routeGroups from "./routeGroups.ts";
 import { HttpThrottle, throttledError } from "./throttle.ts";
 import { RequestMetrics, type RouteMatch } from "./metrics.ts";
@@ -129,6 +129,18 @@ export function createHttpApp(s: Services) {
     app.server?.timeout(r, relayIdleSeconds(s.config.edgeRequestTimeout));
     return relayToEdge(s, r, edge).catch(errorResponse);
   };
+  /** A routed request (not a preflight) as the wrap below serves it: throttled, answered (by
+   *  `next`, Elysia's handler, unless the route is plain), CORS-decorated, counted and logged. */
+  const served = (next: (r: Request) => unknown, request: Request, path: string, m: RouteMatch) => {
+    const c = corsNow();
+    const t0 = performance.now();
+    access.before(request);
+    audit?.before(request);
+    const early = throttle.onRequest(request, path);
+    if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, answer(next, request, m))), answered, m.route, path);
+    if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, answer(next, request, m)))), answered, m.route, path);
+    return requests.observe(request, t0, c.allow(request, early), answered, m.route, path);
+  };
   const app: Elysia = new Elysia()
     // HTTP throttling around every handler (routed ones and not-found alike): a refusal answers
     // at once, and a concurrency slot is given back when the handler has its answer (an error's
@@ -142,19 +154,12 @@ export function createHttpApp(s: Services) {
     // Outermost, the request counts on /metrics by route and status, with its latency, and is
     // written to the access log.
     .wrap((next: (r: Request) => unknown) => (request: Request) => {
-      const c = corsNow();
-      if (request.method === "OPTIONS") return c.preflight(request);
+      if (request.method === "OPTIONS") return corsNow().preflight(request);
       const path = pathOf(request.url);
       const m = requests.match(request.method, path);
       // a re-routed "//" request is counted as the original
       if (throttle.internal.has(request)) return answer(next, request, m);
-      const t0 = performance.now();
-      access.before(request);
-      audit?.before(request);
-      const early = throttle.onRequest(request, path);
-      if (early === undefined) return requests.observe(request, t0, c.allow(request, settle(request, answer(next, request, m))), answered, m.route, path);
-      if (early instanceof Promise) return requests.observe(request, t0, c.allow(request, early.then((refused) => refused ?? settle(request, answer(next, request, m)))), answered, m.route, path);
-      return requests.observe(request, t0, c.allow(request, early), answered, m.route, path);
+      return served(next, request, path, m);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       // Go clients build some paths with "//": route them as if the slashes were single. Done
@@ -179,6 +184,27 @@ export function createHttpApp(s: Services) {
   for (const routes of Object.values(routeGroups)) app.use(routes(s));
   app.use(consoleRoutes());
   requests.useRoutes(app.routes);
+  // Plain routes also go to Bun's own router (Elysia hands Bun.serve its routes and these
+  // replace its entries for them): their requests reach `served` without Elysia's call per
+  // request, and a static one's without reading its URL (which Bun builds on the first read:
+  // about 1 µs of CPU here). What Bun's router does not match (a "//" path, another method) still
+  // goes through Elysia and the wrap.
+  const direct: Record<string, Record<string, (request: Request) => unknown>> = {};
+  const elysia = (request: Request) => app.fetch(request);
+  for (const r of app.routes) {
+    if (!plainHandlerOf(r.handler)) continue;
+    const label = r.path, method = r.method;
+    const known = /[:*]/.test(label) ? null : requests.match(method, label);
+    (direct[encodeURI(label)] ??= {})[method] = known
+      ? (request) => served(elysia, request, label, known)
+      : (request) => {
+        const path = pathOf(request.url);
+        const m = requests.match(method, path);
+        // Elysia's router and ours disagreeing: its way, as for any other route
+        return m.plain ? served(elysia, request, path, m) : app.fetch(request);
+      };
+  }
+  app.config.serve = { ...app.config.serve, routes: { ...app.config.serve?.routes, ...direct } } as typeof app.config.serve;
   return app;
 }
 

@@ -7,12 +7,13 @@
 //   __host(op, json) -> Promise<json>   a host operation as the service's effective user
 //   __hostSync(op, json) -> json        the same, blocking: the run's stack waits for the answer
 //   __local(op, json) -> json           a computation done by the worker itself (crypto)
+//   __cache(op, name, key, json) -> json a cache get or set the worker answers itself, or undefined
 //   __done(kind, json)                  resp.success / resp.error / resp.send
 //   __log(text)                         log and console output
 // They are captured here and removed from the global object, so user code cannot call them.
 export const CORE_JS = String.raw`
-  var host = globalThis.__host, hostSync = globalThis.__hostSync, local = globalThis.__local, finish = globalThis.__done, hostLog = globalThis.__log;
-  delete globalThis.__host; delete globalThis.__hostSync; delete globalThis.__local; delete globalThis.__done; delete globalThis.__log;
+  var host = globalThis.__host, hostSync = globalThis.__hostSync, local = globalThis.__local, cacheLocal = globalThis.__cache, finish = globalThis.__done, hostLog = globalThis.__log;
+  delete globalThis.__host; delete globalThis.__hostSync; delete globalThis.__local; delete globalThis.__cache; delete globalThis.__done; delete globalThis.__log;
 
   function replyOf(text) {
     var r = JSON.parse(text);
@@ -88,8 +89,8 @@ export const CORE_JS = String.raw`
       if (loaded) return;
       loaded = true;
       paths.forEach(function (p) { var at = place(p); delete at.obj[at.key]; });
-      lazyHelpers = lazyHelpers || { call: call, classic: classic, callSync: callSync, replyOf: replyOf, hostSync: hostSync, local: local, plainQuery: plainQuery, ClearBlade: ClearBlade, ClearBladeAsync: ClearBladeAsync, log: log, Query: Query, failRun: failRun };
-      new Function("h", "var call = h.call, classic = h.classic, callSync = h.callSync, replyOf = h.replyOf, hostSync = h.hostSync, local = h.local, plainQuery = h.plainQuery, ClearBlade = h.ClearBlade, ClearBladeAsync = h.ClearBladeAsync, log = h.log, Query = h.Query, failRun = h.failRun;\n" + source)(lazyHelpers);
+      lazyHelpers = lazyHelpers || { call: call, classic: classic, callSync: callSync, replyOf: replyOf, hostSync: hostSync, local: local, cacheLocal: cacheLocal, plainQuery: plainQuery, ClearBlade: ClearBlade, ClearBladeAsync: ClearBladeAsync, log: log, Query: Query, failRun: failRun };
+      new Function("h", "var call = h.call, classic = h.classic, callSync = h.callSync, replyOf = h.replyOf, hostSync = h.hostSync, local = h.local, cacheLocal = h.cacheLocal, plainQuery = h.plainQuery, ClearBlade = h.ClearBlade, ClearBladeAsync = h.ClearBladeAsync, log = h.log, Query = h.Query, failRun = h.failRun;\n" + source)(lazyHelpers);
     }
     function place(p) { var parts = p.split("."); return parts.length === 1 ? { obj: globalThis, key: p } : { obj: globalThis[parts[0]], key: parts[1] }; }
     paths.forEach(function (p) {

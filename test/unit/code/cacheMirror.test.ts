@@ -4,7 +4,7 @@
 // small stand-in keeping the rules of domain/serviceCaches.ts (bump after a change, notes).
 import { afterAll, describe, expect, test } from "bun:test";
 import { CacheMirror } from "../../../src/code/cacheMirror.ts";
-import { outcomeValue, paramsJson, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
+import { outcomeValue, paramsJson, publishDeadlines, type RunHooks, Sandbox } from "../../../src/code/sandbox.ts";
 import { BOUND_BASE, CacheVersions, ISSUED_BASE, type MirrorNote, type PostedSet } from "../../../src/domain/cacheVersions.ts";
 
 const ok = (data: unknown) => JSON.stringify({ ok: true, data });
@@ -368,4 +368,156 @@ describe("sets made in the worker", () => {
     expect(t.main.m.calls).toEqual(["cache.set"]);
     expect(t.posted.map((p) => p.j)).toEqual(['{"n":41}']);
   });
+});
+
+describe("a cache call without the call's JSON (RunHooks.cache, the prelude's __cache)", () => {
+  /** The sets-made-here setup of above: a worker that knows the r1 run's rights on "c". */
+  function learned() {
+    const main = mainThread();
+    const withCache: RunHooks = {
+      ...main.hooks,
+      block: (op, a) => {
+        const r = JSON.parse(main.answer(op, a));
+        if (r.data?._m) Object.assign(r.data._m, { sk: "sk", ttl: 60_000 });
+        return JSON.stringify(r);
+      },
+    };
+    const posted: PostedSet[] = [];
+    const w = new CacheMirror(new Int32Array(main.m.versions.buffer), Date.now, (m) => posted.push(m));
+    const run = () => w.hooks(withCache, "user/sk/r1");
+    set(run(), "k", 1); // through the main thread: the rights are learned
+    return { main, w, run, posted, withCache };
+  }
+  const sandboxOf = async (code: string) => {
+    const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: false }, { memoryBytes: 32 << 20, sliceMs: 500 });
+    return sb;
+  };
+  const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
+
+  test("a set is made and a get answered here with the value's JSON alone; what the copy cannot answer is undefined", () => {
+    const t = learned();
+    const r = t.run();
+    expect(r.cache!("set", "c", "k", '{"n":2}')).toBe("");
+    expect(t.posted.map((p) => p.j)).toEqual(['{"n":2}']);
+    expect(r.cache!("get", "c", "k", "")).toBe('{"n":2}');
+    expect(get(r, "none")).toBe(ok({ found: false })); // asked once, then known missing
+    expect(r.cache!("get", "c", "none", "")).toBe("");
+    expect(r.cache!("get", "c", "other", "")).toBeUndefined(); // not in the copy
+    expect(r.cache!("get", "d", "k", "")).toBeUndefined(); // a cache it has not learned of
+    expect(r.cache!("set", "c", "", "1")).toBeUndefined();
+    expect(r.cache!("set", "c", "x".repeat(1025), "1")).toBeUndefined();
+    expect(r.cache!("set", "c", "k", "")).toBeUndefined(); // no value
+    expect(r.cache!("set", "c", "k", "[".repeat(200) + "]".repeat(200))).toBeUndefined();
+    expect(t.posted.length).toBe(1);
+    expect(t.main.m.calls).toEqual(["cache.set", "cache.get"]);
+    // a run without a rights key (a developer's) learns nothing it could set with here
+    expect(t.w.hooks(t.withCache).cache!("set", "c", "k", "1")).toBeUndefined();
+  });
+
+  test("in a sandbox: both flavours answered here, the promise one ending within its call, with ClearBlade's values", async () => {
+    const t = learned();
+    const sb = await sandboxOf(`function svc(req, resp) {
+      var c = ClearBlade.Cache("c"), a = ClearBladeAsync.Cache("c"), out = {};
+      c.set("k", { n: 1 }, function (err, d) { out.set = [err, d]; });
+      var p = c.get("k", function (err, d) { out.get = [err, d]; });
+      c.get("none", function (err, d) { out.none = d === undefined; });
+      p.then(function (d) { out.awaited = d; return a.set("k2", [2]); })
+        .then(function (d) { out.asyncSet = d === undefined; return a.get("k2"); })
+        .then(function (v) { out.asyncGet = v; return a.get("none"); })
+        .then(function (v) { out.asyncNone = v === undefined; resp.success(out); });
+    }`);
+    try {
+      get(t.run(), "none"); // known missing from now on
+      const calls = t.main.m.calls.length;
+      const o = sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
+      // nothing waited for the main thread: the run ended within the call, its promise jobs too
+      expect(o instanceof Promise).toBe(false);
+      expect(outcomeValue((o as { raw: string }).raw)).toEqual({
+        set: [false, "Set done"], get: [false, { n: 1 }], none: true, awaited: { found: true, value: { n: 1 } },
+        asyncSet: true, asyncGet: [2], asyncNone: true,
+      });
+      expect(t.main.m.calls.length).toBe(calls); // none asked the main thread
+      expect(t.posted.map((p) => p.j)).toEqual(['{"n":1}', "[2]"]);
+    } finally { sb.dispose(); }
+  });
+
+  test("what the copy cannot take goes the JSON way, as before: a key not well-formed, a value that is no JSON, a name that is no string", async () => {
+    const t = learned();
+    const sb = await sandboxOf(`function svc(req, resp) {
+      var c = ClearBlade.Cache("c"), out = [];
+      c.set("\\ud800", 5, function (err) { out.push(err); });
+      c.get("\\ud800", function (err, v) { out.push(v); });
+      c.set("k", undefined, function (err, e) { out.push(err); });
+      c.set("f", function () {}, function (err, e) { out.push(err); });
+      ClearBlade.Cache(7).get("k", function (err, e) { out.push(err); });
+      try { var o = {}; o.o = o; c.set("k", o); } catch (e) { out.push(e instanceof TypeError); }
+      resp.success(out);
+    }`);
+    try {
+      const o = sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
+      // (the stand-in main thread takes a set without a value: the real one's checks are its own)
+      expect(outcomeValue((o as { raw: string }).raw)).toEqual([false, 5, false, false, true, true]);
+      // the lone surrogate's set and get went the JSON way, which keeps the key as it is (and
+      // made them here); both bad values and the bad name went to the main thread
+      expect(t.posted.map((p) => [p.k, p.j])).toEqual([["\ud800", "5"]]);
+      expect(t.main.m.calls.slice(1)).toEqual(["cache.set", "cache.set", "cache.get"]);
+    } finally { sb.dispose(); }
+  });
+
+  test("each call of ClearBlade.Cache answers an object of its own, its methods working detached", async () => {
+    const t = learned();
+    const sb = await sandboxOf(`function svc(req, resp) {
+      var a = ClearBlade.Cache("c"), b = ClearBlade.Cache("c");
+      a.get = function () { return "mine"; };
+      a.extra = 1;
+      var got, get = ClearBlade.Cache("c").get, asyncGet = ClearBladeAsync.Cache("c").get;
+      get("k", function (err, v) { got = v; });
+      asyncGet("k").then(function (v) {
+        resp.success([a === b, b.extra === undefined, ClearBlade.Cache("c").get("k") instanceof Promise, got, v]);
+      });
+    }`);
+    try {
+      const o = sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
+      expect(outcomeValue((o as { raw: string }).raw)).toEqual([false, true, true, 1, 1]);
+    } finally { sb.dispose(); }
+  });
+});
+
+test("a cache call past its slice while other systems wait goes the usual way, which may give the worker back (the asyncify build)", async () => {
+  const main = mainThread();
+  const w = worker(main);
+  set(w.hooks(main.hooks), "k", 1); // the copy holds k, the rights are learned by the runs below
+  const contention = new Int32Array(1);
+  publishDeadlines(new Float64Array(1), contention);
+  const code = 'function svc(req, resp){ var n = 0, c = ClearBlade.Cache("c"); for (var i = 0; i < 20; i++) c.get("k", function (e, v) { n += v; }); resp.success(n) }';
+  const sb = await Sandbox.create({ libraries: [], service: { name: "svc", code }, meta: {}, suspends: true }, { memoryBytes: 32 << 20, sliceMs: 40 });
+  const context = JSON.stringify({ systemKey: "sk", systemSecret: "s", userEmail: "u@x", userid: "u", userToken: "t", isLogging: false, caller: {} });
+  const counted = () => {
+    const r = w.hooks(main.hooks);
+    get(r, "k"); // (this run's rights: learned from the main thread's answer)
+    const n = { direct: 0, usual: 0 };
+    const hooks: RunHooks = {
+      host: (op, a, answer, b) => { n.usual++; r.host(op, a, answer, b); },
+      block: (op, a, d) => { n.usual++; return r.block!(op, a, d); },
+      quick: (op) => r.quick!(op),
+      // each takes 5 ms: 20 of them outlast the 40 ms slice
+      cache: (op, c, k, j) => { n.direct++; const t0 = Date.now(); while (Date.now() - t0 < 5); return r.cache!(op, c, k, j); },
+      log: () => {},
+    };
+    return { hooks, n };
+  };
+  try {
+    const quiet = counted();
+    let o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, quiet.hooks, 5_000);
+    expect(outcomeValue((o as { raw: string }).raw)).toBe(20);
+    expect(quiet.n).toEqual({ direct: 20, usual: 0 });
+    contention[0] = 1;
+    const busy = counted();
+    o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, busy.hooks, 5_000);
+    expect(outcomeValue((o as { raw: string }).raw)).toBe(20);
+    expect(busy.n.usual).toBeGreaterThan(0);
+  } finally {
+    publishDeadlines(new Float64Array(1));
+    sb.dispose();
+  }
 });

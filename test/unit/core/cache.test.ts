@@ -119,6 +119,28 @@ describe("TtlCache", () => {
     expect(c.get("c")).toBe(3);
   });
 
+  test("pruneExpired drops expired entries from the least recently used end, up to the first live one", () => {
+    const c = new TtlCache<string, number>(1_000, 10);
+    c.set("a", 1); c.set("b", 2); c.set("c", 3);
+    expect(c.get("a")).toBe(1); // now the most recently used: order b, c, a
+    expect(c.pruneExpired(Date.now() - 5_000)).toBe(0);
+    expect(c.pruneExpired(Date.now() + 2_000)).toBe(3);
+    expect(c.size).toBe(0);
+  });
+
+  test("a swept cache empties itself once its entries expire; an unswept one keeps them until read", async () => {
+    const swept = new TtlCache<string, number>(50, 10, true);
+    const kept = new TtlCache<string, number>(50, 10);
+    for (const c of [swept, kept]) { c.set("a", 1); c.set("b", 2); }
+    const until = Date.now() + 2_000;
+    while (swept.size > 0 && Date.now() < until) await Bun.sleep(10);
+    expect(swept.size).toBe(0);
+    expect(kept.size).toBe(2);
+    swept.set("c", 3); // a set after the sweep stopped starts it again
+    while (swept.size > 0 && Date.now() < until + 2_000) await Bun.sleep(10);
+    expect(swept.size).toBe(0);
+  });
+
   test("deleteWhere drops every matching entry", () => {
     const c = new TtlCache<string, number>(60_000, 10);
     for (let i = 0; i < 6; i++) c.set(`k${i}`, i);

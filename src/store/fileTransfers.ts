@@ -45,6 +45,9 @@ export const fileTransfersRepo = {
   unfinished: async (ex: Executor, systemKey: string, edge: string, role: TransferRole) =>
     (await ex.all<FileTransferRow>(`SELECT * FROM file_transfers WHERE system_key = ? AND edge = ? AND role = ? AND status IN ('pending', 'transferring') ORDER BY created_ms, id`,
       [systemKey, edge, role])).map((r) => num(r)!),
+  /** The peers of a system that one side has unfinished transfers with. */
+  peersWithUnfinished: async (ex: Executor, systemKey: string, role: TransferRole) =>
+    (await ex.all<{ edge: string }>(`SELECT DISTINCT edge FROM file_transfers WHERE system_key = ? AND role = ? AND status IN ('pending', 'transferring')`, [systemKey, role])).map((r) => r.edge),
   /** The unfinished transfers of one side and peer to or from the same place. */
   samePath: async (ex: Executor, systemKey: string, edge: string, role: TransferRole, set: string, path: string) =>
     (await ex.all<FileTransferRow>(`SELECT * FROM file_transfers WHERE system_key = ? AND edge = ? AND role = ? AND set_name = ? AND path = ? AND status IN ('pending', 'transferring')`,

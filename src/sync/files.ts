@@ -88,7 +88,7 @@ export class FileSync {
   }
 
   /** A file was queued for a side (maybe by another node of a cluster): sent if its link is here. */
-  wake(systemKey: string, edge: string) { void this.sender.pump(systemKey, edge).catch((err) => this.d.log.warn("file sync: sending failed", { err })); }
+  wake(systemKey: string, edge: string) { this.sender.unfinished.recorded(systemKey, edge); void this.sender.pump(systemKey, edge).catch((err) => this.d.log.warn("file sync: sending failed", { err })); }
 
   /** The unfinished transfer of a path to a side is dropped (its file was deleted). */
   cancel(systemKey: string, edge: string, set: string, path: string): Promise<void> { return this.sender.cancel(systemKey, edge, set, path); }

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { ApiError, ErrorKinds } from "../../core/errors.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import type { FileBackend } from "../../store/files/backend.ts";
+import { UnfinishedSends } from "./unfinished.ts";
 import { type Check, type CheckKind, checkFile, CHUNK_BYTES, ChunkFrames, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, newCheck, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
 
 /** A transfer this side is sending on a live link. */
@@ -36,9 +37,13 @@ export class FileSender {
 
   constructor(private readonly d: FileSyncDeps, private readonly peers: ReadonlyMap<string, FilePeer>) {
     this.outDir = join(d.dir, "out");
+    this.unfinished = new UnfinishedSends(d.db, !!d.shared);
   }
 
   private copyOf(id: string) { return join(this.outDir, id); }
+
+  /** the peers known to have unfinished transfers, per system */
+  readonly unfinished: UnfinishedSends;
 
   /** A peer's link is gone: its running transfer waits for the next one, its progress written down. */
   async linkLost(peer: FilePeer) {
@@ -108,6 +113,7 @@ export class FileSender {
     this.d.log.debug("file queued", { set, path: source, size, keptMs: Math.round(performance.now() - started) });
     if (size > this.d.maxBytes) { row.status = "failed"; row.error = `the file is ${size} bytes, over --file-sync-max-bytes (${this.d.maxBytes})`; await this.dropKept(row); }
     await fileTransfersRepo.insert(this.d.db, row);
+    if (row.status === "pending") this.unfinished.recorded(systemKey, edge);
     await fileTransfersRepo.prune(this.d.db, systemKey, edge, "send");
     void this.pump(systemKey, edge);
     if (row.status === "pending") this.d.shared?.queued(systemKey, edge);
@@ -171,8 +177,12 @@ export class FileSender {
     const k = peerKey(systemKey, edge);
     const peer = this.peers.get(k);
     if (!peer || this.sending.has(k)) return;
+    const known = await this.unfinished.of(systemKey, edge);
+    if (!known.maybe) return;
     const parked = this.parked.get(k);
-    const next = (await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send")).find((r) => !parked?.has(r.id));
+    const unfinished = await fileTransfersRepo.unfinished(this.d.db, systemKey, edge, "send");
+    if (!unfinished.length) known.none();
+    const next = unfinished.find((r) => !parked?.has(r.id));
     if (!next || this.sending.has(k) || this.peers.get(k) !== peer) return;
     this.sending.set(k, { row: next, peer, accepted: false, sent: 0, acked: 0, pushing: false, savedAt: 0, hash: null });
     peer.send({ t: "file_offer", id: next.id, set: next.set_name, path: next.path, size: next.size, check: "crc32" });

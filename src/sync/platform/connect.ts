@@ -67,8 +67,11 @@ export function linkEnded(h: HubState, s: EdgeSession, cause: string) {
 
 export async function close(h: HubState, ws: Socket, code?: number, reason?: string) {
   const s = h.bySocket.get(ws);
-  if (!s || !s.edge) return;
+  if (!s) return;
   s.closed = true;
+  // (a link closed before its hello was admitted: the hello is dropped)
+  if (!s.edge) return;
+  s.dropped();
   linkEnded(h, s, s.endCause || closedBy(code, reason));
   if (code === PROTOCOL_REFUSED_CLOSE) {
     // the edge refused this platform's protocol: its reason is shown here as at the edge

@@ -3,7 +3,8 @@
 // assets a template change added and the removal of those it dropped otherwise), then streams the
 // change log filtered by its template; applies rows and messages coming up; keeps per-asset status.
 // The hub holds the channel and hands each step to its file: connect (hello, refusals, close),
-// session (what is sent to one edge), ack, uplink, relayDown, control, status, compaction.
+// admission (hellos at a bounded pace), session (what is sent to one edge), snapshots (full ones
+// shared), ack, uplink, relayDown, control, status, compaction.
 import { describeIssues } from "../../core/validate.ts";
 import { edgesRepo } from "../../store/edges.ts";
 import { clusterRepo } from "../../store/cluster.ts";
@@ -22,6 +23,7 @@ import { control, op, relay } from "./control.ts";
 import { deliverHere, relayDown } from "./relayDown.ts";
 import { EdgeSession } from "./session.ts";
 import { HubState } from "./state.ts";
+import { HelloAdmission } from "./admission.ts";
 import { connectedEdges, failedAssets, lag, lags, linkMetrics, retry, status } from "./status.ts";
 import type { AssetStatus, ControlRequest, HubDeps, RelayRequest, Socket } from "./types.ts";
 import { up } from "./uplink.ts";
@@ -44,6 +46,9 @@ export class SyncHub {
   private offCommitted: (() => void) | null = null;
   /** each welcomed session as file sync's peer */
   private readonly filePeers = new WeakMap<EdgeSession, FilePeer>();
+  /** hellos admitted at a bounded pace */
+  private readonly admission = new HelloAdmission();
+  private stopped = false;
 
   constructor(readonly d: HubDeps) {
     const st = this.st = new HubState(d);
@@ -105,6 +110,7 @@ export class SyncHub {
   }
 
   async stop() {
+    this.stopped = true;
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.catchUp) clearInterval(this.catchUp);
@@ -181,12 +187,19 @@ export class SyncHub {
     }
     try {
       if (m.t === "hello") {
-        await hello(this.st, s, m);
-        // (a refused hello leaves no edge on the session)
-        const peer = !s.closed && s.edge && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;
-        if (peer) this.d.files?.peerUp(peer);
-        return;
+        const h = m;
+        return await this.admission.admit(s, async () => {
+          if (s.closed) return;
+          if (this.stopped) { s.closed = true; s.ws.close(1001, "platform stopping"); return; }
+          await hello(this.st, s, h);
+          // (a refused hello leaves no edge on the session)
+          const peer = !s.closed && s.edge && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;
+          if (peer) this.d.files?.peerUp(peer);
+        });
       }
+      // (sent before its hello was admitted: after it, as before the hello admitted at once)
+      const waiting = s.edge ? undefined : this.admission.pending(s);
+      if (waiting) await waiting.catch(() => {});
       if (!s.edge) return reject(s, "say hello first");
       if (isFileMessage(m)) {
         // (the edge may offer a file as soon as it is welcomed, before hello's end here)

@@ -14,6 +14,7 @@ import { DEFINITION_TYPES } from "../../core/syncKinds.ts";
 import { covered, goesDown, snapshot, type SnapshotScope } from "../assets.ts";
 import { BATCH_BYTES, BATCH_CHANGES, type PlatformMessage, type WireChange } from "../protocol.ts";
 import type { AnswerSink } from "../fleet.ts";
+import type { SharedSnapshot, SharedSnapshots, SnapshotReader } from "./snapshots.ts";
 import type { AssetResult, HubDeps, Socket } from "./types.ts";
 
 /** Log entries read at a time while a batch fills, and most read for one batch (entries that do
@@ -33,6 +34,8 @@ export interface SessionHub {
   /** the text of a batch of every log entry after `from` up to `upTo`, when one was made */
   sameBatch(sk: string, from: number, upTo: number): string | undefined;
   keepBatch(sk: string, from: number, upTo: number, text: string): void;
+  /** full snapshots shared by the edges of one template at one position */
+  readonly snapshots: SharedSnapshots;
 }
 
 /** A snapshot to send: everything of the template (`full`: a new, re-created or stale edge), what
@@ -42,7 +45,9 @@ export interface SnapshotJob { kind: "full" | "diff" | "deploy" | "retry"; scope
 
 export interface RunningSnapshot {
   job: SnapshotJob;
-  gen: AsyncGenerator<WireChange[]>;
+  /** its pages: read for this edge alone, or a full snapshot shared with others (and where this edge is in it) */
+  gen?: AsyncGenerator<WireChange[]>;
+  shared?: { snap: SharedSnapshot; reader: SnapshotReader };
   /** the position the edge takes at the end */
   seq: number;
   /** the template the edge holds once done (full, diff) */
@@ -64,6 +69,24 @@ export function templateKey(t: TemplateEntry[]): string {
 
 function canonicalTemplate(t: TemplateEntry[]): string {
   return t.map((e) => `${e.def_module}\u0000${e.def_name}\u0000${e.mode}\u0000${e.def_module === "collection" ? e.rows !== false : ""}`).sort().join("\u0001");
+}
+
+/** A snapshot's end: what the edge keeps of each kind the template covers, and for a full one the
+ *  collections whose rows it brought whole. */
+async function snapshotEnd(d: HubDeps, sk: string, template: TemplateEntry[] | null, kind: SnapshotJob["kind"], seq: number): Promise<PlatformMessage> {
+  // the edge drops what it got from the platform of every kind that the template no longer
+  // covers (a kind no longer in it included); what was made on the edge itself stays
+  const keep: Record<string, string[]> = {};
+  if (template) {
+    Object.assign(keep, await covered(d.db, sk, template));
+    for (const k of DEFINITION_TYPES) keep[k] ??= [];
+  }
+  // a full snapshot brought every row of its collections: the edge drops the others it holds
+  // (deleted here while it was away or before it was made again: their tombstones may be gone)
+  const rows = kind === "full" && template
+    ? (await collectionsRepo.list(d.db, sk)).filter((c) => c.connection === null && goesDown(template, "row", c.name, false)).map((c) => c.collection_id)
+    : undefined;
+  return { t: "snapshot_end", seq, keep, ...(rows ? { rows } : {}) };
 }
 
 export class EdgeSession {
@@ -181,31 +204,40 @@ export class EdgeSession {
       this.skips = this.skips.filter((k) => k.upTo > this.sent);
       this.skips.push({ upTo, covers: (type, name) => goesDown(now, type, name, false) && added(type, name) });
     } else scope = job.scope!;
-    this.running = { job, gen: snapshot(d.db, sk, scope, seq, d.changes.clock.now(), d.secrets), seq, template, results: new Map() };
+    const hlc = d.changes.clock.now();
+    if (job.kind === "full") {
+      // (the same for every edge of this template at this position: made once, see snapshots.ts)
+      const full = template!;
+      const snap = this.hub.snapshots.full(sk, full, seq, () => ({
+        gen: snapshot(d.db, sk, scope, seq, hlc, d.secrets),
+        end: async () => JSON.stringify(await snapshotEnd(d, sk, full, "full", seq)),
+      }));
+      this.running = { job, shared: { snap, reader: snap.join() }, seq, template, results: new Map() };
+    } else this.running = { job, gen: snapshot(d.db, sk, scope, seq, hlc, d.secrets), seq, template, results: new Map() };
   }
 
   private async sendSnapshot(r: RunningSnapshot) {
-    const next = await r.gen.next();
+    if (r.shared) {
+      const { snap, reader } = r.shared;
+      const page = await snap.next(reader);
+      const text = page ?? await snap.end();
+      if (page === null) snap.leave(reader);
+      this.awaiting = page === null ? "end" : "page";
+      if (!this.closed) this.ws.send(text);
+      return;
+    }
+    const next = await r.gen!.next();
     if (!next.done) {
       this.awaiting = "page";
       this.send({ t: "batch", changes: next.value, upTo: r.seq, snapshot: true });
       return;
     }
-    // the edge drops what it got from the platform of every kind that the template no longer
-    // covers (a kind no longer in it included); what was made on the edge itself stays
-    const keep: Record<string, string[]> = {};
-    if (r.template) {
-      Object.assign(keep, await covered(this.hub.d.db, this.edge.system_key, r.template));
-      for (const k of DEFINITION_TYPES) keep[k] ??= [];
-    }
-    // a full snapshot brought every row of its collections: the edge drops the others it holds
-    // (deleted here while it was away or before it was made again: their tombstones may be gone)
-    const rows = r.job.kind === "full" && r.template
-      ? (await collectionsRepo.list(this.hub.d.db, this.edge.system_key)).filter((c) => c.connection === null && goesDown(r.template!, "row", c.name, false)).map((c) => c.collection_id)
-      : undefined;
     this.awaiting = "end";
-    this.send({ t: "snapshot_end", seq: r.seq, keep, ...(rows ? { rows } : {}) });
+    this.send(await snapshotEnd(this.hub.d, this.edge.system_key, r.template, r.job.kind, r.seq));
   }
+
+  /** The link is gone: a shared snapshot no longer keeps pages for it. */
+  dropped() { if (this.running?.shared) this.running.shared.snap.leave(this.running.shared.reader); }
 
   /** The log after what was sent, filtered for this edge, in a batch of bounded size. */
   private async sendLog() {

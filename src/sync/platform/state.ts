@@ -7,6 +7,7 @@ import { type ChangeRow, changesRepo } from "../../store/sync.ts";
 import type { EdgeSession, SessionHub } from "./session.ts";
 import type { ElsewhereHub, HubDeps, Socket } from "./types.ts";
 import { HelloReads } from "./known.ts";
+import { SharedSnapshots } from "./snapshots.ts";
 import { EdgeWrites } from "./writes.ts";
 
 /** Log entries kept as wire text, shared by the sessions of a system's edges. */
@@ -44,6 +45,9 @@ export class HubState implements SessionHub {
   /** what a hello reads, kept in memory */
   readonly reads: HelloReads;
 
+  /** full snapshots shared by the edges of one template at one position */
+  readonly snapshots = new SharedSnapshots();
+
   constructor(readonly d: HubDeps) { this.writes = new EdgeWrites(d); this.reads = new HelloReads(d); }
 
   /** The system's log entries after `after`, at most `limit` (the rows are shared: read only). */
@@ -72,7 +76,7 @@ export class HubState implements SessionHub {
   keepBatch(sk: string, from: number, upTo: number, text: string) { this.batches.set(sk, { from, upTo, text }); }
 
   /** New entries are in the system's log (or may be): reads from before are stale. */
-  logMoved(sk: string) { this.logReads.delete(sk); this.reads.logMoved(sk); }
+  logMoved(sk: string) { this.logReads.delete(sk); this.reads.logMoved(sk); this.snapshots.logMoved(sk); }
 
   /** set in a cluster: reaches the edges other nodes hold */
   get elsewhere(): ElsewhereHub | null { return this.d.elsewhere.get(); }

@@ -2,13 +2,14 @@
 // database, part and copy directories and a local set) joined by a link this test carries frame by
 // frame, and can cut. A cut transfer goes on from the bytes the receiver holds; the file lands
 // once, whole; a transfer replaced by a newer version of the file never mixes into it.
-import { afterAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, beforeEach, describe, expect, spyOn, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "../../../src/core/log.ts";
 import { type Db, openDb } from "../../../src/store/db.ts";
+import { fileTransfersRepo } from "../../../src/store/fileTransfers.ts";
 import { LocalFiles } from "../../../src/store/files/local.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import type { FileBackend } from "../../../src/store/files/backend.ts";
@@ -413,5 +414,40 @@ describe("transfers", () => {
     await lost;
     expect(await link.run(() => landed("r.bin"))).toBe(true);
     expect(sha(await platform.set.get(`inbox/${EDGE}/r.bin`))).toBe(sha(bytes));
+  });
+
+  test("links coming up with nothing to send read the transfers once per system, not once per link; one recorded later is sent", async () => {
+    const unfinished = spyOn(fileTransfersRepo, "unfinished"), peers = spyOn(fileTransfersRepo, "peersWithUnfinished");
+    try {
+      // a herd of links of edges with no transfer
+      const quiet = Array.from({ length: 50 }, (_, i): FilePeer => ({ systemKey: SK, edge: `quiet-${i}`, send: () => {}, sendBinary: () => {} }));
+      for (const p of quiet) platform.files.peerUp(p);
+      link.open();
+      const bytes = randomBytes(CHUNK_BYTES + 7);
+      await platform.set.put("sandbox/cfg.bin", bytes);
+      await platform.files.enqueue(SK, EDGE, SET, "sandbox/cfg.bin", "cfg.bin");
+      expect(await link.run(async () => (await edge.set.stat("inbox/cfg.bin")) !== null)).toBe(true);
+      expect(sha(await edge.set.get("inbox/cfg.bin"))).toBe(sha(bytes));
+      expect(await link.run(async () => (await status(platform, "cfg.bin"))?.status === "synced")).toBe(true);
+      const onPlatform = (calls: unknown[][]) => calls.filter((c) => c[0] === platform.db).length;
+      expect(onPlatform(peers.mock.calls)).toBe(1);
+      // read only for the edge that had a transfer (when it was recorded, and when it was done)
+      expect(unfinished.mock.calls.filter((c) => c[0] === platform.db).every((c) => c[2] === EDGE)).toBe(true);
+      // done: that edge's next link reads nothing either, nor do the others coming back
+      const before = onPlatform(unfinished.mock.calls);
+      await link.cut();
+      for (const p of quiet) { await platform.files.peerLost(p); platform.files.peerUp(p); }
+      link.open();
+      expect(onPlatform(unfinished.mock.calls)).toBe(before);
+      // (a file recorded after them is sent: their links' pumps ran before it, reading nothing)
+      await platform.set.put("sandbox/cfg2.bin", bytes);
+      await platform.files.enqueue(SK, EDGE, SET, "sandbox/cfg2.bin", "cfg2.bin");
+      expect(await link.run(async () => (await edge.set.stat("inbox/cfg2.bin")) !== null)).toBe(true);
+      expect(unfinished.mock.calls.filter((c) => c[0] === platform.db).every((c) => c[2] === EDGE)).toBe(true);
+      expect(onPlatform(peers.mock.calls)).toBe(1);
+    } finally {
+      unfinished.mockRestore();
+      peers.mockRestore();
+    }
   });
 });

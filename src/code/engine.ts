@@ -35,6 +35,8 @@ export class CodeEngine {
   private readonly sources = new TtlCache<string, Source>(SOURCE_CACHE_MS, 5_000);
   /** the caller part of req as JSON, by principal (a cached token keeps its principal object) */
   private readonly contexts = new WeakMap<Principal, { systemKey: string; secret: string; userToken: string; isLogging: boolean; json: string }>();
+  /** cacheRightsKey by principal (see cacheRights) */
+  private readonly rightsKeys = new WeakMap<Principal, { systemKey: string; key: string | undefined }>();
   /** runs of each service under way, for its concurrency limit */
   private readonly inFlight = new Map<string, number>();
   private readonly waiting = new Map<string, (() => void)[]>();
@@ -195,7 +197,7 @@ export class CodeEngine {
         context: this.contextJson(p, systemKey, system.system_secret, opts.userToken ?? "", wantsLogs(svc, opts)),
         params: paramsJson(params), timeoutMs, logs: wantsLogs(svc, opts), instanceId: instance.id,
         host: (op, args) => this.answer(effective, systemKey, op, args, scope, depth, run),
-        ...(this.e.caches.versions ? { cacheRights: cacheRightsKey(effective, systemKey) } : {}),
+        ...(this.e.caches.versions ? { cacheRights: this.cacheRights(effective, systemKey) } : {}),
       });
       id = submitted.id;
       outcome = await submitted.done;
@@ -254,6 +256,16 @@ export class CodeEngine {
     return this.instances.completedOf(systemKey);
   }
 
+  /** cacheRightsKey, made once per caller (it sorts the roles): a cached token keeps its principal
+   *  object, and a change of roles makes a new one */
+  private cacheRights(p: Principal, systemKey: string): string | undefined {
+    const hit = this.rightsKeys.get(p);
+    if (hit && hit.systemKey === systemKey) return hit.key;
+    const key = cacheRightsKey(p, systemKey);
+    this.rightsKeys.set(p, { systemKey, key });
+    return key;
+  }
+
   /** The caller's part of req as JSON, made once per caller: it is the same run after run. */
   private contextJson(p: Principal, systemKey: string, secret: string, userToken: string, isLogging: boolean): string {
     const hit = this.contexts.get(p);
@@ -266,7 +278,10 @@ export class CodeEngine {
 
   private result(svc: ServiceRow, p: Principal, params: unknown, opts: ExecOptions, o: PoolOutcome): ExecResult | Promise<ExecResult> {
     if (o.kind === "failed") return this.failed(svc, p, params, opts, o);
-    const r: ExecResult = { success: o.kind === "success", results: outcomeValue(o.raw), status: o.status, headers: o.headers };
+    // a caller that answers with JSON takes the results as the run gave them: never parsed here
+    const r: ExecResult = opts.resultsJson
+      ? { success: o.kind === "success", results: undefined, resultsJson: o.raw[0] === "t" ? JSON.stringify(o.raw.slice(1)) : o.raw.slice(1), status: o.status, headers: o.headers }
+      : { success: o.kind === "success", results: outcomeValue(o.raw), status: o.status, headers: o.headers };
     if (wantsLogs(svc, opts)) r.logs = o.logs ? o.logs.join("\n") : "";
     return r;
   }

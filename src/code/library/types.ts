@@ -58,11 +58,15 @@ export interface ExecOptions {
   depth?: number;
   /** a retry of a recorded failure: a new failure does not add a second record */
   retry?: boolean;
+  /** the results of a run that did not fail come as resultsJson (JSON text), not parsed */
+  resultsJson?: boolean;
 }
 
 export interface ExecResult {
   success: boolean;
   results: unknown;
+  /** with ExecOptions.resultsJson, for a run that did not fail: its results as JSON text */
+  resultsJson?: string;
   logs?: string;
   status?: number;
   headers?: Record<string, string>;

@@ -23,9 +23,17 @@ export const codeRoutes = (s: Services) => {
       const known = callerOf(s.tokens, request);
       const caller = known instanceof Promise ? await known : known;
       const r = await s.code.execute(caller, params.systemKey, params.name, await jsonBody(request), {
-        userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true",
+        userToken: tokenOf(request) ?? "", logging: request.headers.get("logging-enabled") === "true", resultsJson: true,
       });
       if (r instanceof Response) return r;
+      const logs = r.logs !== undefined ? `,"logs":${JSON.stringify(r.logs)}` : "";
+      // the results as the run gave them, not parsed and written again
+      if (r.resultsJson !== undefined) {
+        const answer = new Response(`{"success":${r.success},"results":${r.resultsJson}${logs}}`);
+        // (set afterwards: cheaper on Bun than headers given to the constructor)
+        answer.headers.set("content-type", "application/json;charset=utf-8");
+        return answer;
+      }
       return { success: r.success, results: r.results, ...(r.logs !== undefined ? { logs: r.logs } : {}) };
     }))
     .get("/api/v/1/code/:systemKey/:name", caller((p, { params }) => s.services.read(p, params.systemKey, params.name)))

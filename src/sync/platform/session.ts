@@ -15,6 +15,7 @@ import { covered, goesDown, snapshot, type SnapshotScope } from "../assets.ts";
 import { BATCH_BYTES, BATCH_CHANGES, type PlatformMessage, type WireChange } from "../protocol.ts";
 import type { AnswerSink } from "../fleet.ts";
 import type { SharedSnapshot, SharedSnapshots, SnapshotReader } from "./snapshots.ts";
+import { templateKey } from "./templateKey.ts";
 import type { AssetResult, HubDeps, Socket } from "./types.ts";
 
 /** Log entries read at a time while a batch fills, and most read for one batch (entries that do
@@ -54,21 +55,6 @@ export interface RunningSnapshot {
   template: TemplateEntry[] | null;
   /** outcomes per asset, recorded when the edge acknowledges the end */
   results: Map<string, AssetResult>;
-}
-
-/** Canonical texts made, by template (a template is replaced whole, never changed in place). */
-const templateKeys = new WeakMap<TemplateEntry[], string>();
-
-/** A template's entries in one canonical text (to see whether an edge holds its template; asked
- *  per log entry sent, so made once per template). */
-export function templateKey(t: TemplateEntry[]): string {
-  let k = templateKeys.get(t);
-  if (k === undefined) templateKeys.set(t, k = canonicalTemplate(t));
-  return k;
-}
-
-function canonicalTemplate(t: TemplateEntry[]): string {
-  return t.map((e) => `${e.def_module}\u0000${e.def_name}\u0000${e.mode}\u0000${e.def_module === "collection" ? e.rows !== false : ""}`).sort().join("\u0001");
 }
 
 /** A snapshot's end: what the edge keeps of each kind the template covers, and for a full one the

@@ -8,7 +8,7 @@
 // is no longer offered to new edges and keeps only the pages its readers still need.
 import type { TemplateEntry } from "../../domain/edges.ts";
 import type { WireChange } from "../protocol.ts";
-import { templateKey } from "./session.ts";
+import { templateKey } from "./templateKey.ts";
 
 /** How long a shared snapshot is offered to edges welcomed later at the same position (a change
  *  the log did not record, such as a purged tombstone, shows in a new snapshot after it). */

@@ -8,7 +8,7 @@ import { nowIso } from "../../core/ids.ts";
 import { assetNames, changesRepo, statusRepo } from "../../store/sync.ts";
 import { entryFor, goesDown, upCollections } from "../assets.ts";
 import { PROTOCOL_VERSION, type WireChange } from "../protocol.ts";
-import { templateKey } from "./session.ts";
+import { templateKey } from "./templateKey.ts";
 import type { HubState } from "./state.ts";
 import type { LogBounds } from "./known.ts";
 import type { AssetStatus } from "./types.ts";

@@ -190,25 +190,36 @@ export interface RowsApplied { applied: RowChange[]; lost: RowChange[] }
  *  copy of a write is authoritative: a column it dropped and added since is empty there).
  *  A change that `replaces` the stored stamp (the platform stamped the write again) takes its place. */
 export async function applyRows(ex: Executor, collectionId: string, columns: ColumnDef[], changes: RowChange[], opts: { ties?: boolean } = {}): Promise<RowsApplied> {
-  // the latest change of each item is the one that counts
-  const last = new Map<string, RowChange>();
-  for (const c of changes) { const prev = last.get(c.item_id); if (!prev || c.hlc >= prev.hlc) last.set(c.item_id, c); }
-  const ids = [...last.keys()];
+  // each item's changes in the batch's order: a write the platform stamped again must take its
+  // new stamp before a later write of the item is judged (judged against the writer's own stamp,
+  // ahead of the platform's clock, that later write would lose on the writer's node alone)
+  const byItem = new Map<string, RowChange[]>();
+  for (const c of changes) { const l = byItem.get(c.item_id); if (l) l.push(c); else byItem.set(c.item_id, [c]); }
+  const ids = [...byItem.keys()];
   const tombs = await tombstonesRepo.forItems(ex, collectionId, ids);
   const stored = await collectionsRepo.stamps(ex, collectionId, ids);
   const names = ["item_id", ...columns.map((c) => c.name)];
   const types = new Map<string, ColumnType>(columns.map((c) => [c.name, c.type]));
   const ups: SqlValue[][] = [], stamps: string[] = [];
   const out: RowsApplied = { applied: [], lost: [] };
-  for (const c of last.values()) {
-    const row = stored.get(c.item_id), tomb = tombs.get(c.item_id);
+  for (const [item, list] of byItem) {
+    const row = stored.get(item), tomb = tombs.get(item);
     // the item's latest known event: its row's write, or its delete
-    const held = later(row, tomb) ? row ?? "" : tomb ?? "";
-    const wins = c.hlc > held || (opts.ties === true && c.hlc === held && held !== "") || (c.replaces !== undefined && c.replaces === held);
-    if (!wins) { out.lost.push(c); continue; }
+    let held = later(row, tomb) ? row ?? "" : tomb ?? "";
+    // the change that takes effect (the latest that wins), and the latest one, lost if none wins
+    let winner: RowChange | undefined, newest = list[0]!;
+    for (const c of list) {
+      if (c.hlc >= newest.hlc) newest = c;
+      const wins = c.hlc > held || (opts.ties === true && c.hlc === held && held !== "") || (c.replaces !== undefined && c.replaces === held);
+      if (!wins) continue;
+      if (c.op === "delete" && c.replaces !== undefined) await tombstonesRepo.restamp(ex, collectionId, item, c.replaces, c.hlc);
+      winner = c;
+      held = c.hlc;
+    }
+    if (!winner) { out.lost.push(newest); continue; }
+    const c = winner;
     if (c.op === "delete") {
       if (row !== undefined) await collectionsRepo.deleteRow(ex, collectionId, c.item_id);
-      if (c.replaces !== undefined) await tombstonesRepo.restamp(ex, collectionId, c.item_id, c.replaces, c.hlc);
       await tombstonesRepo.put(ex, collectionId, c.item_id, c.hlc);
       out.applied.push(c);
       continue;

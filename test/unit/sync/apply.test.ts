@@ -117,6 +117,26 @@ describe("last writer wins", () => {
     await apply(db, [{ ...del("y", stamp(100, "platform")), replaces: future }]);
     expect(await tombstonesRepo.get(db, ID, "y")).toBe(stamp(100, "platform"));
   });
+
+  test("a stamp given again and a later write of the item in one batch: the later write wins on the writer's node", async () => {
+    // an edge whose clock is far ahead wrote x and deleted y; the platform stamped both again and
+    // then wrote each itself, and both changes reached the edge in one batch
+    const future = stamp(9_000_000, "edge:a");
+    await apply(db, [up("x", "mine", future), up("y", "mine", stamp(1, "edge:a"))]);
+    await apply(db, [del("y", future)]);
+    const r = await apply(db, [
+      { ...up("x", "mine", stamp(100, "platform")), replaces: future }, up("x", "platform's", stamp(150, "platform")),
+      { ...del("y", stamp(100, "platform")), replaces: future }, up("y", "platform's", stamp(150, "platform")),
+    ]);
+    expect(r.lost).toEqual([]);
+    expect(r.applied.map((c) => [c.item_id, c.values?.v])).toEqual([["x", "platform's"], ["y", "platform's"]]);
+    expect(await row(db, "x")).toEqual({ v: "platform's", _hlc: stamp(150, "platform") });
+    expect(await row(db, "y")).toEqual({ v: "platform's", _hlc: stamp(150, "platform") });
+    // the tombstone took the platform's stamp: it no longer hides the row's later write
+    expect(await tombstonesRepo.get(db, ID, "y")).toBe(stamp(100, "platform"));
+    // and an older write still loses
+    expect((await apply(db, [up("x", "late", stamp(120, "platform"))])).lost.length).toBe(1);
+  });
 });
 
 describe("a local write over a row stored with a later stamp", () => {

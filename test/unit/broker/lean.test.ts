@@ -10,15 +10,7 @@ import mqttPacket from "mqtt-packet";
 import { KeepaliveWheel, leanListeners, listenerCounts } from "../../../src/broker/lean.ts";
 import { fastPublishIn, withFrameParser } from "../../../src/broker/publish.ts";
 import { listenTcp } from "../../../src/broker/tcp.ts";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(pred: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await sleep(5);
-  }
-}
+import { waitFor } from "./wait.ts";
 
 type Internals = { _keepaliveTimer: unknown; closed: boolean };
 type WheelInternals = { entries: Set<{ client: Client }>; timer: unknown };

@@ -10,16 +10,7 @@ import type { TCPSocketListener } from "bun";
 import { leanListeners, listenerCounts } from "../../../src/broker/lean.ts";
 import { MAX_PACKET_BYTES, fastPublishIn, withFrameParser } from "../../../src/broker/publish.ts";
 import { type TcpConnection, listenTcp } from "../../../src/broker/tcp.ts";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(pred: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await sleep(5);
-  }
-}
+import { sleep, waitFor } from "./wait.ts";
 
 /** A listener whose connections are kept in order of arrival. */
 function server() {

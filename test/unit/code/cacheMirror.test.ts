@@ -247,6 +247,18 @@ describe("in a sandbox", () => {
   });
 });
 
+/** The main thread's hooks, its notes saying the cache's system and TTL (as serviceCaches.ts's do). */
+function notingSystemAndTtl(main: ReturnType<typeof mainThread>): RunHooks {
+  return {
+    ...main.hooks,
+    block: (op, a) => {
+      const r = JSON.parse(main.answer(op, a));
+      if (r.data?._m) Object.assign(r.data._m, { sk: "sk", ttl: 60_000 });
+      return JSON.stringify(r);
+    },
+  };
+}
+
 describe("sets made in the worker", () => {
   /** The main thread, its notes saying the cache's system and TTL (as serviceCaches.ts's do), and
    *  a worker posting its sets to a list; a run with rights key r1 has set once through the main
@@ -254,14 +266,7 @@ describe("sets made in the worker", () => {
   function setUp(levels = 15) {
     const main = mainThread();
     main.m.levels = levels;
-    const withCache: RunHooks = {
-      ...main.hooks,
-      block: (op, a) => {
-        const r = JSON.parse(main.answer(op, a));
-        if (r.data?._m) Object.assign(r.data._m, { sk: "sk", ttl: 60_000 });
-        return JSON.stringify(r);
-      },
-    };
+    const withCache = notingSystemAndTtl(main);
     const posted: PostedSet[] = [];
     let now = 1_000_000;
     const w = new CacheMirror(new Int32Array(main.m.versions.buffer), () => now, (m) => posted.push(m));
@@ -374,14 +379,7 @@ describe("a cache call without the call's JSON (RunHooks.cache, the prelude's __
   /** The sets-made-here setup of above: a worker that knows the r1 run's rights on "c". */
   function learned() {
     const main = mainThread();
-    const withCache: RunHooks = {
-      ...main.hooks,
-      block: (op, a) => {
-        const r = JSON.parse(main.answer(op, a));
-        if (r.data?._m) Object.assign(r.data._m, { sk: "sk", ttl: 60_000 });
-        return JSON.stringify(r);
-      },
-    };
+    const withCache = notingSystemAndTtl(main);
     const posted: PostedSet[] = [];
     const w = new CacheMirror(new Int32Array(main.m.versions.buffer), Date.now, (m) => posted.push(m));
     const run = () => w.hooks(withCache, "user/sk/r1");

@@ -12,21 +12,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqtt from "mqtt";
-import { alternate, BIN, fmt, hasWrk, load, pct, port, report, setupSystem, verdict, waitHttp } from "./lib.ts";
+import { alternate, BIN, fmt, hasWrk, load, pct, port, redisServer, report, setupSystem, verdict, waitHttp } from "./lib.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 40_000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 1_000);
 const PAYLOAD = Buffer.alloc(64, "x");
 
-async function redisServer() {
-  const p = port();
-  const proc = Bun.spawn(["redis-server", "--port", String(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
-  for (let i = 0; i < 200; i++) {
-    try { const s = await Bun.connect({ hostname: "127.0.0.1", port: p, socket: { data() {} } }); s.end(); break; } catch { await Bun.sleep(25); }
-  }
-  return { url: `redis://127.0.0.1:${p}`, stop: async () => { proc.kill("SIGKILL"); await proc.exited; } };
-}
 
 async function node(db: string, redis: string, id: string) {
   const dataDir = mkdtempSync(join(tmpdir(), "outpost-bench-cluster-"));

@@ -41,7 +41,27 @@ export class Node {
 export const liveBatches = (log: string) => [...log.matchAll(/\{"time":"([^"]+)","level":"debug","msg":"batch applied"[^\n]*"seqs":\[\d[\d,]*\]/g)]
   .filter((m) => !/"snapshot":true/.test(m[0])).map((m) => Date.parse(m[1]!));
 
+export interface SimWaits { open: number[]; welcome: number[] }
 export interface SimStats { edges: number; welcomed: number; synced: number; opens: number; openTimeouts: number; closes: number; welcomes: number; fullSnapshots: number; lastWelcomeAt: number; lastSyncedAt: number }
+
+async function until(stats: () => Promise<SimStats>, what: string, pred: (s: SimStats) => boolean, timeoutMs: number, everyMs: number): Promise<SimStats> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await stats();
+    if (pred(s)) return s;
+    if (Date.now() > deadline) throw new Error(`${what} did not happen in ${timeoutMs / 1000} s: ${JSON.stringify(s)}`);
+    await Bun.sleep(everyMs);
+  }
+}
+
+async function whenAll(arrivals: () => Promise<number[]>, timeoutMs: number): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const at = await arrivals();
+    if (at.every((t) => t > 0) || Date.now() > deadline) return at;
+    await Bun.sleep(50);
+  }
+}
 
 /** Edges that speak the sync protocol without being edges (bench/simEdges.ts), in a child process. */
 export class SimEdges {
@@ -51,8 +71,10 @@ export class SimEdges {
   private exited = false;
 
   /** `rows` of a change are rows whose `sensor` is "<group>/<n>" (see simEdges.ts). */
-  constructor(platformUrl: string, systemKey: string, names: string[], token: string, pingMs = 15_000) {
-    const cfg = { url: platformUrl.replace("http:", "ws:") + "/api/v/4/sync", systemKey, names, token, pingMs };
+  /** `platformUrl`: a node's URL, or a cluster's nodes' (the edges spread over them in turn). */
+  constructor(platformUrl: string | string[], systemKey: string, names: string[], token: string, pingMs = 15_000) {
+    const urls = (Array.isArray(platformUrl) ? platformUrl : [platformUrl]).map((u) => u.replace("http:", "ws:") + "/api/v/4/sync");
+    const cfg = { urls, systemKey, names, token, pingMs };
     // thousands of names are too long for a command line: they go in a file
     const file = join(mkdtempSync(join(tmpdir(), "outpost-bench-sim-")), "edges.json");
     writeFileSync(file, JSON.stringify(cfg));
@@ -84,29 +106,50 @@ export class SimEdges {
   reset() { return this.ask<SimStats>({ cmd: "reset" }); }
   /** a change of `rows` rows of `group` is coming: each edge notes when it has them all */
   expect(group: string, rows: number) { return this.ask<boolean>({ cmd: "expect", group, rows }); }
+  /** since the last reset: each open until the platform took it, each hello until its welcome (ms) */
+  waits() { return this.ask<SimWaits>({ cmd: "waits" }); }
   /** when each edge had all of the group's rows (epoch ms; 0: not yet) */
   arrivals(group: string) { return this.ask<number[]>({ cmd: "group", group }); }
 
   /** Waits until `pred` holds of the stats, polling the simulator (not the platform). */
-  async until(what: string, pred: (s: SimStats) => boolean, timeoutMs: number, everyMs = 20): Promise<SimStats> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const s = await this.stats();
-      if (pred(s)) return s;
-      if (Date.now() > deadline) throw new Error(`${what} did not happen in ${timeoutMs / 1000} s: ${JSON.stringify(s)}`);
-      await Bun.sleep(everyMs);
-    }
-  }
-
+  until(what: string, pred: (s: SimStats) => boolean, timeoutMs: number, everyMs = 20) { return until(() => this.stats(), what, pred, timeoutMs, everyMs); }
   /** Waits until every edge had the group's rows (or the time is up): the times, 0 for missing. */
-  async whenAll(group: string, timeoutMs: number): Promise<number[]> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const at = await this.arrivals(group);
-      if (at.every((t) => t > 0) || Date.now() > deadline) return at;
-      await Bun.sleep(50);
-    }
-  }
+  whenAll(group: string, timeoutMs: number) { return whenAll(() => this.arrivals(group), timeoutMs); }
 
   stop() { this.p.kill("SIGKILL"); }
+}
+
+/** Simulated edges in several processes, each driving a share of them (a process holds at most
+ *  its file-descriptor limit's sockets): asked as one, their counts added and their times merged. */
+export class SimFleet {
+  private readonly parts: SimEdges[];
+
+  /** `procs` processes, each with a contiguous share of `names`; every share spreads its edges
+   *  over `platformUrls` in turn. */
+  constructor(platformUrls: string[], systemKey: string, names: string[], token: string, procs: number) {
+    const share = Math.ceil(names.length / procs);
+    this.parts = Array.from({ length: procs }, (_, k) => names.slice(k * share, (k + 1) * share)).filter((n) => n.length)
+      .map((n) => new SimEdges(platformUrls, systemKey, n, token));
+  }
+
+  private static merge(all: SimStats[]): SimStats {
+    const sum = (k: keyof SimStats) => all.reduce((a, x) => a + x[k], 0);
+    const max = (k: keyof SimStats) => Math.max(...all.map((x) => x[k]));
+    return { edges: sum("edges"), welcomed: sum("welcomed"), synced: sum("synced"), opens: sum("opens"), openTimeouts: sum("openTimeouts"), closes: sum("closes"),
+      welcomes: sum("welcomes"), fullSnapshots: sum("fullSnapshots"), lastWelcomeAt: max("lastWelcomeAt"), lastSyncedAt: max("lastSyncedAt") };
+  }
+
+  async stats() { return SimFleet.merge(await Promise.all(this.parts.map((p) => p.stats()))); }
+  async reset() { return SimFleet.merge(await Promise.all(this.parts.map((p) => p.reset()))); }
+  async expect(group: string, rows: number) { await Promise.all(this.parts.map((p) => p.expect(group, rows))); return true; }
+  async arrivals(group: string) { return (await Promise.all(this.parts.map((p) => p.arrivals(group)))).flat(); }
+  async waits(): Promise<SimWaits> {
+    const all = await Promise.all(this.parts.map((p) => p.waits()));
+    return { open: all.flatMap((w) => w.open), welcome: all.flatMap((w) => w.welcome) };
+  }
+
+  until(what: string, pred: (s: SimStats) => boolean, timeoutMs: number, everyMs = 20) { return until(() => this.stats(), what, pred, timeoutMs, everyMs); }
+  whenAll(group: string, timeoutMs: number) { return whenAll(() => this.arrivals(group), timeoutMs); }
+
+  stop() { for (const p of this.parts) p.stop(); }
 }

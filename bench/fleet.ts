@@ -17,23 +17,38 @@
 //   FLEET_CHANGES=20               changes of part 2
 //   FLEET_CONNECT_LIMIT_S=180      how long part 1 may take (past it the size is reported as failed)
 //   SCALE=small                    a smoke test (CI): sizes 50,200
+// A cluster: "a two-node cluster holds twice the single-node fleet with the edges spread over both"
+//   FLEET_CLUSTER=2                platform nodes sharing one PostgreSQL database (a new one on
+//                                  OUTPOST_TEST_PG's server, the test server by default) and one
+//                                  Redis; the edges spread over them in turn, changes written on the
+//                                  first; default size: that many times the most one node holds
+//   FLEET_SIM_PROCS=n              simulator processes (default: enough for the file-descriptor
+//                                  limit, and one per node), each driving a share of the edges
+// Every process (each node, each simulator) is bound by its own descriptor limit (`ulimit -n`,
+// raised to the hard limit `ulimit -Hn` at most): past it, more processes, never more per process.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { liveBatches, Node, SimEdges, type SimStats } from "./edgesim.ts";
-import { fmt, json, pct, report, setupSystem, verdict } from "./lib.ts";
+import { createPgDatabase, dropPgDatabase } from "../test/pgdb.ts";
+import { liveBatches, Node, SimFleet, type SimStats, type SimWaits } from "./edgesim.ts";
+import { fmt, json, pct, redisServer, report, setupSystem, verdict } from "./lib.ts";
 
 const small = process.env.SCALE === "small";
 /** descriptors the platform keeps for itself (databases, listeners, the real edge's link) */
 const FD_SPARE = 1_000;
+function hardFdLimit(): string { return Bun.spawnSync(["sh", "-c", "ulimit -Hn"]).stdout.toString().trim(); }
 function fdLimit(): number {
   const r = Bun.spawnSync(["sh", "-c", "ulimit -n"]);
   const n = Number(r.stdout.toString().trim());
   return Number.isFinite(n) && n > 0 ? n : 1_024;
 }
+/** the most edges one process (a node, a simulator) holds links of */
 const maxEdges = () => Math.max(1_000, Math.floor((fdLimit() - FD_SPARE) / 1_000) * 1_000);
+const NODES = Math.max(1, Number(process.env.FLEET_CLUSTER ?? 1));
 const SIZES = process.env.FLEET_SIZES ? process.env.FLEET_SIZES.split(",").map(Number).filter((n) => n > 1)
-  : small ? [50, 200] : [...new Set([1_000, 10_000, maxEdges()])].filter((n) => n <= maxEdges());
+  : small ? [50, 200] : NODES > 1 ? [NODES * maxEdges()] : [...new Set([1_000, 10_000, maxEdges()])].filter((n) => n <= maxEdges());
+const simProcs = (n: number) => Number(process.env.FLEET_SIM_PROCS ?? Math.max(NODES, Math.ceil(n / maxEdges())));
+const CLUSTER_SECRET = "fleet-bench-cluster-secret-0123456789";
 const CHANGES = Number(process.env.FLEET_CHANGES ?? (small ? 5 : 20));
 const BATCH = 100;
 /** how long the herd of part 1 may take before the size is given up (the full run stays within 15 minutes) */
@@ -61,6 +76,8 @@ class HealthProbe {
   take() { const t = this.times; this.times = []; const f = this.failed; this.failed = 0; return { p99: t.length ? pct(t, 0.99) : NaN, max: t.length ? Math.max(...t) : NaN, n: t.length, failed: f }; }
   stop() { this.on = false; }
 }
+/** where the edges' time went: opens until the platform took them, hellos until their welcome */
+const waited = (w: SimWaits) => `open ${fmt(pct(w.open, 0.5))} / ${fmt(pct(w.open, 0.99))} ms (${fmt(w.open.length)}), hello to welcome ${fmt(pct(w.welcome, 0.5))} / ${fmt(pct(w.welcome, 0.99))} ms (${fmt(w.welcome.length)})`;
 const health = (h: ReturnType<HealthProbe["take"]>) => `p99 ${fmt(h.p99, 1)} ms, max ${fmt(h.max, 1)} ms (${h.n} asks)  ${verdict(h.p99, 20, false)}`;
 
 /** Creates the edges `conc` at a time. */
@@ -71,15 +88,51 @@ async function createEdges(url: string, sk: string, names: string[], D: Record<s
   }));
 }
 
+/** The platform: one node, or NODES nodes sharing a PostgreSQL database and a Redis (made here
+ *  and dropped after). The API is asked on the first node. */
+class Platform {
+  nodes: Node[] = [];
+  private shared: { db: string; redis: Awaited<ReturnType<typeof redisServer>> } | null = null;
+  constructor(private readonly tplDir: string) {}
+  get url() { return this.nodes[0]!.url; }
+  get urls() { return this.nodes.map((x) => x.url); }
+  rssKb() { return this.nodes.reduce((a, x) => a + x.rssKb(), 0); }
+  async start() {
+    if (!this.nodes.length) {
+      const base = ["--log-level", "error", "--edge-templates-dir", this.tplDir];
+      if (NODES === 1) this.nodes = [new Node(base)];
+      else {
+        this.shared = { db: await createPgDatabase(), redis: await redisServer() };
+        const { db, redis } = this.shared;
+        this.nodes = Array.from({ length: NODES }, (_, k) => new Node([...base, "--db", db, "--redis-url", redis.url, "--node-id", `fleet-${k}`, "--secret-key", CLUSTER_SECRET]));
+      }
+      // the first node makes the schema, the others find it
+      await this.nodes[0]!.start();
+      await Promise.all(this.nodes.slice(1).map((x) => x.start()));
+    } else await Promise.all(this.nodes.map((x) => x.start()));
+  }
+  async stop() { await Promise.all(this.nodes.map((x) => x.stop())); }
+  /** stopped, and what it shared dropped */
+  async end() {
+    await this.stop();
+    if (this.shared) { await this.shared.redis.stop(); await dropPgDatabase(this.shared.db); this.shared = null; }
+  }
+}
+
 async function size(n: number) {
   const tplDir = mkdtempSync(join(tmpdir(), "outpost-bench-fleet-"));
   writeFileSync(join(tplDir, "fleet.json"), JSON.stringify({ assets: [{ def_module: "collection", def_name: "fleet", mode: "sync_to_edge" }] }));
-  const P = new Node(["--log-level", "error", "--edge-templates-dir", tplDir]);
-  await P.start();
-  const probe = new HealthProbe(() => P.url);
-  let sim: SimEdges | null = null, real: Node | null = null;
+  // each process holds at most its descriptor limit's links: said before anything starts
+  const procs = simProcs(n);
+  if (Math.ceil(n / NODES) > maxEdges() || Math.ceil(n / procs) > maxEdges()) {
+    throw new Error(`${fmt(n)} edges need at least ${Math.ceil(n / maxEdges())} nodes and simulator processes: each holds at most ${fmt(maxEdges())} links (${fmt(fdLimit())} file descriptors, \`ulimit -Hn\` ${hardFdLimit()})`);
+  }
+  const P = new Platform(tplDir);
+  let sim: SimFleet | null = null, real: Node | null = null, probe: HealthProbe | null = null;
   const rows: [string, string][] = [];
   try {
+    await P.start();
+    probe = new HealthProbe(() => P.url);
     const s = await setupSystem(P.url);
     const D = { "ClearBlade-DevToken": s.devToken };
     const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "fleet", appID: s.systemKey, columns: COLUMNS }, D);
@@ -91,7 +144,7 @@ async function size(n: number) {
     probe.take();
     const t0 = Date.now();
     real = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", names[0]!, "--edge-token", TOKEN]);
-    sim = new SimEdges(P.url, s.systemKey, names.slice(1), TOKEN);
+    sim = new SimFleet(P.urls, s.systemKey, names.slice(1), TOKEN, procs);
     const up = await sim.until("every edge's first sync", (x) => x.synced === n - 1, CONNECT_LIMIT_MS, 50).catch(() => null);
     if (!up) {
       // a herd the node does not absorb: said, and the other parts skipped (they need every edge)
@@ -106,6 +159,7 @@ async function size(n: number) {
     const rssPerEdge = (P.rssKb() - rss0) / n;
     rows.push([`connect-all (${fmt(n)} at once): until all synced`, `${fmt(connectMs)} ms`]);
     rows.push(["  opens that timed out (3 s) / opens", `${fmt(up.openTimeouts)} / ${fmt(up.opens)}  ${verdict(up.openTimeouts, 0, false)}`]);
+    rows.push(["  waits p50 / p99", waited(await sim.waits())]);
     rows.push(["  platform RSS per edge", `${fmt(rssPerEdge, 1)} KB`]);
     rows.push(["  /health", health(probe.take())]);
 
@@ -163,17 +217,19 @@ async function size(n: number) {
     const back: SimStats = await sim.until("every edge back", (x) => x.welcomed === n - 1, 120_000, 20);
     const backMs = back.lastWelcomeAt - rt;
     const got = await sim.whenAll("restart", 30_000);
-    rows.push(["restart: the API's first answer (from the process's start)", `${fmt(apiMs)} ms  ${verdict(apiMs, 1_000, false)}`]);
+    rows.push([`restart: the API's first answer (from the process's start${NODES > 1 ? ", every node" : ""})`, `${fmt(apiMs)} ms  ${verdict(apiMs, 1_000, false)}`]);
     rows.push(["  all edges back (welcomed)", `${fmt(backMs)} ms  ${verdict(backMs, 5_000, false)}`]);
+    rows.push(["  waits p50 / p99", waited(await sim.waits())]);
     rows.push(["  full snapshots / open timeouts", `${fmt(back.fullSnapshots)} / ${fmt(back.openTimeouts)}  ${verdict(back.fullSnapshots, 0, false)}`]);
     rows.push(["  edges that lost the change written before the restart", `${fmt(got.filter((t) => t === 0).length)}  ${verdict(got.filter((t) => t === 0).length, 0, false)}`]);
     rows.push(["  /health (once answering)", health(probe.take())]);
   } finally {
-    probe.stop();
+    probe?.stop();
     sim?.stop();
     await real?.stop("SIGKILL");
-    await P.stop();
-    report(`Fleet: ${fmt(n)} edges of one system on one platform node (${fmt(n - 1)} simulated, 1 real)`, rows);
+    await P.end();
+    const on = NODES === 1 ? "one platform node" : `${NODES} platform nodes sharing PostgreSQL and Redis, the edges spread over them`;
+    report(`Fleet: ${fmt(n)} edges of one system on ${on} (${fmt(n - 1)} simulated in ${procs} process${procs > 1 ? "es" : ""}, 1 real)`, rows);
   }
 }
 

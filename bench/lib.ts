@@ -146,3 +146,13 @@ export function report(title: string, rows: [string, string][]) {
 
 export const verdict = (ratio: number, target: number, higherIsBetter = true) =>
   (higherIsBetter ? ratio >= target : ratio <= target) ? `ok (target ${higherIsBetter ? ">=" : "<="} ${target})` : `BELOW TARGET (${target})`;
+
+/** A private redis-server on a free port, no persistence (a cluster's nodes share it). */
+export async function redisServer() {
+  const p = port();
+  const proc = Bun.spawn(["redis-server", "--port", String(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+  for (let i = 0; i < 200; i++) {
+    try { const s = await Bun.connect({ hostname: "127.0.0.1", port: p, socket: { data() {} } }); s.end(); break; } catch { await Bun.sleep(25); }
+  }
+  return { url: `redis://127.0.0.1:${p}`, stop: async () => { proc.kill("SIGKILL"); await proc.exited; } };
+}

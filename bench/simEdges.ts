@@ -11,7 +11,8 @@
 
 import { readFileSync } from "node:fs";
 
-interface Config { url: string; systemKey: string; names: string[]; token: string; pingMs: number }
+/** `urls`: the platform nodes' sync URLs; edge i opens urls[i % urls.length] (a cluster's edges spread over its nodes) */
+interface Config { urls: string[]; systemKey: string; names: string[]; token: string; pingMs: number }
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Config;
 const OPEN_TIMEOUT_MS = 3_000;
 
@@ -20,23 +21,34 @@ const edges: Edge[] = cfg.names.map((name) => ({ name, ws: null, cursor: 0, sync
 
 /** what happened since the driver last reset the counters */
 const counts = { opens: 0, openTimeouts: 0, closes: 0, welcomes: 0, fullSnapshots: 0, lastWelcomeAt: 0, lastSyncedAt: 0 };
+/** where an edge's time goes since the last reset: each open until the platform took it (the
+ *  WebSocket's upgrade answered), each hello until its welcome (ms) */
+const waits = { open: [] as number[], welcome: [] as number[] };
 /** per group: rows expected, rows seen per edge, when each edge had them all (0: not yet) */
 const groups = new Map<string, { rows: number; seen: Uint16Array; doneAt: Float64Array }>();
 
 function open(i: number) {
   const e = edges[i]!;
   counts.opens++;
-  const ws = new WebSocket(cfg.url);
+  const ws = new WebSocket(cfg.urls[i % cfg.urls.length]!);
+  const openedAt = Date.now();
+  let helloAt = 0;
   e.ws = ws;
   e.welcomed = false;
   const timer = setTimeout(() => { if (ws.readyState !== WebSocket.OPEN) { counts.openTimeouts++; ws.close(); } }, OPEN_TIMEOUT_MS);
   ws.onopen = () => {
     clearTimeout(timer);
+    helloAt = Date.now();
+    waits.open.push(helloAt - openedAt);
     ws.send(JSON.stringify({ t: "hello", systemKey: cfg.systemKey, edge: e.name, token: cfg.token, cursor: e.cursor, synced: e.synced, incarnation: e.incarnation,
       fresh: e.fresh, pingMs: cfg.pingMs, protocol: 2, version: "simulated" }));
     e.fresh = false;
   };
-  ws.onmessage = (ev) => onMessage(i, ws, typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8"));
+  ws.onmessage = (ev) => {
+    const text = typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8");
+    if (helloAt && text.startsWith('{"t":"welcome"')) { waits.welcome.push(Date.now() - helloAt); helloAt = 0; }
+    onMessage(i, ws, text);
+  };
   ws.onclose = () => {
     clearTimeout(timer);
     if (e.ws !== ws) return;
@@ -109,7 +121,8 @@ process.stdin.on("data", (d) => {
     const c = JSON.parse(line) as { id: number; cmd: string; group?: string; rows?: number };
     let out: unknown = null;
     if (c.cmd === "stats") out = stats();
-    else if (c.cmd === "reset") { for (const k of Object.keys(counts) as (keyof typeof counts)[]) counts[k] = 0; out = stats(); }
+    else if (c.cmd === "reset") { for (const k of Object.keys(counts) as (keyof typeof counts)[]) counts[k] = 0; waits.open = []; waits.welcome = []; out = stats(); }
+    else if (c.cmd === "waits") out = waits;
     else if (c.cmd === "expect") { groups.set(c.group!, { rows: c.rows!, seen: new Uint16Array(edges.length), doneAt: new Float64Array(edges.length) }); out = true; }
     else if (c.cmd === "group") out = [...(groups.get(c.group!)?.doneAt ?? [])];
     process.stdout.write(JSON.stringify({ id: c.id, out }) + "\n");

@@ -149,7 +149,8 @@ async function size(n: number) {
     if (!up) {
       // a herd the node does not absorb: said, and the other parts skipped (they need every edge)
       const x = await sim.stats();
-      rows.push([`connect-all (${fmt(n)} at once)`, `NOT ALL SYNCED in ${CONNECT_LIMIT_MS / 1000} s: ${fmt(x.synced)} of ${fmt(n - 1)}; ${fmt(x.openTimeouts)} of ${fmt(x.opens)} opens timed out, ${fmt(x.closes)} links closed`]);
+      rows.push([`connect-all (${fmt(n)} at once)`, `NOT ALL SYNCED in ${CONNECT_LIMIT_MS / 1000} s: ${fmt(x.synced)} of ${fmt(n - 1)} (${fmt(x.welcomed)} welcomed); ${fmt(x.openTimeouts)} of ${fmt(x.opens)} opens timed out, ${fmt(x.closes)} links closed`]);
+      rows.push(["  waits p50 / p99", waited(await sim.waits())]);
       rows.push(["  /health", health(probe.take())]);
       return;
     }

@@ -17,7 +17,6 @@ import { consoleRoutes } from "./console.ts";
 import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
 import type { Services } from "./services.ts";
 import { HttpAudit } from "./audit.ts";
-import { deepenListenQueue } from "./listenQueue.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
@@ -227,8 +226,6 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
   const options = { hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false };
   app.listen({ port, ...options, ...(tls ? { tls } : {}) });
   const server = app.server!;
-  // a herd of edges opening at once waits in the kernel's queue, not dropped past Bun's 512
-  deepenListenQueue(server.port!);
   /** servers a certificate reload replaced, finishing the connections they had */
   const retired = new Set<NonNullable<typeof app.server>>();
   return {
@@ -248,7 +245,6 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
         retired.add(old);
         void old.stop(false).then(() => retired.delete(old));
         app.listen({ port: server.port!, ...options, tls: next });
-        deepenListenQueue(server.port!);
       },
     } : {}),
   };

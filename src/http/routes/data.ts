@@ -4,7 +4,7 @@ import { Elysia } from "elysia";
 import { developerOnly, type Principal } from "../../auth/principal.ts";
 import { type Query, fetchPage, parseQuery } from "../../core/query.ts";
 import type { Collection } from "../../domain/collections.ts";
-import { jsonBody, knownCaller, plain, principalOf, queryOf, systemKeyOf, withCaller } from "../request.ts";
+import { jsonBody, knownCaller, plain, principalOf, queryOf, reusedJson, systemKeyOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type Params = Record<string, string>;
@@ -59,7 +59,8 @@ function itemRoutes(app: Elysia, s: Services, base: string, resolve: Resolve, pa
       const cached = known && resolve.now(s, known, params as unknown as Params);
       const q = cached ? parsedOrNull(request) : null;
       const hit = known && cached && q ? s.collections.fetchNow(known, cached, q) : undefined;
-      if (hit) return fetchPage(pages, q!, hit);
+      // a kept result's page is encoded once per query and base
+      if (hit) return reusedJson(hit, q, pages, () => fetchPage(pages, q!, hit));
       return readQuery(request, params).then(async ({ p, c, q }) => fetchPage(pages, q, await s.collections.fetch(p, c, q)));
     }))
     .post(base, async ({ request, params }) => {

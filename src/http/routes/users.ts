@@ -1,7 +1,7 @@
 // Users: the user-token API and the developer's user administration under
 // /admin/user/{systemKey} (docs/api.md).
 import { Elysia } from "elysia";
-import { callerOf, jsonBody, optionalPrincipalOf, plain, queryOf, systemKeyOf, systemSecretOf, withCaller } from "../request.ts";
+import { callerOf, jsonBody, optionalPrincipalOf, plain, queryOf, reusedJson, systemKeyOf, systemSecretOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 export const userRoutes = (s: Services) => {
@@ -13,7 +13,13 @@ export const userRoutes = (s: Services) => {
     .post("/api/v/1/user/anon", async ({ request }) => s.users.anonymous(systemKeyOf(request), systemSecretOf(request)))
     .post("/api/v/1/user/checkauth", caller((p, { request }) => s.users.checkAuth(p, systemKeyOf(request))))
     .post("/api/v/1/user/logout", caller((p) => s.users.logout(p)))
-    .get("/api/v/1/user/info", plain((request) => { const p = callerOf(s.tokens, request); return p instanceof Promise ? p.then((q) => s.users.info(q)) : s.users.info(p); }))
+    .get("/api/v/1/user/info", plain((request) => {
+      const p = callerOf(s.tokens, request);
+      if (p instanceof Promise) return p.then((q) => s.users.info(q));
+      // an answer from the caches is the same object while the row and its schema are
+      const info = s.users.info(p);
+      return info instanceof Promise ? info : reusedJson(info, null, "", () => info);
+    }))
     .put("/api/v/1/user/info", caller(async (p, { request }) => s.users.updateInfo(p, await jsonBody(request))))
     .post("/api/v/1/user/info", caller(async (p, { request }) => s.users.createAsUser(p, await jsonBody(request), systemKeyOf(request))))
     .delete("/api/v/1/user/info", caller(async (p, { request }) =>

@@ -9,6 +9,7 @@ import { fail } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
 import { Metrics } from "../../../src/core/metrics.ts";
 import type { RequestMetrics } from "../../../src/http/metrics.ts";
+import { reusedJson } from "../../../src/http/request.ts";
 import { createHttpApp } from "../../../src/http/server.ts";
 import type { Services } from "../../../src/http/services.ts";
 
@@ -36,8 +37,10 @@ function app(info: (p: Principal) => unknown, byName?: (name: string) => unknown
   const http = createHttpApp(s);
   const call = async (method: string, path: string, headers: Record<string, string> = { "ClearBlade-UserToken": "user-token" }) => {
     const r = await http.handle(new Request(`http://outpost${path}`, { method, headers }));
+    // the type before the body, as a listener reads it (a Blob body's type is gone once it is read)
+    const type = r.headers.get("content-type");
     const text = await r.text();
-    return { status: r.status, type: r.headers.get("content-type"), text, body: text.startsWith("{") ? JSON.parse(text) : null };
+    return { status: r.status, type, text, body: text.startsWith("{") ? JSON.parse(text) : null };
   };
   return { call, lines, metrics, requests: (s as unknown as { requestMetrics: RequestMetrics }).requestMetrics };
 }
@@ -68,6 +71,30 @@ describe("plain routes", () => {
     expect(head.text).toBe("");
     const later = await app(async () => ({ later: true })).call("GET", "/api/v/1/user/info");
     expect(later.body).toEqual({ later: true });
+  });
+
+  test("a cached answer is encoded once while it is the same object, and again once it is another", async () => {
+    let info: Record<string, unknown> = Object.freeze({ email: "u@example.com", n: 1 });
+    const a = app(() => info);
+    const first = await a.call("GET", "/api/v/1/user/info");
+    expect(first.type).toBe("application/json;charset=utf-8");
+    expect(first.body).toEqual({ email: "u@example.com", n: 1 });
+    expect((await a.call("GET", "/api/v/1/user/info")).text).toBe(first.text);
+    info = Object.freeze({ email: "u@example.com", n: 2 });
+    expect((await a.call("GET", "/api/v/1/user/info")).body).toEqual({ email: "u@example.com", n: 2 });
+  });
+
+  test("reusedJson: the body is made again for another variant or base", async () => {
+    const source = {};
+    let made = 0;
+    const make = (x: unknown) => () => { made++; return { x }; };
+    const v1 = {}, v2 = {};
+    expect(await reusedJson(source, v1, "/a", make(1)).json()).toEqual({ x: 1 });
+    expect(await reusedJson(source, v1, "/a", make(9)).json()).toEqual({ x: 1 });
+    expect(made).toBe(1);
+    expect(await reusedJson(source, v2, "/a", make(2)).json()).toEqual({ x: 2 });
+    expect(await reusedJson(source, v2, "/b", make(3)).json()).toEqual({ x: 3 });
+    expect(made).toBe(3);
   });
 
   test("failures: our errors in the envelope, a fault as a 500 logged with its route, no token refused", async () => {

@@ -71,13 +71,20 @@ export const edgesRepo = {
     await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`, [...keys.map((k) => changes[k]), systemKey, name]);
   },
   /** When edges of a system were heard from, and the positions of those given one: one statement
-   *  for them all (a fleet's acknowledgements of one change, written together). */
+   *  per position (a fleet's acknowledgements of one change are at one, written together). A
+   *  CASE of a WHEN per edge was compared name by name for each row: 500 edges held the event
+   *  loop about 18 ms, most of a fan-out's database time. */
   async talked(ex: Executor, systemKey: string, lastTalked: number, edges: { name: string; cursor: number | null }[]) {
-    if (!edges.length) return;
-    const moved = edges.filter((e) => e.cursor !== null);
-    const cursor = moved.length ? `, cursor = CASE name ${moved.map(() => "WHEN ? THEN ?").join(" ")} ELSE cursor END` : "";
-    await ex.run(`UPDATE edges SET last_talked = ?${cursor} WHERE system_key = ? AND name IN (${edges.map(() => "?").join(", ")})`,
-      [lastTalked, ...moved.flatMap((e) => [e.name, e.cursor]), systemKey, ...edges.map((e) => e.name)]);
+    const at = new Map<number | null, string[]>();
+    for (const e of edges) {
+      const names = at.get(e.cursor);
+      if (names) names.push(e.name); else at.set(e.cursor, [e.name]);
+    }
+    for (const [cursor, names] of at) {
+      const set = cursor === null ? "" : ", cursor = ?";
+      await ex.run(`UPDATE edges SET last_talked = ?${set} WHERE system_key = ? AND name IN (${names.map(() => "?").join(", ")})`,
+        [lastTalked, ...(cursor === null ? [] : [cursor]), systemKey, ...names]);
+    }
   },
   async delete(ex: Executor, systemKey: string, name: string) {
     await ex.run(`DELETE FROM edge_template_entries WHERE system_key = ? AND edge_name = ?`, [systemKey, name]);

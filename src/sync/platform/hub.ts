@@ -22,6 +22,7 @@ import { close, hello, linkEnded, reject, retemplate, sweep, SWEEP_MS } from "./
 import { control, op, relay } from "./control.ts";
 import { deliverHere, relayDown } from "./relayDown.ts";
 import { EdgeSession } from "./session.ts";
+import { templateKey } from "./templateKey.ts";
 import { HubState } from "./state.ts";
 import { HelloAdmission } from "./admission.ts";
 import { connectedEdges, failedAssets, lag, lags, linkMetrics, retry, status } from "./status.ts";
@@ -134,12 +135,20 @@ export class SyncHub {
    *  of sends held the API and the first edges' acknowledgements (slices of a fixed 2,000 sends
    *  still held /health for about 100 ms each at 10,000 edges). */
   private async wakeInSlices(sessions: EdgeSession[], assets: ReadonlySet<string>) {
-    // a pump sends after its first await, so a slice's cost shows only once the loop comes back:
-    // each slice is sized from how long the last one took
+    // the first pumps send after the shared read's await (the rest at once, see pump), so a
+    // slice's cost shows only once the loop comes back: each is sized from how long the last took
     let slice = WAKE_FIRST_SLICE;
+    // whether the change goes to an edge depends on its template alone: asked once per template
+    const byTemplate = new Map<string, boolean>();
+    const wants = (s: EdgeSession) => {
+      const k = templateKey(s.template);
+      let w = byTemplate.get(k);
+      if (w === undefined) byTemplate.set(k, w = s.wants(assets));
+      return w;
+    };
     for (let i = 0; i < sessions.length;) {
       const t0 = performance.now(), end = Math.min(sessions.length, i + slice);
-      for (; i < end; i++) { const s = sessions[i]!; if (s.wants(assets)) void s.pump(); else s.later(); }
+      for (; i < end; i++) { const s = sessions[i]!; if (wants(s)) void s.pump(); else s.later(); }
       if (i === sessions.length) break;
       await new Promise((r) => setImmediate(r));
       const took = performance.now() - t0;

@@ -22,6 +22,7 @@ import type { AssetResult, HubDeps, Socket } from "./types.ts";
  *  not go to the edge are passed over, and acknowledged, in an empty batch). */
 const LOG_READ = 250;
 const LOG_SCAN = 20 * BATCH_CHANGES;
+const DONE = Promise.resolve();
 /** How soon an edge's position passes log entries that do not go to it. */
 const CATCH_UP_MS = 1_000;
 
@@ -32,6 +33,8 @@ export interface SessionHub {
   wireText(r: ChangeRow): string;
   /** the system's log after a position (a read shared by the sessions at that position) */
   logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]>;
+  /** such a read's rows when it is done and the log has not moved since */
+  logRead(sk: string, after: number, limit: number): ChangeRow[] | undefined;
   /** the text of a batch of every log entry after `from` up to `upTo`, when one was made */
   sameBatch(sk: string, from: number, upTo: number): string | undefined;
   keepBatch(sk: string, from: number, upTo: number, text: string): void;
@@ -148,10 +151,22 @@ export class EdgeSession {
   }
 
   /** Sends the next message if none is in flight: a snapshot page or end, else log changes. */
-  async pump(): Promise<void> {
-    if (this.awaiting || this.closed) return;
+  pump(): Promise<void> {
+    if (this.awaiting || this.closed) return DONE;
     // a wake-up while a pump reads the log: it may have read before the new changes, so look again
-    if (this.pumping) { this.again = true; return; }
+    if (this.pumping) { this.again = true; return DONE; }
+    // what most pumps of a fan-out and of its acknowledgements need was read already (shared, see
+    // logAfter): sent at once, in the wake's slice, without an await per edge
+    if (!this.running && !this.jobs.length) {
+      try {
+        const sk = this.edge.system_key;
+        if (this.sendLogFrom((after) => this.hub.logRead(sk, after, LOG_READ))) return DONE;
+      } catch (err) { this.failed(err); return DONE; }
+    }
+    return this.pumpReading();
+  }
+
+  private async pumpReading(): Promise<void> {
     this.pumping = true;
     this.again = false;
     try {
@@ -159,13 +174,17 @@ export class EdgeSession {
       if (this.running) await this.sendSnapshot(this.running);
       else await this.sendLog();
     } catch (err) {
-      this.hub.d.log.error("sync send failed", { edge: this.key, err });
-      this.endCause ||= "error on the platform";
-      this.ws.close(1011, "sync error");
+      this.failed(err);
     } finally {
       this.pumping = false;
     }
     if (this.again) return this.pump();
+  }
+
+  private failed(err: unknown) {
+    this.hub.d.log.error("sync send failed", { edge: this.key, err });
+    this.endCause ||= "error on the platform";
+    this.ws.close(1011, "sync error");
   }
 
   private async begin(job: SnapshotJob) {
@@ -227,12 +246,25 @@ export class EdgeSession {
 
   /** The log after what was sent, filtered for this edge, in a batch of bounded size. */
   private async sendLog() {
+    const sk = this.edge.system_key;
+    const got = new Map<number, ChangeRow[]>();
+    for (;;) {
+      let missing = -1;
+      const read = (after: number) => got.get(after) ?? this.hub.logRead(sk, after, LOG_READ) ?? ((missing = after), undefined);
+      if (this.sendLogFrom(read)) return;
+      got.set(missing, await this.hub.logAfter(sk, missing, LOG_READ));
+    }
+  }
+
+  /** sendLog with the log's reads at hand: false (and nothing sent) when one is not. */
+  private sendLogFrom(logRead: (after: number) => ChangeRow[] | undefined): boolean {
     const h = this.hub;
     const sk = this.edge.system_key;
     const parts: string[] = [];
     let upTo = this.sent, bytes = 0, scanned = 0;
     read: for (;;) {
-      const rows = await h.logAfter(sk, upTo, LOG_READ);
+      const rows = logRead(upTo);
+      if (!rows) return false;
       for (const r of rows) {
         upTo = r.seq;
         scanned++;
@@ -243,7 +275,7 @@ export class EdgeSession {
       }
       if (rows.length < LOG_READ) break;
     }
-    if (upTo === this.sent) return;
+    if (upTo === this.sent) return true;
     // a batch of every entry between two positions is the same text for every edge sent it
     const whole = parts.length === scanned;
     let text = whole ? h.sameBatch(sk, this.sent, upTo) : undefined;
@@ -254,6 +286,7 @@ export class EdgeSession {
     this.sent = upTo;
     this.awaiting = "log";
     if (!this.closed) this.ws.send(text);
+    return true;
   }
 
   /** Queues bringing the edge to its template, unless that is under way. */

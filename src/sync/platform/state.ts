@@ -15,6 +15,9 @@ const WIRE_CACHE = 20_000;
 /** Reads of one system's log kept until its next change (its sessions are at a few positions). */
 const LOG_READS = 1_000;
 
+/** A system's reads of its log since it last moved: under way, and done. */
+interface LogReads { reading: Map<string, Promise<ChangeRow[]>>; read: Map<string, ChangeRow[]> }
+
 export class HubState implements SessionHub {
   readonly sessions = new Map<string, EdgeSession>();
   readonly bySystem = new Map<string, Set<EdgeSession>>();
@@ -40,7 +43,7 @@ export class HubState implements SessionHub {
   /** reads of each system's log after a position, shared by its sessions until the log moves:
    *  a change that wakes thousands of edges at the same position is read once, and so is the
    *  empty read each of them makes after acknowledging it */
-  private readonly logReads = new Map<string, Map<string, Promise<ChangeRow[]>>>();
+  private readonly logReads = new Map<string, LogReads>();
 
   /** what a hello reads, kept in memory */
   readonly reads: HelloReads;
@@ -53,18 +56,25 @@ export class HubState implements SessionHub {
   /** The system's log entries after `after`, at most `limit` (the rows are shared: read only). */
   logAfter(sk: string, after: number, limit: number): Promise<ChangeRow[]> {
     let reads = this.logReads.get(sk);
-    if (!reads) this.logReads.set(sk, reads = new Map());
+    if (!reads) this.logReads.set(sk, reads = { reading: new Map(), read: new Map() });
     const k = `${after}/${limit}`;
-    let p = reads.get(k);
+    let p = reads.reading.get(k);
     if (!p) {
       p = changesRepo.after(this.d.db, sk, after, limit);
-      if (reads.size < LOG_READS) {
+      if (reads.reading.size < LOG_READS) {
         const kept = reads, mine = p;
-        kept.set(k, mine);
-        mine.catch(() => { if (kept.get(k) === mine) kept.delete(k); });
+        kept.reading.set(k, mine);
+        // (into the reads of the log as it was: a read the log moved past is not kept after)
+        mine.then((rows) => { if (kept.reading.get(k) === mine) kept.read.set(k, rows); }, () => { if (kept.reading.get(k) === mine) kept.reading.delete(k); });
       }
     }
     return p;
+  }
+
+  /** The rows of such a read when it is done and still kept (the log has not moved since), else
+   *  undefined: what most sessions of a fan-out and their acknowledgements need, with no await. */
+  logRead(sk: string, after: number, limit: number): ChangeRow[] | undefined {
+    return this.logReads.get(sk)?.read.get(`${after}/${limit}`);
   }
 
   /** the last batch made of every entry between two positions, per system */

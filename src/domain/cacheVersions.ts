@@ -38,7 +38,6 @@ const TICKET_WAIT_MS = 5_000;
 /** A set a worker made itself, as it posts it to the main thread (protocol.ts); without `k`, a
  *  ticket it took and gave up (the set went to the main thread instead). */
 export interface PostedSet {
-  t: "w";
   /** the slot and the ticket */
   s: number;
   n: number;

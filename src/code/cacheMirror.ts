@@ -9,10 +9,10 @@
 // A set is made here, without waiting for the main thread, when the worker already knows the
 // run's right to write (remembered for its rights key, below) and the value passes the checks
 // the main thread makes: it takes a ticket, reserves the pair's bytes under the cache's limit,
-// bumps the version (other workers' copies go) and posts the set (with the worker's next message,
-// worker.ts), which the main thread applies
-// in ticket order before anything else it does with the cache (domain/cacheVersions.ts). Any
-// other set, and every other write, goes to the main thread, which answers with its errors.
+// bumps the version (other workers' copies go) and posts the set (with the worker's next
+// message, worker.ts), which the main thread applies in ticket order before anything else it does
+// with the cache (domain/cacheVersions.ts). Any other set, and every other write, goes to the
+// main thread, which answers with its errors.
 //
 // Rights: what the run's user may do with a cache comes with those answers too. The main thread
 // decides them; the worker remembers the decision for later runs with the same roles (the run's

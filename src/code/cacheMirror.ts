@@ -9,9 +9,10 @@
 // A set is made here, without waiting for the main thread, when the worker already knows the
 // run's right to write (remembered for its rights key, below) and the value passes the checks
 // the main thread makes: it takes a ticket, reserves the pair's bytes under the cache's limit,
-// bumps the version (other workers' copies go) and posts the set, which the main thread applies
-// in ticket order before anything else it does with the cache (domain/cacheVersions.ts). Any
-// other set, and every other write, goes to the main thread, which answers with its errors.
+// bumps the version (other workers' copies go) and posts the set (with the worker's next
+// message, worker.ts), which the main thread applies in ticket order before anything else it does
+// with the cache (domain/cacheVersions.ts). Any other set, and every other write, goes to the
+// main thread, which answers with its errors.
 //
 // Rights: what the run's user may do with a cache comes with those answers too. The main thread
 // decides them; the worker remembers the decision for later runs with the same roles (the run's
@@ -118,11 +119,11 @@ export class CacheMirror {
     // counted as if the key were new: the bound stays an upper bound of the slot's bytes
     if (Atomics.add(this.versions, BOUND_BASE + s, bytes) + bytes > CACHE_MAX_BYTES) {
       Atomics.sub(this.versions, BOUND_BASE + s, bytes);
-      this.post({ t: "w", s, n: ticket });
+      this.post({ s, n: ticket });
       return false;
     }
     const at = this.now(), v = (Atomics.add(this.versions, s, 1) + 1) | 0;
-    this.post({ t: "w", s, n: ticket, sk: n.sk, id: n.id, ttl: n.ttl, k: key, j: json, r: bytes, at });
+    this.post({ s, n: ticket, sk: n.sk, id: n.id, ttl: n.ttl, k: key, j: json, r: bytes, at });
     // the copy goes on at the new version when it held the one before (nothing else came
     // between); otherwise a new one holds this key alone
     const c = this.copies.get(n.id);

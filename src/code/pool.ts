@@ -406,9 +406,9 @@ export class WorkerPool {
 
   private message(slot: Slot, data: string) {
     const m = JSON.parse(data) as ReportMessage | ReadyMessage | BlockingCallMessage | CacheWriteMessage;
-    // a cache set the worker made is applied even when the worker has ended since: a run saw it done
-    if (m.t === "w") { this.o.cacheWrites?.(m); return; }
-    if (slot.ended) return;
+    // cache sets the worker made first (what came with them may wait for them), even if it ended
+    if (m.t !== "ready" && m.w) for (const w of m.w) this.o.cacheWrites?.(w);
+    if (m.t === "w" || slot.ended) return;
     if (m.t === "k") { this.blockingCall(slot, m); return; }
     if (m.t === "ready") {
       slot.ready = true;

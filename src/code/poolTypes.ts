@@ -4,7 +4,8 @@ import type { MessagePort } from "node:worker_threads";
 import type { LruMap } from "../core/cache.ts";
 import type { Logger } from "../core/log.ts";
 import type { Counter } from "../core/metrics.ts";
-import type { AnswerStep, CacheWriteMessage, Step } from "./protocol.ts";
+import type { PostedSet } from "../domain/cacheVersions.ts";
+import type { AnswerStep, Step } from "./protocol.ts";
 import type { RunOutcome, SandboxSource } from "./sandbox.ts";
 
 export interface PoolOptions {
@@ -26,7 +27,7 @@ export interface PoolOptions {
   /** the service caches' versions, handed to every worker (see InitMessage.cacheVersions) */
   cacheVersions?: SharedArrayBuffer;
   /** where the cache sets workers made themselves go (with cacheVersions) */
-  cacheWrites?: (m: CacheWriteMessage) => void;
+  cacheWrites?: (m: PostedSet) => void;
 }
 
 /** One run, as the engine hands it over. */

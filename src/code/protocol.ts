@@ -98,17 +98,24 @@ export interface ReportMessage {
   c: Call[];
   /** the batch ended early: its steps from this index on were not started */
   r?: number;
+  /** cache sets the worker made since its last message (see CacheWriteMessage) */
+  w?: PostedSet[];
 }
 
 export interface ReadyMessage { t: "ready"; heap: number }
 
-/** worker -> main, at once: a cache set the worker made itself, not waiting for an answer
- *  (code/cacheMirror.ts, domain/cacheVersions.ts) */
-export type CacheWriteMessage = PostedSet;
+/** worker -> main: cache sets the worker made itself, not waiting for an answer (code/
+ *  cacheMirror.ts, domain/cacheVersions.ts). They go with the worker's next message (a report, a
+ *  blocking call: applied before what it carries), or in one of their own once they have waited
+ *  SETS_HELD_MS, so that calls waiting for their tickets elsewhere wait no longer than that. */
+export interface CacheWriteMessage { t: "w"; w: PostedSet[] }
+
+/** How long a worker holds the cache sets it made before it posts them in a message of their own. */
+export const SETS_HELD_MS = 2;
 
 /** worker -> main, at once: a host call the worker thread blocks on until its answer is written
  *  into the shared call buffer (see callBuffer.ts). */
-export interface BlockingCallMessage extends Call { t: "k" }
+export interface BlockingCallMessage extends Call { t: "k"; w?: PostedSet[] }
 
 /** An outcome as one string: "s"/"e" and the raw answer, "f" and the error, "T" for a timeout. */
 export function encodeOutcome(o: RunOutcome): string {

@@ -47,6 +47,13 @@ let watch: Float64Array | null = null;
 let contended: Int32Array | null = null;
 export function publishDeadlines(view: Float64Array, contention?: Int32Array) { watch = view; contended = contention ?? null; }
 
+/** When what the worker holds back is due (epoch ms; Infinity: nothing held), and what hands it
+ *  over: the worker posts the cache sets it made with its next message, and the interrupt hands
+ *  them over once due, so a long stretch of user code without calls holds them no longer. */
+let heldDue = Infinity;
+let handOver: () => void = () => {};
+export function holdBack(due: number, hand: () => void) { heldDue = due; handOver = hand; }
+
 export interface SandboxSource {
   libraries: { name: string; code: string }[];
   service: { name: string; code: string };
@@ -186,6 +193,7 @@ export class Sandbox {
   private interrupt(): boolean {
     if (this.halted) return true;
     const now = Date.now();
+    if (now >= heldDue) handOver();
     if (now > this.runDeadline) return true;
     if (now <= this.sliceDeadline) return false;
     if (!this.hooks || this.outcome) return true; // loading past its slice, or a run that is over

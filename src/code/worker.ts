@@ -13,8 +13,9 @@ import type { MessagePort } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { awaitAnswer } from "./callBuffer.ts";
 import { CacheMirror } from "./cacheMirror.ts";
-import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep } from "./protocol.ts";
-import { type CompiledQuickJS, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
+import type { PostedSet } from "../domain/cacheVersions.ts";
+import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type Call, type CacheWriteMessage, type ControlMessage, type Done, encodeOutcome, type InitMessage, type ReportMessage, type RunStep, SETS_HELD_MS } from "./protocol.ts";
+import { type CompiledQuickJS, holdBack, LANE_BASE_BYTES, publishDeadlines, type RunHooks, Sandbox, type SandboxLimits, type SandboxSource, SourceError } from "./sandbox.ts";
 
 declare const self: Worker;
 
@@ -55,6 +56,36 @@ let done: Done[] = [];
 let calls: Call[] = [];
 let inBatch = false;
 
+/** Cache sets made here and not posted yet: each was a message of its own, now they go with the
+ *  worker's next message (a report, a blocking call), or alone once they have waited SETS_HELD_MS
+ *  (a timer while the thread is free, the sandbox's interrupt while user code runs): calls on the
+ *  main thread that wait for their tickets wait no longer than that. */
+let sets: PostedSet[] = [];
+let setsTimer: ReturnType<typeof setTimeout> | null = null;
+
+function holdSet(m: PostedSet) {
+  sets.push(m);
+  if (!inBatch) { postSets(); return; }
+  if (sets.length > 1) return;
+  holdBack(Date.now() + SETS_HELD_MS, postSets);
+  setsTimer = setTimeout(postSets, SETS_HELD_MS);
+}
+
+/** The sets held, taken to go with a message (undefined: none). */
+function takeSets(): PostedSet[] | undefined {
+  if (!sets.length) return undefined;
+  const w = sets;
+  sets = [];
+  holdBack(Infinity, postSets);
+  if (setsTimer) { clearTimeout(setsTimer); setsTimer = null; }
+  return w;
+}
+
+function postSets() {
+  const w = takeSets();
+  if (w) postMessage(JSON.stringify({ t: "w", w } satisfies CacheWriteMessage));
+}
+
 /** Bytes of sandboxes let go since the last collection. A lane's heap goes back to the system only
  *  when the garbage collector frees it, and an idle worker allocates nothing that would make it
  *  run: so a collection follows soon after enough has been let go. */
@@ -80,6 +111,8 @@ function heap(): number {
 function report(t: "e" | "u", rest?: number) {
   const m: ReportMessage = { t, heap: heap(), warm: lru.size, d: done, c: calls };
   if (rest !== undefined) m.r = rest;
+  const w = takeSets();
+  if (w) m.w = w;
   done = [];
   calls = [];
   postMessage(JSON.stringify(m));
@@ -166,7 +199,10 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     },
     block: (op, a, deadline) => {
       const c = (nextCall = (nextCall + 1) | 0);
-      postMessage(JSON.stringify({ t: "k", id: s.id, c, op, a } satisfies BlockingCallMessage));
+      const m: BlockingCallMessage = { t: "k", id: s.id, c, op, a };
+      const w = takeSets();
+      if (w) m.w = w;
+      postMessage(JSON.stringify(m));
       return awaitAnswer(callBuffer, largeAnswers, c, deadline);
     },
     log: (text) => { if (logs && logs.length < LOG_LINES_MAX) logs.push(text); },
@@ -269,7 +305,7 @@ self.onmessage = (e: MessageEvent) => {
     watchRun = new Int32Array(init.watch);
     callBuffer = init.calls;
     largeAnswers = init.large;
-    if (init.cacheVersions) cacheMirror = new CacheMirror(new Int32Array(init.cacheVersions), Date.now, (m) => postMessage(JSON.stringify(m)));
+    if (init.cacheVersions) cacheMirror = new CacheMirror(new Int32Array(init.cacheVersions), Date.now, holdSet);
     queue = queue.then(async () => {
       await warmUp();
       postMessage(JSON.stringify({ t: "ready", heap: heap() }));

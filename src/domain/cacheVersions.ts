@@ -38,7 +38,6 @@ const TICKET_WAIT_MS = 5_000;
 /** A set a worker made itself, as it posts it to the main thread (protocol.ts); without `k`, a
  *  ticket it took and gave up (the set went to the main thread instead). */
 export interface PostedSet {
-  t: "w";
   /** the slot and the ticket */
   s: number;
   n: number;
@@ -67,7 +66,7 @@ export class CacheVersions {
   private readonly applied = new Int32Array(VERSION_SLOTS);
   /** by slot: posted sets not applied yet by ticket (null: a ticket given up), and calls waiting
    *  for the tickets issued before them */
-  private readonly queued = new Map<number, Map<number, (() => Promise<void>) | null>>();
+  private readonly queued = new Map<number, Map<number, (() => Promise<void> | undefined) | null>>();
   private readonly waiting = new Map<number, { upTo: number; go: () => void }[]>();
   private readonly draining = new Set<number>();
   private readonly stalls = new Map<number, ReturnType<typeof setTimeout>>();
@@ -115,8 +114,9 @@ export class CacheVersions {
     });
   }
 
-  /** A posted set (`apply`) or a ticket given up (null): applied in ticket order. */
-  posted(slot: number, ticket: number, apply: (() => Promise<void>) | null) {
+  /** A posted set (`apply`, answering undefined when it applied it at once) or a ticket given up
+   *  (null): applied in ticket order. */
+  posted(slot: number, ticket: number, apply: (() => Promise<void> | undefined) | null) {
     let q = this.queued.get(slot);
     if (!q) this.queued.set(slot, (q = new Map()));
     q.set(ticket, apply);
@@ -133,8 +133,10 @@ export class CacheVersions {
         if (apply === undefined) break;
         q!.delete(next);
         if (!q!.size) this.queued.delete(slot);
-        // (an apply reports its own failure: the tickets after it go on)
-        if (apply) await apply().catch(() => {});
+        // (an apply reports its own failure: the tickets after it go on; one made at once is not
+        // waited for, so the sets a message brought are applied in a row)
+        const applying = apply?.();
+        if (applying) await applying.catch(() => {});
         this.advance(slot);
       }
     } finally {

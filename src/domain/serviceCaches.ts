@@ -15,7 +15,7 @@ import { TtlCache } from "../core/cache.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { newUuid, nowIso } from "../core/ids.ts";
 import { jsonTooDeep, knownFields, MAX_JSON_DEPTH, objectBody } from "../core/validate.ts";
-import { CACHE_KEY_MAX, CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches, MemoryCacheValues, pairBytes } from "../store/cacheValues.ts";
+import { CACHE_KEY_MAX, CACHE_MAX_BYTES, type CacheRef, type CacheValueStore, keyMatches, MemoryCacheValues, pairBytes, type WriteOutcome } from "../store/cacheValues.ts";
 import { type ServiceCacheRow, serviceCachesRepo } from "../store/serviceCaches.ts";
 import { CacheVersions, type MirrorNote, type PostedSet } from "./cacheVersions.ts";
 import type { DomainDeps } from "./deps.ts";
@@ -279,10 +279,12 @@ export class ServiceCaches {
     if (m.k === undefined || m.j === undefined || m.sk === undefined || m.id === undefined || m.ttl === undefined || m.at === undefined) { versions.posted(m.s, m.n, null); return; }
     const { s: slot, k, j, at, ttl } = m, reserved = m.r ?? 0;
     const c: CacheRef = { systemKey: m.sk, id: m.id, ttlMs: ttl };
-    versions.posted(slot, m.n, async () => {
-      let o: Awaited<ReturnType<CacheValueStore["set"]>> | undefined;
+    // (versions are kept only over values in this node's memory, which sets them at once)
+    const values = this.values as MemoryCacheValues;
+    versions.posted(slot, m.n, () => {
+      let o: WriteOutcome | undefined;
       try {
-        o = await this.values.set({ ...c, ttlMs: Math.max(1, at + ttl - Date.now()) }, [[k, j]], false);
+        o = values.setNow({ ...c, ttlMs: Math.max(1, at + ttl - Date.now()) }, [[k, j]], false);
         // (its worker bumped the version when it made the set)
         if (o.done === "full") this.d.log.error("a cache set a code worker made could not be applied: the cache was full", { cache: m.id, bytes: o.bytes });
         else this.expiries.set(`${c.systemKey}/${c.id}`, at + ttl);
@@ -291,6 +293,7 @@ export class ServiceCaches {
       } finally {
         versions.reserve(slot, this.heldNow(c, o) - reserved);
       }
+      return undefined;
     });
   }
 

@@ -285,7 +285,7 @@ describe("sets made in the worker", () => {
     const r = t.run();
     expect(set(r, "k", { n: 2 })).toBe(ok(null));
     expect(t.main.m.calls).toEqual(["cache.set"]); // not asked
-    expect(t.posted).toEqual([{ t: "w", s: t.main.m.slot, n: before.issued!, sk: "sk", id: "id1", ttl: 60_000, k: "k", j: '{"n":2}', r: 1 + 7, at: t.now() }]);
+    expect(t.posted).toEqual([{ s: t.main.m.slot, n: before.issued!, sk: "sk", id: "id1", ttl: 60_000, k: "k", j: '{"n":2}', r: 1 + 7, at: t.now() }]);
     expect(t.state()).toEqual({ issued: before.issued! + 1, bound: before.bound! + 8, version: before.version! + 1 });
     expect(get(r, "k")).toBe(ok({ found: true, value: { n: 2 } }));
     expect(get(t.run(), "k")).toBe(ok({ found: true, value: { n: 2 } }));
@@ -336,7 +336,7 @@ describe("sets made in the worker", () => {
     const before = t.state();
     set(t.run(), "k", 1);
     expect(asked()).toBe(7);
-    expect(t.posted).toEqual([{ t: "w", s: t.main.m.slot, n: before.issued! }]);
+    expect(t.posted).toEqual([{ s: t.main.m.slot, n: before.issued! }]);
     expect(t.state()).toEqual({ ...before, issued: before.issued! + 1, version: before.version! + 1 }); // (the main thread's set moved it)
     Atomics.sub(words, BOUND_BASE + t.main.m.slot, 1024 * 1024 - 1);
     // rights changed: asked (and learned again)

@@ -86,6 +86,20 @@ describe("sets a worker made (tickets)", () => {
     expect(v.settled(s)).toBeUndefined();
   });
 
+  test("sets applied at once (their apply answers no promise) go in a row, within the call that posted the last of them", () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id");
+    const t0 = ticket(v, s), t1 = ticket(v, s), t2 = ticket(v, s);
+    const order: number[] = [];
+    v.posted(s, t1, () => { order.push(1); return undefined; });
+    v.posted(s, t0, () => { order.push(0); return undefined; });
+    expect(order).toEqual([0, 1]);
+    expect(v.settled(s)).toBeInstanceOf(Promise); // ticket 2 has not come
+    v.posted(s, t2, () => { order.push(2); return undefined; });
+    expect(order).toEqual([0, 1, 2]);
+    expect(v.settled(s)).toBeUndefined();
+  });
+
   test("a call waits for the tickets issued before it, not for later ones; a ticket given up counts as applied; a failed apply does not stop the next", async () => {
     const v = new CacheVersions();
     const s = v.slotOf("sk", "id"), other = v.slotOf("sk", "other");

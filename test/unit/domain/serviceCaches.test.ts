@@ -304,7 +304,7 @@ describe("notes for code workers (cacheVersions.ts)", () => {
     const posted = (t: number, k: string, value: unknown, at = Date.now()) => {
       const j = JSON.stringify(value), r = k.length + j.length;
       v.reserve(n.s, r);
-      caches.applyPosted({ t: "w", s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k, j, r, at });
+      caches.applyPosted({ s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k, j, r, at });
     };
     // two sets made on workers, the second posted first
     const t1 = ticket(), t2 = ticket();
@@ -334,7 +334,7 @@ describe("notes for code workers (cacheVersions.ts)", () => {
     // a ticket given up: the calls after it go on
     const t5 = ticket();
     const after = caches.getAll(dev, sk, "posted");
-    caches.applyPosted({ t: "w", s: n.s, n: t5 });
+    caches.applyPosted({ s: n.s, n: t5 });
     expect(await after).toEqual({});
     await caches.remove(dev, sk, "posted");
     await caches.remove(dev, sk, "elsewhere");
@@ -347,7 +347,7 @@ describe("notes for code workers (cacheVersions.ts)", () => {
     expect(v.bound(n.s)).toBe(2); // "a" and "1"
     const t = Atomics.add(words, ISSUED_BASE + n.s, 1);
     v.reserve(n.s, 2);
-    caches.applyPosted({ t: "w", s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k: "b", j: "2", r: 2, at: Date.now() - 50_000 });
+    caches.applyPosted({ s: n.s, n: t, sk: n.sk, id: n.id, ttl: n.ttl, k: "b", j: "2", r: 2, at: Date.now() - 50_000 });
     expect((await caches.getValue(dev, sk, "timed", "b")).value).toBe(2);
     expect(v.bound(n.s)).toBe(4);
     // the note's expiry is the set's time + TTL

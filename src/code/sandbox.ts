@@ -139,7 +139,7 @@ export class Sandbox {
     s.rt.setInterruptHandler(() => s.interrupt());
     try {
       s.vm = s.rt.newContext();
-      s.direct = new DirectCall(s.vm);
+      s.direct = new DirectCall(s.vm, suspends);
       s.installHost();
       s.vm.unwrapResult(s.vm.evalCode(`(${JSON.stringify(src.meta)})`)).consume((meta) => s.vm.setProp(s.vm.global, "cbmeta", meta));
       s.load("prelude", PRELUDE);
@@ -170,13 +170,14 @@ export class Sandbox {
     this.executing = false;
     this.sliceDeadline = Infinity;
     if (watch) watch[0] = 0;
-    for (const w of this.quietWaiters.splice(0)) w();
+    if (this.quietWaiters.length) for (const w of this.quietWaiters.splice(0)) w();
   }
 
-  /** Resolves once no user code of this sandbox runs (at once when none does). The worker waits
-   *  for this after starting a run or answering it, so one step is over before the next. */
-  settled(): Promise<void> {
-    if (!this.executing) return Promise.resolve();
+  /** Resolves once no user code of this sandbox runs; null when none does (the common case: a run
+   *  that ended within its step needs no promise). The worker waits for this after starting a run
+   *  or answering it, so one step is over before the next. */
+  settled(): Promise<void> | null {
+    if (!this.executing) return null;
     return new Promise((r) => this.quietWaiters.push(r));
   }
 

@@ -89,6 +89,8 @@ export class Sandbox {
   private timeoutMs = 0;
   /** the request context the context holds, as sent */
   private lastContext = "";
+  /** the entry function's name, once sent: the prelude keeps the function it names */
+  private entrySent = "";
   private disposed = false;
   /** set when a run left state behind (a failure, a suspended stack, pending work): not reused */
   broken = false;
@@ -316,7 +318,8 @@ export class Sandbox {
     const same = req.context === this.lastContext;
     this.lastContext = req.context;
     this.enter();
-    const r = this.direct.call(this.runFn, [entry, same ? null : req.context, req.instanceId, req.params]);
+    const r = this.direct.call(this.runFn, [entry === this.entrySent ? null : entry, same ? null : req.context, req.instanceId, req.params]);
+    this.entrySent = entry;
     if (r instanceof Promise) {
       // suspended in a blocking call: the driver takes it from here
       if (timeoutMs > 0) this.armTimer();

@@ -31,6 +31,8 @@ interface Internals {
     /** what the module calls for a host function (asyncify: how the call suspends, in that build) */
     callbacks: { callFunction(asyncify: Asyncify | undefined, ctx: number, self: number, argc: number, argv: number, id: number): MaybeAsync<number> };
     cwrap(name: string, ret: string, args: string[], opts?: object): (...args: number[]) => MaybeAsync<number>;
+    /** the exports themselves, by name ("_QTS_Call") */
+    [exported: `_${string}`]: unknown;
   };
   ctx: { value: number };
   rt: { value: number };
@@ -72,6 +74,8 @@ export class DirectCall {
   /** where executePendingJobs writes the context of the job it ran last */
   private readonly jobContext: number;
   private readonly ptrs = [0, 0, 0, 0];
+  /** the argument values a call made (freed once it has returned) */
+  private readonly made = [false, false, false, false];
   /** QTS_Call and QTS_ExecutePendingJob through emscripten's ccall, which answers a promise when
    *  the call suspended (the plain export, which quickjs-emscripten's _MaybeAsync names give for
    *  number-only signatures, returns as if it had ended) */
@@ -84,7 +88,9 @@ export class DirectCall {
   private heap32!: Int32Array;
   private scratchView!: Uint8Array;
 
-  constructor(vm: QuickJSContext) {
+  /** `suspends`: the asyncify build, whose calls may suspend (the plain build's never do, and are
+   *  made on its exports directly, without emscripten's ccall around each) */
+  constructor(vm: QuickJSContext, suspends = true) {
     this.q = vm as unknown as Internals;
     this.ctx = this.q.ctx.value;
     this.undefinedPtr = (vm.undefined as unknown as { value: number }).value;
@@ -92,8 +98,9 @@ export class DirectCall {
     this.jobContext = this.q.module._malloc(4);
     this.scratch = this.q.module._malloc(this.scratchBytes);
     const n = (k: number) => Array<string>(k).fill("number");
-    this.callExport = this.q.module.cwrap("QTS_Call", "number", n(5), {});
-    this.jobsExport = this.q.module.cwrap("QTS_ExecutePendingJob", "number", n(3), {});
+    const m = this.q.module;
+    this.callExport = suspends ? m.cwrap("QTS_Call", "number", n(5), {}) : (m._QTS_Call as typeof this.callExport);
+    this.jobsExport = suspends ? m.cwrap("QTS_ExecutePendingJob", "number", n(3), {}) : (m._QTS_ExecutePendingJob as typeof this.jobsExport);
     this.views();
     // calls of the host functions defined below skip quickjs-emscripten's path (a scope, a
     // generator and a Lifetime per argument, and an Error made for each suspension: most of a host
@@ -197,22 +204,33 @@ export class DirectCall {
   call(fn: QuickJSHandle, args: Arg[]): MaybeAsync<CallResult> {
     const n = args.length;
     if (n > MAX_ARGS) throw new Error(`DirectCall takes at most ${MAX_ARGS} arguments`);
-    const ptrs = this.ptrs;
-    for (let i = 0; i < n; i++) { const a = args[i]; ptrs[i] = a === null || a === undefined ? this.undefinedPtr : this.newString(a); }
+    const ptrs = this.ptrs, made = this.made;
+    for (let i = 0; i < n; i++) {
+      const a = args[i];
+      made[i] = a !== null && a !== undefined;
+      ptrs[i] = made[i] ? this.newString(a!) : this.undefinedPtr;
+    }
     // creating strings may have grown the wasm memory
     if (this.heap8.buffer !== this.q.module.HEAPU8.buffer) this.views();
     for (let i = 0; i < n; i++) this.heap32[(this.argv >> 2) + i] = ptrs[i]!;
-    // the argument values belong to this call until it has returned (it may suspend)
-    const owned = ptrs.slice(0, n).filter((_, i) => args[i] !== null && args[i] !== undefined);
     const fnPtr = (fn as unknown as { value: number }).value;
     const res = this.callExport(this.ctx, fnPtr, this.undefinedPtr, n, this.argv);
-    if (res instanceof Promise) return res.then((r) => this.result(r, owned));
-    return this.result(res, owned);
+    if (res instanceof Promise) {
+      // the argument values belong to this call until it has returned (the slots listing them
+      // may be reused by a call made meanwhile)
+      const owned = ptrs.filter((_, i) => i < n && made[i]);
+      return res.then((r) => { this.free(owned); return this.result(r); });
+    }
+    for (let i = 0; i < n; i++) if (made[i]) this.q.ffi.QTS_FreeValuePointer(this.ctx, ptrs[i]!);
+    return this.result(res);
   }
 
-  private result(res: number, owned: number[]): CallResult {
+  private free(values: number[]) {
+    for (const p of values) this.q.ffi.QTS_FreeValuePointer(this.ctx, p);
+  }
+
+  private result(res: number): CallResult {
     const { ffi } = this.q;
-    for (const p of owned) ffi.QTS_FreeValuePointer(this.ctx, p);
     const err = ffi.QTS_ResolveException(this.ctx, res);
     if (err) {
       ffi.QTS_FreeValuePointer(this.ctx, res);

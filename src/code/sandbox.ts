@@ -96,6 +96,8 @@ export class Sandbox {
   private timeoutMs = 0;
   /** the request context the context holds, as sent */
   private lastContext = "";
+  /** the entry function's name, once sent: the prelude keeps the function it names */
+  private entrySent = "";
   private disposed = false;
   /** set when a run left state behind (a failure, a suspended stack, pending work): not reused */
   broken = false;
@@ -146,7 +148,7 @@ export class Sandbox {
     s.rt.setInterruptHandler(() => s.interrupt());
     try {
       s.vm = s.rt.newContext();
-      s.direct = new DirectCall(s.vm);
+      s.direct = new DirectCall(s.vm, suspends);
       s.installHost();
       s.vm.unwrapResult(s.vm.evalCode(`(${JSON.stringify(src.meta)})`)).consume((meta) => s.vm.setProp(s.vm.global, "cbmeta", meta));
       s.load("prelude", PRELUDE);
@@ -177,13 +179,14 @@ export class Sandbox {
     this.executing = false;
     this.sliceDeadline = Infinity;
     if (watch) watch[0] = 0;
-    for (const w of this.quietWaiters.splice(0)) w();
+    if (this.quietWaiters.length) for (const w of this.quietWaiters.splice(0)) w();
   }
 
-  /** Resolves once no user code of this sandbox runs (at once when none does). The worker waits
-   *  for this after starting a run or answering it, so one step is over before the next. */
-  settled(): Promise<void> {
-    if (!this.executing) return Promise.resolve();
+  /** Resolves once no user code of this sandbox runs; null when none does (the common case: a run
+   *  that ended within its step needs no promise). The worker waits for this after starting a run
+   *  or answering it, so one step is over before the next. */
+  settled(): Promise<void> | null {
+    if (!this.executing) return null;
     return new Promise((r) => this.quietWaiters.push(r));
   }
 
@@ -323,7 +326,8 @@ export class Sandbox {
     const same = req.context === this.lastContext;
     this.lastContext = req.context;
     this.enter();
-    const r = this.direct.call(this.runFn, [entry, same ? null : req.context, req.instanceId, req.params]);
+    const r = this.direct.call(this.runFn, [entry === this.entrySent ? null : entry, same ? null : req.context, req.instanceId, req.params]);
+    this.entrySent = entry;
     if (r instanceof Promise) {
       // suspended in a blocking call: the driver takes it from here
       if (timeoutMs > 0) this.armTimer();

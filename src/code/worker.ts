@@ -134,15 +134,23 @@ function room() {
   }
 }
 
-async function checkout(key: string, st: string): Promise<Sandbox> {
+/** A warm sandbox of the service at that version, if one is idle. */
+function warm(key: string, st: string): Sandbox | undefined {
   const pool = pools.get(key);
   if (pool && pool.st === st) {
     const sb = pool.idle.pop();
-    if (sb) { lru.delete(sb); return sb; }
-  } else if (pool) drop(key);
+    if (sb) lru.delete(sb);
+    return sb;
+  }
+  if (pool) drop(key);
+  return undefined;
+}
+
+/** A new sandbox of the service (about 10 ms). */
+function open(key: string, st: string): Promise<Sandbox> {
   const s = sources.get(key);
-  if (!s || s.st !== st) throw new Error(`no source for ${key}`);
-  room();
+  if (!s || s.st !== st) return Promise.reject(new Error(`no source for ${key}`));
+  try { room(); } catch (e) { return Promise.reject(e); }
   return Sandbox.open(s.src, limits, compiled);
 }
 
@@ -170,15 +178,19 @@ function drop(key: string) {
   pools.delete(key);
 }
 
-async function start(s: RunStep, contexts: string[]): Promise<void> {
+/** Starts a run; a promise only while it must wait (for a sandbox to be made, or for its code to
+ *  stop running): a warm sandbox and a run that ends at once take no turn of the event loop. */
+function start(s: RunStep, contexts: string[]): Promise<void> | null {
   const early = abortedEarly.get(s.id);
-  if (early !== undefined) { abortedEarly.delete(s.id); done.push({ id: s.id, o: "f" + early }); return; }
-  let sb: Sandbox;
-  try { sb = await checkout(s.key, s.st); }
-  catch (e) {
+  if (early !== undefined) { abortedEarly.delete(s.id); done.push({ id: s.id, o: "f" + early }); return null; }
+  const sb = warm(s.key, s.st);
+  if (sb) return begin(s, contexts, sb);
+  return open(s.key, s.st).then((sb) => begin(s, contexts, sb) ?? undefined, (e) => {
     done.push({ id: s.id, o: "f" + (e instanceof SourceError ? e.message : `could not load the service (${e instanceof Error ? e.message : String(e)})`) });
-    return;
-  }
+  });
+}
+
+function begin(s: RunStep, contexts: string[], sb: Sandbox): Promise<void> | null {
   const logs: string[] | null = s.lg ? [] : null;
   /** its host calls: those still unanswered when it ends are forgotten */
   const own: number[] = [];
@@ -187,7 +199,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     abortedEarly.delete(s.id);
     checkin(s.key, s.st, sb);
     done.push({ id: s.id, o: "f" + abortedMeanwhile });
-    return;
+    return null;
   }
   runs.set(s.id, sb);
   const runHooks: RunHooks = {
@@ -224,7 +236,7 @@ async function start(s: RunStep, contexts: string[]): Promise<void> {
     done.push(d);
     if (!inBatch) report("u");
   });
-  await sb.settled();
+  return sb.settled();
 }
 
 /** The engine compiles the module's code further as it first runs (for all workers at once), so
@@ -240,12 +252,12 @@ async function warmUp() {
   }
 }
 
-async function answer(s: AnswerStep) {
+function answer(s: AnswerStep): Promise<void> | null {
   const a = answers.get(s.c);
-  if (!a) return; // its run is over
+  if (!a) return null; // its run is over
   answers.delete(s.c);
   a(s.x);
-  await runs.get(s.id)?.settled();
+  return runs.get(s.id)?.settled() ?? null;
 }
 
 async function batch(m: BatchMessage) {
@@ -262,8 +274,8 @@ async function batch(m: BatchMessage) {
       watchRun[2] = s.id;
       watchRun[3] = i;
       try {
-        if (s.k === "r") await start(s, m.cx);
-        else await answer(s);
+        const waiting = s.k === "r" ? start(s, m.cx) : answer(s);
+        if (waiting) await waiting;
       } catch (err) {
         // the engine itself failed in this step (the thread's own stack ran out in code that
         // recursed deeply, say): the run fails and its sandbox goes, the batch goes on

@@ -145,7 +145,8 @@ export const CORE_JS = String.raw`
 
   // __run returns the outcome as text when the service ends before returning (the common case,
   // saving a host call): "s" or "e" (success, error), then "t" and a string or "j" and JSON.
-  // Otherwise the outcome comes later through __done. paramsJson undefined means {}.
+  // Otherwise the outcome comes later through __done. paramsJson undefined means {}; name is
+  // undefined once the entry function is known (a sandbox holds one service).
   globalThis.__run = function (name, contextJson, instanceId, paramsJson) {
     if (contextJson !== undefined) context = JSON.parse(contextJson);
     var c = context, cc = c.caller || {};

@@ -49,6 +49,20 @@ describe("Sandbox runs", () => {
     }
   });
 
+  test("on either build, a warm sandbox's runs answer at once, run after run, with the entry function named once; a run that waits ends later", async () => {
+    for (const suspends of [false, true]) {
+      const sb = await sandbox("function svc(req, resp){ if (req.params.wait) { Promise.resolve().then(function () { resp.success('later ' + req.params.i) }) } else resp.success('now ' + req.params.i) }", suspends);
+      for (let i = 0; i < 4; i++) {
+        const o = sb.run("svc", req("alice", { i }), hooks, 5_000);
+        // an answer given before the call returned is the outcome itself, and no code of the run is left
+        expect(o).toEqual({ kind: "success", raw: `t${"now " + i}`, status: undefined, headers: undefined });
+        expect(sb.settled()).toBeNull();
+      }
+      expect(await run(sb, req("alice", { i: 4, wait: true }))).toMatchObject({ kind: "success", value: "later 4" });
+      expect(await run(sb, req("bob", { i: 5 }))).toMatchObject({ kind: "success", value: "now 5" });
+    }
+  });
+
   test("strings come back as text, other values as JSON, resp.error as an error", async () => {
     const sb = await sandbox("function svc(req, resp){ var p = req.params; if (p.err) resp.error(p.v); resp.success(p.v) }");
     for (const v of ["plain", "", "j{not json", "s", "ünïcødé ✓ 日本", 42, 0, null, true, { a: [1, "x"] }, ["t", "j"]]) {

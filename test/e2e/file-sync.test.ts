@@ -177,7 +177,7 @@ t.test("written again while it moves: the last version arrives whole; deleted be
   t.equal(got && sha(got), sha(v2), "the platform holds the last version, whole");
   t.equal(await read(s.sys.dev, s.sys.systemKey, s.set, "inbox", `${s.edge}/gone.bin`), null, "the deleted file never arrived");
   const entries = ((await s.sys.dev.get(`/admin/${s.sys.systemKey}/sync/edge/status/${s.edge}`)).body as any[]).filter((a) => a.asset_name === `${s.set}/data.bin`);
-  t.same(entries.map((e) => e.status), ["synced"], "one transfer of the path, synced (the replaced one was dropped)");
+  t.same(entries.map((e) => e.status), ["synced"], `one transfer of the path, synced (the replaced one was dropped) ${JSON.stringify(entries.map((e) => e.last_error))}`);
 });
 
 t.test("from code: a service on the edge writes to the outbox, one on the platform sends a file with syncFileToEdge", async (t) => {

@@ -6,7 +6,7 @@ import { rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { checkPath } from "../../store/files/backend.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
-import { type Check, checkFile, closeQuietly, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, PROGRESS_MS, writeAll } from "./wire.ts";
+import { type Check, checkFile, decodeChunk, type FileMessage, type FilePeer, type FileSyncDeps, OpenFile, PROGRESS_MS, writeAll } from "./wire.ts";
 
 const fsyncAsync = promisify(fsync);
 
@@ -17,7 +17,7 @@ const STORE_RETRY_MAX_MS = 60_000;
 /** A transfer this side is receiving. */
 export interface Receiving { row: FileTransferRow; peer: FilePeer;
   /** the part file, open for appending (one chunk written at a time, in order: see `writes`) */
-  fd: number; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean;
+  part: OpenFile; offset: number; writes: Promise<void>; savedAt: number; finishing: boolean;
   /** the bytes held, checked; the check the sender said (null: not yet) */
   hash: Check; expected: string | null }
 
@@ -40,7 +40,7 @@ export class FileReceiver {
       if (r.peer !== peer) continue;
       await r.writes;
       if (!r.finishing) await fileTransfersRepo.progress(this.d.db, id, "transferring", r.offset).catch(() => {});
-      if (this.receiving.get(id) === r) { this.receiving.delete(id); closeQuietly(r.fd); }
+      if (this.receiving.get(id) === r) { this.receiving.delete(id); r.part.close(); }
     }
   }
 
@@ -77,13 +77,13 @@ export class FileReceiver {
       await fileTransfersRepo.prune(this.d.db, peer.systemKey, peer.edge, "receive");
     }
     const prev = this.receiving.get(m.id);
-    if (prev) { this.receiving.delete(m.id); await prev.writes; closeQuietly(prev.fd); }
+    if (prev) { this.receiving.delete(m.id); await prev.writes; prev.part.close(); }
     const part = this.partOf(m.id);
     let offset = (await stat(part).catch(() => null))?.size ?? 0;
     if (offset > m.size) { await truncate(part, 0); offset = 0; }
     // what was held counts in the check
     const hash = await checkFile(m.check ?? "sha256", part, offset);
-    const r: Receiving = { row, peer, fd: openSync(part, "a"), offset, writes: Promise.resolve(), savedAt: 0, finishing: false, hash, expected: null };
+    const r: Receiving = { row, peer, part: new OpenFile(openSync(part, "a")), offset, writes: Promise.resolve(), savedAt: 0, finishing: false, hash, expected: null };
     this.receiving.set(m.id, r);
     this.d.log.debug("file accepted", { edge: peer.edge, path: dest, offset, size: m.size });
     peer.send({ t: "file_accept", id: m.id, offset, ...(m.check ? { check: m.check } : {}) });
@@ -101,7 +101,7 @@ export class FileReceiver {
       if (this.receiving.get(c.id) !== r || c.offset !== r.offset || r.finishing) return;
       if (r.offset + bytes.length > r.row.size) { await this.fail(r, "the sender sent more bytes than the file has"); return; }
       // (checked while the bytes are written)
-      const written = writeAll(r.fd, bytes);
+      const written = writeAll(r.part.fd, bytes);
       r.hash.update(bytes);
       await written;
       r.offset += bytes.length;
@@ -130,8 +130,8 @@ export class FileReceiver {
     const started = performance.now();
     // on disk before the sender is told the file is stored: the sender then drops its copy, so a
     // power cut here must not lose what was acknowledged (on the I/O threads: the loop goes on)
-    await fsyncAsync(r.fd);
-    closeQuietly(r.fd);
+    await fsyncAsync(r.part.fd);
+    r.part.close();
     const part = this.partOf(r.row.id);
     if (r.hash.digest() !== r.expected) {
       // what was received is not the file: it goes, and the sender starts over when it offers again
@@ -176,7 +176,7 @@ export class FileReceiver {
 
   private async fail(r: Receiving, error: string) {
     this.receiving.delete(r.row.id);
-    closeQuietly(r.fd);
+    r.part.close();
     await rm(this.partOf(r.row.id), { force: true });
     await fileTransfersRepo.progress(this.d.db, r.row.id, "failed", r.offset, error).catch(() => {});
     this.d.log.warn("file not received", { edge: r.peer.edge, set: r.row.set_name, path: r.row.source, error });
@@ -192,7 +192,7 @@ export class FileReceiver {
 
   async dropReceiving(id: string) {
     const r = this.receiving.get(id);
-    if (r) { this.receiving.delete(id); r.finishing = true; await r.writes.catch(() => {}); closeQuietly(r.fd); }
+    if (r) { this.receiving.delete(id); r.finishing = true; await r.writes.catch(() => {}); r.part.close(); }
     await fileTransfersRepo.delete(this.d.db, id);
     await rm(this.partOf(id), { force: true });
   }

@@ -8,7 +8,7 @@ import { ApiError, ErrorKinds } from "../../core/errors.ts";
 import { type FileTransferRow, fileTransfersRepo } from "../../store/fileTransfers.ts";
 import type { FileBackend } from "../../store/files/backend.ts";
 import { UnfinishedSends } from "./unfinished.ts";
-import { type Check, type CheckKind, checkFile, CHUNK_BYTES, ChunkFrames, closeQuietly, copyTo, type FilePeer, type FileSyncDeps, newCheck, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
+import { type Check, type CheckKind, checkFile, CHUNK_BYTES, ChunkFrames, copyTo, type FilePeer, type FileSyncDeps, newCheck, OpenFile, peerKey, PROGRESS_MS, readAll, sharedKeptKey } from "./wire.ts";
 
 /** A transfer this side is sending on a live link. */
 export interface Sending { row: FileTransferRow; peer: FilePeer; accepted: boolean; sent: number; acked: number; pushing: boolean; savedAt: number;
@@ -128,8 +128,8 @@ export class FileSender {
   private async openKept(row: FileTransferRow): Promise<KeptVersion> {
     const copy = this.copyOf(row.id);
     if (existsSync(copy)) {
-      const fd = openSync(copy, "r");
-      return { read: (into, at) => readAll(fd, into, at), hash: (kind, upTo) => checkFile(kind, copy, upTo), close: () => closeQuietly(fd) };
+      const file = new OpenFile(openSync(copy, "r"));
+      return { read: (into, at) => readAll(file.fd, into, at), hash: (kind, upTo) => checkFile(kind, copy, upTo), close: () => file.close() };
     }
     const files = this.d.shared ? await this.d.backend(row.system_key, row.set_name) : null;
     if (!files || !this.keptShared(files)) {

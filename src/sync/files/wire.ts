@@ -139,7 +139,17 @@ export async function writeAll(fd: number, bytes: Uint8Array) {
   }
 }
 
-export function closeQuietly(fd: number) { try { closeSync(fd); } catch { /* closed already */ } }
+/** A file open by its number, closed once: a number closed a second time may by then be another
+ *  file's or socket's (opened meanwhile anywhere in the process), which that close would cut. */
+export class OpenFile {
+  private open = true;
+  constructor(readonly fd: number) {}
+  close() {
+    if (!this.open) return;
+    this.open = false;
+    try { closeSync(this.fd); } catch { /* (the number is this file's until now: nothing else to do) */ }
+  }
+}
 
 /** Writes a stream to a file; its size. */
 export async function copyTo(from: ReadableStream<Uint8Array>, to: string): Promise<number> {

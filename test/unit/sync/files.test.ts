@@ -14,7 +14,7 @@ import { LocalFiles } from "../../../src/store/files/local.ts";
 import { migrate } from "../../../src/store/migrations.ts";
 import type { FileBackend } from "../../../src/store/files/backend.ts";
 import { CHUNK_BYTES, decodeChunk, encodeChunk, type FilePeer, FileSync, type FileSyncDeps } from "../../../src/sync/files.ts";
-import { ChunkFrames } from "../../../src/sync/files/wire.ts";
+import { ChunkFrames, newCheck } from "../../../src/sync/files/wire.ts";
 
 const base = mkdtempSync(join(tmpdir(), "outpost-filesync-"));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -201,6 +201,37 @@ describe("transfers", () => {
     expect(sha(await platform.set.get(`inbox/${EDGE}/v.bin`))).toBe(sha(v2));
     expect((await platform.files.status(SK, EDGE)).map((f) => f.status)).toEqual(["synced"]);
     expect(readdirSync(join(platform.dir, "filesync", "in"))).toEqual([]);
+  });
+
+  test("a transfer dropped while it is being stored closes its part once: the next one's file, opened meanwhile, is not cut", async () => {
+    // (a number closed twice may by then be the next transfer's part: its bytes would then fail)
+    let release = () => {}, adopting = () => {};
+    const stored = new Promise<void>((r) => { release = r; }), storing = new Promise<void>((r) => { adopting = r; });
+    const slow = await node("platform", { storage: (set) => Object.assign(Object.create(set) as LocalFiles, { adopt: async (p: string, f: string) => { adopting(); await stored; return set.adopt(p, f); } }) });
+    const l = new Link(edge, slow);
+    l.open();
+    const peer = l.platformPeer;
+    const offer = (id: string, bytes: Uint8Array) => slow.files.message(peer, { t: "file_offer", id, set: SET, path: "v.bin", size: bytes.length, check: "crc32" });
+    const send = (id: string, bytes: Uint8Array) => {
+      for (let at = 0; at < bytes.length; at += CHUNK_BYTES) slow.files.chunk(peer, encodeChunk(id, at, bytes.subarray(at, at + CHUNK_BYTES)));
+      const c = newCheck("crc32");
+      c.update(bytes);
+      return slow.files.message(peer, { t: "file_end", id, ...c.wire() });
+    };
+    const v1 = randomBytes(2 * CHUNK_BYTES), v2 = randomBytes(CHUNK_BYTES + 3);
+    await offer("a", v1);
+    await send("a", v1);
+    await storing;
+    // the sender replaced it while the receiver stores it: the cancel, then the next version's offer
+    const cancelled = slow.files.message(peer, { t: "file_cancel", id: "a" });
+    await offer("b", v2);
+    release();
+    await cancelled;
+    await send("b", v2);
+    let st: Awaited<ReturnType<typeof status>>;
+    for (let w = 0; w < 200 && ((st = (await slow.files.status(SK, EDGE)).find((f) => f.asset_name === `${SET}/v.bin`))?.status ?? "transferring") === "transferring"; w++) await Bun.sleep(5);
+    expect([st?.status, st?.last_error]).toEqual(["synced", ""]);
+    expect(sha(await slow.set.get(`inbox/${EDGE}/v.bin`))).toBe(sha(v2));
   });
 
   test("over the limit: failed at once on the sender; over the receiver's: refused, and the next one goes", async () => {

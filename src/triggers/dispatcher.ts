@@ -22,10 +22,17 @@ function payloadValues(key: string, p: Record<string, any>): unknown[] {
   }
 }
 
+/** Each trigger's key_value_pairs filters, parsed once (an event type a trigger watches, such as
+ *  Messaging::Publish, matches every one of its events against them) without the empty ones. */
+const parsedFilters = new WeakMap<TriggerRow, [string, string][]>();
+function filters(t: TriggerRow): [string, string][] {
+  let f = parsedFilters.get(t);
+  if (!f) parsedFilters.set(t, (f = Object.entries(JSON.parse(t.key_value_pairs) as Record<string, string>).filter(([, want]) => want !== ""))); // empty = any
+  return f;
+}
+
 export function matches(t: TriggerRow, e: DomainEvent): boolean {
-  const kvp = JSON.parse(t.key_value_pairs) as Record<string, string>;
-  for (const [k, want] of Object.entries(kvp)) {
-    if (want === "") continue; // empty = any
+  for (const [k, want] of filters(t)) {
     const have = payloadValues(k, e.payload as Record<string, unknown>);
     const ok = k === "topic"
       ? have.some((v) => typeof v === "string" && topicMatches(want, v))
@@ -87,9 +94,17 @@ export class TriggerDispatcher {
     this.subscribe();
   }
 
-  private async handle(e: DomainEvent) {
+  /** Matched at once: an event no trigger matches (most publishes, with a trigger on a topic)
+   *  costs no promise and no system lookup. */
+  private handle(e: DomainEvent): Promise<void> | undefined {
     const list = this.index.get(e.systemKey)?.get(e.type);
     if (!list) return;
+    let matched: TriggerRow[] | undefined;
+    for (const t of list) if (matches(t, e)) (matched ??= []).push(t);
+    if (matched) return this.fire(e, matched);
+  }
+
+  private async fire(e: DomainEvent, list: TriggerRow[]) {
     if (e.depth >= MAX_TRIGGER_DEPTH) {
       this.loopsStopped++;
       this.log.warn("trigger chain stopped: too deep", { event: e.type, systemKey: e.systemKey, depth: e.depth });
@@ -99,7 +114,6 @@ export class TriggerDispatcher {
     if (!system) return;
     // a trigger runs as whoever defined it (see RunAs); a service with a run_user runs as that user
     for (const t of list) {
-      if (!matches(t, e)) continue;
       this.fired++;
       const params = { ...(e.payload as Record<string, unknown>), trigger: e.type };
       this.engine.runner(e.systemKey, system.owner_id, t)

@@ -88,3 +88,26 @@ describe("the trigger index", () => {
     expect(await recordedRuns()).toBe(before + 2);
   });
 });
+
+describe("matching", () => {
+  test("an event no trigger's filters match costs no system lookup; one they match fires", async () => {
+    const s = app.services;
+    await s.triggers.createTrigger(dev, sk, "onAlert", { def_module: "Messaging", def_name: "Publish", key_value_pairs: { topic: "alerts/#" }, service_name: "record" });
+    const before = await recordedRuns();
+    const find = s.systems.find.bind(s.systems);
+    let lookups = 0;
+    s.systems.find = (key: string) => { lookups++; return find(key); };
+    try {
+      // every publish is matched against the trigger's topic (events are dispatched in order)
+      for (let i = 0; i < 50; i++) app.events.emit("Messaging::Publish", sk, { topic: `telemetry/${i}`, body: "x", userId: "" });
+      await Bun.sleep(50);
+      expect(lookups).toBe(0);
+      app.events.emit("Messaging::Publish", sk, { topic: "alerts/fire", body: "x", userId: "" });
+      expect(await until(async () => (await recordedRuns()) === before + 1)).toBe(true);
+      expect(lookups).toBeGreaterThan(0);
+    } finally {
+      s.systems.find = find;
+      await s.triggers.deleteTrigger(dev, sk, "onAlert");
+    }
+  });
+});

@@ -74,17 +74,34 @@ export class EventBus {
   emit<K extends EventType>(type: K, systemKey: string, payload: EventPayloads[K], origin?: string) {
     // (nothing built for a type no one listens to: the audit trail listens to MQTT connects only)
     if (this.handlers.size === 0 || !this.listening(type)) return;
-    const e: DomainEvent<K> = { type, systemKey, payload, origin, depth: causeScope.getStore()?.depth ?? 0, at: Date.now() };
-    queueMicrotask(() => {
+    const scope = causeScope.getStore();
+    const e: DomainEvent<K> = { type, systemKey, payload, origin, depth: scope?.depth ?? 0, at: Date.now() };
+    // the events of one stretch of code are handled in one microtask, in order (a broker emits
+    // thousands a second, and need not make a closure and a microtask for each); a batch keeps to
+    // one cause scope, which its handlers run in as each event's did alone
+    const last = this.pending;
+    if (last && last.scope === scope) { last.events.push(e as DomainEvent); return; }
+    const batch = { scope, events: [e as DomainEvent] };
+    this.pending = batch;
+    queueMicrotask(() => this.dispatch(batch));
+  }
+
+  /** the batch of events emitted last, until it is handed to the handlers */
+  private pending: { scope: { depth: number } | undefined; events: DomainEvent[] } | null = null;
+
+  private dispatch(batch: { events: DomainEvent[] }) {
+    // one a handler emits goes into a batch of its own, after these
+    if (this.pending === batch) this.pending = null;
+    for (const e of batch.events) {
       for (const [h, types] of this.handlers) {
-        if (types && !types.has(type)) continue;
+        if (types && !types.has(e.type)) continue;
         try {
-          const r = h(e as DomainEvent);
-          if (r instanceof Promise) r.catch((err) => this.log?.error("event handler failed", { event: type, err }));
+          const r = h(e);
+          if (r instanceof Promise) r.catch((err) => this.log?.error("event handler failed", { event: e.type, err }));
         } catch (err) {
-          this.log?.error("event handler failed", { event: type, err });
+          this.log?.error("event handler failed", { event: e.type, err });
         }
       }
-    });
+    }
   }
 }

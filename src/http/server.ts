@@ -17,8 +17,6 @@ import { consoleRoutes } from "./console.ts";
 import { relayedEdge, relayIdleSeconds, relayToEdge } from "./edgeRelay.ts";
 import type { Services } from "./services.ts";
 import { HttpAudit } from "./audit.ts";
-import { deepenListenQueue } from "./listenQueue.ts";
-import type { Logger } from "../core/log.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
@@ -221,20 +219,13 @@ export interface HttpServer {
   reloadTls?(tls: { cert: string; key: string }): void;
 }
 
-/** A herd of edges opening at once waits in the kernel's queue, not dropped past Bun's 512; where
- *  the listener's descriptor is not found the queue stays as Bun made it, and the log says so. */
-function deepenQueue(port: number, log: Logger) {
-  if (process.platform === "linux" && deepenListenQueue(port) === 0) log.warn("the API listener's queue of connections not yet accepted stays at Bun's 512: its descriptor was not found", { port });
-}
-
-export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, log: Logger, tls?: { cert: string; key: string }): HttpServer {
+export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, hostname: string, tls?: { cert: string; key: string }): HttpServer {
   // Bun refuses bodies above this by itself; ours (MAX_BODY_BYTES) answers with the envelope first.
   // reusePort off: Elysia turns SO_REUSEPORT on by default, and a second instance on the same port
   // would then start and take half the connections instead of failing.
   const options = { hostname, maxRequestBodySize: MAX_BODY_BYTES * 2, reusePort: false };
   app.listen({ port, ...options, ...(tls ? { tls } : {}) });
   const server = app.server!;
-  deepenQueue(server.port!, log);
   /** servers a certificate reload replaced, finishing the connections they had */
   const retired = new Set<NonNullable<typeof app.server>>();
   return {
@@ -254,7 +245,6 @@ export function listenHttp(app: ReturnType<typeof createHttpApp>, port: number, 
         retired.add(old);
         void old.stop(false).then(() => retired.delete(old));
         app.listen({ port: server.port!, ...options, tls: next });
-        deepenQueue(server.port!, log);
       },
     } : {}),
   };
@@ -276,12 +266,12 @@ export function listenMetrics(metrics: Metrics, port: number): HttpServer {
  *  listener: an Elysia app upgrades WebSockets (the sync channel) on the one server it listens on. */
 export function listenApi(s: Services): { http: HttpServer; https?: HttpServer } {
   const c = s.config;
-  if (!c.tlsCert || !c.tlsKey) return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost, s.log) };
+  if (!c.tlsCert || !c.tlsKey) return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost) };
   const tls = { cert: readFileSync(c.tlsCert, "utf8"), key: readFileSync(c.tlsKey, "utf8") };
-  const https = listenHttp(createHttpApp(s), c.httpsPort, c.httpHost, s.log, tls);
+  const https = listenHttp(createHttpApp(s), c.httpsPort, c.httpHost, tls);
   if (c.httpPort === 0) return { http: https, https };
   try {
-    return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost, s.log), https };
+    return { http: listenHttp(createHttpApp(s), c.httpPort, c.httpHost), https };
   } catch (err) {
     void https.stop();
     throw err;

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, port, rssKb, waitHttp } from "./lib.ts";
+import { BIN, cpuMicros, port, rssKb, waitHttp } from "./lib.ts";
 
 /** A process of the binary on a fixed port and data directory (to restart it), its log kept. */
 export class Node {
@@ -16,6 +16,8 @@ export class Node {
   constructor(readonly args: string[]) {}
   get url() { return `http://127.0.0.1:${this.httpPort}`; }
   rssKb() { return this.p?.pid ? rssKb(this.p.pid) : 0; }
+  /** the process's CPU time so far (user and system, ms) */
+  cpuMs() { return this.p?.pid ? cpuMicros(this.p.pid) / 1_000 : 0; }
   async start() {
     this.p = spawn(BIN, ["--http-port", String(this.httpPort), "--mqtt-port", String(port()), "--mqtt-ws-port", String(port()), "--mqtt-tls-port", String(port()),
       "--mqtt-wss-port", String(port()), "--data-dir", this.dir, "--enable-default-throttlers", "false", ...this.args], { cwd: this.dir, stdio: ["ignore", "ignore", "pipe"] });

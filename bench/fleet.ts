@@ -31,7 +31,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPgDatabase, dropPgDatabase } from "../test/pgdb.ts";
 import { liveBatches, Node, SimFleet, type SimStats, type SimWaits } from "./edgesim.ts";
-import { fmt, json, pct, redisServer, report, setupSystem, verdict } from "./lib.ts";
+import { fmt, json, listenOverflows, pct, redisServer, report, setupSystem, verdict } from "./lib.ts";
 
 const small = process.env.SCALE === "small";
 /** descriptors the platform keeps for itself (databases, listeners, the real edge's link) */
@@ -97,6 +97,7 @@ class Platform {
   get url() { return this.nodes[0]!.url; }
   get urls() { return this.nodes.map((x) => x.url); }
   rssKb() { return this.nodes.reduce((a, x) => a + x.rssKb(), 0); }
+  cpuMs() { return this.nodes.reduce((a, x) => a + x.cpuMs(), 0); }
   async start() {
     if (!this.nodes.length) {
       const base = ["--log-level", "error", "--edge-templates-dir", this.tplDir];
@@ -142,6 +143,7 @@ async function size(n: number) {
 
     // 1. the herd: every simulated edge opens at once; the real edge too
     probe.take();
+    const o0 = listenOverflows(), c0 = P.cpuMs();
     const t0 = Date.now();
     real = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", names[0]!, "--edge-token", TOKEN]);
     sim = new SimFleet(P.urls, s.systemKey, names.slice(1), TOKEN, procs);
@@ -160,6 +162,7 @@ async function size(n: number) {
     const rssPerEdge = (P.rssKb() - rss0) / n;
     rows.push([`connect-all (${fmt(n)} at once): until all synced`, `${fmt(connectMs)} ms`]);
     rows.push(["  opens that timed out (3 s) / opens", `${fmt(up.openTimeouts)} / ${fmt(up.opens)}  ${verdict(up.openTimeouts, 0, false)}`]);
+    rows.push(["  listen-queue overflows (the machine's) / platform CPU", `${fmt(listenOverflows() - o0)} / ${fmt(P.cpuMs() - c0)} ms`]);
     rows.push(["  waits p50 / p99", waited(await sim.waits())]);
     rows.push(["  platform RSS per edge", `${fmt(rssPerEdge, 1)} KB`]);
     rows.push(["  /health", health(probe.take())]);
@@ -212,15 +215,18 @@ async function size(n: number) {
     await P.stop();
     await sim.reset();
     probe.take();
+    const o1 = listenOverflows();
     const rt = Date.now();
     await P.start();
     const apiMs = Date.now() - rt;
     const back: SimStats = await sim.until("every edge back", (x) => x.welcomed === n - 1, 120_000, 20);
     const backMs = back.lastWelcomeAt - rt;
+    const restartOverflows = listenOverflows() - o1, restartCpu = P.cpuMs();
     const got = await sim.whenAll("restart", 30_000);
     rows.push([`restart: the API's first answer (from the process's start${NODES > 1 ? ", every node" : ""})`, `${fmt(apiMs)} ms  ${verdict(apiMs, 1_000, false)}`]);
     rows.push(["  all edges back (welcomed)", `${fmt(backMs)} ms  ${verdict(backMs, 5_000, false)}`]);
     rows.push(["  waits p50 / p99", waited(await sim.waits())]);
+    rows.push(["  listen-queue overflows (the machine's) / platform CPU until all back", `${fmt(restartOverflows)} / ${fmt(restartCpu)} ms`]);
     rows.push(["  full snapshots / open timeouts", `${fmt(back.fullSnapshots)} / ${fmt(back.openTimeouts)}  ${verdict(back.fullSnapshots, 0, false)}`]);
     rows.push(["  edges that lost the change written before the restart", `${fmt(got.filter((t) => t === 0).length)}  ${verdict(got.filter((t) => t === 0).length, 0, false)}`]);
     rows.push(["  /health (once answering)", health(probe.take())]);

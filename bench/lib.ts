@@ -61,6 +61,16 @@ export function cpuMicros(pid: number): number {
   } catch { return 0; }
 }
 
+/** The kernel's count of SYNs dropped because a listener's queue was full (TcpExt ListenOverflows),
+ *  the whole network namespace's: other work on the machine adds to it. */
+export function listenOverflows(): number {
+  try {
+    const lines = (require("node:fs").readFileSync("/proc/net/netstat", "utf8") as string).split("\n");
+    const names = lines.find((l) => l.startsWith("TcpExt:"))!.split(" "), values = lines.filter((l) => l.startsWith("TcpExt:"))[1]!.split(" ");
+    return Number(values[names.indexOf("ListenOverflows")] ?? NaN);
+  } catch { return NaN; }
+}
+
 export function rssKb(pid: number): number {
   try {
     const s = require("node:fs").readFileSync(`/proc/${pid}/status`, "utf8") as string;

@@ -70,6 +70,14 @@ export const edgesRepo = {
     if (!keys.length) return;
     await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`, [...keys.map((k) => changes[k]), systemKey, name]);
   },
+  /** The same changes to several edges of a system, in one statement (a herd's hellos after a
+   *  restart say the same build, OS and position for most of a fleet). */
+  async updateMany(ex: Executor, systemKey: string, names: string[], changes: EdgeChanges) {
+    const keys = Object.keys(changes).filter((k) => (COLS as readonly string[]).includes(k)) as (keyof EdgeChanges)[];
+    if (!keys.length || !names.length) return;
+    await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name IN (${names.map(() => "?").join(", ")})`,
+      [...keys.map((k) => changes[k]), systemKey, ...names]);
+  },
   /** When edges of a system were heard from, and the positions of those given one: one statement
    *  per position (a fleet's acknowledgements of one change are at one, written together). A
    *  CASE of a WHEN per edge was compared name by name for each row: 500 edges held the event

@@ -103,34 +103,32 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    const sockets = new WeakMap<object, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
+    type RawSocket = { sendText(t: string): unknown; sendBinary(b: Uint8Array): unknown; close(c?: number, r?: string): unknown; terminate?(): void; remoteAddress?: string; getBufferedAmount?(): number };
+    const sockets = new WeakMap<RawSocket, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
     // Bun's own socket: its text send, not the wrapper's (which checks every message against a
     // schema this route does not have)
-    const socket = (ws: { raw: object }) => {
-      let x = sockets.get(ws.raw);
+    const socket = (raw: RawSocket) => {
+      let x = sockets.get(raw);
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
-        const raw = ws.raw as { sendText(t: string): unknown; sendBinary(b: Uint8Array): unknown; close(c?: number, r?: string): unknown; terminate?(): void; remoteAddress?: string; getBufferedAmount?(): number };
         x = { send: (t) => { raw.sendText(t); }, close: (c, r) => { raw.close(c, r); }, terminate: () => { raw.terminate?.(); },
           sendBinary: (b) => { raw.sendBinary(b); }, remote: raw.remoteAddress, buffered: () => raw.getBufferedAmount?.() ?? 0 };
-        sockets.set(ws.raw, x);
+        sockets.set(raw, x);
       }
       return x;
     };
-    app = app.ws(SYNC_PATH, {
-      open(ws: unknown) {
-        const x = socket(ws as never);
-        hub.open(x);
-        // An edge's messages go to the hub as Bun hands them over: Elysia's handler parses each
-        // and wraps its socket in a new object (binding a dozen methods), which for a fleet's
-        // acknowledgements and pings was a large part of the platform's work. Bun calls the
-        // handler kept on the connection's data, which Elysia made for this connection alone.
-        const data = (ws as { raw: { data?: { message?: unknown } } }).raw.data;
-        if (data && typeof data.message === "function") data.message = (_raw: unknown, msg: unknown) => { void hub.message(x, msg); };
-      },
-      message(ws: unknown, msg: unknown) { void hub.message(socket(ws as never), msg); },
-      close(ws: unknown, code?: number, reason?: string) { void hub.close(socket(ws as never), code, reason); },
-    } as never) as unknown as Elysia;
+    // The link is upgraded here, its events going to the hub as Bun hands them over (Elysia's
+    // listener calls the handlers on the socket's data). Elysia's WebSocket route made for each
+    // link a copy of the request's context, a message parser and its error handlers, and at its
+    // open and close (and each message) a wrapper binding a dozen methods: a large part of a
+    // herd's upgrades after a restart.
+    const link = {
+      open(raw: RawSocket) { hub.open(socket(raw)); },
+      message(raw: RawSocket, msg: unknown) { void hub.message(socket(raw), msg); },
+      close(raw: RawSocket, code?: number, reason?: string) { void hub.close(socket(raw), code, reason); },
+    };
+    app = app.get(SYNC_PATH, ({ request, server }) => (server?.upgrade(request, { data: link }) ? undefined
+      : new Response("Expected a websocket connection", { status: 400 }))) as unknown as Elysia;
   }
   if (s.edgeSync) {
     const edge = s.edgeSync, c = s.config;

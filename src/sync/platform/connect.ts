@@ -154,7 +154,8 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
   // may not have arrived), written with the next batch of writes
   // (a record kept in memory is read again once its first contact is written)
   if (edge.first_talked === null) h.reads.forgetRecord(sk, edge.name);
-  h.writes.welcomed(s, { is_connected: 1, first_talked: edge.first_talked ?? nowSeconds(), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
+  // (a first contact already recorded is not written again: a herd's edges then say the same)
+  h.writes.welcomed(s, { is_connected: 1, ...(edge.first_talked === null ? { first_talked: nowSeconds() } : {}), last_seen_version: m.version, last_seen_os: m.os, last_seen_architecture: m.arch }, h.d.nodeId, !full);
   s.welcomedAt = Date.now();
   h.writes.linkEvent(sk, edge.name, "connected", { node: h.d.nodeId, ...(m.version ? { version: m.version } : {}), ...(m.os ? { os: m.os } : {}), ...(m.arch ? { arch: m.arch } : {}),
     ...(full ? { snapshot: true } : { resumed_from: m.cursor }), ...(s.ws.remote ? { from: s.ws.remote } : {}) });

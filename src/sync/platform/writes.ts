@@ -104,6 +104,9 @@ export class EdgeWrites {
         // what most edges have waiting (a position, being heard from) goes in one statement per system
         // (by name: of an edge's replaced link and its new one, the later counts)
         const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
+        // and a herd's hellos, most of which say the same of their edges, one statement per system
+        // and the same changes (by name, as above)
+        const hellos = new Map<string, { sk: string; changes: EdgeChanges; nodeId: string; names: Set<string> }>();
         for (const w of batch.slice(i, i + PER_TX)) {
           const sk = w.s.edge.system_key, edge = w.s.edge.name;
           if (!w.hello && !w.results.length) {
@@ -113,8 +116,17 @@ export class EdgeWrites {
             continue;
           }
           for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
-          await edgesRepo.update(tx, sk, edge, { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now });
-          if (w.hello) await clusterRepo.holdEdge(tx, sk, edge, w.hello.nodeId);
+          const changes: EdgeChanges = { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now };
+          if (!w.hello) { await edgesRepo.update(tx, sk, edge, changes); continue; }
+          const key = `${sk}\u0000${w.hello.nodeId}\u0000${JSON.stringify(changes)}`;
+          let same = hellos.get(key);
+          if (!same) hellos.set(key, same = { sk, changes, nodeId: w.hello.nodeId, names: new Set() });
+          for (const other of hellos.values()) if (other !== same && other.sk === sk) other.names.delete(edge);
+          same.names.add(edge);
+        }
+        for (const { sk, changes, nodeId, names } of hellos.values()) {
+          await edgesRepo.updateMany(tx, sk, [...names], changes);
+          await clusterRepo.holdEdges(tx, sk, [...names], nodeId);
         }
         for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
       });

@@ -8,7 +8,9 @@ import type { Principal } from "../../../../src/auth/principal.ts";
 import { loadConfig } from "../../../../src/config.ts";
 import { LINK_EVENTS_KEPT, linkEventsRepo } from "../../../../src/store/linkEvents.ts";
 import type { HubDeps } from "../../../../src/sync/platform/types.ts";
+import type { EdgeSession } from "../../../../src/sync/platform/session.ts";
 import { EdgeWrites } from "../../../../src/sync/platform/writes.ts";
+import type { Executor } from "../../../../src/store/db.ts";
 
 let app: App;
 let dev: Principal;
@@ -68,6 +70,37 @@ describe("link events in the batched writes", () => {
     expect(await count(other, "e")).toBe(1);
     await app.services.systems.remove(dev, other);
     expect(await count(other, "e")).toBe(0);
+  });
+});
+
+describe("a herd's hellos in the batched writes", () => {
+  test("each edge's record as its hello said, in one statement per system and the same changes", async () => {
+    const names = Array.from({ length: 6 }, (_, i) => `herd-${i}`);
+    for (const n of names) await app.services.edges.create(dev, sk, n, { token: `${n}-token` });
+    await app.db.run(`UPDATE edges SET first_talked = 1000 WHERE system_key = ? AND name = ?`, [sk, "herd-0"]);
+    // the statements the writes run, counted
+    const updates: string[] = [];
+    const counted = (tx: Executor) => new Proxy(tx, { get(t, k) {
+      if (k === "run") return (sql: string, args: unknown[]) => { if (sql.startsWith("UPDATE edges")) updates.push(sql); return t.run(sql, args); };
+      const v = (t as unknown as Record<string | symbol, unknown>)[k];
+      return typeof v === "function" ? v.bind(t) : v;
+    } });
+    const db = { tx: <T>(fn: (tx: Executor) => Promise<T>) => app.db.tx((tx) => fn(counted(tx))) };
+    const w = new EdgeWrites({ db, log: { warn() {} } } as unknown as HubDeps);
+    const session = (name: string, cursor: number) => ({ edge: { system_key: sk, name }, cursor }) as unknown as EdgeSession;
+    const said = (version: string) => ({ is_connected: 1, last_seen_version: version, last_seen_os: "linux", last_seen_architecture: "arm64" });
+    names.forEach((n, i) => w.welcomed(session(n, 7), { ...said(i < 4 ? "1.0" : "2.0"), ...(i ? { first_talked: 2000 } : {}) }, "node-a", true));
+    // an edge's replaced link and its new one: the later counts
+    w.welcomed(session("herd-5", 9), { ...said("3.0"), first_talked: 2000 }, "node-b", true);
+    await w.flush();
+    const rows = await app.db.all<{ name: string; last_seen_version: string; cursor: number; node_id: string; is_connected: number; first_talked: number; last_talked: number }>(
+      `SELECT name, last_seen_version, cursor, node_id, is_connected, first_talked, last_talked FROM edges WHERE system_key = ? AND name LIKE 'herd-%' ORDER BY name`, [sk]);
+    expect(rows.map((r) => [r.name, r.last_seen_version, r.cursor, r.node_id, r.is_connected, r.first_talked])).toEqual([
+      ["herd-0", "1.0", 7, "node-a", 1, 1000], ["herd-1", "1.0", 7, "node-a", 1, 2000], ["herd-2", "1.0", 7, "node-a", 1, 2000],
+      ["herd-3", "1.0", 7, "node-a", 1, 2000], ["herd-4", "2.0", 7, "node-a", 1, 2000], ["herd-5", "3.0", 9, "node-b", 1, 2000]]);
+    expect(rows.every((r) => r.last_talked > 0)).toBe(true);
+    // herd-0 (its first contact kept), herd-1..3, herd-4, herd-5's new link: the record and its holder each
+    expect(updates.length).toBe(8);
   });
 });
 

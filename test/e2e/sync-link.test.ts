@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, type DevSystem, devWithSystem, freePort, hasCommand, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor, must, metrics } from "./harness.ts";
+import { Client, type DevSystem, devWithSystem, freePort, hasCommand, isErr, needs, type Outpost, qs, request, runBin, startOutpost, testCertificates, uniq, waitFor, must, metrics } from "./harness.ts";
 import { tcpProxy } from "./tcp-proxy.ts";
 
 const PING_MS = 500;
@@ -109,6 +109,12 @@ t.test("outbox items older than --outbox-max-age are dropped", async (t) => {
   proxy.heal();
   t.ok(await waitFor(async () => platformLabels((await sys.dev.get(`/api/v/1/data/${e.id}`)).body.DATA ?? []).join() === "new", 20_000), "the platform gets only the new write");
   await edge.stop();
+});
+
+t.test("the sync route without a WebSocket upgrade: a 400 in the API's error envelope", async (t) => {
+  const r = await request(platform.url, "GET", "/api/v/4/sync");
+  isErr(t, r, 400, "a plain GET");
+  t.match(r.text, /WebSocket upgrade/, "saying it takes an upgrade");
 });
 
 t.test("an edge speaking a sync protocol the platform does not is refused, and the platform's status says so", async (t) => {

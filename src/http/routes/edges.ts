@@ -127,8 +127,10 @@ export const edgeRoutes = (s: Services) => {
       message(raw: RawSocket, msg: unknown) { void hub.message(socket(raw), msg); },
       close(raw: RawSocket, code?: number, reason?: string) { void hub.close(socket(raw), code, reason); },
     };
-    app = app.get(SYNC_PATH, ({ request, server }) => (server?.upgrade(request, { data: link }) ? undefined
-      : new Response("Expected a websocket connection", { status: 400 }))) as unknown as Elysia;
+    app = app.get(SYNC_PATH, ({ request, server }) => {
+      if (server?.upgrade(request, { data: link })) return undefined;
+      throw fail("INVALID_ARGUMENT", "this route is the edge sync link: it takes a WebSocket upgrade");
+    }) as unknown as Elysia;
   }
   if (s.edgeSync) {
     const edge = s.edgeSync, c = s.config;

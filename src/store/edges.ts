@@ -65,11 +65,7 @@ export const edgesRepo = {
     return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})${also}`, [systemKey, ...where.args]))!.n;
   },
   insert: (ex: Executor, e: EdgeRow) => ex.run(`INSERT INTO edges(${COLS.join(", ")}) VALUES (${COLS.map(() => "?").join(", ")})`, COLS.map((c) => e[c])),
-  async update(ex: Executor, systemKey: string, name: string, changes: EdgeChanges) {
-    const keys = Object.keys(changes).filter((k) => (COLS as readonly string[]).includes(k)) as (keyof EdgeChanges)[];
-    if (!keys.length) return;
-    await ex.run(`UPDATE edges SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE system_key = ? AND name = ?`, [...keys.map((k) => changes[k]), systemKey, name]);
-  },
+  update: (ex: Executor, systemKey: string, name: string, changes: EdgeChanges) => edgesRepo.updateMany(ex, systemKey, [name], changes),
   /** The same changes to several edges of a system, in one statement (a herd's hellos after a
    *  restart say the same build, OS and position for most of a fleet). */
   async updateMany(ex: Executor, systemKey: string, names: string[], changes: EdgeChanges) {

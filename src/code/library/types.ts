@@ -22,6 +22,7 @@ import type { UserSecrets } from "../../domain/userSecrets.ts";
 import type { Metrics } from "../../core/metrics.ts";
 import type { EgressPolicy } from "../egress.ts";
 import type { MessageTimers } from "../messageTimers.ts";
+import type { OwnApi } from "../ownApi.ts";
 
 export interface EngineDeps {
   d: DomainDeps;
@@ -35,6 +36,8 @@ export interface EngineDeps {
   locks: Locks;
   /** where outbound HTTP from code may go (--code-egress-allow) */
   egress: EgressPolicy;
+  /** this node's own API, which requests to cbmeta.platform_url reach in process */
+  ownApi?: OwnApi;
   triggers: Triggers;
   roles: Roles;
   externalDbs: ExternalDbs;

@@ -183,7 +183,7 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
   const ownApi = new OwnApi(config);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
-    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, egress: EgressPolicy.parse(config.codeEgressAllow), ownApi, metrics });
+    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, adapters: m.adapters, egress: EgressPolicy.parse(config.codeEgressAllow), ownApi, metrics });
   const webhooks = new Webhooks(deps, m.systems, m.codeServices, m.users, k.tokens, code);
   // what a deleted system leaves on this node: its messaging timers and database connections
   signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void m.externalDbs.forgetSystem(systemKey); });

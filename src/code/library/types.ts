@@ -2,6 +2,7 @@
 // JavaScript in the sandbox (prelude/*.ts) calls, run here on the main thread with the rights of
 // the run's effective user.
 import type { Principal } from "../../auth/principal.ts";
+import type { Adapters } from "../../domain/adapters.ts";
 import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
@@ -47,6 +48,7 @@ export interface EngineDeps {
   bucketSets: BucketSets;
   fileStores: FileStores;
   secrets: UserSecrets;
+  adapters: Adapters;
   metrics?: Metrics;
 }
 

@@ -20,6 +20,7 @@ import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, R
 export type { EngineDeps, ExecOptions, ExecResult };
 import { type Instance, instanceToWire, Instances } from "./instances.ts";
 import { type PoolOutcome, WorkerPool } from "./pool.ts";
+import { platformHost } from "./ownApi.ts";
 import { needsSuspending, outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
 const SERVICE_CACHE_MS = 5_000;
@@ -407,14 +408,6 @@ function missingNatives(deps: string[]): { name: string; code: string }[] {
     return `Object.defineProperty(globalThis, ${JSON.stringify(global)}, { configurable: true, get: function () { throw new Error(${why}); } });`;
   }).join("\n");
   return [{ name: "native libraries not provided", code }];
-}
-
-/** cbmeta.platform_url: where services reach this platform's API, as ClearBlade gives it (host
- *  and port, no scheme: services write 'https://' + platform_url). An edge names its platform. */
-function platformHost(c: EngineDeps["d"]["config"]): string {
-  if (c.mode === "edge" && c.platformUrl) return new URL(c.platformUrl).host;
-  const host = c.httpHost === "0.0.0.0" || c.httpHost === "::" ? "localhost" : c.httpHost;
-  return `${host}:${c.tlsCert ? c.httpsPort : c.httpPort}`;
 }
 
 /** Runs and their time per service, for the services --metrics-system-labels gives series (the

@@ -122,7 +122,7 @@ export async function sendOutbound(policy: EgressPolicy, req: OutboundRequest, d
       const res = await until(sendOnce(policy, url, method, headers, body, req.strictSSL, abort.signal, deps));
       const location = res.headers.get("location");
       if (res.status < 300 || res.status > 399 || res.status === 304 || !location || req.maxRedirects <= 0) {
-        return { ...(await until(answer(res, url))), redirects: hop };
+        return { ...(await until(answerOf(res, url))), redirects: hop };
       }
       void res.body?.cancel().catch(() => {});
       if (hop >= Math.min(req.maxRedirects, OUTBOUND_LIMITS.redirects)) throw outboundFail(`more than ${Math.min(req.maxRedirects, OUTBOUND_LIMITS.redirects)} redirects (the last to ${location.slice(0, 200)})`);
@@ -201,7 +201,7 @@ function networkError(e: unknown, address: string, https: boolean): string {
 }
 
 /** The answer, its body read up to the limit. */
-async function answer(res: Response, url: URL): Promise<Omit<OutboundResponse, "redirects">> {
+export async function answerOf(res: Response, url: URL): Promise<Omit<OutboundResponse, "redirects">> {
   const headers: [string, string][] = [];
   res.headers.forEach((v, k) => { if (k !== "set-cookie") headers.push([k, v]); });
   for (const c of res.headers.getSetCookie()) headers.push(["set-cookie", c]);

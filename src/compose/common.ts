@@ -29,6 +29,7 @@ import { ChangeRecorder } from "../domain/changes.ts";
 import { CodeEngine } from "../code/engine.ts";
 import { compileChecker } from "../code/syntax.ts";
 import { EgressPolicy } from "../code/egress.ts";
+import { OwnApi } from "../code/ownApi.ts";
 import { MessageTimers, publishAsOwner } from "../code/messageTimers.ts";
 import { ConnectorPool } from "../external/pool.ts";
 import { Throttle } from "../throttle/throttle.ts";
@@ -180,12 +181,13 @@ export async function buildDomain(k: Kernel, mode: ModeParts, started: Started) 
   started.push({ name: "device-key-hashes", stop: () => m.devices.keyHashes.stop() });
   metrics.gauge("outpost_device_key_hashes_waiting", "chosen device keys whose argon2id hash is still to be computed (they sign in with their verifier meanwhile)", async () => [[{}, await m.devices.keyHashes.waiting()]]);
   const messageTimers = new MessageTimers(publishAsOwner(m), log);
+  const ownApi = new OwnApi(config);
   const code = new CodeEngine({ d: deps, systems: m.systems, services: m.codeServices, collections: m.collections, users: m.users, devices: m.devices, messages: m.messages, triggers: m.triggers,
-    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, egress: EgressPolicy.parse(config.codeEgressAllow), metrics });
+    roles: m.roles, externalDbs: m.externalDbs, deployments: m.deployments, messageTimers, caches: m.serviceCaches, locks: m.locks, bucketSets: m.bucketSets, fileStores: m.fileStores, secrets: m.userSecrets, adapters: m.adapters, egress: EgressPolicy.parse(config.codeEgressAllow), ownApi, metrics });
   const webhooks = new Webhooks(deps, m.systems, m.codeServices, m.users, k.tokens, code);
   // what a deleted system leaves on this node: its messaging timers and database connections
   signals.on("system.removed", ({ systemKey }) => { messageTimers.forgetSystem(systemKey); void m.externalDbs.forgetSystem(systemKey); });
-  return { ...k, ...m, ports, secrets, compileCheck, throttle, messageTimers, code, webhooks };
+  return { ...k, ...m, ports, secrets, compileCheck, throttle, messageTimers, code, webhooks, ownApi };
 }
 export type Domain = Awaited<ReturnType<typeof buildDomain>>;
 
@@ -249,6 +251,7 @@ export function listen(d: Domain, broker: MqttBroker, sync: SyncSide, started: S
   const services: Services = { ...d, services: d.codeServices, sync: sync.hub, edgeSync: sync.edgeSync, health };
   const { http, https } = listenApi(services);
   sync.listening?.(http);
+  d.ownApi.attach(http.handle);
   started.push({ name: "http", stop: () => http.stop() });
   if (https && https !== http) started.push({ name: "https", stop: () => https.stop() });
   const metricsServer = config.metricsPort ? listenMetrics(metrics, config.metricsPort) : null;

@@ -196,6 +196,63 @@ t.test("control: deploy a shell-script adapter, start, status, logs, stop, undep
   t.match(after.body[EDGE], { err: true, output: /not deployed/ }, "starting an undeployed adapter is an error");
 });
 
+t.test("from code: ClearBladeAsync.Adapters() and Adapter(name): meta, files as text and bytes, control on the edge; a user is refused", async (t) => {
+  const name = uniq("coded");
+  const svc = uniq("adapterSvc");
+  // every call ClearBlade documents for the two, in one run; the answers in order
+  const code = `function ${svc}(req, resp) {
+    var out = {}, A = ClearBladeAsync.Adapters(), a = ClearBladeAsync.Adapter("${name}");
+    A.create({ name: "${name}", description: "from code", start_command: "./start.sh", status_command: "./status.sh", stop_command: "./stop.sh" })
+      .then(function (m) { out.created = [m.name, m.description, m.version]; return A.list(); })
+      .then(function (l) { out.listed = l.some(function (x) { return x.name === "${name}"; }); return a.update({ description: "changed" }); })
+      .then(function (m) { out.updated = [m.description, m.version]; return A.read("${name}"); })
+      .then(function (m) { out.read = m.description;
+        return Promise.all([a.createFile({ name: "start.sh", path_name: "start.sh", permissions: "0755", file: req.params.start }),
+          a.createFile({ name: "status.sh", path_name: "status.sh", permissions: "0755", file: req.params.status }),
+          a.createFile({ name: "stop.sh", path_name: "stop.sh", permissions: "0755", file: req.params.stop }),
+          a.createFile({ name: "blob.bin", path_name: "blob.bin", file: new Uint8Array([0, 255, 1, 128]) })]); })
+      .then(function () { return a.listFiles(); })
+      .then(function (files) { out.files = files.map(function (f) { return f.name + ":" + f.size; }).sort(); return a.readFile("start.sh", "utf8"); })
+      .then(function (f) { out.text = f.file === req.params.start; return a.readFile("blob.bin"); })
+      .then(function (f) { out.bytes = [f.file instanceof Uint8Array, Array.prototype.slice.call(f.file)]; return a.updateFile("blob.bin", { file: "now text" }, "utf8"); })
+      .then(function (f) { out.rewritten = [f.file, f.version]; return a.deleteFile("blob.bin"); })
+      .then(function () { return a.control("deploy", ["${EDGE}"]); })
+      .then(function (r) { out.deploy = r["${EDGE}"].err; return a.control("start", ["${EDGE}"]); })
+      .then(function (r) { out.start = r["${EDGE}"].err; return a.control("status", ["${EDGE}"]); })
+      .then(function (r) { out.status = r["${EDGE}"]; return a.control("stop", ["${EDGE}"]); })
+      .then(function () { return a.control("fly", ["${EDGE}"]).then(function () { return "flew"; }, function (e) { return e.message; }); })
+      .then(function (m) { out.badCommand = m; return a.readFile("nope.sh").then(function () { return "read"; }, function (e) { return e.message; }); })
+      .then(function (m) { out.missing = m; return a.delete(); })
+      .then(function () { return A.read("${name}").then(function () { return "still there"; }, function (e) { return e.message; }); })
+      .then(function (m) { out.deleted = m; resp.success(out); }, function (e) { resp.error(e.message); });
+  }`;
+  t.equal((await s.dev.post(`/admin/code/v/1/${SK}/${svc}`, { code, parameters: [], execution_timeout: 60 })).status, 200, "service saved");
+  const r = await s.dev.post(`/api/v/1/code/${SK}/${svc}`, { start: START, status: STATUS, stop: STOP });
+  t.equal(r.body?.success, true, r.text.slice(0, 600));
+  const out = r.body.results;
+  t.same(out.created, [name, "from code", 1], "created, its meta answered");
+  t.equal(out.listed, true, "listed");
+  t.same(out.updated, ["changed", 2], "updated");
+  t.equal(out.read, "changed", "read by name");
+  t.same(out.files, ["blob.bin:4", "start.sh:" + Buffer.byteLength(START), "status.sh:" + Buffer.byteLength(STATUS), "stop.sh:" + Buffer.byteLength(STOP)], "files listed once each, without contents");
+  t.equal(out.text, true, "a file read with an encoding is its text");
+  t.same(out.bytes, [true, [0, 255, 1, 128]], "without one, its bytes");
+  t.same(out.rewritten, ["now text", 2], "updateFile: a new version, answered in the encoding asked for");
+  t.same([out.deploy, out.start], [false, false], "deployed and started on the edge");
+  t.match(out.status, { err: false, command: "status", output: /running/ }, "control answers per edge: {err, command, output}");
+  t.match(out.badCommand, /command must be one of/, "an unknown command is refused");
+  t.match(out.missing, /does not exist/, "a missing file is an error");
+  t.match(out.deleted, /does not exist/, "deleted");
+
+  // a user's run reaches the same checks as the REST routes: adapters are the developer's
+  const u = await newUser(s);
+  const userSvc = uniq("adapterUser");
+  await s.dev.post(`/admin/code/v/1/${SK}/${userSvc}`, { code: `function ${userSvc}(req, resp) { ClearBladeAsync.Adapters().list().then(resp.success, function (e) { resp.error(e.message); }); }`, parameters: [] });
+  await s.dev.put(`/admin/user/${SK}/roles`, { id: "Authenticated", changes: { services: [{ itemInfo: { name: userSvc }, permissions: 1 }] } });
+  const ur = await u.client.post(`/api/v/1/code/${SK}/${userSvc}`, {});
+  t.equal(ur.body?.success, false, `a user's run is refused: ${ur.text.slice(0, 300)}`);
+});
+
 t.test("control: a command past its time limit is killed; bad requests; an edge that is down", async (t) => {
   const name = uniq("slow");
   t.equal((await s.dev.post(base, { name, start_command: "sleep 30; echo never", status_command: "exit 7" })).status, 200);

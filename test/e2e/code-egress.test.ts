@@ -225,6 +225,33 @@ t.test("without the flag: 127.0.0.1, 169.254.169.254, a private address and loca
   t.equal(seen.length, before, "the local server saw none of them");
 });
 
+t.test("without the flag, 'https://' + cbmeta.platform_url reaches this platform's own routes, with their checks; no other port or spelling of it", async (t) => {
+  const target = uniq("target");
+  const made = await C.dev.post(`/admin/code/v/1/${C.systemKey}/${target}`, { code: `function ${target}(req, resp) { resp.success({ who: req.userEmail, p: req.params }); }`, parameters: [] });
+  t.equal(made.status, 200, "the service called over the API");
+  // as ClearBlade's REST helper libraries write it: https, the platform_url, the caller's token
+  const call = (headers: string) => (name: string) => `function ${name}(req, resp) {
+    fetch("https://" + cbmeta.platform_url + "/api/v/1/code/" + cbmeta.system_key + "/${target}", { method: "POST", headers: ${headers}, body: JSON.stringify({ x: 1 }) })
+      .then(function (r) { var body = r.text(); try { body = JSON.parse(body); } catch (e) {} resp.success({ status: r.status, body: body }); }, function (e) { resp.success(e.message); });
+  }`;
+  const withToken = await runCode(C, call(`{ "ClearBlade-UserToken": req.userToken, "Content-Type": "application/json" }`));
+  t.equal(withToken.results?.status, 200, "answered 200");
+  t.same(withToken.results?.body?.results, { who: C.email, p: { x: 1 } }, "the other service ran as the caller, with the parameters sent");
+  const noToken = await runCode(C, call("{}"));
+  t.equal(noToken.results?.status, 401, "without a token the route refuses it, as for any caller");
+  const badToken = await runCode(C, call(`{ "ClearBlade-UserToken": "not-a-token" }`));
+  const direct = await C.app.post(`/api/v/1/code/${C.systemKey}/${target}`, { x: 1 }, { "ClearBlade-UserToken": "not-a-token" });
+  t.equal(direct.status, 400, "a token that is no token, sent from outside: refused");
+  t.same([badToken.results?.status, badToken.results?.body?.error?.detail], [direct.status, direct.body?.error?.detail], "and from code: refused the same way");
+
+  // only the host and port platform_url names: the MQTT port, another spelling of the host
+  for (const url of [`http://127.0.0.1:${closed.mqttPort}/`, `http://localhost:${closed.httpPort}/api/about`]) {
+    const r = await runCode(C, requests("get", `{ uri: "${url}", timeout: 5 }`));
+    t.equal(r.results?.[0], true, `${url}: err`);
+    t.match(r.results?.[1], /^egress refused: /, `${url}: refused by the egress policy`);
+  }
+});
+
 // ---- the flag ---------------------------------------------------------------------------------
 
 t.test("--code-egress-allow: a wrong entry exits 2 naming it; --help lists the flag", async (t) => {

@@ -169,7 +169,10 @@ export const http: LibraryArea = {
       const release = await acquire(x.systemKey, deadline, signal);
       let res: Awaited<ReturnType<typeof sendOutbound>>;
       // the wait for a slot counts toward the request's timeout
-      try { res = await sendOutbound(x.e.egress, { ...req, timeoutMs: Math.max(1, deadline - Date.now()), statedTimeoutMs: req.timeoutMs }, { signal }); }
+      try {
+        const left = { ...req, timeoutMs: Math.max(1, deadline - Date.now()), statedTimeoutMs: req.timeoutMs };
+        res = x.e.ownApi?.serves(req.url) ? await x.e.ownApi.send(left, signal) : await sendOutbound(x.e.egress, left, { signal });
+      }
       finally { release(); }
       const head = { status: res.status, statusText: res.statusText, url: res.url, redirected: res.redirects > 0, headers: res.headers };
       const bytes = Buffer.from(res.body.buffer, res.body.byteOffset, res.body.byteLength);

@@ -1,6 +1,7 @@
 // The service library's host operations: what the prelude (prelude/) calls, run on the main
 // thread with the rights of the run's effective user. An area is a file here and one in prelude/;
 // adding one is a line in AREAS in each index.
+import { adapters } from "./adapters.ts";
 import { cache } from "./cache.ts";
 import { data } from "./data.ts";
 import { database } from "./database.ts";
@@ -19,7 +20,7 @@ import { triggers } from "./triggers.ts";
 import type { HostOp, LibraryArea } from "./types.ts";
 import { users } from "./users.ts";
 
-const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets];
+const AREAS: LibraryArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, adapters];
 
 /** An operation as the run's code signed in, when it did (see RunState.as). */
 const asSignedIn = (op: HostOp): HostOp => (ctx, args) => op(ctx.run.as ? { ...ctx, p: ctx.run.as.principal } : ctx, args);

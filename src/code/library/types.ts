@@ -2,6 +2,7 @@
 // JavaScript in the sandbox (prelude/*.ts) calls, run here on the main thread with the rights of
 // the run's effective user.
 import type { Principal } from "../../auth/principal.ts";
+import type { Adapters } from "../../domain/adapters.ts";
 import { fail } from "../../core/errors.ts";
 import type { DomainDeps } from "../../domain/deps.ts";
 import type { Collections } from "../../domain/collections.ts";
@@ -22,6 +23,7 @@ import type { UserSecrets } from "../../domain/userSecrets.ts";
 import type { Metrics } from "../../core/metrics.ts";
 import type { EgressPolicy } from "../egress.ts";
 import type { MessageTimers } from "../messageTimers.ts";
+import type { OwnApi } from "../ownApi.ts";
 
 export interface EngineDeps {
   d: DomainDeps;
@@ -35,6 +37,8 @@ export interface EngineDeps {
   locks: Locks;
   /** where outbound HTTP from code may go (--code-egress-allow) */
   egress: EgressPolicy;
+  /** this node's own API, which requests to cbmeta.platform_url reach in process */
+  ownApi?: OwnApi;
   triggers: Triggers;
   roles: Roles;
   externalDbs: ExternalDbs;
@@ -44,6 +48,7 @@ export interface EngineDeps {
   bucketSets: BucketSets;
   fileStores: FileStores;
   secrets: UserSecrets;
+  adapters: Adapters;
   metrics?: Metrics;
 }
 

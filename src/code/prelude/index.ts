@@ -2,6 +2,7 @@
 // (the core, then every area, in one closure). Its host operations are in library/; an area is a
 // file in each folder, and a line in AREAS in each index. The sandbox imports only this side, so
 // a code worker loads none of what the host operations need.
+import { adapters } from "./adapters.ts";
 import type { PreludeArea } from "./area.ts";
 import { buffer } from "./buffer.ts";
 import { cache } from "./cache.ts";
@@ -22,7 +23,7 @@ import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import { users } from "./users.ts";
 
-const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, buffer];
+const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, adapters, buffer];
 
 /** An area's part of the prelude: its code, or the names that compile it on first use. */
 const areaJs = (a: PreludeArea) => (a.lazy ? `lazyArea(${JSON.stringify(a.lazy)}, ${JSON.stringify(a.js)});` : a.js);

@@ -6,20 +6,17 @@
 // with rows, users, devices and edges with custom columns and an adapter, checking that what comes
 // back out is what went in.
 //
-// cb-cli is not part of this project and its source is on GitHub only, so the second part needs it
-// given: OUTPOST_CBCLI lists cb-cli binaries (paths separated by ':'), and OUTPOST_CBCLI_SRC names a
-// clone of ClearBlade's cb-cli repository, built here at its last commit that vendors its
-// dependencies (June 2020: it builds offline, in GOPATH mode, with Debian's golang-go) when Go is
-// installed. Which version a binary is comes from its flags (the current one signs in with
+// cb-cli is not part of this project, so the second part needs it given (OUTPOST_CBCLI or
+// OUTPOST_CBCLI_SRC, see cbcli.ts). Which version a binary is comes from its flags (the current one signs in with
 // -dev-token). Without either the part is skipped, saying what to set; under
 // OUTPOST_REQUIRE_SERVICES (CI, where every skip fails) the reason is printed instead, since CI
 // cannot get cb-cli's source.
-import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process";
-import { accessSync, constants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import mqtt from "mqtt";
 import t, { type Test } from "tap";
+import { type CbCli, type CbCliRun, cbclis, cbcliUnavailable, runCbcli } from "./cbcli.ts";
 import { type DevSystem, devWithSystem, isErr, must, ok200, startOutpost, uniq, waitFor } from "./harness.ts";
 
 const o = await startOutpost();
@@ -240,64 +237,6 @@ t.test("a timer without a service (service_name \"\") is taken and publishes on 
 
 // ---- cb-cli itself ------------------------------------------------------------------------------
 
-/** cb-cli's last commit with a vendor/ directory: it builds with no module proxy. */
-const VENDORED_COMMIT = "63c018c11ec875e4b51d30ed64a1ecb5469e8d13";
-const HOW = "set OUTPOST_CBCLI=/path/to/cb-cli (several: separated by ':'), or OUTPOST_CBCLI_SRC=/path/to/a clone of ClearBlade's cb-cli repository with Go installed (apt-get install golang-go)";
-
-interface CbCli { path: string; modern: boolean }
-
-/** Debian's versioned Go packages install to /usr/lib/go-<version>/bin; golang-go puts one on PATH. */
-function findGo(): string | null {
-  if (spawnSync("sh", ["-c", "command -v go"]).status === 0) return "go";
-  const dirs = existsSync("/usr/lib") ? readdirSync("/usr/lib").filter((d) => /^go-\d/.test(d)).sort().reverse() : [];
-  for (const d of dirs) if (existsSync(`/usr/lib/${d}/bin/go`)) return `/usr/lib/${d}/bin/go`;
-  return null;
-}
-
-const ok = (r: SpawnSyncReturns<string>, what: string) => {
-  if (r.status !== 0) throw new Error(`${what}: ${r.error?.message ?? ""}${r.stdout ?? ""}${r.stderr ?? ""}`.slice(0, 2000));
-};
-
-/** Builds cb-cli at its vendored commit from a clone (or from a tree of that commit) into `dir`. */
-function buildCbCli(src: string, go: string, dir: string): string {
-  const gopath = join(dir, "gopath"), tree = join(gopath, "src/github.com/clearblade/cb-cli");
-  mkdirSync(tree, { recursive: true });
-  if (existsSync(join(src, ".git")) || existsSync(join(src, "HEAD"))) {
-    const archive = spawnSync("sh", ["-c", 'git -C "$1" archive "$2" | tar -x -C "$3"', "sh", src, VENDORED_COMMIT, tree], { encoding: "utf8" });
-    ok(archive, `cb-cli ${VENDORED_COMMIT.slice(0, 7)} from ${src}`);
-  } else cpSync(src, tree, { recursive: true });
-  if (!existsSync(join(tree, "vendor"))) throw new Error(`${src}: no vendor/ directory at cb-cli ${VENDORED_COMMIT.slice(0, 7)}`);
-  const out = join(dir, "cb-cli");
-  const env = { ...process.env, GOPATH: gopath, GO111MODULE: "off", GOPROXY: "off", GOFLAGS: "", CGO_ENABLED: "0", GOTOOLCHAIN: "local" };
-  ok(spawnSync(go, ["build", "-o", out, "."], { cwd: tree, env, encoding: "utf8", timeout: 15 * 60_000 }), "go build");
-  return out;
-}
-
-/** cb-cli's flags tell its version: the current one takes -dev-token on init. */
-function describe(path: string): CbCli {
-  accessSync(path, constants.X_OK);
-  const r = spawnSync(path, ["init", "-h"], { encoding: "utf8", input: "", timeout: 30_000, cwd: tmpdir() });
-  return { path, modern: `${r.stdout}${r.stderr}`.includes("-dev-token") };
-}
-
-const listed = (process.env.OUTPOST_CBCLI ?? "").split(":").filter(Boolean);
-const src = process.env.OUTPOST_CBCLI_SRC;
-const go = src ? findGo() : null;
-const unavailable = listed.length || (src && go) ? null
-  : src ? `cb-cli cannot be built from OUTPOST_CBCLI_SRC: Go is not installed (apt-get install golang-go)` : `cb-cli is not available: ${HOW}`;
-
-interface Run { code: number | null; out: string }
-function cbcli(cli: CbCli, cwd: string, args: string[], home: string): Promise<Run> {
-  return new Promise((res) => {
-    // no terminal: a value cb-cli lacks would be asked for; it reads end of input instead and stops
-    const p = spawn(cli.path, args, { cwd, env: { PATH: process.env.PATH ?? "", HOME: home, TMPDIR: process.env.TMPDIR ?? "/tmp" }, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    p.stdout.on("data", (d) => (out += d));
-    p.stderr.on("data", (d) => (out += d));
-    const timer = setTimeout(() => p.kill("SIGKILL"), 180_000);
-    p.on("exit", (code) => { clearTimeout(timer); res({ code, out }); });
-  });
-}
 
 const SERVICE = "function cbSvc(req, resp) { resp.success(cbLib(req.params.x)); }\n";
 const BUCKET_FILE = "the manual, kept in a bucket set\n";
@@ -428,7 +367,7 @@ const readJson = (p: string) => JSON.parse(readFileSync(p, "utf8"));
 const NOT_HERE_YET = /Failed to pull all (deployments|user secrets)\.|message type triggers/i;
 
 /** cb-cli's run is a success: exit 0 and nothing said about a refusal. */
-function succeeded(t: Test, r: Run, what: string) {
+function succeeded(t: Test, r: CbCliRun, what: string) {
   t.equal(r.code, 0, `${what}: exit 0`);
   const complaints = r.out.split("\n").filter((l) => /abort|error|could not|failed/i.test(l) && !NOT_HERE_YET.test(l));
   t.same(complaints, [], `${what}: no refusal in cb-cli's output`);
@@ -444,7 +383,7 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
   mkdirSync(home);
   const dir = (name: string) => { const d = join(work, name); mkdirSync(d, { recursive: true }); return d; };
   const url = o.url, mqtt = `127.0.0.1:${o.mqttPort}`;
-  const run = (cwd: string, ...args: string[]) => cbcli(cli, cwd, args, home);
+  const run = (cwd: string, ...args: string[]) => runCbcli(cli.path, cwd, args, home);
   const before = await contents(s, cli.modern);
   t.equal(before.bucketFile, cli.modern ? BUCKET_FILE : undefined, "the bucket set's file is there to carry");
 
@@ -539,19 +478,14 @@ async function exerciseCbCli(t: Test, cli: CbCli) {
     t.same(kept(join(exp2, `roles/${name}.json`)), kept(join(exp, `roles/${name}.json`)), `roles/${name}.json: the same permissions`);
 }
 
-if (unavailable) {
-  if (process.env.OUTPOST_REQUIRE_SERVICES) t.comment(`cb-cli part not run: ${unavailable}`);
-  else t.test("cb-cli: init, export, push, pull and import against the binary", { skip: unavailable }, () => {});
+if (cbcliUnavailable) {
+  if (process.env.OUTPOST_REQUIRE_SERVICES) t.comment(`cb-cli part not run: ${cbcliUnavailable}`);
+  else t.test("cb-cli: init, export, push, pull and import against the binary", { skip: cbcliUnavailable }, () => {});
 } else {
   // a build takes about a minute on two cores; each version's run half of one
   t.setTimeout(20 * 60_000);
   t.test("cb-cli: init, export, push, pull and import against the binary", async (t) => {
-    const clis = listed.map(describe);
-    if (src && go) {
-      const dir = mkdtempSync(join(tmpdir(), "outpost-cbcli-build-"));
-      t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-      clis.push(describe(buildCbCli(src, go, dir)));
-    }
+    const clis = cbclis(t);
     for (const cli of clis) await t.test(`${cli.path} (${cli.modern ? "current" : "2020"} flags)`, (t) => exerciseCbCli(t, cli));
   });
 }

@@ -1,28 +1,15 @@
 // Deployments through ClearBlade's CLI against the binary: `cb-cli export` writes each deployment
 // as ClearBlade's own export has it, `push -deployment` sends an edited one back (cb-cli computes
-// the add/remove change), and `import` makes them again in a new system. Runs each cb-cli listed
-// in OUTPOST_CBCLI (paths separated by ':'); skipped without one. The requests cb-cli makes for
+// the add/remove change), and `import` makes them again in a new system. Runs each cb-cli
+// given in OUTPOST_CBCLI or built from OUTPOST_CBCLI_SRC (cbcli.ts); skipped without one. The requests cb-cli makes for
 // deployments are replayed over HTTP first, always.
-import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t, { type Test } from "tap";
+import { type CbCli, cbclis, cbcliUnavailable, runCbcli } from "./cbcli.ts";
 import { type Outpost, devWithSystem, must, startOutpost } from "./harness.ts";
 
-const clis = (process.env.OUTPOST_CBCLI ?? "").split(":").filter(Boolean);
-
-function cbcli(path: string, cwd: string, args: string[], home: string): Promise<{ code: number | null; out: string }> {
-  return new Promise((res) => {
-    // no terminal: a value cb-cli lacks would be asked for; it reads end of input instead and stops
-    const p = spawn(path, args, { cwd, env: { PATH: process.env.PATH ?? "", HOME: home, TMPDIR: process.env.TMPDIR ?? "/tmp" }, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    p.stdout.on("data", (d) => (out += d));
-    p.stderr.on("data", (d) => (out += d));
-    const timer = setTimeout(() => p.kill("SIGKILL"), 180_000);
-    p.on("exit", (code) => { clearTimeout(timer); res({ code, out }); });
-  });
-}
 
 const LINE = { name: "line1", description: "the line", edges: ["gw1"], assets: [
   { asset_class: "services", asset_id: "calc", sync_to_edge: true, sync_to_platform: false, sync: false },
@@ -31,7 +18,7 @@ const LINE = { name: "line1", description: "the line", edges: ["gw1"], assets: [
 ] };
 const sorted = (assets: any[]) => [...assets].sort((a, b) => a.asset_class.localeCompare(b.asset_class));
 
-async function roundTrip(t: Test, o: Outpost, cli: string) {
+async function roundTrip(t: Test, o: Outpost, cli: CbCli) {
   const s = await devWithSystem(o, "cbdeploy");
   const sk = s.systemKey;
   await must(s.dev.post(`/admin/code/v/1/${sk}/calc`, { code: "function calc(req, resp) { resp.success(1); }" }), "service");
@@ -43,7 +30,7 @@ async function roundTrip(t: Test, o: Outpost, cli: string) {
   const home = join(work, "home"), exp = join(work, "export");
   mkdirSync(home);
   mkdirSync(exp);
-  const run = (cwd: string, ...args: string[]) => cbcli(cli, cwd, args, home);
+  const run = (cwd: string, ...args: string[]) => runCbcli(cli.path, cwd, args, home);
 
   const e = await run(exp, "export", "-url", o.url, "-messaging-url", `127.0.0.1:${o.mqttPort}`, "-system-key", sk, "-email", s.email, "-dev-token", s.devToken);
   t.equal(e.code, 0, "export: exit 0");
@@ -108,9 +95,13 @@ t.test("the requests cb-cli makes for deployments, replayed", async (t) => {
   t.equal(pushed.description, "the line", "a change without a description keeps it");
 });
 
-if (!clis.length) {
-  const why = "cb-cli is not available: set OUTPOST_CBCLI=/path/to/cb-cli (several: separated by ':')";
+if (cbcliUnavailable) {
   // (CI cannot get cb-cli, and every skip fails there: said instead)
-  if (process.env.OUTPOST_REQUIRE_SERVICES) t.comment(`cb-cli round trip not run: ${why}`);
-  else t.test("cb-cli round trip of deployments", { skip: why }, () => {});
-} else for (const cli of clis) t.test(`${cli}: export, push and import of deployments`, (t) => roundTrip(t, o, cli));
+  if (process.env.OUTPOST_REQUIRE_SERVICES) t.comment(`cb-cli round trip not run: ${cbcliUnavailable}`);
+  else t.test("cb-cli round trip of deployments", { skip: cbcliUnavailable }, () => {});
+} else {
+  t.setTimeout(20 * 60_000);
+  t.test("cb-cli round trip of deployments", async (t) => {
+    for (const cli of cbclis(t)) await t.test(`${cli.path}: export, push and import of deployments`, (t) => roundTrip(t, o, cli));
+  });
+}

@@ -103,10 +103,8 @@ export const edgeRoutes = (s: Services) => {
   }
   if (s.sync) {
     const hub = s.sync;
-    type RawSocket = { sendText(t: string): unknown; sendBinary(b: Uint8Array): unknown; close(c?: number, r?: string): unknown; terminate?(): void; remoteAddress?: string; getBufferedAmount?(): number;
-      cork?<T>(fn: () => T): T };
-    const sockets = new WeakMap<RawSocket, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number;
-      cork<T>(fn: () => T): T }>();
+    type RawSocket = { sendText(t: string): unknown; sendBinary(b: Uint8Array): unknown; close(c?: number, r?: string): unknown; terminate?(): void; remoteAddress?: string; getBufferedAmount?(): number };
+    const sockets = new WeakMap<RawSocket, { send(t: string): void; sendBinary(b: Uint8Array): void; close(c?: number, r?: string): void; terminate(): void; remote?: string; buffered(): number }>();
     // Bun's own socket: its text send, not the wrapper's (which checks every message against a
     // schema this route does not have)
     const socket = (raw: RawSocket) => {
@@ -114,7 +112,7 @@ export const edgeRoutes = (s: Services) => {
       // terminate: a silent link is dropped at once (a close handshake would wait on it)
       if (!x) {
         x = { send: (t) => { raw.sendText(t); }, close: (c, r) => { raw.close(c, r); }, terminate: () => { raw.terminate?.(); },
-          sendBinary: (b) => { raw.sendBinary(b); }, remote: raw.remoteAddress, buffered: () => raw.getBufferedAmount?.() ?? 0, cork: (fn) => (raw.cork ? raw.cork(fn) : fn()) };
+          sendBinary: (b) => { raw.sendBinary(b); }, remote: raw.remoteAddress, buffered: () => raw.getBufferedAmount?.() ?? 0 };
         sockets.set(raw, x);
       }
       return x;

@@ -171,16 +171,8 @@ export async function hello(h: HubState, s: EdgeSession, m: Extract<EdgeMessage,
       if (failedNow.get(`${type}\u0000${f.name}`) !== version) await statusRepo.failed(tx, sk, edge.name, type, f.name, version, (f.error ?? "").slice(0, 2000), at);
     }
   });
-  // the welcome and what is sent at once after it (most often the log after the edge's position,
-  // read already for the herd) go out in one write: each send outside Bun's own callbacks was a
-  // system call, a fifth of a herd's hello
-  return s.ws.cork ? s.ws.cork(() => welcome(h, s, m, known, full, head)) : welcome(h, s, m, known, full, head);
-}
-
-function welcome(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "hello" }>, known: { system: unknown; owner: Parameters<typeof developerProfile>[0] }, full: boolean, head: number): Promise<void> {
-  const edge = s.edge;
   // the owner's profile only: no password hash, no admin right (see Developers.authenticate)
-  s.send({ t: "welcome", system: known.system as Record<string, unknown>, owner: developerProfile(known.owner), template: s.template, snapshot: full, seq: head,
+  s.send({ t: "welcome", system: known.system as unknown as Record<string, unknown>, owner: developerProfile(known.owner), template: s.template, snapshot: full, seq: head,
     incarnation: edge.incarnation, hlc: h.d.changes.clock.now(), protocol: CLAIMED_PROTOCOL, version: BUILD, templateName: edge.template });
   if (full) s.jobs.push({ kind: "full", seq: head });
   else {
@@ -190,9 +182,9 @@ function welcome(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "hell
     const deploy = s.template.filter((e) => e.mode === "deploy");
     if (m.fresh && deploy.length) s.jobs.push({ kind: "deploy", scope: { template: deploy, live: false } });
   }
-  h.d.events.emit("StartConnectDisconnect::EdgeConnectedOnPlatform", edge.system_key, { edgeName: edge.name });
+  h.d.events.emit("StartConnectDisconnect::EdgeConnectedOnPlatform", sk, { edgeName: edge.name });
   h.d.log.info("edge connected", { edge: s.key, cursor: m.cursor, snapshot: full, template: !s.holdsTemplate() });
-  return s.pump();
+  await s.pump();
 }
 
 export async function retemplate(h: HubState, s: EdgeSession) {

@@ -20,9 +20,7 @@ export interface Socket { send(text: string): void; close(code?: number, reason?
   /** the peer's address, for the log */
   remote?: string;
   /** bytes sent but not yet written to the network (a link falling behind) */
-  buffered?(): number;
-  /** runs `fn` with what it sends gathered into one write to the network (Bun's cork) */
-  cork?<T>(fn: () => T): T }
+  buffered?(): number }
 
 export interface HubDeps {
   db: Db; log: Logger; events: EventBus; signals: Signals; changes: ChangeRecorder; edges: Edges; collections: Collections;

@@ -21,9 +21,6 @@ export const clusterRepo = {
    *  nodes were recorded), given the ids of the living. */
   releaseEdgesOfDead: (ex: Executor, alive: string[]) =>
     ex.run(`UPDATE edges SET is_connected = 0, node_id = '' WHERE is_connected = 1 AND node_id NOT IN (${alive.map(() => "?").join(", ") || "''"})`, alive),
-  /** This node holds the connections of these edges of a system (a herd's hellos, in one statement). */
-  holdEdges: (ex: Executor, systemKey: string, edges: string[], nodeId: string) =>
-    ex.run(`UPDATE edges SET node_id = ?, is_connected = 1 WHERE system_key = ? AND name IN (${edges.map(() => "?").join(", ")})`, [nodeId, systemKey, ...edges]),
   /** The edge's connection to this node ended: disconnected, unless it has moved to another node. */
   releaseEdge: (ex: Executor, systemKey: string, edge: string, nodeId: string, lastTalked: number) =>
     ex.run(`UPDATE edges SET is_connected = 0, node_id = '', last_talked = ? WHERE system_key = ? AND name = ? AND node_id IN (?, '')`, [lastTalked, systemKey, edge, nodeId]),

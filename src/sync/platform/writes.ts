@@ -7,11 +7,10 @@
 // status, lag, a hello reporting failures, a link's close) writes what is waiting first; a clean
 // stop writes it too. A kill loses at most FLUSH_MS of positions: the edges say theirs again
 // at their next hello, and the log keeps what they had not acknowledged.
-// The links' events (connected, disconnected, refused) go in the same batches: a herd of
-// connects costs a few transactions, each edge's log trimmed to its newest in the one that adds.
+// The links' events (connected, disconnected, refused) go in the same batches and transactions: a
+// herd of connects costs a few transactions, each edge's log trimmed to its newest in the one that adds.
 import { nowSeconds } from "../../core/ids.ts";
 import type { Executor } from "../../store/db.ts";
-import { clusterRepo } from "../../store/cluster.ts";
 import { type EdgeChanges, edgesRepo } from "../../store/edges.ts";
 import { linkEventsRepo, type NewLinkEvent } from "../../store/linkEvents.ts";
 import { changesRepo, statusRepo } from "../../store/sync.ts";
@@ -98,7 +97,9 @@ export class EdgeWrites {
 
   private async write(batch: Waiting[], events: NewLinkEvent[] = []) {
     const now = nowSeconds();
-    for (let i = 0; i < batch.length; i += PER_TX) {
+    // the links' events go in the same transactions as the edges' writes (a herd's hellos: each
+    // commit is 3-5 ms of the loop, and a transaction of their own per 500 events doubled them)
+    for (let i = 0; i < Math.max(batch.length, events.length); i += PER_TX) {
       if (i) await new Promise((r) => setImmediate(r));
       await this.d.db.tx(async (tx) => {
         // what most edges have waiting (a position, being heard from) goes in one statement per system
@@ -124,16 +125,10 @@ export class EdgeWrites {
           for (const other of hellos.values()) if (other !== same && other.sk === sk) other.names.delete(edge);
           same.names.add(edge);
         }
-        for (const { sk, changes, nodeId, names } of hellos.values()) {
-          await edgesRepo.updateMany(tx, sk, [...names], changes);
-          await clusterRepo.holdEdges(tx, sk, [...names], nodeId);
-        }
+        for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
         for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
+        if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + PER_TX));
       });
-    }
-    for (let i = 0; i < events.length; i += PER_TX) {
-      if (i || batch.length) await new Promise((r) => setImmediate(r));
-      await this.d.db.tx((tx) => writeLinkEvents(tx, events.slice(i, i + PER_TX)));
     }
   }
 }

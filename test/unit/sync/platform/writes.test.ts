@@ -85,13 +85,15 @@ describe("a herd's hellos in the batched writes", () => {
       const v = (t as unknown as Record<string | symbol, unknown>)[k];
       return typeof v === "function" ? v.bind(t) : v;
     } });
-    const db = { tx: <T>(fn: (tx: Executor) => Promise<T>) => app.db.tx((tx) => fn(counted(tx))) };
+    let txs = 0;
+    const db = { tx: <T>(fn: (tx: Executor) => Promise<T>) => { txs++; return app.db.tx((tx) => fn(counted(tx))); } };
     const w = new EdgeWrites({ db, log: { warn() {} } } as unknown as HubDeps);
     const session = (name: string, cursor: number) => ({ edge: { system_key: sk, name }, cursor }) as unknown as EdgeSession;
     const said = (version: string) => ({ is_connected: 1, last_seen_version: version, last_seen_os: "linux", last_seen_architecture: "arm64" });
     names.forEach((n, i) => w.welcomed(session(n, 7), { ...said(i < 4 ? "1.0" : "2.0"), ...(i ? { first_talked: 2000 } : {}) }, "node-a", true));
     // an edge's replaced link and its new one: the later counts
     w.welcomed(session("herd-5", 9), { ...said("3.0"), first_talked: 2000 }, "node-b", true);
+    for (const n of names) w.linkEvent(sk, n, "connected", {});
     await w.flush();
     const rows = await app.db.all<{ name: string; last_seen_version: string; cursor: number; node_id: string; is_connected: number; first_talked: number; last_talked: number }>(
       `SELECT name, last_seen_version, cursor, node_id, is_connected, first_talked, last_talked FROM edges WHERE system_key = ? AND name LIKE 'herd-%' ORDER BY name`, [sk]);
@@ -99,8 +101,13 @@ describe("a herd's hellos in the batched writes", () => {
       ["herd-0", "1.0", 7, "node-a", 1, 1000], ["herd-1", "1.0", 7, "node-a", 1, 2000], ["herd-2", "1.0", 7, "node-a", 1, 2000],
       ["herd-3", "1.0", 7, "node-a", 1, 2000], ["herd-4", "2.0", 7, "node-a", 1, 2000], ["herd-5", "3.0", 9, "node-b", 1, 2000]]);
     expect(rows.every((r) => r.last_talked > 0)).toBe(true);
-    // herd-0 (its first contact kept), herd-1..3, herd-4, herd-5's new link: the record and its holder each
-    expect(updates.length).toBe(8);
+    // herd-0 (its first contact kept), herd-1..3, herd-4, herd-5's new link: the record and its
+    // holder in one statement each
+    expect(updates.length).toBe(4);
+    expect(updates.every((u) => u.includes("node_id = ?, is_connected = 1"))).toBe(true);
+    // and their link events in the same transaction
+    expect(txs).toBe(1);
+    expect(await count(sk, "herd-3")).toBe(1);
   });
 });
 

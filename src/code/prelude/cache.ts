@@ -26,7 +26,9 @@ const js = String.raw`
   }
 
   // A cache's methods are made once per name (seven closures a call were a few µs of every run
-  // that names its cache); each call still answers an object of its own.
+  // that names its cache); each call still answers an object of its own, whose prototype holds
+  // them (an object of seven properties was 1.4 µs of QuickJS, one made on a prototype 0.2 µs):
+  // a method changed on a handle changes no other.
   var classicByName = new Map(), asyncByName = new Map();
   function methodsOf(byName, name, make) {
     if (typeof name !== "string") return make(name);
@@ -37,20 +39,14 @@ const js = String.raw`
     }
     return m;
   }
-  ClearBlade.Cache = function (name) {
-    var m = methodsOf(classicByName, name, classicMethods);
-    return { set: m.set, setnx: m.setnx, setMultiple: m.setMultiple, get: m.get, getAll: m.getAll, delete: m.delete, flush: m.flush };
-  };
-  ClearBladeAsync.Cache = function (name) {
-    var m = methodsOf(asyncByName, name, asyncMethods);
-    return { set: m.set, setnx: m.setnx, setMultiple: m.setMultiple, get: m.get, getAll: m.getAll, delete: m.delete, flush: m.flush, keys: m.keys };
-  };
+  ClearBlade.Cache = function (name) { return Object.create(methodsOf(classicByName, name, classicMethods)); };
+  ClearBladeAsync.Cache = function (name) { return Object.create(methodsOf(asyncByName, name, asyncMethods)); };
   function classicMethods(name) {
     return {
       set: function (key, value, cb) {
         if (localSet(name, key, value) === undefined) return classicAs("cache.set", { cache: name, key: key, value: value }, cb, answer("Set done"));
         if (typeof cb === "function") cb(false, "Set done");
-        return Promise.resolve(null);
+        return new Settled(null);
       },
       setnx: function (key, value, cb) { return classic("cache.setnx", { cache: name, key: key, value: value }, cb); },
       setMultiple: function (data, cb) { return classicAs("cache.setMultiple", { cache: name, data: data }, cb, answer("SetMultiple done")); },
@@ -60,7 +56,7 @@ const js = String.raw`
         // (the settled promise holds what the host's answer would: {found, value})
         var d = json === "" ? { found: false } : { found: true, value: JSON.parse(json) };
         if (typeof cb === "function") cb(false, d.value);
-        return Promise.resolve(d);
+        return new Settled(d);
       },
       getAll: function (cb) { return classic("cache.getAll", { cache: name }, cb); },
       delete: function (key, cb) { return classicAs("cache.delete", { cache: name, key: key }, cb, answer("Delete done")); },

@@ -470,13 +470,18 @@ describe("a cache call without the call's JSON (RunHooks.cache, the prelude's __
       a.extra = 1;
       var got, get = ClearBlade.Cache("c").get, asyncGet = ClearBladeAsync.Cache("c").get;
       get("k", function (err, v) { got = v; });
+      var settled = ClearBlade.Cache("c").get("k"), set = ClearBlade.Cache("c").set("k", 1);
       asyncGet("k").then(function (v) {
-        resp.success([a === b, b.extra === undefined, ClearBlade.Cache("c").get("k") instanceof Promise, got, v]);
+        // a classic call's answer, awaited or chained on, holds what the host's answer would
+        return Promise.all([settled, set, settled.then(function (d) { return d.value; }), settled["finally"](function () {})]).then(function (held) {
+          resp.success([a === b, b.extra === undefined, settled instanceof Promise, got, v, held]);
+        });
       });
     }`);
     try {
-      const o = sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
-      expect(outcomeValue((o as { raw: string }).raw)).toEqual([false, true, true, 1, 1]);
+      const o = await sb.run("svc", { context, params: paramsJson({}), instanceId: "i" }, t.run(), 5_000);
+      expect(o.kind).toBe("success");
+      expect(outcomeValue((o as { raw: string }).raw)).toEqual([false, true, true, 1, 1, [{ found: true, value: 1 }, null, 1, { found: true, value: 1 }]]);
     } finally { sb.dispose(); }
   });
 });

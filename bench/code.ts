@@ -12,7 +12,7 @@
 import { WorkerPool } from "../src/code/pool.ts";
 import { paramsJson, type RunHooks, Sandbox } from "../src/code/sandbox.ts";
 import { createLogger } from "../src/core/log.ts";
-import { alternate, cpuMicros, fmt, json, load, loadPost, median, pct, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+import { alternate, cpuMicros, cpuPerRequest, fmt, json, load, loadPost, median, pct, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
@@ -108,13 +108,8 @@ export async function benchCode() {
     await loadPost(baseline.url + "/", {}, 2);
     const [ours, bare, ratio] = await alternate(() => loadPost(url, headers, SECONDS), () => loadPost(baseline.url + "/", {}, SECONDS), 5);
     // the servers' own CPU per request, over one more run each
-    const cpuPerRequest = async (pid: number, run: () => Promise<number>) => {
-      const c0 = cpuMicros(pid);
-      const rps = await run();
-      return (cpuMicros(pid) - c0) / (rps * SECONDS);
-    };
-    const oursCpu = await cpuPerRequest(o.pid, () => loadPost(url, headers, SECONDS));
-    const bareCpu = await cpuPerRequest(baseline.pid, () => loadPost(baseline.url + "/", {}, SECONDS));
+    const oursCpu = await cpuPerRequest(o.pid, () => loadPost(url, headers, SECONDS), SECONDS);
+    const bareCpu = await cpuPerRequest(baseline.pid, () => loadPost(baseline.url + "/", {}, SECONDS), SECONDS);
     const bareGet = await load(baseline.url + "/", {}, SECONDS);
 
     // fairness: system A's busy loops on its share of the workers, B's trivial service under load

@@ -11,7 +11,7 @@ import { createPgDatabase, dropPgDatabase, pgReachable } from "../test/pgdb.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { alternate, fmt, json, load, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
+import { alternate, cpuPerRequest, fmt, json, load, report, setupSystem, startBaseline, startOutpost, verdict } from "./lib.ts";
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const BATCH = 1000;
@@ -107,15 +107,18 @@ async function benchEngine(engine: string, args: string[], rawInsert: () => Prom
     const url = `${o.url}/api/v/1/collection/${s.systemKey}/lookup?query=${q}`;
     const check = await json(url, "GET", undefined, { "ClearBlade-UserToken": s.userToken });
     if (check.TOTAL !== 1 || check.DATA[0].sensor !== "s-4242") throw new Error("fetch check failed: " + JSON.stringify(check));
-    await load(url, { "ClearBlade-UserToken": s.userToken }, 1);
-    const [fetchRps, bare] = await alternate(
-      () => load(url, { "ClearBlade-UserToken": s.userToken }, SECONDS),
-      () => load(baseline.url + "/", {}, SECONDS),
-    );
+    const user = { "ClearBlade-UserToken": s.userToken };
+    await load(url, user, 1);
+    await load(baseline.url + "/", {}, 1);
+    // the median of paired rounds' ratios, as bench/http.ts: a round's two runs see the same neighbours
+    const [fetchRps, bare, ratio] = await alternate(() => load(url, user, SECONDS), () => load(baseline.url + "/", {}, SECONDS), 5);
+    const oursCpu = await cpuPerRequest(o.pid, () => load(url, user, SECONDS), SECONDS);
+    const bareCpu = await cpuPerRequest(baseline.pid, () => load(baseline.url + "/", {}, SECONDS), SECONDS);
     report(`Data (${engine}): fetch one row by an indexed column (user token) vs bare Elysia route`, [
       ["outpost req/s", fmt(fetchRps)],
       ["bare Elysia req/s", fmt(bare)],
-      ["ratio", `${fmt(fetchRps / bare, 2)}  ${verdict(fetchRps / bare, 0.6)}`],
+      ["ratio (median of 5 paired rounds)", `${fmt(ratio, 2)}  ${verdict(ratio, 0.6)}`],
+      ["server CPU per request: outpost / bare", `${fmt(oursCpu, 1)} µs / ${fmt(bareCpu, 1)} µs  ratio ${fmt(bareCpu / oursCpu, 2)}`],
     ]);
   } finally {
     await o.stop();

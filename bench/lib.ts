@@ -111,7 +111,6 @@ export async function load(url: string, headers: Record<string, string> = {}, se
   return r.rps;
 }
 
-/** Runs A and B alternately `rounds` times and returns the medians (drift hits both alike). */
 /** Runs a and b in turns; the medians of each, and the median of the per-round ratios a/b (a round's
  *  two runs see about the same machine, so that ratio drifts least on a shared host). */
 export async function alternate(a: () => Promise<number>, b: () => Promise<number>, rounds = 3): Promise<[number, number, number]> {
@@ -121,6 +120,13 @@ export async function alternate(a: () => Promise<number>, b: () => Promise<numbe
     as.push(x); bs.push(y); ratios.push(y > 0 ? x / y : 0);
   }
   return [median(as), median(bs), median(ratios)];
+}
+
+/** A server's own CPU per request (µs) over one run of `load` (which answers req/s over `seconds`). */
+export async function cpuPerRequest(pid: number, load: () => Promise<number>, seconds: number): Promise<number> {
+  const c0 = cpuMicros(pid);
+  const rps = await load();
+  return (cpuMicros(pid) - c0) / (rps * seconds);
 }
 
 export async function json<T = any>(url: string, method = "GET", body?: unknown, headers: Record<string, string> = {}): Promise<T> {

@@ -31,7 +31,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPgDatabase, dropPgDatabase } from "../test/pgdb.ts";
 import { liveBatches, Node, SimFleet, type SimStats, type SimWaits } from "./edgesim.ts";
-import { fmt, json, listenOverflows, pct, redisServer, report, setupSystem, verdict } from "./lib.ts";
+import { fmt, json, listenOverflows, pct, redisServer, report, setupSystem, startBaseline, verdict } from "./lib.ts";
 
 const small = process.env.SCALE === "small";
 /** descriptors the platform keeps for itself (databases, listeners, the real edge's link) */
@@ -120,7 +120,8 @@ class Platform {
   }
 }
 
-async function size(n: number) {
+/** One size's run; answers the p99 of one change to all edges (ms), or null when not measured. */
+async function size(n: number): Promise<number | null> {
   const tplDir = mkdtempSync(join(tmpdir(), "outpost-bench-fleet-"));
   writeFileSync(join(tplDir, "fleet.json"), JSON.stringify({ assets: [{ def_module: "collection", def_name: "fleet", mode: "sync_to_edge" }] }));
   // each process holds at most its descriptor limit's links: said before anything starts
@@ -131,6 +132,7 @@ async function size(n: number) {
   const P = new Platform(tplDir);
   let sim: SimFleet | null = null, real: Node | null = null, probe: HealthProbe | null = null;
   const rows: [string, string][] = [];
+  let changeP99: number | null = null;
   try {
     await P.start();
     probe = new HealthProbe(() => P.url);
@@ -154,7 +156,7 @@ async function size(n: number) {
       rows.push([`connect-all (${fmt(n)} at once)`, `NOT ALL SYNCED in ${CONNECT_LIMIT_MS / 1000} s: ${fmt(x.synced)} of ${fmt(n - 1)} (${fmt(x.welcomed)} welcomed); ${fmt(x.openTimeouts)} of ${fmt(x.opens)} opens timed out, ${fmt(x.closes)} links closed`]);
       rows.push(["  waits p50 / p99", waited(await sim.waits())]);
       rows.push(["  /health", health(probe.take())]);
-      return;
+      return null;
     }
     await real.start();
     const connectMs = up.lastSyncedAt - t0;
@@ -181,6 +183,7 @@ async function size(n: number) {
       for (const t of at) lat.push(t - sent[i]!);
       await Bun.sleep(200);
     }
+    changeP99 = pct(lat, 0.99);
     // the real edge, timed by its own log: the n-th live batch carried the n-th change
     const realLat = liveBatches(real.out).slice(seenByReal).map((t, i) => t - sent[i]!).filter((x) => Number.isFinite(x));
     rows.push([`one change to all (${CHANGES} changes): p50 / p99`, `${fmt(pct(lat, 0.5), 1)} / ${fmt(pct(lat, 0.99), 1)} ms  ${verdict(pct(lat, 0.99), n >= 15_000 ? 200 : 100, false)}`]);
@@ -238,10 +241,44 @@ async function size(n: number) {
     const on = NODES === 1 ? "one platform node" : `${NODES} platform nodes sharing PostgreSQL and Redis, the edges spread over them`;
     report(`Fleet: ${fmt(n)} edges of one system on ${on} (${fmt(n - 1)} simulated in ${procs} process${procs > 1 ? "es" : ""}, 1 real)`, rows);
   }
+  return changeP99;
+}
+
+/** The baseline of one change to all: a bare Bun server (bench/baselines/fanout.ts) sending one
+ *  frame to as many simulated edges (the same simulator, its links and acknowledgements), so the
+ *  change's p99 is read against what this machine's sockets allow. */
+async function bareFanout(n: number, outpostP99: number | null) {
+  const server = await startBaseline("fanout.ts");
+  const names = Array.from({ length: n }, (_, i) => `bare-edge-${i}`);
+  const sim = new SimFleet([server.url], "bare", names, TOKEN, simProcs(n));
+  const rows: [string, string][] = [];
+  try {
+    const up = await sim.until("every link welcomed", (x) => x.welcomed === n, CONNECT_LIMIT_MS, 50).catch(() => null);
+    if (!up) { rows.push(["connect-all", `NOT ALL WELCOMED in ${CONNECT_LIMIT_MS / 1000} s`]); return; }
+    await Bun.sleep(2_000);
+    const lat: number[] = [];
+    for (let i = 0; i < CHANGES; i++) {
+      await sim.expect(`b${i}`, 1);
+      const sent = Date.now();
+      await fetch(`${server.url}/send?group=b${i}`).then((r) => r.text());
+      const at = await sim.whenAll(`b${i}`, 30_000);
+      if (at.some((t) => t === 0)) throw new Error(`bare frame ${i} did not reach ${at.filter((t) => t === 0).length} links in 30 s`);
+      for (const t of at) lat.push(t - sent);
+      await Bun.sleep(200);
+    }
+    const p99 = pct(lat, 0.99);
+    rows.push([`one frame to all (${CHANGES} frames): p50 / p99`, `${fmt(pct(lat, 0.5), 1)} / ${fmt(p99, 1)} ms`]);
+    // the share of the change's time that is Outpost's own: 1 is as fast as bare sockets
+    if (outpostP99 !== null) rows.push(["Outpost's change p99 against it: bare / Outpost", `${fmt(p99 / outpostP99, 2)} (Outpost ${fmt(outpostP99, 1)} ms; its target ${n >= 15_000 ? 200 : 100} ms)`]);
+  } finally {
+    sim.stop();
+    await server.stop();
+    report(`Fleet baseline: a bare Bun server sending one frame to ${fmt(n)} simulated edges`, rows);
+  }
 }
 
 export async function benchFleet() {
-  for (const n of SIZES) await size(n);
+  for (const n of SIZES) await bareFanout(n, await size(n));
 }
 
 if (import.meta.main) await benchFleet();

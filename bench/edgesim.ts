@@ -74,9 +74,10 @@ export class SimEdges {
 
   /** `rows` of a change are rows whose `sensor` is "<group>/<n>" (see simEdges.ts). */
   /** `platformUrl`: a node's URL, or a cluster's nodes' (the edges spread over them in turn). */
-  constructor(platformUrl: string | string[], systemKey: string, names: string[], token: string, pingMs = 15_000) {
+  /** `mode` "ack": links that only answer each frame with "ack" (a bare server's baseline, see simEdges.ts). */
+  constructor(platformUrl: string | string[], systemKey: string, names: string[], token: string, pingMs = 15_000, mode: "sync" | "ack" = "sync") {
     const urls = (Array.isArray(platformUrl) ? platformUrl : [platformUrl]).map((u) => u.replace("http:", "ws:") + "/api/v/4/sync");
-    const cfg = { urls, systemKey, names, token, pingMs };
+    const cfg = { urls, systemKey, names, token, pingMs, mode };
     // thousands of names are too long for a command line: they go in a file
     const file = join(mkdtempSync(join(tmpdir(), "outpost-bench-sim-")), "edges.json");
     writeFileSync(file, JSON.stringify(cfg));
@@ -127,11 +128,11 @@ export class SimFleet {
   private readonly parts: SimEdges[];
 
   /** `procs` processes, each with a contiguous share of `names`; every share spreads its edges
-   *  over `platformUrls` in turn. */
-  constructor(platformUrls: string[], systemKey: string, names: string[], token: string, procs: number) {
+   *  over `platformUrls` in turn; `mode` as SimEdges's. */
+  constructor(platformUrls: string[], systemKey: string, names: string[], token: string, procs: number, mode: "sync" | "ack" = "sync") {
     const share = Math.ceil(names.length / procs);
     this.parts = Array.from({ length: procs }, (_, k) => names.slice(k * share, (k + 1) * share)).filter((n) => n.length)
-      .map((n) => new SimEdges(platformUrls, systemKey, n, token));
+      .map((n) => new SimEdges(platformUrls, systemKey, n, token, undefined, mode));
   }
 
   private static merge(all: SimStats[]): SimStats {

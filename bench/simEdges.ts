@@ -8,11 +8,15 @@
 //
 // Changes are recognised by the `sensor` value of their rows: "<group>/<n>". For each group the
 // driver said it expects, the time each edge has all its rows is noted on arrival (never polled).
+//
+// Mode "ack" (the baseline of bench/fleet.ts, a bare server with no protocol): a link says no
+// hello and sends no pings; it answers every frame with one line, "ack", and counts as welcomed
+// once open. Frames are recognised by the same "sensor" marker.
 
 import { readFileSync } from "node:fs";
 
 /** `urls`: the platform nodes' sync URLs; edge i opens urls[i % urls.length] (a cluster's edges spread over its nodes) */
-interface Config { urls: string[]; systemKey: string; names: string[]; token: string; pingMs: number }
+interface Config { urls: string[]; systemKey: string; names: string[]; token: string; pingMs: number; mode: "sync" | "ack" }
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Config;
 const OPEN_TIMEOUT_MS = 3_000;
 
@@ -40,12 +44,14 @@ function open(i: number) {
     clearTimeout(timer);
     helloAt = Date.now();
     waits.open.push(helloAt - openedAt);
+    if (cfg.mode === "ack") { helloAt = 0; welcome(e, false); return; }
     ws.send(JSON.stringify({ t: "hello", systemKey: cfg.systemKey, edge: e.name, token: cfg.token, cursor: e.cursor, synced: e.synced, incarnation: e.incarnation,
       fresh: e.fresh, pingMs: cfg.pingMs, protocol: 2, version: "simulated" }));
     e.fresh = false;
   };
   ws.onmessage = (ev) => {
     const text = typeof ev.data === "string" ? ev.data : Buffer.from(ev.data as ArrayBuffer).toString("utf8");
+    if (cfg.mode === "ack") { noteMarkers(i, text); ws.send("ack"); return; }
     if (helloAt && text.startsWith('{"t":"welcome"')) { waits.welcome.push(Date.now() - helloAt); helloAt = 0; }
     onMessage(i, ws, text);
   };
@@ -63,15 +69,29 @@ function open(i: number) {
 
 const MARKER = /"sensor":"([^"/]+)\/\d+"/g;
 
+/** notes the rows of expected groups a frame carries; an edge with all of a group's has it now */
+function noteMarkers(i: number, text: string) {
+  const at = Date.now();
+  for (const m of text.matchAll(MARKER)) {
+    const g = groups.get(m[1]!);
+    if (g && ++g.seen[i]! === g.rows) g.doneAt[i] = at;
+  }
+}
+
+function welcome(e: Edge, snapshot: boolean) {
+  e.welcomed = true;
+  e.backoff = 250;
+  counts.welcomes++;
+  counts.lastWelcomeAt = Date.now();
+  if (snapshot) { counts.fullSnapshots++; e.synced = false; }
+  else counts.lastSyncedAt = Date.now();
+}
+
 function onMessage(i: number, ws: WebSocket, text: string) {
   const e = edges[i]!;
   if (text.startsWith('{"t":"batch"')) {
     // a batch is acknowledged without parsing it whole: its position is its last field but one
-    const at = Date.now();
-    for (const m of text.matchAll(MARKER)) {
-      const g = groups.get(m[1]!);
-      if (g && ++g.seen[i]! === g.rows) g.doneAt[i] = at;
-    }
+    noteMarkers(i, text);
     const k = text.lastIndexOf('"upTo":');
     const upTo = parseInt(text.slice(k + 7), 10);
     const snapshot = text.endsWith('"snapshot":true}');
@@ -81,13 +101,8 @@ function onMessage(i: number, ws: WebSocket, text: string) {
   }
   const m = JSON.parse(text) as { t: string; seq?: number; snapshot?: boolean; incarnation?: string };
   if (m.t === "welcome") {
-    e.welcomed = true;
-    e.backoff = 250;
     e.incarnation = m.incarnation ?? "";
-    counts.welcomes++;
-    counts.lastWelcomeAt = Date.now();
-    if (m.snapshot) { counts.fullSnapshots++; e.synced = false; }
-    else counts.lastSyncedAt = Date.now();
+    welcome(e, m.snapshot === true);
   } else if (m.t === "snapshot_end") {
     ws.send(JSON.stringify({ t: "ack", upTo: m.seq, snapshot: true, results: [] }));
     e.cursor = m.seq!;
@@ -105,7 +120,7 @@ function stats() {
 // one ping per edge per period, spread over the period
 let turn = 0;
 const PING_SLICES = 20;
-setInterval(() => {
+if (cfg.mode === "sync") setInterval(() => {
   for (let i = turn; i < edges.length; i += PING_SLICES) { const ws = edges[i]!.ws; if (ws?.readyState === WebSocket.OPEN && edges[i]!.welcomed) ws.send('{"t":"ping"}'); }
   turn = (turn + 1) % PING_SLICES;
 }, cfg.pingMs / PING_SLICES);

@@ -5,7 +5,7 @@
 // refuses the statement. SQL is then written again from the tree, never from the caller's text:
 // every table as its physical one (aliased to the name the caller wrote, so qualified columns and
 // the engine's messages keep the caller's names), every identifier quoted, $n as ?n.
-import { Parser } from "node-sql-parser/build/postgresql";
+import type { Parser } from "node-sql-parser/build/postgresql";
 import { ApiError, ErrorKinds } from "./errors.ts";
 
 export type StatementKind = "select" | "insert" | "update" | "delete";
@@ -116,6 +116,7 @@ class Writer {
       out += ` ${t.join} ${ref}`;
       if (t.on) out += ` ON ${this.expr(t.on, ctes)}`;
       else if (Array.isArray(t.using) && t.using.length) out += ` USING (${t.using.map((u: unknown) => this.column(this.ident(u, "column"))).join(", ")})`;
+      else if (t.join !== "CROSS JOIN") throw refused(`${t.join} needs ON or USING`);
     }
     return out;
   }
@@ -300,8 +301,9 @@ class Writer {
     if (v?.type === "values") {
       body = `VALUES ${(v.values as Node[]).map((row) => {
         if (row.type !== "expr_list" || row.value.length !== cols.length) throw refused("each VALUES row has one value per column");
-        const values = this.expr(row, new Set());
-        return addId ? `${values.slice(0, -1)}, '${this.newId()}')` : values;
+        const values = (row.value as Node[]).map((v) => this.expr(v, new Set()));
+        if (addId) values.push(`'${this.newId()}'`);
+        return `(${values.join(", ")})`;
       }).join(", ")}`;
     } else if (v?.type === "select") {
       if (addId) throw refused("INSERT ... SELECT must give item_id (VALUES rows get one when they have none)");
@@ -351,11 +353,16 @@ class Writer {
 
 let parser: Parser | undefined;
 
-/** Parses and checks one statement (see the head of this file). */
+/** Loads the parser (about 400 KB of code: loaded with the first statement, not at start). */
+export async function loadSqlParser(): Promise<void> {
+  parser ??= new (await import("node-sql-parser/build/postgresql")).Parser();
+}
+
+/** Parses and checks one statement (see the head of this file); loadSqlParser() first. */
 export function checkStatement(sql: unknown): CheckedStatement {
+  if (!parser) throw new Error("loadSqlParser() first");
   if (typeof sql !== "string" || !sql.trim()) throw new ApiError("INVALID_ARGUMENT", "the SQL statement (a string) is required");
   if (sql.length > STATEMENT_MAX_CHARS) throw new ApiError("INVALID_ARGUMENT", `a statement has at most ${STATEMENT_MAX_CHARS} characters`);
-  parser ??= new Parser();
   let ast: Node | Node[];
   try { ast = parser.astify(sql, { database: "postgresql" }) as Node | Node[]; }
   catch { throw refused("the statement could not be parsed (PostgreSQL syntax: one SELECT, INSERT, UPDATE or DELETE, parameters $1, $2, ...)"); }

@@ -8,7 +8,7 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { ApiError } from "../core/errors.ts";
 import { newTimeUuid } from "../core/ids.ts";
-import { checkStatement } from "../core/sqlStatement.ts";
+import { checkStatement, loadSqlParser } from "../core/sqlStatement.ts";
 import { collectionSqlRepo } from "../store/collectionSql.ts";
 import { collectionsRepo, tableOf } from "../store/collections.ts";
 import { uniqueViolation } from "../store/db.ts";
@@ -42,6 +42,7 @@ export class CollectionSql {
 
   /** Runs one statement as `p` in `systemKey`: a SELECT's rows, or a write's row count. */
   async run(p: Principal, systemKey: string, sql: unknown, params: unknown[]): Promise<{ rows: Record<string, unknown>[]; count: number }> {
+    await loadSqlParser();
     const st = checkStatement(sql);
     const args = argsOf(params, st.params);
     const byName = new Map<string, Collection>();

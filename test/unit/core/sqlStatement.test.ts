@@ -1,9 +1,11 @@
 // src/core/sqlStatement.ts: statements from code on a system's collections, checked and written
 // again. Hostile statements are refused, or written so that they can reach nothing but the
 // collections the caller named (which the domain then looks up in the caller's system).
-import { describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/core/errors.ts";
-import { checkStatement } from "../../../src/core/sqlStatement.ts";
+import { checkStatement, loadSqlParser } from "../../../src/core/sqlStatement.ts";
+
+beforeAll(() => loadSqlParser());
 
 const table = (name: string) => `"c_${Buffer.from(name).toString("hex").padEnd(30, "0").slice(0, 30)}"`;
 let n = 0;
@@ -135,6 +137,14 @@ describe("hostile statements", () => {
     refusedWith("INSERT INTO a VALUES (1)", /column list/);
     refusedWith("INSERT INTO a (x) SELECT x FROM b", /must give item_id/);
     expect(checkStatement("INSERT INTO a (item_id, x) SELECT item_id, x FROM b").reads).toEqual(new Set(["b"]));
+    expect(written("INSERT INTO a (item_id, x) VALUES ('i', (SELECT y FROM b))")).toBe(`INSERT INTO ${table("a")} ("item_id", "x") VALUES ('i', (SELECT "y" FROM ${table("b")} AS "b"))`);
+    refusedWith("SELECT * FROM a NATURAL JOIN b", /needs ON or USING/);
+    refusedWith("SELECT * FROM generate_series(1, 10)", /not supported/);
+    refusedWith("SELECT * FROM a, LATERAL (SELECT 1) x", /not supported/);
+    refusedWith("SELECT row_number() OVER () FROM a", /not supported/);
+    refusedWith("SELECT x->>'k' FROM a", /operator/);
+    refusedWith("SELECT count(x) FILTER (WHERE y > 1) FROM a", /not supported/);
+    refusedWith("SELECT x COLLATE \"C\" FROM a", /not supported/);
     refusedWith("INSERT INTO a (x, y) VALUES (1)", /one value per column|could not be parsed/);
     refusedWith("UPDATE a SET x = 1 FROM b WHERE a.y = b.y", /not supported/);
     refusedWith("DELETE FROM a USING b WHERE a.y = b.y", /./);

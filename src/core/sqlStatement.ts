@@ -6,6 +6,7 @@
 // every table as its physical one (aliased to the name the caller wrote, so qualified columns and
 // the engine's messages keep the caller's names), every identifier quoted, $n as ?n.
 import type { Parser } from "node-sql-parser/build/postgresql";
+import { LruMap } from "./cache.ts";
 import { ApiError, ErrorKinds } from "./errors.ts";
 
 export type StatementKind = "select" | "insert" | "update" | "delete";
@@ -352,6 +353,9 @@ class Writer {
 }
 
 let parser: Parser | undefined;
+/** Statements checked, by their text: a parse is most of a millisecond, and code runs the same
+ *  statements again and again (a statement's check does not depend on the system). */
+const checked = new LruMap<string, CheckedStatement>(500);
 
 /** Loads the parser (about 400 KB of code: loaded with the first statement, not at start). */
 export async function loadSqlParser(): Promise<void> {
@@ -363,6 +367,8 @@ export function checkStatement(sql: unknown): CheckedStatement {
   if (!parser) throw new Error("loadSqlParser() first");
   if (typeof sql !== "string" || !sql.trim()) throw new ApiError("INVALID_ARGUMENT", "the SQL statement (a string) is required");
   if (sql.length > STATEMENT_MAX_CHARS) throw new ApiError("INVALID_ARGUMENT", `a statement has at most ${STATEMENT_MAX_CHARS} characters`);
+  const hit = checked.get(sql);
+  if (hit) return hit;
   let ast: Node | Node[];
   try { ast = parser.astify(sql, { database: "postgresql" }) as Node | Node[]; }
   catch { throw refused("the statement could not be parsed (PostgreSQL syntax: one SELECT, INSERT, UPDATE or DELETE, parameters $1, $2, ...)"); }
@@ -373,7 +379,7 @@ export function checkStatement(sql: unknown): CheckedStatement {
   check.statement(root);
   const kind = root.type as StatementKind;
   const columns = kind === "insert" ? (root.columns as unknown[]).map((c) => check.ident(c, "column")) : [];
-  return {
+  const out: CheckedStatement = {
     kind, target: check.target, reads: check.reads, params: check.params, columns,
     write(table, newId) {
       const w = new Writer(false, newId);
@@ -381,4 +387,7 @@ export function checkStatement(sql: unknown): CheckedStatement {
       return w.statement(root);
     },
   };
+  // short statements only: a long one is most likely made for one use (values spliced in)
+  if (sql.length <= 2000) checked.set(sql, out);
+  return out;
 }

@@ -91,8 +91,8 @@ t.test("ClearBladeAsync.Database: variadic arguments, exec's count, transactions
 });
 
 t.test("Database() without externalDBName: the system's collections, never the platform's own tables", async (t) => {
-  refused(t, await run(s, `ClearBlade.Database().query("SELECT * FROM users", done);`), /not found/, 404, "classic");
-  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().exec("DELETE FROM systems")`)), /not found/, 404, "async");
+  refused(t, await run(s, `ClearBlade.Database().query("SELECT * FROM users", done);`), /collection .users. does not exist/, 404, "classic");
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().exec("DELETE FROM systems")`)), /collection .systems. does not exist/, 404, "async");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database().performOperation("SELECT 1")`)), /needs Database\(\{externalDBName/, 400, "performOperation");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database({}).transaction([])`)), /externalDBName/, 400, "an empty options object");
   refused(t, await run(s, `ClearBlade.Database({ externalDBName: 42 }).query("SELECT 1", done);`), /name of an external database/, 400, "a name that is not a string");

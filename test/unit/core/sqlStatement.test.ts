@@ -60,6 +60,14 @@ describe("allowed statements", () => {
   });
 });
 
+test("a statement checked once is not parsed again (its writing still is, per system)", () => {
+  const sql = "SELECT v FROM kept WHERE k = $1";
+  const first = checkStatement(sql);
+  expect(checkStatement(sql)).toBe(first);
+  expect(first.write((n) => `"t_${n}"`, newId)).toBe(`SELECT "v" FROM "t_kept" AS "kept" WHERE ("k" = ?1)`);
+  expect(first.write(table, newId)).toBe(`SELECT "v" FROM ${table("kept")} AS "kept" WHERE ("k" = ?1)`);
+});
+
 describe("hostile statements", () => {
   test("another system's collection, or an engine catalog, is only ever a name of the caller's system", () => {
     // the domain looks every name up in the caller's system: none of these reaches another table

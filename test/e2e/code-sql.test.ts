@@ -88,6 +88,22 @@ t.test("rights as the REST API's: read for SELECT, create, update, delete for wr
   t.equal((await fetchAll(history.id)).length, 3, "the rows went in");
 });
 
+t.test("a write fires the collection's item triggers", async (t) => {
+  const watched = await collectionWith(s, [["v", "string"]], uniq("watched"));
+  const seen = await collectionWith(s, [["what", "string"]], uniq("seen"));
+  const hook = uniq("hook");
+  await must(s.dev.post(`/admin/code/v/1/${s.systemKey}/${hook}`, { parameters: [], code: `function ${hook}(req, resp) {
+    ClearBlade.Collection({ collectionName: ${J(seen.name)} }).create({ what: JSON.stringify(req.params.items.length) }, function (err) { if (err) resp.error(err); else resp.success("ok"); });
+  }` }), "hook service");
+  for (const ev of ["ItemCreated", "ItemUpdated", "ItemDeleted"])
+    await must(s.dev.post(`/admin/triggers/handlers/${s.systemKey}/${uniq(ev)}`, { def_module: "Data", def_name: ev, key_value_pairs: { collectionName: watched.name }, service_name: hook }), `${ev} trigger`);
+  ok(t, await run(s, `var db = ClearBladeAsync.Database();
+    settle(db.exec("INSERT INTO ${watched.name} (v) VALUES ('a'), ('b')").then(function () { return db.exec("UPDATE ${watched.name} SET v = 'c'"); })
+      .then(function () { return db.exec("DELETE FROM ${watched.name} WHERE v = 'c'"); }));`), "insert, update, delete");
+  const counts = async () => (await fetchAll(seen.id)).map((r) => r.what).sort();
+  t.ok(await waitFor(async () => J(await counts()) === J(["2", "2", "2"]), 15_000), `each write fired its trigger with its two items (${J(await counts())})`);
+});
+
 t.test("a write reaches an edge", async (t) => {
   const col = await collectionWith(s, [["label", "string"]], uniq("down"));
   const edge = uniq("gw"), token = `${edge}-token`;

@@ -5,6 +5,10 @@
 // refuses the statement. SQL is then written again from the tree, never from the caller's text:
 // every table as its physical one (aliased to the name the caller wrote, so qualified columns and
 // the engine's messages keep the caller's names), every identifier quoted, $n as ?n.
+// A statement's cost stays linear in the rows of the collections it reads: SQL runs on the node's
+// shared engine (on libSQL, in the main thread), where a join or a correlated subquery could hold
+// every tenant for as long as a quadratic plan takes. So a SELECT reads at most one FROM item, and
+// a subquery inside an expression reads no table (a list of values or $n instead).
 import type { Parser } from "node-sql-parser/build/postgresql";
 import { LruMap } from "./cache.ts";
 import { ApiError, ErrorKinds } from "./errors.ts";
@@ -34,7 +38,6 @@ const BINARY = new Set(["=", "<>", "!=", "<", "<=", ">", ">=", "AND", "OR", "+",
 const UNARY = new Set(["NOT", "-", "+"]);
 /** Casts both engines read alike (INT as INTEGER). */
 const CASTS = new Map([["TEXT", "TEXT"], ["INTEGER", "INTEGER"], ["INT", "INTEGER"], ["BIGINT", "BIGINT"], ["REAL", "REAL"]]);
-const JOINS = new Set(["INNER JOIN", "LEFT JOIN", "JOIN", "CROSS JOIN"]);
 /** Columns of the engines and of edge sync no statement may name (reading or writing them). */
 const HIDDEN_COLUMNS = new Set(["_hlc", "rowid", "_rowid_", "oid", "ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"]);
 const STATEMENT_MAX_CHARS = 100_000, DEPTH_MAX = 64;
@@ -70,6 +73,8 @@ class Writer {
   target: string | null = null;
   params = 0;
   private depth = 0;
+  /** subqueries inside expressions being written (they may read no table: see the head) */
+  private inExpression = 0;
   /** table name → physical table; set when written */
   table: (name: string) => string = () => { throw new Error("no tables yet"); };
 
@@ -107,19 +112,10 @@ class Writer {
   }
 
   from(list: Node[], ctes: Set<string>): string {
-    let out = "";
-    for (const [i, t] of list.entries()) {
-      only(t, ["db", "table", "as", "expr", "join", "on", "using"], "a FROM item");
-      const ref = this.tableRef(t, ctes, true);
-      if (i === 0) { if (t.join) throw refused("a join needs a table before it"); out = ref; continue; }
-      if (!t.join) { out += `, ${ref}`; continue; }
-      if (!JOINS.has(t.join)) throw refused(`${t.join} is not supported`);
-      out += ` ${t.join} ${ref}`;
-      if (t.on) out += ` ON ${this.expr(t.on, ctes)}`;
-      else if (Array.isArray(t.using) && t.using.length) out += ` USING (${t.using.map((u: unknown) => this.column(this.ident(u, "column"))).join(", ")})`;
-      else if (t.join !== "CROSS JOIN") throw refused(`${t.join} needs ON or USING`);
-    }
-    return out;
+    if (this.inExpression > 0) throw refused("a subquery inside an expression reads no collection: give the values as a list or as parameters");
+    if (list.length !== 1 || list[0]!.join) throw refused("a SELECT reads one collection: joins are not supported (run one statement per collection)");
+    only(list[0]!, ["db", "table", "as", "expr"], "a FROM item");
+    return this.tableRef(list[0]!, ctes, true);
   }
 
   /** The CTEs of a WITH, each in scope for the ones after it and the statement (none recursive). */
@@ -176,6 +172,12 @@ class Writer {
     });
   }
 
+  /** A SELECT inside an expression (scalar, IN, EXISTS). */
+  private subquery(s: Node, ctes: Set<string>): string {
+    this.inExpression++;
+    try { return this.select(s, ctes); } finally { this.inExpression--; }
+  }
+
   limit(l: Node | null | undefined, ctes: Set<string>): string {
     if (!l || !Array.isArray(l.value) || !l.value.length) return "";
     only(l, ["seperator", "value"], "LIMIT");
@@ -191,7 +193,7 @@ class Writer {
 
   private exprIn(e: Node, ctes: Set<string>): string {
     if (!e || typeof e !== "object") throw refused("an expression is expected");
-    if (e.ast) { only(e, ["ast", "tableList", "columnList", "parentheses"], "a subquery"); return `(${this.select(e.ast, ctes)})`; }
+    if (e.ast) { only(e, ["ast", "tableList", "columnList", "parentheses"], "a subquery"); return `(${this.subquery(e.ast, ctes)})`; }
     only(e, EXPRESSION_KEYS[e.type] ?? [], String(e.type ?? "an expression"));
     switch (e.type) {
       case "number": {
@@ -277,7 +279,7 @@ class Writer {
         const list = e.args?.value ?? [];
         if (name === "exists") {
           if (list.length !== 1 || !list[0].ast) throw refused("EXISTS needs a subquery");
-          return `EXISTS (${this.select(list[0].ast, ctes)})`;
+          return `EXISTS (${this.subquery(list[0].ast, ctes)})`;
         }
         if (!FUNCTIONS.has(name)) throw refused(`function ${parts[0].value} (allowed: ${[...FUNCTIONS, ...AGGREGATES].join(", ").toLowerCase()})`);
         return `${name}(${(list as Node[]).map((a) => this.expr(a, ctes)).join(", ")})`;

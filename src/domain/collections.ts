@@ -23,8 +23,9 @@ export const MAX_INSERT_ROWS = 100_000;
 const ITEM_UPDATE_FIELDS = new Set(["query", "$set"]);
 
 export class Collections extends CollectionCatalog {
-  /** Records written rows for edge sync (reading them back only when someone syncs them). */
-  private async logRows(tx: Executor, c: Collection, itemIds: string[], op: "upsert" | "delete", hlc: string) {
+  /** Records written rows for edge sync (reading them back only when someone syncs them); also
+   *  for statements from code (domain/collectionSql.ts). */
+  async logRows(tx: Executor, c: Collection, itemIds: string[], op: "upsert" | "delete", hlc: string) {
     if (!itemIds.length || !this.d.changes.wantsRows(c.row.system_key, c.row.name)) return;
     const base = { collection_id: c.row.collection_id, collection: c.row.name };
     if (op === "delete") {

@@ -263,6 +263,20 @@ export const collectionsRepo = {
     }
   },
 
+  /** Stamps rows a statement from code just wrote (store/collectionSql.ts) as an update through
+   *  the API stamps them; returns the latest stamp written. */
+  async restamp(ex: Executor, id: string, itemIds: string[], hlc: string): Promise<string | null> {
+    let latest: string | null = null;
+    for (let i = 0; i < itemIds.length; i += 500) {
+      const ids = itemIds.slice(i, i + 500);
+      const rows = await ex.all<{ _hlc: string | null }>(`UPDATE ${tableOf(id)} SET _hlc = ${laterStamp(ex.dialect, "_hlc", `CAST(?${ids.length + 1} AS TEXT)`)}
+        WHERE item_id IN (${ids.map((_, j) => `?${j + 1}`).join(", ")}) RETURNING _hlc`, [...ids, hlc]);
+      const m = maxOf(rows);
+      if (m !== null && (latest === null || m > latest)) latest = m;
+    }
+    return latest;
+  },
+
   /** Deletes a row a delete won over (edge sync). */
   deleteRow: (ex: Executor, id: string, itemId: string) => ex.run(`DELETE FROM ${tableOf(id)} WHERE item_id = ?`, [itemId]),
 

@@ -1,8 +1,8 @@
 // External databases from code, black-box, against real PostgreSQL and MariaDB
 // (scripts/test-databases.sh): ClearBlade.Database({externalDBName}) query, exec, transaction with
 // statement, performOperation(Async), and ClearBladeAsync.Database; arguments go apart from the
-// statement; a transaction is all or none; Database() without a name is refused (no raw SQL on the
-// platform's own database); rights, another system's connections, wrong types, huge arguments.
+// statement; a transaction is all or none; Database() without a name reaches the system's own
+// collections only (code-sql.test.ts); rights, another system's connections, wrong types, huge arguments.
 import t from "tap";
 import { J, ok, refused, run, settleAs, userWith } from "./code-run.ts";
 import { canConnect, devWithSystem, must, needs, startOutpost, uniq } from "./harness.ts";
@@ -90,9 +90,10 @@ t.test("ClearBladeAsync.Database: variadic arguments, exec's count, transactions
   t.same(c, { d: null, rows: [{ total: 66 }] });
 });
 
-t.test("Database() without externalDBName: no raw SQL on the platform's own database", async (t) => {
-  refused(t, await run(s, `ClearBlade.Database().query("SELECT * FROM users", done);`), /needs \{externalDBName/, 400, "classic");
-  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().exec("DELETE FROM systems")`)), /not on the platform's own database/, 400, "async");
+t.test("Database() without externalDBName: the system's collections, never the platform's own tables", async (t) => {
+  refused(t, await run(s, `ClearBlade.Database().query("SELECT * FROM users", done);`), /collection .users. does not exist/, 404, "classic");
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().exec("DELETE FROM systems")`)), /collection .systems. does not exist/, 404, "async");
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().performOperation("SELECT 1")`)), /needs Database\(\{externalDBName/, 400, "performOperation");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database({}).transaction([])`)), /externalDBName/, 400, "an empty options object");
   refused(t, await run(s, `ClearBlade.Database({ externalDBName: 42 }).query("SELECT 1", done);`), /name of an external database/, 400, "a name that is not a string");
 });

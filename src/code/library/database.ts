@@ -1,19 +1,22 @@
 // External databases from code: ClearBlade.Database({externalDBName}) (query, exec, transaction,
 // statement, performOperation, performOperationAsync) and ClearBladeAsync.Database. Statements
 // and their arguments go to the database apart ($1, $2... placeholders), never spliced together,
-// through the external-databases domain with the rights of its data route. ClearBlade's
-// Database() without a name is raw SQL on the platform's own database: Outpost gives code no such
-// thing (a statement there could read or change any system's rows), and answers that a name is needed.
+// through the external-databases domain with the rights of its data route. Database() without a
+// name runs one statement on the system's own collections (query and exec), checked and rewritten
+// so it reaches nothing else (domain/collectionSql.ts).
 import { fail } from "../../core/errors.ts";
+import { CollectionSql } from "../../domain/collectionSql.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
 
 /** The longest statement text, and the most arguments of one statement. */
 const STATEMENT_MAX_CHARS = 1_000_000, ARGS_MAX = 1000;
 
+const ownCollections = (v: unknown) => v === undefined || v === null || v === "";
+
 /** The external database named in Database({externalDBName}). */
-function databaseName(v: unknown): string {
-  if (v === undefined || v === null || v === "")
-    throw fail("INVALID_ARGUMENT", "Database() needs {externalDBName: <name>}: Outpost runs SQL from code on external databases only, not on the platform's own database (use Collection and Query for collections)");
+function databaseName(v: unknown, what: string): string {
+  if (ownCollections(v))
+    throw fail("INVALID_ARGUMENT", `${what} needs Database({externalDBName: <name>}): Database() without a name runs query and exec (one SELECT, INSERT, UPDATE or DELETE) on the system's collections`);
   if (typeof v !== "string" || v.length > 128) throw fail("INVALID_ARGUMENT", "externalDBName must be the name of an external database connection");
   return v;
 }
@@ -26,10 +29,16 @@ function operation(v: unknown, what: string): unknown[] {
 }
 
 async function run(x: HostContext, a: Record<string, any>) {
-  const name = databaseName(a.db);
   const kind = a.kind === "exec" ? "exec" : a.kind === "perform" ? "performOperation" : "query";
+  const name = kind === "performOperation" || !ownCollections(a.db) ? databaseName(a.db, kind) : null;
   const op = operation(a.operation, kind);
   if (kind !== "performOperation" && typeof op[0] !== "string") throw fail("INVALID_ARGUMENT", `${kind}: the first argument is the SQL statement (a string)`);
+  if (name === null) {
+    // the arguments one by one, or (as the promise form takes them) in one array
+    const params = op.length === 2 && Array.isArray(op[1]) ? op[1] : op.slice(1);
+    const r = await new CollectionSql(x.e.d, x.e.collections).run(x.p, x.systemKey, op[0], params);
+    return kind === "exec" ? { count: r.count } : r.rows;
+  }
   const r = await x.e.externalDbs.data(x.p, x.systemKey, name, { operation: op });
   return kind === "exec" ? { count: r.Total } : r.Data;
 }
@@ -38,7 +47,7 @@ export const database: LibraryArea = {
   ops: {
     "database.run": run,
     "database.transaction": async (x, a) => {
-      const name = databaseName(a.db);
+      const name = databaseName(a.db, "transaction");
       const list = Array.isArray(a.statements) ? a.statements.map((s: unknown, i: number) => operation(s, `statement ${i}`)) : a.statements;
       await x.e.externalDbs.transaction(x.p, x.systemKey, name, list);
       return null;

@@ -1,9 +1,8 @@
 // External databases from code: ClearBlade.Database({externalDBName}) (query, exec, transaction,
 // statement, performOperation, performOperationAsync) and ClearBladeAsync.Database. Statements
 // and their arguments go to the database apart ($1, $2... placeholders), never spliced together,
-// through the external-databases domain with the rights of its data route. ClearBlade's
-// Database() without a name is raw SQL on the platform's own database: Outpost gives code no such
-// thing (a statement there could read or change any system's rows), and answers that a name is needed.
+// through the external-databases domain with the rights of its data route. Database() without a
+// name runs query and exec on the system's own collections (code/library/database.ts).
 import type { PreludeArea } from "./area.ts";
 
 const js = String.raw`

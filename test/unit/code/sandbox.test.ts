@@ -142,11 +142,11 @@ describe("Sandbox runs", () => {
       const t0 = Date.now();
       expect(await run(waits, req("u"), silent, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
       expect(armed).toBe(1);
-      expect(Date.now() - t0).toBeLessThan(450);
+      expect(Date.now() - t0).toBeLessThan(2_000);
     } finally {
       globalThis.setTimeout = real;
     }
-  });
+  }, 15_000);
 
   test("while code of other systems waits for the worker, a stretch past its slice is stopped, and says why", async () => {
     const contention = new Int32Array(1);

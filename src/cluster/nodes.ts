@@ -27,6 +27,12 @@ export class NodeRegistry {
 
   constructor(private readonly d: { db: Db; log: Logger; nodeId: string; clustered: boolean }) {}
 
+  /** The database the beats go to: a connection of their own on a shared server, so that they
+   *  never wait behind the node's other work in its pool (a herd's writes queued there for more
+   *  than DEAD_MS, and the other nodes took this live one for dead and freed its edges). */
+  private beatDb: Db | null = null;
+  beatOn(db: Db) { this.beatDb = db; }
+
   async start() {
     await this.beat(true);
     this.timer = setInterval(() => {
@@ -39,7 +45,7 @@ export class NodeRegistry {
   }
 
   async beat(first = false) {
-    const { db, nodeId, clustered } = this.d;
+    const { nodeId, clustered } = this.d, db = this.beatDb ?? this.d.db;
     const now = Date.now();
     await clusterRepo.beat(db, nodeId, this.startedAt, now, clustered);
     const alive = await clusterRepo.alive(db, now - DEAD_MS);
@@ -69,6 +75,6 @@ export class NodeRegistry {
     if (this.timer) clearInterval(this.timer);
     // a beat under way would write this node's row again after it left
     await this.beating;
-    await clusterRepo.leave(this.d.db, this.d.nodeId).catch(() => { /* gone with the database */ });
+    await clusterRepo.leave(this.beatDb ?? this.d.db, this.d.nodeId).catch(() => { /* gone with the database */ });
   }
 }

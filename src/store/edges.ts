@@ -37,6 +37,15 @@ const FAILING = `EXISTS (SELECT 1 FROM sync_status f WHERE f.system_key = edges.
 
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  /** The records of the edges of a system named (those there; 500 names a statement). */
+  async some(ex: Executor, systemKey: string, names: string[]): Promise<EdgeRow[]> {
+    const rows: EdgeRow[] = [];
+    for (let i = 0; i < names.length; i += 500) {
+      const part = names.slice(i, i + 500);
+      rows.push(...(await ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name IN (${part.map(() => "?").join(", ")})`, [systemKey, ...part])));
+    }
+    return rows;
+  },
   all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),
   /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then name;
    *  `failing`: only the edges with (true) or without (false) an asset whose sync failed. */

@@ -18,7 +18,7 @@ let sk: string;
 beforeAll(async () => ({ app, dev, sk } = await startHubApp("cluster-nodes")));
 afterAll(() => app.stop());
 
-const held = async (name: string) => { const r = (await edgesRepo.get(app.db, sk, name))!; return [r.is_connected, r.node_id]; };
+const held = async (name: string) => { const r = (await clusterRepo.holderOf(app.db, sk, name))!; return [r.is_connected, r.node_id]; };
 
 describe("edges of a node taken for dead", () => {
   test("the holder's next write of its links marks those freed connected to it again, never one another node took", async () => {

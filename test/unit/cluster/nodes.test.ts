@@ -1,7 +1,7 @@
 // A node taken for dead while it lives (its heartbeat late behind a herd's database work): the
 // others free its edges, and its live links mark them connected to it again at their next
 // batch of writes; heartbeats never overlap, so none judges the others on a stale read.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import type { App } from "../../../src/app.ts";
 import type { Principal } from "../../../src/auth/principal.ts";
 import { HEARTBEAT_MS, NodeRegistry } from "../../../src/cluster/nodes.ts";
@@ -42,6 +42,28 @@ describe("edges of a node taken for dead", () => {
     await app.db.tx((tx) => edgesRepo.talked(tx, sk, 3_000, [{ name: "gone", cursor: null }], "node-a"));
     await clusterRepo.releaseEdge(app.db, sk, "gone", "node-a", 3_001);
     expect(await held("gone")).toEqual([0, ""]);
+  });
+});
+
+describe("a link's close", () => {
+  test("a close whose writes fail ends the session all the same, and is not made again", async () => {
+    await app.services.edges.create(dev, sk, "closing", { token: "closing-token" });
+    const hub = app.services.sync!;
+    const got: { t: string }[] = [];
+    const socket = { send: (t: string) => { got.push(JSON.parse(t)); }, close: () => {} };
+    hub.open(socket);
+    await hub.message(socket, JSON.stringify({ t: "hello", systemKey: sk, edge: "closing", token: "closing-token", cursor: 0, synced: false, pingMs: 600_000 }));
+    expect(got[0]?.t).toBe("welcome");
+    expect(hub.isConnected(sk, "closing")).toBe(true);
+    const release = spyOn(clusterRepo, "releaseEdge").mockImplementation(() => Promise.reject(new Error("the database cannot be reached")));
+    try {
+      expect(hub.close(socket, 1006)).rejects.toThrow("cannot be reached");
+      // (out of the sessions before its writes: a sweep does not find it again)
+      expect(hub.isConnected(sk, "closing")).toBe(false);
+      await Bun.sleep(50);
+      await hub.close(socket, 1006);
+      expect(release).toHaveBeenCalledTimes(1);
+    } finally { release.mockRestore(); }
   });
 });
 

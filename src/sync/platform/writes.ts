@@ -164,7 +164,8 @@ export class EdgeWrites {
         same.names.add(edge);
       }
       for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
-      for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
+      // (and held by this node: marked so again if another node freed them, see talked)
+      for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()], this.d.nodeId);
       if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + PER_TX));
     });
   }

@@ -1,7 +1,7 @@
 // Edge records and their template entries.
 import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { type ListRead, listClauses } from "./sql.ts";
+import { inParts, type ListRead, listClauses, marks } from "./sql.ts";
 import { linkEventsRepo } from "./linkEvents.ts";
 
 export interface EdgeRow {
@@ -40,10 +40,8 @@ export const edgesRepo = {
   /** The records of the edges of a system named (those there; 500 names a statement). */
   async some(ex: Executor, systemKey: string, names: string[]): Promise<EdgeRow[]> {
     const rows: EdgeRow[] = [];
-    for (let i = 0; i < names.length; i += 500) {
-      const part = names.slice(i, i + 500);
-      rows.push(...(await ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name IN (${part.map(() => "?").join(", ")})`, [systemKey, ...part])));
-    }
+    for (const part of inParts(names))
+      rows.push(...(await ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name IN (${marks(part.length)})`, [systemKey, ...part])));
     return rows;
   },
   all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),

@@ -58,6 +58,16 @@ const RESPAWN_MAX_MS = 10_000;
 /** a system may borrow workers past its share while its batches take less than this on average */
 const BORROW_MAX_MS = 5;
 
+/** Workers when --code-workers is not set: twice the cores, since a worker blocked in a classic
+ *  call (it waits for the main thread's answer) leaves its core idle, but never so many that a
+ *  worker's share of `memoryMb` falls below one sandbox's limit; never fewer than the cores (at
+ *  least 2). On 2 cores (256 MB, 64 MB sandboxes): 4, and a service's blocking collection fetch
+ *  went from 0.54-0.63 of the same fetch through ClearBladeAsync to 0.89-1.20. */
+export function defaultWorkers(cores: number, memoryMb: number, sandboxMemoryMb: number): number {
+  const fitting = Math.floor((memoryMb * MB) / Math.max(MIN_SHARE_BYTES, sandboxMemoryMb * MB));
+  return Math.max(2, cores, Math.min(2 * cores, fitting));
+}
+
 export class WorkerPool {
   readonly workers: number;
   /** workers one system may hold at once */

@@ -104,8 +104,9 @@ export const ConfigSchema = z.object({
   codeMemoryLimitMb: intText.pipe(z.number().int().min(4).max(4096)).default(64),
   codeSliceMs: intText.pipe(z.number().int().min(10).max(600_000)).default(500),
   // code workers: how many (default: twice the cores as far as the memory gives each worker a
-  // sandbox's limit, at least the cores and 2; src/code/pool.ts, defaultWorkers), their memory together, the share of
-  // them one system may hold, and how many runs of one system may wait for one
+  // sandbox's limit, at least the cores and 2; defaultWorkers in src/code/poolTypes.ts), their
+  // memory together, the share of them one system may hold, and how many runs of one system may
+  // wait for one
   codeWorkers: intText.pipe(z.number().int().min(1).max(256)).optional(),
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),

@@ -158,9 +158,8 @@ export const collectionsRepo = {
     const width = columns.length + 1;
     const per = Math.max(1, Math.min(500, Math.floor(MAX_PARAMS / width)));
     const head = `INSERT INTO ${tableOf(id)} (${[...columns.map(ident), "_hlc"].join(", ")}) VALUES `;
-    const tuple = `(${Array(width).fill("?").join(", ")})`;
-    for (let i = 0; i < rows.length; i += per) {
-      const chunk = rows.slice(i, i + per);
+    const tuple = `(${marks(width)})`;
+    for (const chunk of inParts(rows, per)) {
       const args: SqlValue[] = [];
       for (const r of chunk) { for (const v of r) args.push(v); args.push(hlc); }
       await ex.run(head + Array(chunk.length).fill(tuple).join(", "), args);

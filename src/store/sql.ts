@@ -21,7 +21,7 @@ export const marks = (n: number) => Array(n).fill("?").join(", ");
 export function upsert<T extends Record<string, unknown>>(ex: Executor, table: string, row: T, key: (keyof T & string)[]) {
   const cols = Object.keys(row);
   const set = cols.filter((c) => !key.includes(c)).map((c) => `${c} = excluded.${c}`).join(", ");
-  return ex.run(`INSERT INTO ${table}(${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})
+  return ex.run(`INSERT INTO ${table}(${cols.join(", ")}) VALUES (${marks(cols.length)})
     ON CONFLICT(${key.join(", ")}) DO ${set ? `UPDATE SET ${set}` : "NOTHING"}`, cols.map((c) => row[c]));
 }
 

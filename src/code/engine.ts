@@ -63,7 +63,7 @@ export class CodeEngine {
     const c = e.d.config;
     this.pool = new WorkerPool({
       workers: c.codeWorkers ?? defaultWorkers(availableParallelism(), c.codeMemoryMb, c.codeMemoryLimitMb), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
-      sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log, cacheVersions: e.caches.versions?.buffer,
+      sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, nice: c.codeNice, queueMax: c.codeQueue, log: e.d.log, cacheVersions: e.caches.versions?.buffer,
       cacheWrites: (m) => e.caches.applyPosted(m),
       restarts: e.metrics?.counter("outpost_code_worker_restarts_total", "Code workers replaced, by reason: memory (to give memory back), stuck (in code past its deadline), failed"),
     });

@@ -204,6 +204,7 @@ export class WorkerPool {
       limits: { memoryBytes: Math.min(this.o.sandboxMemoryMb * MB, this.shareBytes), sliceMs: this.o.sliceMs },
     };
     if (this.o.cacheVersions) init.cacheVersions = this.o.cacheVersions;
+    if (this.o.nice) init.nice = this.o.nice;
     this.compiled ??= compileQuickJS().catch((err) => { this.o.log.warn("could not compile QuickJS once for all code workers; each compiles its own", { err }); return undefined; });
     void this.compiled.then((module) => { if (!slot.ended) slot.worker.postMessage(module ? { ...init, module } : init, [channel.port2]); });
   }

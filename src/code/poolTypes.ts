@@ -34,6 +34,8 @@ export interface PoolOptions {
   maxShare: number;
   /** runs of one system waiting for a worker */
   queueMax: number;
+  /** the workers' nice value above the process's (InitMessage.nice; none: 0) */
+  nice?: number;
   /** warm sandboxes kept over all workers (WARM_MAX unless given) */
   warmMax?: number;
   log: Logger;

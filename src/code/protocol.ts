@@ -26,6 +26,10 @@ export interface InitMessage {
   /** the service caches' versions (domain/cacheVersions.ts), when the node keeps their values:
    *  the worker then answers cache reads from its copy (cacheMirror.ts) */
   cacheVersions?: SharedArrayBuffer;
+  /** How much lower than the event loop's the worker thread's scheduling priority is (nice, on
+   *  Linux): a worker woken by a batch or a blocking call's answer no longer preempts the thread
+   *  that serves HTTP, MQTT and sync on a full core, and a tenant's busy loop cannot slow them. */
+  nice?: number;
 }
 
 /** A run to start. */

@@ -9,6 +9,8 @@
 // at most), and batches one after the other, even when a step had to wait for a lane to be made.
 // A short operation's classic call blocks the thread instead: posted at once, its answer read
 // from shared memory (callBuffer.ts).
+import { readlinkSync } from "node:fs";
+import { getPriority, setPriority } from "node:os";
 import type { MessagePort } from "node:worker_threads";
 import { LruMap } from "../core/cache.ts";
 import { awaitAnswer } from "./callBuffer.ts";
@@ -303,6 +305,16 @@ function control(m: ControlMessage) {
   }
 }
 
+/** Lowers this thread's scheduling priority by `nice` (on Linux a thread's id is taken for a
+ *  process id by setpriority, and lowering needs no privilege). Elsewhere the worker keeps the
+ *  process's priority. */
+function lowerPriority(nice: number) {
+  try {
+    const tid = Number(readlinkSync("/proc/thread-self").split("/").pop());
+    if (Number.isInteger(tid) && tid > 0) setPriority(tid, Math.min(19, getPriority(tid) + nice));
+  } catch { /* not Linux: the process's priority */ }
+}
+
 /** Batches one after the other: one may wait for a lane to be made while the next arrives. */
 let queue: Promise<void> = Promise.resolve();
 
@@ -310,6 +322,7 @@ self.onmessage = (e: MessageEvent) => {
   if (typeof e.data !== "string") {
     const init = e.data as InitMessage;
     limits = init.limits;
+    if (init.nice) lowerPriority(init.nice);
     budgetBytes = init.heapMaxBytes;
     compiled = init.module;
     lru = new LruMap(init.warmMax);

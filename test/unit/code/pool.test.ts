@@ -7,6 +7,8 @@ import { defaultWorkers, GRACE_MS, type PoolOptions, type PoolOutcome, type RunS
 import { ApiError } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
 import { outcomeValue } from "../../../src/code/sandbox.ts";
+import { readdirSync, readFileSync } from "node:fs";
+import { getPriority } from "node:os";
 
 const pools: WorkerPool[] = [];
 afterEach(async () => { for (const p of pools.splice(0)) await p.stop(); });
@@ -39,6 +41,38 @@ function spec(system: string, name: string, code: string, more: Partial<RunSpec>
 }
 const value = (o: PoolOutcome) => (o.kind === "failed" ? o : { kind: o.kind, value: outcomeValue(o.raw) });
 const run = (p: WorkerPool, s: RunSpec) => p.submit(s).done.then(value);
+
+/** This process's worker threads (named "Worker" by the runtime), by id: their nice values. */
+function workerThreads(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "Worker") continue;
+      out.set(tid, Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+    } catch { /* the thread ended meanwhile */ }
+  }
+  return out;
+}
+
+describe.if(process.platform === "linux")("the workers' scheduling priority", () => {
+  const started = async (o: Partial<PoolOptions>) => {
+    const before = workerThreads();
+    const p = await pool(o);
+    await run(p, spec("sk", "ping", "function ping(req, resp){ resp.success(1) }"));
+    return [...workerThreads()].filter(([tid]) => !before.has(tid)).map(([, nice]) => nice);
+  };
+  test("below the event loop's by `nice`, which stays where it was", async () => {
+    const base = getPriority(process.pid);
+    const nices = await started({ nice: 3 });
+    expect(nices.length).toBe(2);
+    expect(nices).toEqual([base + 3, base + 3]);
+    expect(getPriority(process.pid)).toBe(base);
+  });
+  test("the event loop's without it", async () => {
+    expect(await started({})).toEqual([getPriority(process.pid), getPriority(process.pid)]);
+  });
+});
 
 describe("defaultWorkers", () => {
   test("twice the cores while the memory gives each worker a sandbox's limit", () => {

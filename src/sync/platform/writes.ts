@@ -18,8 +18,13 @@ import type { EdgeSession } from "./session.ts";
 import type { AssetResult, HubDeps } from "./types.ts";
 
 export const FLUSH_MS = 100;
-/** edges written per transaction; the event loop is given back between transactions */
-const PER_TX = 500;
+/** Edges (and link events) written per transaction, at most and at first; the event loop is
+ *  given back between transactions. SQLite runs on the main thread: a transaction of 500 hellos
+ *  and their link events held it 30-600 ms during a herd (its statements and its commit), and
+ *  every request with it. */
+const PER_TX = 500, MIN_PER_TX = 10;
+/** How long one transaction of these writes holds the loop (ms): the next is sized from the last. */
+export const TX_TURN_MS = 5;
 
 interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[]; hello: { fields: EdgeChanges; nodeId: string } | null }
 
@@ -29,6 +34,11 @@ export class EdgeWrites {
   private events: NewLinkEvent[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
+
+  /** edges per transaction: sized from how long the last one took */
+  private perTx = PER_TX;
+  /** transactions written so far (tests) */
+  transactions = 0;
 
   constructor(private readonly d: HubDeps) {}
 
@@ -99,16 +109,20 @@ export class EdgeWrites {
     const now = nowSeconds();
     // the links' events go in the same transactions as the edges' writes (a herd's hellos: each
     // commit is 3-5 ms of the loop, and a transaction of their own per 500 events doubled them)
-    for (let i = 0; i < Math.max(batch.length, events.length); i += PER_TX) {
+    for (let i = 0, per = this.perTx; i < Math.max(batch.length, events.length); i += per, per = this.perTx) {
       if (i) await new Promise((r) => setImmediate(r));
+      let t0 = 0;
       await this.d.db.tx(async (tx) => {
+        // timed from here: not the wait for another transaction
+        t0 = performance.now();
+        this.transactions++;
         // what most edges have waiting (a position, being heard from) goes in one statement per system
         // (by name: of an edge's replaced link and its new one, the later counts)
         const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
         // and a herd's hellos, most of which say the same of their edges, one statement per system
         // and the same changes (by name, as above)
         const hellos = new Map<string, { sk: string; changes: EdgeChanges; nodeId: string; names: Set<string> }>();
-        for (const w of batch.slice(i, i + PER_TX)) {
+        for (const w of batch.slice(i, i + per)) {
           const sk = w.s.edge.system_key, edge = w.s.edge.name;
           if (!w.hello && !w.results.length) {
             let list = plain.get(sk);
@@ -127,8 +141,14 @@ export class EdgeWrites {
         }
         for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
         for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
-        if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + PER_TX));
+        if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + per));
       });
+      // (a transaction with few rows says little of a larger one's time: grown at most twice)
+      const ms = performance.now() - t0, rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
+      // (PostgreSQL's time is the server's, not the loop's)
+      if (this.d.db.driver === "postgres") continue;
+      const fit = Math.round(rows * TX_TURN_MS / Math.max(ms, 0.05));
+      this.perTx = Math.max(MIN_PER_TX, Math.min(PER_TX, rows < per ? Math.min(fit, per) : Math.min(fit, 2 * per)));
     }
   }
 }

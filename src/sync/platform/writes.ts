@@ -23,8 +23,10 @@ export const FLUSH_MS = 100;
  *  and their link events held it 30-600 ms during a herd (its statements and its commit), and
  *  every request with it. */
 const PER_TX = 500, MIN_PER_TX = 10;
-/** How long one transaction of these writes holds the loop (ms): the next is sized from the last. */
+/** How long one transaction of these writes holds the loop (ms of CPU, not the clock's: see
+ *  admission.ts): the next is sized from the last. */
 export const TX_TURN_MS = 5;
+const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
 
 interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[]; hello: { fields: EdgeChanges; nodeId: string } | null }
 
@@ -114,7 +116,7 @@ export class EdgeWrites {
       let t0 = 0;
       await this.d.db.tx(async (tx) => {
         // timed from here: not the wait for another transaction
-        t0 = performance.now();
+        t0 = cpuMs();
         this.transactions++;
         // what most edges have waiting (a position, being heard from) goes in one statement per system
         // (by name: of an edge's replaced link and its new one, the later counts)
@@ -144,7 +146,7 @@ export class EdgeWrites {
         if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + per));
       });
       // (a transaction with few rows says little of a larger one's time: grown at most twice)
-      const ms = performance.now() - t0, rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
+      const ms = cpuMs() - t0, rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
       // (PostgreSQL's time is the server's, not the loop's)
       if (this.d.db.driver === "postgres") continue;
       const fit = Math.round(rows * TX_TURN_MS / Math.max(ms, 0.05));

@@ -24,6 +24,7 @@
 //                                  OUTPOST_TEST_PG's server, the test server by default) and one
 //                                  Redis; the edges spread over them in turn, changes written on the
 //                                  first; default size: that many times the most one node holds
+//   FLEET_LOG_DIR=dir              each platform node logs at warn, its log written there at the end
 //   FLEET_SIM_PROCS=n              simulator processes (default: enough for the file-descriptor
 //                                  limit, and one per node), each driving a share of the edges
 // Every process (each node, each simulator) is bound by its own descriptor limit (`ulimit -n`,
@@ -58,6 +59,8 @@ const CONNECT_LIMIT_MS = Number(process.env.FLEET_CONNECT_LIMIT_S ?? 180) * 1_00
 /** the least time /health is asked during a phase */
 const PHASE_MS = 3_000;
 const TOKEN = "fleet-edge-token";
+/** where the nodes' logs go at the end of a size (none: they log errors only, kept nowhere) */
+const LOG_DIR = process.env.FLEET_LOG_DIR ?? "";
 const COLUMNS = [{ name: "sensor", type: "string" }, { name: "value", type: "double" }];
 
 /** A route asked every 20 ms from here (/health by default): its answer times, for one phase at a
@@ -105,7 +108,7 @@ class Platform {
   cpuMs() { return this.nodes.reduce((a, x) => a + x.cpuMs(), 0); }
   async start() {
     if (!this.nodes.length) {
-      const base = ["--log-level", "error", "--edge-templates-dir", this.tplDir];
+      const base = ["--log-level", LOG_DIR ? "warn" : "error", "--edge-templates-dir", this.tplDir];
       if (NODES === 1) this.nodes = [new Node(base)];
       else {
         this.shared = { db: await createPgDatabase(), redis: await redisServer() };
@@ -121,6 +124,7 @@ class Platform {
   /** stopped, and what it shared dropped */
   async end() {
     await this.stop();
+    if (LOG_DIR) this.nodes.forEach((x, k) => writeFileSync(join(LOG_DIR, `node-${k}.log`), x.out));
     if (this.shared) { await this.shared.redis.stop(); await dropPgDatabase(this.shared.db); this.shared = null; }
   }
 }
@@ -182,10 +186,12 @@ async function size(n: number) {
       await sim.expect(`c${i}`, 1);
       sent.push(Date.now());
       await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: `c${i}/0`, value: i }, D);
+      if (LOG_DIR) console.error(`change ${i} written in ${Date.now() - sent[i]!} ms`);
       const at = await sim.whenAll(`c${i}`, 30_000);
       const missing = at.filter((t) => t === 0).length;
       if (missing) throw new Error(`change ${i} did not reach ${missing} edges in 30 s`);
       for (const t of at) lat.push(t - sent[i]!);
+      if (LOG_DIR) console.error(`change ${i}: p50 ${pct(at.map((t) => t - sent[i]!), 0.5)} ms, last ${Math.max(...at) - sent[i]!} ms`);
       await Bun.sleep(200);
     }
     // the real edge, timed by its own log: the n-th live batch carried the n-th change

@@ -103,8 +103,10 @@ export const ConfigSchema = z.object({
   // code engine
   codeMemoryLimitMb: intText.pipe(z.number().int().min(4).max(4096)).default(64),
   codeSliceMs: intText.pipe(z.number().int().min(10).max(600_000)).default(500),
-  // code workers: how many (default: the cores, at least 2), their memory together, the share of
-  // them one system may hold, and how many runs of one system may wait for one
+  // code workers: how many (default: twice the cores as far as the memory gives each worker a
+  // sandbox's limit, at least the cores and 2; defaultWorkers in src/code/poolTypes.ts), their
+  // memory together, the share of them one system may hold, and how many runs of one system may
+  // wait for one
   codeWorkers: intText.pipe(z.number().int().min(1).max(256)).optional(),
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),
@@ -374,7 +376,8 @@ Messaging
 Code engine
   --code-memory-limit-mb N    memory per service sandbox (64)
   --code-slice-ms N           longest stretch of user code without yielding before it is stopped (500)
-  --code-workers N            threads running code (the number of cores, at least 2)
+  --code-workers N            threads running code (twice the cores while --code-memory-mb
+                              gives each a sandbox's memory; at least the cores, and 2)
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)

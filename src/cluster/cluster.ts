@@ -91,7 +91,10 @@ export function joinCluster(p: ClusterParts) {
   });
 
   // changes committed on any node wake the sessions of the edges they go to, wherever they are
-  p.changes.onCommitted((sk, assets) => bus.send({ kind: "committed", body: { sk, assets: [...assets] } }));
+  // (told while the transaction may still be open, which this node's reads wait for but another's
+  // do not: sent once it has ended, or the other nodes read the log before the change and their
+  // edges had it only at the next catch-up, 5 s later)
+  p.changes.onCommitted((sk, assets) => void p.db.settled().then(() => bus.send({ kind: "committed", body: { sk, assets: [...assets] } })));
   bus.on("committed", (b: { sk: string; assets: string[] }) => hub.wake(b.sk, new Set(b.assets)));
 
   /** The live node holding an edge's connection, other than this one. */

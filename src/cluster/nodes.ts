@@ -14,6 +14,8 @@ const FORGET_MS = 86_400_000;
 
 export class NodeRegistry {
   private timer: ReturnType<typeof setInterval> | null = null;
+  /** the beat under way */
+  private beating: Promise<void> | null = null;
   private readonly startedAt = Date.now();
   private warned = new Set<string>();
   /** live nodes at the last heartbeat, this one included */
@@ -25,14 +27,25 @@ export class NodeRegistry {
 
   constructor(private readonly d: { db: Db; log: Logger; nodeId: string; clustered: boolean }) {}
 
+  /** The database the beats go to: a connection of their own on a shared server, so that they
+   *  never wait behind the node's other work in its pool (a herd's writes queued there for more
+   *  than DEAD_MS, and the other nodes took this live one for dead and freed its edges). */
+  private beatDb: Db | null = null;
+  beatOn(db: Db) { this.beatDb = db; }
+
   async start() {
     await this.beat(true);
-    this.timer = setInterval(() => { void this.beat().catch((err) => this.d.log.warn("cluster: heartbeat failed", { err })); }, HEARTBEAT_MS);
+    this.timer = setInterval(() => {
+      // one beat at a time: beats queued behind a busy database would each judge the others on
+      // what it read before the last one wrote (and free their edges from a stale list)
+      if (this.beating) return;
+      this.beating = this.beat().catch((err) => this.d.log.warn("cluster: heartbeat failed", { err })).finally(() => { this.beating = null; });
+    }, HEARTBEAT_MS);
     this.timer.unref();
   }
 
   async beat(first = false) {
-    const { db, nodeId, clustered } = this.d;
+    const { nodeId, clustered } = this.d, db = this.beatDb ?? this.d.db;
     const now = Date.now();
     await clusterRepo.beat(db, nodeId, this.startedAt, now, clustered);
     const alive = await clusterRepo.alive(db, now - DEAD_MS);
@@ -51,12 +64,17 @@ export class NodeRegistry {
     }
     // in a cluster, the edges of dead nodes are disconnected; a node running alone does that at
     // its start (it is then the only one that can have held them)
-    if (clustered || (first && this.alive.every((n) => n === nodeId))) await clusterRepo.releaseEdgesOfDead(db, clustered ? this.alive : [nodeId]);
+    if (clustered || (first && this.alive.every((n) => n === nodeId))) {
+      const freed = await clusterRepo.releaseEdgesOfDead(db, clustered ? this.alive : [nodeId]);
+      if (freed.changes && !first) this.d.log.warn("cluster: edges of nodes whose heartbeat stopped shown disconnected", { edges: freed.changes, alive: this.alive });
+    }
     await clusterRepo.forgetDead(db, now - FORGET_MS);
   }
 
   async stop() {
     if (this.timer) clearInterval(this.timer);
-    await clusterRepo.leave(this.d.db, this.d.nodeId).catch(() => { /* gone with the database */ });
+    // a beat under way would write this node's row again after it left
+    await this.beating;
+    await clusterRepo.leave(this.beatDb ?? this.d.db, this.d.nodeId).catch(() => { /* gone with the database */ });
   }
 }

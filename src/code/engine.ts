@@ -19,7 +19,7 @@ import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, R
 
 export type { EngineDeps, ExecOptions, ExecResult };
 import { type Instance, instanceToWire, Instances } from "./instances.ts";
-import { type PoolOutcome, WorkerPool } from "./pool.ts";
+import { defaultWorkers, type PoolOutcome, WorkerPool } from "./pool.ts";
 import { platformHost } from "./ownApi.ts";
 import { needsSuspending, outcomeValue, paramsJson, type SandboxSource } from "./sandbox.ts";
 
@@ -62,7 +62,7 @@ export class CodeEngine {
     e.d.signals.on("code.changed", (c) => this.changed(c));
     const c = e.d.config;
     this.pool = new WorkerPool({
-      workers: c.codeWorkers ?? Math.max(2, availableParallelism()), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
+      workers: c.codeWorkers ?? defaultWorkers(availableParallelism(), c.codeMemoryMb, c.codeMemoryLimitMb), memoryMb: c.codeMemoryMb, sandboxMemoryMb: c.codeMemoryLimitMb,
       sliceMs: c.codeSliceMs, maxShare: c.codeMaxShare, queueMax: c.codeQueue, log: e.d.log, cacheVersions: e.caches.versions?.buffer,
       cacheWrites: (m) => e.caches.applyPosted(m),
       restarts: e.metrics?.counter("outpost_code_worker_restarts_total", "Code workers replaced, by reason: memory (to give memory back), stuck (in code past its deadline), failed"),

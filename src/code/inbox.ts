@@ -65,4 +65,12 @@ export class RunInbox {
   }
 }
 
-const matches = (filters: string[] | null, topic: string) => filters === null || filters.some((f) => topicMatches(f, topic));
+/** A shared subscription's filter ($share/<group>/<filter>) as messages match it: the filter
+ *  (a wait names the subscription; what comes names its own topic). */
+const matchable = (filter: string) => {
+  if (!filter.startsWith("$share/")) return filter;
+  const s = filter.indexOf("/", 7);
+  return s < 0 ? "" : filter.slice(s + 1);
+};
+
+const matches = (filters: string[] | null, topic: string) => filters === null || filters.some((f) => topicMatches(matchable(f), topic));

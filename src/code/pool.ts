@@ -32,10 +32,10 @@ import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
 import { newCallBuffer, writeAnswer } from "./callBuffer.ts";
 import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type CacheWriteMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type RunStep, type Step } from "./protocol.ts";
-import type { Batch, PoolOptions, PoolOutcome, Run, RunSpec, Slot, Sys } from "./poolTypes.ts";
+import { type Batch, MB, MIN_SHARE_BYTES, type PoolOptions, type PoolOutcome, type Run, type RunSpec, type Slot, type Sys } from "./poolTypes.ts";
 import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
-export type { PoolOptions, PoolOutcome, RunSpec } from "./poolTypes.ts";
+export { defaultWorkers, type PoolOptions, type PoolOutcome, type RunSpec } from "./poolTypes.ts";
 
 /** The worker's code: next to this file when run from source; in the binary, an entry of its own
  *  under the bundle's root, src/ (scripts/build.ts). */
@@ -49,10 +49,6 @@ const SOURCES_MAX = 256;
 /** how long past its deadline a stretch of user code may run before its worker is terminated */
 export const GRACE_MS = 1_000;
 const WATCH_EVERY_MS = 100;
-/** the least heap a worker is given (its module starts at 16 MiB) */
-const MIN_SHARE_BYTES = 32 << 20;
-/** (a multiplication: `n << 20` overflows past 2 GB) */
-const MB = 1 << 20;
 const RESPAWN_MIN_MS = 100;
 const RESPAWN_MAX_MS = 10_000;
 /** a system may borrow workers past its share while its batches take less than this on average */

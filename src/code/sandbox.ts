@@ -341,8 +341,9 @@ export class Sandbox {
     } else if (this.early(r.text)) {
       this.quiet();
     } else {
-      if (timeoutMs > 0) this.armTimer();
+      // its promise jobs often end it at once: a timer only for a run that goes on waiting
       void this.drive(null);
+      if (timeoutMs > 0 && !this.outcome) this.armTimer();
     }
     if (this.outcome) return this.outcome;
     return new Promise<RunOutcome>((resolve) => { settle = resolve; });

@@ -7,7 +7,7 @@ import type { Logger } from "../core/log.ts";
 import { largest, type Metrics } from "../core/metrics.ts";
 import { Port } from "../core/port.ts";
 import type { MqttBroker } from "../broker/broker.ts";
-import type { Db } from "../store/db.ts";
+import { type Db, isPostgresUrl, openDb } from "../store/db.ts";
 import { SyncHub } from "../sync/platform/hub.ts";
 import { edgeFileSender, FileSync } from "../sync/files.ts";
 import { bucketSetsRepo } from "../store/fileAreas.ts";
@@ -21,6 +21,12 @@ type MessageRelay = NonNullable<BrokerLinks["relay"]>;
 
 /** Starts this node's registry (and on a cluster its bus); the parts the platform adds later. */
 export async function platformMode(config: Config, log: Logger, db: Db, node: NodeIdentity, started: Started): Promise<ModeParts> {
+  if (node.clustered && isPostgresUrl(config.db)) {
+    // the heartbeats on a connection of their own (see NodeRegistry.beatOn), closed after the registry stops
+    const own = await openDb({ url: config.db, poolMax: 1 });
+    started.push({ name: "heartbeat-db", stop: () => own.close() });
+    node.nodes.beatOn(own);
+  }
   await node.nodes.start();
   started.push({ name: "node", stop: () => node.nodes.stop() });
   // (loaded only by a node of a cluster: Redis' client is a large part of what a start loads)

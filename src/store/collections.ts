@@ -5,6 +5,7 @@ import { type ColumnType, ident } from "../core/columns.ts";
 import { fail } from "../core/errors.ts";
 import { type ColumnMap, type Condition, type Continuation, type Query, compileOrder, compileWhere, continueAfter, sortExpressions } from "../core/query.ts";
 import type { Executor, SqlValue } from "./db.ts";
+import { inParts, MAX_PARAMS, marks } from "./sql.ts";
 import type { Dialect } from "../core/dialect.ts";
 
 export interface CollectionRow { collection_id: string; system_key: string; name: string; connection: string | null; created_at: string }
@@ -17,9 +18,6 @@ export function tableOf(id: string): string {
   return `"c_${id}"`;
 }
 const indexName = (id: string, column: string, unique: boolean) => ident(`${unique ? "ux" : "ix"}_${id}_${column}`);
-
-/** SQLite's limit on bound parameters per statement, with room to spare. */
-const MAX_PARAMS = 30_000;
 
 /** A local write's stamp (`fresh`, an SQL expression) for a row stored with `stored`: the fresh
  *  one, or when the row carries a later stamp (the clock was set back, say) the next stamp after
@@ -160,9 +158,8 @@ export const collectionsRepo = {
     const width = columns.length + 1;
     const per = Math.max(1, Math.min(500, Math.floor(MAX_PARAMS / width)));
     const head = `INSERT INTO ${tableOf(id)} (${[...columns.map(ident), "_hlc"].join(", ")}) VALUES `;
-    const tuple = `(${Array(width).fill("?").join(", ")})`;
-    for (let i = 0; i < rows.length; i += per) {
-      const chunk = rows.slice(i, i + per);
+    const tuple = `(${marks(width)})`;
+    for (const chunk of inParts(rows, per)) {
       const args: SqlValue[] = [];
       for (const r of chunk) { for (const v of r) args.push(v); args.push(hlc); }
       await ex.run(head + Array(chunk.length).fill(tuple).join(", "), args);
@@ -241,11 +238,9 @@ export const collectionsRepo = {
   /** The stored stamps of rows by item id (edge sync decides which write wins from them). */
   async stamps(ex: Executor, id: string, itemIds: string[]): Promise<Map<string, string | null>> {
     const out = new Map<string, string | null>();
-    for (let i = 0; i < itemIds.length; i += 500) {
-      const ids = itemIds.slice(i, i + 500);
-      for (const r of await ex.all<{ item_id: string; _hlc: string | null }>(`SELECT item_id, _hlc FROM ${tableOf(id)} WHERE item_id IN (${ids.map(() => "?").join(", ")})`, ids))
+    for (const ids of inParts(itemIds))
+      for (const r of await ex.all<{ item_id: string; _hlc: string | null }>(`SELECT item_id, _hlc FROM ${tableOf(id)} WHERE item_id IN (${marks(ids.length)})`, ids))
         out.set(r.item_id, r._hlc);
-    }
     return out;
   },
 
@@ -267,8 +262,7 @@ export const collectionsRepo = {
    *  the API stamps them; returns the latest stamp written. */
   async restamp(ex: Executor, id: string, itemIds: string[], hlc: string): Promise<string | null> {
     let latest: string | null = null;
-    for (let i = 0; i < itemIds.length; i += 500) {
-      const ids = itemIds.slice(i, i + 500);
+    for (const ids of inParts(itemIds)) {
       const rows = await ex.all<{ _hlc: string | null }>(`UPDATE ${tableOf(id)} SET _hlc = ${laterStamp(ex.dialect, "_hlc", `CAST(?${ids.length + 1} AS TEXT)`)}
         WHERE item_id IN (${ids.map((_, j) => `?${j + 1}`).join(", ")}) RETURNING _hlc`, [...ids, hlc]);
       const m = maxOf(rows);

@@ -8,11 +8,10 @@ import { ident } from "../core/columns.ts";
 import { refuse } from "../core/errors.ts";
 import { type ColumnDef, collectionsRepo, type IndexRow } from "./collections.ts";
 import type { Db, Executor, SqlValue } from "./db.ts";
+import { MAX_PARAMS } from "./sql.ts";
 
 export interface CopyReport { table: string; rows: number }
 
-/** Rows per INSERT (PostgreSQL takes at most 65,535 parameters a statement). */
-const MAX_PARAMS = 30_000;
 const COLLECTION_TABLE = /^c_[0-9a-f]{30}$/;
 
 const columnsOf = async (ex: Executor, table: string) =>

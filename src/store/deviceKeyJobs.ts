@@ -1,20 +1,17 @@
 // Chosen device keys waiting for their argon2id hash (domain/deviceKeyHashes.ts computes it after
 // the request that set the key): the key sealed, and the stand-in hash its device row holds.
 import type { Executor } from "./db.ts";
+import { inParts, marks } from "./sql.ts";
 
 export interface DeviceKeyJobRow { pending_hash: string; system_key: string; name: string; sealed_key: string; created_ms: number }
 
 const COLUMNS = ["pending_hash", "system_key", "name", "sealed_key", "created_ms"] as const;
-/** Jobs per INSERT statement (bound parameters stay well under SQLite's limit). */
-const INSERT_ROWS = 500;
 
 export const deviceKeyJobsRepo = {
   async insertMany(ex: Executor, rows: DeviceKeyJobRow[]) {
-    const tuple = `(${COLUMNS.map(() => "?").join(", ")})`;
-    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
-      const chunk = rows.slice(i, i + INSERT_ROWS);
+    const tuple = `(${marks(COLUMNS.length)})`;
+    for (const chunk of inParts(rows))
       await ex.run(`INSERT INTO device_key_jobs(${COLUMNS.join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`, chunk.flatMap((r) => COLUMNS.map((c) => r[c])));
-    }
   },
   /** The oldest `limit` jobs. */
   oldest: (ex: Executor, limit: number) =>

@@ -1,7 +1,7 @@
 // Devices of a system.
 import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { type ListRead, listClauses, upsert } from "./sql.ts";
+import { inParts, type ListRead, listClauses, marks, upsert } from "./sql.ts";
 
 export interface DeviceRow {
   system_key: string; name: string; type: string; state: string; description: string;
@@ -17,8 +17,6 @@ export type DeviceChanges = Partial<Omit<DeviceRow, "system_key" | "name" | "cre
 
 const COLUMNS = ["system_key", "name", "type", "state", "description", "enabled", "allow_key_auth", "allow_certificate_auth",
   "active_key_hash", "key_hashes", "certificate", "created_date", "last_active_date", "data", "key_verifiers"] as const;
-/** Devices per INSERT statement (bound parameters stay well under SQLite's limit). */
-const INSERT_ROWS = 500;
 
 /** The devices table's own columns, for queries (custom columns read the data document). */
 export const DEVICE_COLUMNS: ColumnMap = {
@@ -37,19 +35,15 @@ export const devicesRepo = {
   insert: (ex: Executor, d: DeviceRow) =>
     ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`, COLUMNS.map((c) => d[c])),
   async insertMany(ex: Executor, rows: DeviceRow[]) {
-    const tuple = `(${COLUMNS.map(() => "?").join(", ")})`;
-    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
-      const chunk = rows.slice(i, i + INSERT_ROWS);
+    const tuple = `(${marks(COLUMNS.length)})`;
+    for (const chunk of inParts(rows))
       await ex.run(`INSERT INTO devices(${COLUMNS.join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`, chunk.flatMap((d) => COLUMNS.map((c) => d[c])));
-    }
   },
   /** Which of `names` are devices of the system. */
   async existing(ex: Executor, systemKey: string, names: string[]): Promise<string[]> {
     const out: string[] = [];
-    for (let i = 0; i < names.length; i += INSERT_ROWS) {
-      const chunk = names.slice(i, i + INSERT_ROWS);
-      for (const r of await ex.all<{ name: string }>(`SELECT name FROM devices WHERE system_key = ? AND name IN (${chunk.map(() => "?").join(", ")})`, [systemKey, ...chunk])) out.push(r.name);
-    }
+    for (const chunk of inParts(names))
+      for (const r of await ex.all<{ name: string }>(`SELECT name FROM devices WHERE system_key = ? AND name IN (${marks(chunk.length)})`, [systemKey, ...chunk])) out.push(r.name);
     return out;
   },
   /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then created_date, name. */

@@ -1,7 +1,7 @@
 // Edge records and their template entries.
 import { type ColumnMap, type Condition, type Query, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { type ListRead, listClauses } from "./sql.ts";
+import { inParts, type ListRead, listClauses, marks } from "./sql.ts";
 import { linkEventsRepo } from "./linkEvents.ts";
 
 export interface EdgeRow {
@@ -37,6 +37,13 @@ const FAILING = `EXISTS (SELECT 1 FROM sync_status f WHERE f.system_key = edges.
 
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
+  /** The records of the edges of a system named (those there; 500 names a statement). */
+  async some(ex: Executor, systemKey: string, names: string[]): Promise<EdgeRow[]> {
+    const rows: EdgeRow[] = [];
+    for (const part of inParts(names))
+      rows.push(...(await ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name IN (${marks(part.length)})`, [systemKey, ...part])));
+    return rows;
+  },
   all: (ex: Executor, systemKey: string) => ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? ORDER BY name`, [systemKey]),
   /** The rows a parsed query selects over `columns` (its own and custom columns), ordered by its SORT then name;
    *  `failing`: only the edges with (true) or without (false) an asset whose sync failed. */
@@ -81,16 +88,20 @@ export const edgesRepo = {
    *  per position (a fleet's acknowledgements of one change are at one, written together). A
    *  CASE of a WHEN per edge was compared name by name for each row: 500 edges held the event
    *  loop about 18 ms, most of a fan-out's database time. */
-  async talked(ex: Executor, systemKey: string, lastTalked: number, edges: { name: string; cursor: number | null }[]) {
+  /*  `heldBy`: the node whose live links these are marks them connected to it again where no node
+   *  holds them: another node that took this one for dead (its heartbeat late behind a herd's
+   *  work) freed them while their links went on here. */
+  async talked(ex: Executor, systemKey: string, lastTalked: number, edges: { name: string; cursor: number | null }[], heldBy?: string) {
     const at = new Map<number | null, string[]>();
     for (const e of edges) {
       const names = at.get(e.cursor);
       if (names) names.push(e.name); else at.set(e.cursor, [e.name]);
     }
+    const held = heldBy === undefined ? "" : ", is_connected = CASE WHEN node_id IN (?, '') THEN 1 ELSE is_connected END, node_id = CASE WHEN node_id = '' THEN ? ELSE node_id END";
     for (const [cursor, names] of at) {
       const set = cursor === null ? "" : ", cursor = ?";
-      await ex.run(`UPDATE edges SET last_talked = ?${set} WHERE system_key = ? AND name IN (${names.map(() => "?").join(", ")})`,
-        [lastTalked, ...(cursor === null ? [] : [cursor]), systemKey, ...names]);
+      await ex.run(`UPDATE edges SET last_talked = ?${set}${held} WHERE system_key = ? AND name IN (${names.map(() => "?").join(", ")})`,
+        [lastTalked, ...(cursor === null ? [] : [cursor]), ...(heldBy === undefined ? [] : [heldBy, heldBy]), systemKey, ...names]);
     }
   },
   async delete(ex: Executor, systemKey: string, name: string) {

@@ -3,7 +3,7 @@
 import type { ColumnMap, Condition, Query } from "../core/query.ts";
 import { compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
-import { listClauses } from "./sql.ts";
+import { inParts, listClauses, marks } from "./sql.ts";
 
 export type SessionKind = "user" | "device";
 export interface SessionRow { token_hash: string; subject_id: string; created_at: number }
@@ -37,10 +37,7 @@ export const sessionsRepo = {
     const rows = await ex.all<{ token_hash: string }>(`SELECT token_hash FROM tokens WHERE ${WHERE} AND (${where.sql})`, args);
     if (!rows.length) return [];
     const hashes = rows.map((r) => r.token_hash);
-    for (let i = 0; i < hashes.length; i += 500) {
-      const part = hashes.slice(i, i + 500);
-      await ex.run(`DELETE FROM tokens WHERE token_hash IN (${part.map(() => "?").join(",")})`, part);
-    }
+    for (const part of inParts(hashes)) await ex.run(`DELETE FROM tokens WHERE token_hash IN (${marks(part.length)})`, part);
     return hashes;
   },
 };

@@ -4,11 +4,24 @@ import type { Dialect } from "../core/dialect.ts";
 import { type ColumnMap, type CompiledWhere, type Query, compileLimit, compileOrder, compileWhere } from "../core/query.ts";
 import type { Executor } from "./db.ts";
 
+/** The most parameters one statement binds: a write of many rows is cut to stay under it
+ *  (PostgreSQL takes at most 65,535 a statement). */
+export const MAX_PARAMS = 30_000;
+
+/** `items` in consecutive parts of at most `size` (a list bound as `IN (?, ...)` or as VALUES
+ *  rows is one statement per part, well under both engines' parameter limits). */
+export function* inParts<T>(items: T[], size = 500): Generator<T[]> {
+  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
+}
+
+/** The placeholders of a list of `n` values: `?, ?, ?`. */
+export const marks = (n: number) => Array(n).fill("?").join(", ");
+
 /** INSERT, or UPDATE every other column when the key exists. */
 export function upsert<T extends Record<string, unknown>>(ex: Executor, table: string, row: T, key: (keyof T & string)[]) {
   const cols = Object.keys(row);
   const set = cols.filter((c) => !key.includes(c)).map((c) => `${c} = excluded.${c}`).join(", ");
-  return ex.run(`INSERT INTO ${table}(${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})
+  return ex.run(`INSERT INTO ${table}(${cols.join(", ")}) VALUES (${marks(cols.length)})
     ON CONFLICT(${key.join(", ")}) DO ${set ? `UPDATE SET ${set}` : "NOTHING"}`, cols.map((c) => row[c]));
 }
 

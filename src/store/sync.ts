@@ -2,6 +2,7 @@
 // the outbox and sync bookkeeping.
 import type { Executor, RunResult } from "./db.ts";
 import { tableOf } from "./collections.ts";
+import { inParts, marks } from "./sql.ts";
 import { DEFINITION_KINDS } from "../core/syncKinds.ts";
 
 export interface ChangeRow {
@@ -35,8 +36,7 @@ export const changesRepo = {
     if (!cs.length) return [];
     if (ex.dialect.changeLogLock) await ex.get(ex.dialect.changeLogLock, [cs[0]!.system_key]);
     const seqs: number[] = [];
-    for (let i = 0; i < cs.length; i += 500) {
-      const chunk = cs.slice(i, i + 500);
+    for (const chunk of inParts(cs)) {
       const args: unknown[] = [];
       for (const c of chunk) args.push(c.system_key, c.asset_type, c.asset_name, c.item_id, c.op, c.system_key, c.asset_type, c.asset_name, c.hlc, c.origin, c.body);
       const rows = await ex.all<{ seq: number }>(`INSERT INTO changes(system_key, asset_type, asset_name, item_id, op, version, hlc, origin, body) VALUES
@@ -161,10 +161,8 @@ export const tombstonesRepo = {
     ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id > ? ORDER BY item_id LIMIT ?`, [collectionId, after, limit]),
   forItems: async (ex: Executor, collectionId: string, itemIds: string[]) => {
     const out = new Map<string, string>();
-    for (let i = 0; i < itemIds.length; i += 500) {
-      const ids = itemIds.slice(i, i + 500);
-      for (const r of await ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id IN (${ids.map(() => "?").join(",")})`, [collectionId, ...ids])) out.set(r.item_id, r.hlc);
-    }
+    for (const ids of inParts(itemIds))
+      for (const r of await ex.all<{ item_id: string; hlc: string }>(`SELECT item_id, hlc FROM tombstones WHERE collection_id = ? AND item_id IN (${marks(ids.length)})`, [collectionId, ...ids])) out.set(r.item_id, r.hlc);
     return out;
   },
 };
@@ -209,10 +207,8 @@ export const snapshotSeenRepo = {
   ensure: (ex: Executor) => ex.run(`CREATE TABLE IF NOT EXISTS sync_snapshot_seen (collection_id TEXT NOT NULL, item_id TEXT NOT NULL, PRIMARY KEY (collection_id, item_id)) WITHOUT ROWID`),
   clear: (ex: Executor) => ex.run(`DELETE FROM sync_snapshot_seen`),
   async add(ex: Executor, collectionId: string, itemIds: string[]) {
-    for (let i = 0; i < itemIds.length; i += 500) {
-      const ids = itemIds.slice(i, i + 500);
+    for (const ids of inParts(itemIds))
       await ex.run(`INSERT INTO sync_snapshot_seen (collection_id, item_id) VALUES ${ids.map(() => "(?, ?)").join(", ")} ON CONFLICT DO NOTHING`, ids.flatMap((id) => [collectionId, id]));
-    }
   },
   /** Rows of a collection the snapshot did not bring, stamped before `before` (a later stamp is a
    *  write made here since), with no write of theirs waiting in the outbox. */

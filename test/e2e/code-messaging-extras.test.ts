@@ -56,6 +56,29 @@ t.test("history: the newest messages, a time frame, get-and-delete, MessageHisto
   t.same(rest.map((m: any) => m.payload), ["m1"], "REST agrees");
 });
 
+t.test("history: getMessageHistory's rows carry ClearBlade's message and send-date; getAndDeleteMessageHistory's do not", async (t) => {
+  // ClearBlade's own services read the classic calls' rows as e.message / e["send-date"] and tell
+  // them from getAndDeleteMessageHistory's (payload / time) by whether "message" is there
+  const topic = uniq("hist/c");
+  await publish(topic, '{"temperature":21}');
+  const out = ok(t, await run(s, `var M = ClearBlade.Messaging();
+    M.getMessageHistory(${J(topic)}, null, 1, function (err, rows) {
+      if (err) return done(err, rows);
+      M.getMessageHistoryWithTimeFrame(${J(topic)}, 1, null, null, null, function (err, framed) {
+        if (err) return done(err, framed);
+        M.getAndDeleteMessageHistory(${J(topic)}, 1, null, null, null, function (err, taken) {
+          resp.success({ parsed: JSON.parse(rows[0].message), row: rows[0], framed: framed[0], taken: taken[0] });
+        });
+      });
+    });`), "classic history");
+  t.same(out.parsed, { temperature: 21 }, "JSON.parse(row.message) is the payload");
+  t.match(out.row, { message: '{"temperature":21}', "send-date": Number, payload: '{"temperature":21}', topicid: topic }, "message and send-date beside the REST row's fields");
+  t.equal(out.row["send-date"], out.row.time, "send-date is the time in epoch seconds");
+  t.match(out.framed, { message: '{"temperature":21}', "send-date": out.row.time }, "the time-frame call too");
+  t.notOk("message" in out.taken, "get-and-delete's rows keep the table's fields only");
+  t.equal(out.taken.payload, '{"temperature":21}');
+});
+
 t.test("history: rights, wrong types, another system's topics", async (t) => {
   const topic = uniq("hist/p");
   await publish(topic, "secret");

@@ -528,22 +528,44 @@ t.test("runtime: Messaging().publish reaches an MQTT subscriber", async (t) => {
   t.notOk(got.some((g) => g.text === "forbidden"), "nothing was delivered");
 });
 
-t.test("runtime: Messaging().subscribe and waitForMessage receive messages while the run lasts", async (t) => {
-  const base = `feed/${uniq("f")}`;
-  const name = uniq("listen");
-  // ClearBlade's stream pattern: subscribe, then one waitForMessage per message in a loop, each
-  // blocking until its message; answers with the first three
-  await service(name, `function ${name}(req, resp) {
-    var m = ClearBlade.Messaging(), got = [];
-    m.subscribe("${base}/+/temp", function (err, data) { if (err) resp.error({ subscribe: data }); });
-    while (got.length < 3) {
-      m.waitForMessage(["${base}/+/temp"], function (err, payload, topic) {
+/** ClearBlade's stream pattern: subscribe to `filter`, then one waitForMessage per message in a
+ *  loop, each blocking until its message; answers with the first `n` as { topic, payload }. */
+const waitingService = (name: string, filter: string, n: number) => `function ${name}(req, resp) {
+    var m = ClearBlade.Messaging(), filter = ${JSON.stringify(filter)}, got = [];
+    m.subscribe(filter, function (err, data) { if (err) resp.error({ subscribe: data }); });
+    while (got.length < ${n}) {
+      m.waitForMessage([filter], function (err, payload, topic) {
         if (err) resp.error({ wait: payload });
         got.push({ topic: topic, payload: payload });
       });
     }
     resp.success(got);
-  }`, { execution_timeout: 10 });
+  }`;
+
+t.test("runtime: waitForMessage on a shared subscription ($share/<group>/<filter>) gets what its filter matches", async (t) => {
+  // ClearBlade's trigger-to-stream template: subscribe to "$share/G/device/+" and wait on that string
+  const base = `shared/${uniq("g")}`;
+  const name = uniq("sharedwait");
+  await service(name, waitingService(name, `$share/workers/${base}/+`, 2), { execution_timeout: 10 });
+  const answer = exec(s.dev, name);
+  let done = false;
+  void answer.then(() => { done = true; });
+  for (let i = 0; !done && i < 200; i++) {
+    await s.dev.post(`/api/v/1/message/${SK}/publish`, { topic: `${base}/d${i}`, body: `m${i}` });
+    await sleep(50);
+  }
+  const r = await within(answer, 15_000, "the shared-subscription service");
+  t.equal(r.body.success, true, JSON.stringify(r.body));
+  const got = r.body.results as { topic: string; payload: string }[];
+  t.equal(got.length, 2, "two messages");
+  t.ok(got.every((g) => g.topic === `${base}/d${g.payload.slice(1)}`), "on their own topics, not the group's filter");
+});
+
+t.test("runtime: Messaging().subscribe and waitForMessage receive messages while the run lasts", async (t) => {
+  const base = `feed/${uniq("f")}`;
+  const name = uniq("listen");
+  // (answers with the first three)
+  await service(name, waitingService(name, `${base}/+/temp`, 3), { execution_timeout: 10 });
   const answer = exec(s.dev, name);
   let done = false;
   void answer.then(() => { done = true; });

@@ -137,7 +137,16 @@ async function converge(t: Test, sys: DevSystem, edge: Edge, behind: () => Promi
     return synced && !last;
   }, ms, 100);
   t.equal(lie, "", `the status never said synced while the edge was behind (${looks} looks)`);
-  t.ok(done, `the edge converges: every asset synced and nothing missing${done ? "" : ` (still: ${last || JSON.stringify((await statusOf(sys, edge.name)).filter((a) => a.status !== "synced"))})`}`);
+  t.ok(done, `the edge converges: every asset synced and nothing missing${done ? "" : ` (still: ${last || JSON.stringify((await statusOf(sys, edge.name)).filter((a) => a.status !== "synced"))}; ${await whyNot(sys, edge)})`}`);
+}
+
+/** What a failed convergence shows of the edge: its record on the platform, its own view, and
+ *  the two processes' warnings (a CI run keeps only what the test prints). */
+async function whyNot(sys: DevSystem, edge: Edge) {
+  const rec = await sys.dev.get(`/admin/edges/${sys.systemKey}/${edge.name}`);
+  const own = await request(edge.node.url, "GET", "/api/about").catch(() => null);
+  const warnings = (p: Proc) => p.logs().split("\n").filter((l) => /"level":"(warn|error)"|\b(WARN|ERROR)\b/.test(l)).slice(-8).join("\n");
+  return `record: ${JSON.stringify(rec.body)}; edge /api/about: ${own?.status}; platform warnings:\n${warnings(platform)}\nedge warnings:\n${warnings(edge.node)}`;
 }
 
 /** What an edge lacks of collections (rows identical), services (at a version), and what it must

@@ -39,6 +39,12 @@ function historyOfQuery(q: Query): HistoryParams {
   return { topic, count: String(count), last: null, start: start === null ? null : String(start), stop: stop === null ? null : String(stop) };
 }
 
+/** A row of the classic history calls (getMessageHistory, getMessageHistoryWithTimeFrame): the
+ *  REST row with ClearBlade's names for its payload and time beside it. ClearBlade's services read
+ *  `message` and `send-date` there, and tell these rows from getAndDeleteMessageHistory's (which
+ *  have payload and time only) by whether `message` is in them. */
+const classicRow = <R extends { payload: string; time: number }>(r: R) => ({ message: r.payload, "send-date": r.time, ...r });
+
 const timerKind = (v: unknown): MessageTimerKind => (v === "interval" ? "interval" : "timeout");
 
 /** The run's subscriptions: they end with the run. */
@@ -67,7 +73,7 @@ export const messaging: LibraryArea = {
       if (topics && !topics.every((t: unknown) => typeof t === "string")) throw fail("INVALID_ARGUMENT", "topics must be topic filters");
       return inbox.next(topics);
     },
-    "messaging.history": (x, a) => x.e.messages.history(x.p, x.systemKey, historyParams(a)),
+    "messaging.history": async (x, a) => (await x.e.messages.history(x.p, x.systemKey, historyParams(a))).map(classicRow),
     "messaging.takeHistory": (x, a) => x.e.messages.deleteHistory(x.p, x.systemKey, historyParams(a)),
     "messaging.historyByQuery": (x, a) => x.e.messages.history(x.p, x.systemKey, historyOfQuery(parseQuery(a.query ?? undefined))),
     "messaging.currentTopics": (x) => x.e.messages.currentTopics(x.p, x.systemKey),

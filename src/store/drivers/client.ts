@@ -82,5 +82,6 @@ export class ClientDb extends ClientExecutor implements Db {
     );
   }
 
+  settled(): Promise<void> { return this.gate.drained(); }
   async close(): Promise<void> { await this.gate.drained(); this.client.close(); }
 }

@@ -30,6 +30,9 @@ export interface Db extends Executor {
   latency: LatencySink | null;
   /** Runs `fn` in one write transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
+  /** Resolves once the transactions begun before it have ended (committed or rolled back): what
+   *  another process reads after that sees them. */
+  settled(): Promise<void>;
   close(): Promise<void>;
   /** Gives back memory held for statements run once (the migrations'): prepared statements and
    *  cached pages; the work refills what it uses. */

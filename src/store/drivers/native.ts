@@ -98,6 +98,8 @@ export class NativeDb implements Db {
     this.conn.exec("PRAGMA shrink_memory");
   }
 
+  settled(): Promise<void> { return this.gate.drained(); }
+
   async close(): Promise<void> {
     await this.gate.drained();
     this.stmts.clear();

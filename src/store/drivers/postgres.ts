@@ -196,6 +196,7 @@ class PgDb implements Db {
     );
   }
 
+  settled(): Promise<void> { return this.gate.drained(); }
   async close(): Promise<void> { await this.gate.drained(); await this.pool.end(); }
 }
 

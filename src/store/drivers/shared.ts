@@ -44,7 +44,8 @@ export class TxGate<X> {
     }
   }
 
-  drained() { return this.queue.catch(() => {}); }
+  /** Resolves once the transactions queued before it have ended. */
+  drained(): Promise<void> { return this.queue.then(() => {}, () => {}); }
 }
 
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER), MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);

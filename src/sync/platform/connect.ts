@@ -84,11 +84,15 @@ export async function close(h: HubState, ws: Socket, code?: number, reason?: str
   for (const [id, done] of s.controls) { s.controls.delete(id); done({ err: true, command: "", output: `edge '${s.edge.name}' disconnected before it answered` }); }
   for (const [id, sink] of s.relays) { s.relays.delete(id); sink.fail(fail("EDGE_OFFLINE", `edge '${s.edge.name}' disconnected before it answered`)); }
   for (const [id, done] of s.ops) { s.ops.delete(id); done({ error: { kind: "EDGE_OFFLINE", message: `edge '${s.edge.name}' disconnected before it answered` } }); }
+  // out of the sessions before any write: a close whose writes fail (a database out of reach) is
+  // not swept and closed again at every sweep (at 10,000 edges on two nodes those retries, 300,000
+  // in three minutes, were what kept the pool from every hello)
+  const mine = h.sessions.get(s.key) === s;
+  if (mine) { h.sessions.delete(s.key); h.bySystem.get(s.edge.system_key)?.delete(s); }
   // what waits to be written of this link goes before its release
   await h.writes.flushOne(s);
-  if (h.sessions.get(s.key) !== s) return;
-  h.sessions.delete(s.key);
-  h.bySystem.get(s.edge.system_key)?.delete(s);
+  // (a new link of the edge may have come meanwhile)
+  if (!mine || h.sessions.has(s.key)) return;
   // only while this node holds it: the edge may have moved to another node meanwhile
   await clusterRepo.releaseEdge(h.d.db, s.edge.system_key, s.edge.name, h.d.nodeId, nowSeconds());
   h.d.events.emit("StartConnectDisconnect::EdgeDisconnectedOnPlatform", s.edge.system_key, { edgeName: s.edge.name });

@@ -5,7 +5,8 @@
 // (shared by a cluster's nodes) for records, templates, systems and developers; a commit or a
 // compaction for the log's bounds; the named template file's time and size for a template.
 // What another node writes sends no signal (an edge's applied template, the log's compaction),
-// so in a cluster edge records and log bounds are read each time.
+// so in a cluster edge records and log bounds are read for each hello: those asked in one turn of
+// the loop (a herd's admitted slice) in one read after it, which begins after each of them arrived.
 import type { TemplateEntry } from "../../domain/edges.ts";
 import type { DeveloperRow } from "../../store/developers.ts";
 import { developersRepo } from "../../store/developers.ts";
@@ -44,7 +45,8 @@ export class HelloReads {
   keepEdges(rows: EdgeRow[]) { for (const e of rows) this.edges.set(`${e.system_key}/${e.name}`, e); }
 
   async edge(sk: string, name: string): Promise<EdgeRow | undefined> {
-    if (this.clustered) { this.edges.clear(); return edgesRepo.get(this.d.db, sk, name); }
+    if (this.clustered) { this.edges.clear(); return (await this.ofTurn(this.edgeReads, sk, name, (names) => edgesRepo.some(this.d.db, sk, names)
+      .then((rows) => new Map(rows.map((e) => [e.name, e]))))).get(name); }
     const k = `${sk}/${name}`;
     const known = this.edges.get(k);
     if (known) return known;
@@ -130,7 +132,7 @@ export class HelloReads {
 
   /** The system's log bounds, one read shared until the log moves (a commit, a compaction). */
   logBounds(sk: string): Promise<LogBounds> {
-    if (this.clustered) { this.bounds.clear(); return this.readBounds(sk); }
+    if (this.clustered) { this.bounds.clear(); return this.ofTurn(this.boundsReads, sk, "", () => this.readBounds(sk)); }
     let p = this.bounds.get(sk);
     if (!p) {
       const mine = p = this.readBounds(sk);
@@ -138,6 +140,23 @@ export class HelloReads {
       mine.catch(() => { if (this.bounds.get(sk) === mine) this.bounds.delete(sk); });
     }
     return p;
+  }
+
+  /** In a cluster, the reads asked in this turn of the loop, by system: each begins once the turn
+   *  is over, so it is no older than what any of its askers knew (a herd of thousands of hellos
+   *  reading one record and the log's bounds each queued past the pool's 10 s connect timeout,
+   *  and every hello failed). */
+  private readonly edgeReads = new Map<string, { keys: Set<string>; read: Promise<Map<string, EdgeRow>> }>();
+  private readonly boundsReads = new Map<string, { keys: Set<string>; read: Promise<LogBounds> }>();
+  private ofTurn<T>(reads: Map<string, { keys: Set<string>; read: Promise<T> }>, sk: string, key: string, read: (keys: string[]) => Promise<T>): Promise<T> {
+    let r = reads.get(sk);
+    if (!r) {
+      const keys = new Set<string>();
+      // (asked after it began, a read of the next turn)
+      reads.set(sk, r = { keys, read: new Promise<T>((resolve, reject) => setImmediate(() => { reads.delete(sk); read([...keys]).then(resolve, reject); })) });
+    }
+    r.keys.add(key);
+    return r.read;
   }
 
   /** The system's log bounds read now (what must not be a moment late: an edge's lag). */

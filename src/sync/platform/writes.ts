@@ -27,6 +27,10 @@ const PER_TX = 500, MIN_PER_TX = 10;
  *  admission.ts): the next is sized from the last. */
 export const TX_TURN_MS = 5;
 const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
+/** the longest wait before writing again after failures */
+const RETRY_MAX_MS = 5_000;
+/** link events kept while writes fail */
+const EVENTS_KEPT = 50_000;
 
 interface Waiting { s: EdgeSession; cursor: boolean; results: { results: AssetResult[]; at: string }[]; hello: { fields: EdgeChanges; nodeId: string } | null }
 
@@ -36,7 +40,6 @@ export class EdgeWrites {
   private events: NewLinkEvent[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
-
   /** edges per transaction: sized from how long the last one took */
   private perTx = PER_TX;
   /** transactions written so far (tests) */
@@ -50,9 +53,13 @@ export class EdgeWrites {
     return w;
   }
 
+  /** writes that failed in a row (the next try waits longer, up to RETRY_MAX_MS) */
+  private failures = 0;
+
   private schedule() {
     if (this.timer) return;
-    this.timer = setTimeout(() => { this.timer = null; this.flush().catch((err) => this.d.log.warn("writing the edges' positions failed", { err })); }, FLUSH_MS);
+    const wait = this.failures ? Math.min(RETRY_MAX_MS, FLUSH_MS * 2 ** this.failures) : FLUSH_MS;
+    this.timer = setTimeout(() => { this.timer = null; this.flush().catch((err) => this.d.log.warn("writing the edges' positions failed; tried again", { err, failures: this.failures })); }, wait);
     this.timer.unref?.();
   }
 
@@ -107,51 +114,83 @@ export class EdgeWrites {
     await this.write([w]);
   }
 
+  /** What a write could not store goes back in front of what came meanwhile, and is tried again
+   *  (a database briefly out of reach lost an edge's position: an edge that had everything and
+   *  then went quiet showed pending until its next hello). */
+  private putBack(batch: Waiting[], events: NewLinkEvent[]) {
+    // (first: of an edge's replaced link and its new one, the later counts)
+    const merged = new Map(batch.map((w) => [w.s, w]));
+    for (const [s, w] of this.waiting) {
+      const old = merged.get(s);
+      if (!old) { merged.set(s, w); continue; }
+      old.cursor ||= w.cursor;
+      old.results.push(...w.results);
+      if (w.hello) old.hello = w.hello;
+    }
+    this.waiting = merged;
+    // (a database out of reach for long keeps the newest events, not every one)
+    this.events = [...events, ...this.events].slice(-EVENTS_KEPT);
+    this.failures++;
+    this.schedule();
+  }
+
   private async write(batch: Waiting[], events: NewLinkEvent[] = []) {
     const now = nowSeconds();
     // the links' events go in the same transactions as the edges' writes (a herd's hellos: each
     // commit is 3-5 ms of the loop, and a transaction of their own per 500 events doubled them)
     for (let i = 0, per = this.perTx; i < Math.max(batch.length, events.length); i += per, per = this.perTx) {
       if (i) await new Promise((r) => setImmediate(r));
-      let t0 = 0;
-      await this.d.db.tx(async (tx) => {
-        // timed from here: not the wait for another transaction
-        t0 = cpuMs();
-        this.transactions++;
-        // what most edges have waiting (a position, being heard from) goes in one statement per system
-        // (by name: of an edge's replaced link and its new one, the later counts)
-        const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
-        // and a herd's hellos, most of which say the same of their edges, one statement per system
-        // and the same changes (by name, as above)
-        const hellos = new Map<string, { sk: string; changes: EdgeChanges; nodeId: string; names: Set<string> }>();
-        for (const w of batch.slice(i, i + per)) {
-          const sk = w.s.edge.system_key, edge = w.s.edge.name;
-          if (!w.hello && !w.results.length) {
-            let list = plain.get(sk);
-            if (!list) plain.set(sk, list = new Map());
-            list.set(edge, { name: edge, cursor: w.cursor ? w.s.cursor : null });
-            continue;
-          }
-          for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
-          const changes: EdgeChanges = { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now };
-          if (!w.hello) { await edgesRepo.update(tx, sk, edge, changes); continue; }
-          const key = `${sk}\u0000${w.hello.nodeId}\u0000${JSON.stringify(changes)}`;
-          let same = hellos.get(key);
-          if (!same) hellos.set(key, same = { sk, changes, nodeId: w.hello.nodeId, names: new Set() });
-          for (const other of hellos.values()) if (other !== same && other.sk === sk) other.names.delete(edge);
-          same.names.add(edge);
-        }
-        for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
-        for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()]);
-        if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + per));
-      });
-      // (a transaction with few rows says little of a larger one's time: grown at most twice)
-      const ms = cpuMs() - t0, rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
+      let ms: number;
+      try { ms = await this.slice(batch, events, i, per, now); } catch (err) {
+        this.putBack(batch.slice(i), events.slice(i));
+        throw err;
+      }
       // (PostgreSQL's time is the server's, not the loop's)
       if (this.d.db.driver === "postgres") continue;
+      // (a transaction with few rows says little of a larger one's time: grown at most twice)
+      const rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
       const fit = Math.round(rows * TX_TURN_MS / Math.max(ms, 0.05));
       this.perTx = Math.max(MIN_PER_TX, Math.min(PER_TX, rows < per ? Math.min(fit, per) : Math.min(fit, 2 * per)));
     }
+    this.failures = 0;
+  }
+
+  /** The transaction of one slice of a batch: the CPU ms it took (not its wait for another
+   *  transaction). */
+  private async slice(batch: Waiting[], events: NewLinkEvent[], i: number, per: number, now: number): Promise<number> {
+    let t0 = 0;
+    await this.d.db.tx(async (tx) => {
+      t0 = cpuMs();
+      this.transactions++;
+      // what most edges have waiting (a position, being heard from) goes in one statement per system
+      // (by name: of an edge's replaced link and its new one, the later counts)
+      const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
+      // and a herd's hellos, most of which say the same of their edges, one statement per system
+      // and the same changes (by name, as above)
+      const hellos = new Map<string, { sk: string; changes: EdgeChanges; nodeId: string; names: Set<string> }>();
+      for (const w of batch.slice(i, i + per)) {
+        const sk = w.s.edge.system_key, edge = w.s.edge.name;
+        if (!w.hello && !w.results.length) {
+          let list = plain.get(sk);
+          if (!list) plain.set(sk, list = new Map());
+          list.set(edge, { name: edge, cursor: w.cursor ? w.s.cursor : null });
+          continue;
+        }
+        for (const r of w.results) await record(tx, sk, edge, r.results, r.at);
+        const changes: EdgeChanges = { ...w.hello?.fields, ...(w.cursor ? { cursor: w.s.cursor } : {}), last_talked: now };
+        if (!w.hello) { await edgesRepo.update(tx, sk, edge, changes); continue; }
+        const key = `${sk}\u0000${w.hello.nodeId}\u0000${JSON.stringify(changes)}`;
+        let same = hellos.get(key);
+        if (!same) hellos.set(key, same = { sk, changes, nodeId: w.hello.nodeId, names: new Set() });
+        for (const other of hellos.values()) if (other !== same && other.sk === sk) other.names.delete(edge);
+        same.names.add(edge);
+      }
+      for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
+      // (and held by this node: marked so again if another node freed them, see talked)
+      for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()], this.d.nodeId);
+      if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + per));
+    });
+    return cpuMs() - t0;
   }
 }
 

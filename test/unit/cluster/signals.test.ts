@@ -1,6 +1,6 @@
 // Two nodes joined over an in-process bus (what crosses is JSON, as through Redis): every signal
 // marked shared said on one node is heard on the other as remote, once, and not echoed back; a
-// signal kept local stays on its node.
+// signal kept local stays on its node. A commit's news crosses once its transaction has ended.
 import { expect, test } from "bun:test";
 import type { ClusterBus } from "../../../src/cluster/bus.ts";
 import { joinCluster } from "../../../src/cluster/cluster.ts";
@@ -10,7 +10,7 @@ import { Port } from "../../../src/core/port.ts";
 import { SIGNAL_SHARED, type SignalName, type SignalPayloads, Signals } from "../../../src/core/signals.ts";
 import type { ChangeRecorder } from "../../../src/domain/changes.ts";
 import type { Systems } from "../../../src/domain/systems.ts";
-import type { Db } from "../../../src/store/db.ts";
+import { type Db, openDb } from "../../../src/store/db.ts";
 import type { ElsewhereHub, SyncHub } from "../../../src/sync/platform/hub.ts";
 
 /** The buses of the nodes joined: what one sends, the others receive (as JSON). */
@@ -51,15 +51,16 @@ const SAMPLES: { [K in SignalName]: SignalPayloads[K] } = {
 };
 const NAMES = Object.keys(SAMPLES) as SignalName[];
 
-function node(id: string) {
+/** `db`, `changes`, `hub`: the node's (stand-ins that do nothing by default) */
+function node(id: string, over: { db?: Db; changes?: ChangeRecorder; hub?: SyncHub } = {}) {
   const signals = new Signals();
   const heard: { name: SignalName; payload: unknown; remote: boolean }[] = [];
   for (const name of NAMES) signals.on(name, (payload, remote) => { heard.push({ name, payload, remote }); });
   const elsewhere = new Port<ElsewhereHub>("edges elsewhere");
   joinCluster({
-    db: null as unknown as Db, log: createLogger("silent"), nodeId: id, bus: new FakeBus(id) as unknown as ClusterBus,
+    db: over.db ?? (null as unknown as Db), log: createLogger("silent"), nodeId: id, bus: new FakeBus(id) as unknown as ClusterBus,
     nodes: { alive: [] } as unknown as NodeRegistry, signals, systems: { keys: async () => [] } as unknown as Systems,
-    changes: { onCommitted: () => () => {} } as unknown as ChangeRecorder, hub: {} as SyncHub, elsewhere,
+    changes: over.changes ?? ({ onCommitted: () => () => {} } as unknown as ChangeRecorder), hub: over.hub ?? ({} as SyncHub), elsewhere,
   });
   signals.start();
   return { signals, heard, elsewhere };
@@ -91,4 +92,30 @@ test("each shared signal crosses to the other node as remote, once; a local one 
   b.heard.length = 0; a.heard.length = 0;
   b.signals.emit("edge.changed", { systemKey: "sk", edge: "e2", what: "deleted" });
   expect(a.heard).toEqual([{ name: "edge.changed", payload: { systemKey: "sk", edge: "e2", what: "deleted" }, remote: true }]);
+});
+
+test("a commit's news reaches the other nodes once its transaction has ended, not while it is open", async () => {
+  // the recorder tells its listeners while the transaction that wrote the change may still be
+  // open (this node's reads wait for it; another node's would read the log before the change)
+  FakeBus.all.length = 0; // (the nodes of the test before are not part of this cluster)
+  const db = await openDb({ url: ":memory:" });
+  const listeners: ((sk: string, assets: ReadonlySet<string>) => void)[] = [];
+  const changes = { onCommitted: (fn: (typeof listeners)[number]) => { listeners.push(fn); return () => {}; } } as unknown as ChangeRecorder;
+  const woken: { sk: string; assets: string[] }[] = [];
+  const hub = { wake: (sk: string, assets: ReadonlySet<string>) => woken.push({ sk, assets: [...assets] }) } as unknown as SyncHub;
+  node("writer", { db, changes });
+  node("reader", { hub });
+  let release!: () => void;
+  const open = new Promise<void>((r) => (release = r));
+  const tx = db.tx(async () => {
+    for (const l of listeners) l("sk", new Set(["row\u0000c1"]));
+    await open;
+  });
+  await Bun.sleep(20);
+  expect(woken).toEqual([]); // the transaction is still open
+  release();
+  await tx;
+  await Bun.sleep(0);
+  expect(woken).toEqual([{ sk: "sk", assets: ["row\u0000c1"] }]);
+  await db.close();
 });

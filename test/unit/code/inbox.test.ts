@@ -59,6 +59,22 @@ describe("RunInbox", () => {
     b.send("b", "b", "late"); // nothing to deliver to, and no error
   });
 
+  test("a wait on a shared subscription ($share/<group>/<filter>) takes what its filter matches", async () => {
+    // ClearBlade's stream-service template subscribes to "$share/G/device/+" and waits on that same
+    // string: the messages come on their own topics (device/a), which the group prefix never names
+    const b = broker();
+    const inbox = new RunInbox(b.open);
+    await inbox.subscribe("$share/G/device/+");
+    b.send("$share/G/device/+", "device/a", "queued");
+    expect(await inbox.next(["$share/G/device/+"])).toEqual({ topic: "device/a", payload: "queued" });
+    const waiting = inbox.next(["$share/G/device/+"]);
+    b.send("$share/G/device/+", "device/b", "waited for");
+    expect(await waiting).toEqual({ topic: "device/b", payload: "waited for" });
+    b.send("$share/G/device/+", "device/c", "other filter");
+    expect(await Promise.race([inbox.next(["$share/G/other/+"]), Bun.sleep(50).then(() => "none")])).toBe("none");
+    await inbox.close();
+  });
+
   test("a refused subscription is an error and leaves nothing behind", async () => {
     const inbox = new RunInbox(broker().open);
     await expect(inbox.subscribe("refused")).rejects.toThrow("no permission");

@@ -3,7 +3,7 @@
 // stuck in code the interrupt does not reach, memory bounds and memory given back, warm sandboxes
 // bounded and evicted least recently used, aborts, forgetting a service.
 import { afterEach, describe, expect, test } from "bun:test";
-import { GRACE_MS, type PoolOptions, type PoolOutcome, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
+import { defaultWorkers, GRACE_MS, type PoolOptions, type PoolOutcome, type RunSpec, WorkerPool } from "../../../src/code/pool.ts";
 import { ApiError } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
 import { outcomeValue } from "../../../src/code/sandbox.ts";
@@ -39,6 +39,24 @@ function spec(system: string, name: string, code: string, more: Partial<RunSpec>
 }
 const value = (o: PoolOutcome) => (o.kind === "failed" ? o : { kind: o.kind, value: outcomeValue(o.raw) });
 const run = (p: WorkerPool, s: RunSpec) => p.submit(s).done.then(value);
+
+describe("defaultWorkers", () => {
+  test("twice the cores while the memory gives each worker a sandbox's limit", () => {
+    expect(defaultWorkers(2, 256, 64)).toBe(4);
+    expect(defaultWorkers(1, 256, 64)).toBe(2);
+    expect(defaultWorkers(2, 1024, 64)).toBe(4);
+  });
+  test("never fewer than the cores (at least 2), and no worker below one sandbox's limit for the extra", () => {
+    // 4 cores, 256 MB: 8 workers would leave 32 MB each under 64 MB sandboxes
+    expect(defaultWorkers(4, 256, 64)).toBe(4);
+    expect(defaultWorkers(4, 512, 64)).toBe(8);
+    expect(defaultWorkers(2, 128, 64)).toBe(2);
+    expect(defaultWorkers(2, 64, 64)).toBe(2);
+    // small sandboxes: the 32 MB a worker's module needs at least still counts
+    expect(defaultWorkers(4, 256, 8)).toBe(8);
+    expect(defaultWorkers(16, 256, 8)).toBe(16);
+  });
+});
 
 describe("WorkerPool", () => {
   test("runs answer with their values, logs when asked, status and headers; a burst is carried in batches", async () => {

@@ -127,6 +127,27 @@ describe("Sandbox runs", () => {
     expect(await run(deadline, req("u"), hooks, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
   });
 
+  test("a run its promise jobs end at once arms no deadline timer; one left waiting for an answer still times out at its deadline", async () => {
+    const sb = await sandbox("function svc(req, resp){ ClearBladeAsync.Cache('c').get('k').catch(function () {}); Promise.resolve(req.params.n).then(function (v) { resp.success(v + 1) }) }");
+    const waits = await sandbox("function svc(req, resp){ ClearBladeAsync.Cache('c').get('k').then(function () { resp.success('answered') }) }");
+    const real = globalThis.setTimeout;
+    let armed = 0;
+    globalThis.setTimeout = ((fn: () => void, ms?: number) => { armed++; return real(fn, ms); }) as typeof setTimeout;
+    try {
+      const o = sb.run("svc", req("u", { n: 1 }), hooks, 5_000);
+      expect(o).toEqual({ kind: "success", raw: "j2", status: undefined, headers: undefined });
+      expect(armed).toBe(0);
+      // (the host never answers: only the timer ends the run)
+      const silent: RunHooks = { host: () => {}, log: () => {} };
+      const t0 = Date.now();
+      expect(await run(waits, req("u"), silent, 100)).toEqual({ kind: "failed", error: "execution timed out after 0.1 s", timedOut: true });
+      expect(armed).toBe(1);
+      expect(Date.now() - t0).toBeLessThan(2_000);
+    } finally {
+      globalThis.setTimeout = real;
+    }
+  }, 15_000);
+
   test("while code of other systems waits for the worker, a stretch past its slice is stopped, and says why", async () => {
     const contention = new Int32Array(1);
     publishDeadlines(new Float64Array(1), contention);

@@ -61,10 +61,10 @@ const settle = async (pred: () => boolean | Promise<boolean>, ms = 5_000) => {
 
 /** Counts the reads a hello could make, while `fn` runs. */
 async function reads(fn: () => Promise<unknown>) {
-  const spies = { edge: spyOn(edgesRepo, "get"), entries: spyOn(edgesRepo, "entries"), system: spyOn(systemsRepo, "byKey"), owner: spyOn(developersRepo, "byId"), maxSeq: spyOn(changesRepo, "maxSeq") };
+  const spies = { edge: spyOn(edgesRepo, "get"), edges: spyOn(edgesRepo, "some"), entries: spyOn(edgesRepo, "entries"), system: spyOn(systemsRepo, "byKey"), owner: spyOn(developersRepo, "byId"), maxSeq: spyOn(changesRepo, "maxSeq") };
   try {
     await fn();
-    return Object.fromEntries(Object.entries(spies).map(([k, s]) => [k, s.mock.calls.length]));
+    return Object.fromEntries(Object.entries(spies).map(([k, s]) => [k, s.mock.calls.length])) as Record<keyof typeof spies, number>;
   } finally {
     for (const s of Object.values(spies)) s.mockRestore();
   }
@@ -87,7 +87,7 @@ describe("what a hello reads, kept in memory", () => {
       expect(third.got[0]).toMatchObject({ t: "welcome", snapshot: false, seq: cursor, template: [{ def_module: "collection", def_name: "a" }] });
       third.end();
     });
-    expect(n).toEqual({ edge: 0, entries: 0, system: 0, owner: 0, maxSeq: 0 });
+    expect(n).toEqual({ edge: 0, edges: 0, entries: 0, system: 0, owner: 0, maxSeq: 0 });
   });
 
   test("a new token refuses the old one at the next hello", async () => {
@@ -127,8 +127,22 @@ describe("what a hello reads, kept in memory", () => {
     const elsewhere = { control: async () => null, retry: async () => null, relay: async () => null, op: async () => null, relayMessage: async () => false } satisfies ElsewhereHub;
     app.services.sync!.d.elsewhere.attach(elsewhere);
     const n = await reads(async () => { const h = await hello("gw", "gw-token-2", cursor); expect(h.got[0].t).toBe("welcome"); h.end(); });
-    expect(n.edge).toBe(1);
+    expect(n.edge + n.edges).toBe(1);
     expect(n.maxSeq).toBe(1);
+  });
+
+  test("in a cluster the hellos of one turn share one read of their records and one of the log's bounds, begun after them", async () => {
+    for (const name of ["herd-1", "herd-2", "herd-3"]) await app.services.edges.create(dev, sk, name, { token: `${name}-token` });
+    const n = await reads(async () => {
+      const links = await Promise.all(["herd-1", "herd-2", "herd-3"].map((name) => hello(name, `${name}-token`)));
+      for (const l of links) { expect(l.got[0].t).toBe("welcome"); l.end(); }
+    });
+    expect(n).toMatchObject({ edge: 0, edges: 1, maxSeq: 1 });
+    // asked in a later turn, read again: what changed meanwhile (another node's writes) is seen
+    await app.services.edges.update(dev, sk, "herd-1", { token: "herd-1-token-2" });
+    const later = await hello("herd-1", "herd-1-token-2");
+    expect(later.got[0].t).toBe("welcome");
+    later.end();
   });
 });
 

@@ -141,6 +141,37 @@ describe("a herd's hellos in the batched writes", () => {
   });
 });
 
+describe("a write that fails", () => {
+  test("is tried again: nothing it held is lost, and what came meanwhile follows it", async () => {
+    for (const n of ["retry-a", "retry-b"]) await app.services.edges.create(dev, sk, n, { token: `${n}-token` });
+    // the database refuses the first two transactions (out of reach), then answers
+    let refusals = 2, txs = 0;
+    const db = { tx: <T>(fn: (tx: Executor) => Promise<T>) => { txs++; return refusals-- > 0 ? Promise.reject(new Error("connect timeout")) : app.db.tx(fn); } };
+    const warned: unknown[] = [];
+    const w = new EdgeWrites({ db, log: { warn(_m: string, f: unknown) { warned.push(f); } } } as unknown as HubDeps);
+    const a = { edge: { system_key: sk, name: "retry-a" }, cursor: 4 } as unknown as EdgeSession;
+    const b = { edge: { system_key: sk, name: "retry-b" }, cursor: 0 } as unknown as EdgeSession;
+    w.acknowledged(a, true, [], "");
+    w.linkEvent(sk, "retry-a", "connected", { n: 1 });
+    await expect(w.flush()).rejects.toThrow("connect timeout");
+    // meanwhile: a moves on, b is heard from, another event
+    (a as { cursor: number }).cursor = 9;
+    w.acknowledged(a, false, [], "");
+    w.talked(b);
+    w.linkEvent(sk, "retry-a", "disconnected", { n: 2 });
+    const cursor = async (name: string) => Number((await app.db.get<{ cursor: number }>(`SELECT cursor FROM edges WHERE system_key = ? AND name = ?`, [sk, name]))!.cursor);
+    // tried again by itself (the second try refused too, then a longer wait)
+    const until = Date.now() + 5_000;
+    while (Date.now() < until && (await cursor("retry-a")) !== 9) await new Promise((r) => setTimeout(r, 50));
+    expect(await cursor("retry-a")).toBe(9);
+    expect(txs).toBeGreaterThanOrEqual(3);
+    expect(warned.length).toBeGreaterThanOrEqual(1);
+    const talked = await app.db.get<{ last_talked: number }>(`SELECT last_talked FROM edges WHERE system_key = ? AND name = ?`, [sk, "retry-b"]);
+    expect(Number(talked!.last_talked)).toBeGreaterThan(0);
+    expect((await linkEventsRepo.latest(app.db, sk, "retry-a", 10)).map((e) => JSON.parse(e.detail).n)).toEqual([2, 1]);
+  });
+});
+
 describe("the hub's link events", () => {
   const socket = (closed: { code?: number; reason?: string }[]) => ({ send() {}, close(code?: number, reason?: string) { closed.push({ code, reason }); } });
   const hello = (name: string, token: string, cursor = 0) => JSON.stringify({ t: "hello", systemKey: sk, edge: name, token, cursor, synced: false, incarnation: "", pingMs: 600_000, version: "9.9.9", os: "linux", arch: "arm64" });

@@ -10,7 +10,9 @@ import type { EdgeSession } from "./session.ts";
  *  of the queue, held it 40-490 ms each during a herd of 10,000 (a hello is 0.2-0.4 ms of the
  *  loop, more on a loaded machine). */
 export const HELLO_TURN_MS = 8;
-const FIRST_SLICE = 20, MIN_SLICE = 1, MAX_SLICE = 500;
+/** (at least 8: a warm loop's 2-3 ms; one slow hello, the first of a process, say, shrank the
+ *  slices to one hello, and a few edges opening together were admitted a turn each) */
+const FIRST_SLICE = 20, MIN_SLICE = 8, MAX_SLICE = 500;
 /** The process's CPU time (ms): a slice is measured by it, not by the clock, which counts the time
  *  the machine gave other processes (at a load of 25 on 2 cores, slices timed by the clock shrank
  *  to a hello or two while the herd's opens, not bounded, took the loop). */

@@ -63,16 +63,18 @@ const TOKEN = "fleet-edge-token";
 const LOG_DIR = process.env.FLEET_LOG_DIR ?? "";
 const COLUMNS = [{ name: "sensor", type: "string" }, { name: "value", type: "double" }];
 
-/** /health asked every 20 ms from here: its answer times, for one phase at a time. */
+/** A route asked every 20 ms from here (/health by default): its answer times, for one phase at a
+ *  time. /api/about is asked the same way beside it: it touches no database, so where the two part
+ *  is /health's own wait (its write, once a second, queued behind the node's transactions). */
 class HealthProbe {
   private times: number[] = [];
   private on = true;
   private failed = 0;
-  constructor(private readonly url: () => string) { void this.run(); }
+  constructor(private readonly url: () => string, private readonly path = "/health") { void this.run(); }
   private async run() {
     while (this.on) {
       const t0 = performance.now();
-      const ok = await fetch(`${this.url()}/health`, { signal: AbortSignal.timeout(10_000) }).then((r) => r.status === 200, () => false);
+      const ok = await fetch(`${this.url()}${this.path}`, { signal: AbortSignal.timeout(10_000) }).then((r) => r.status === 200, () => false);
       if (ok) this.times.push(performance.now() - t0); else this.failed++;
       await Bun.sleep(ok ? 20 : 5);
     }
@@ -83,7 +85,8 @@ class HealthProbe {
 }
 /** where the edges' time went: opens until the platform took them, hellos until their welcome */
 const waited = (w: SimWaits) => `open ${fmt(pct(w.open, 0.5))} / ${fmt(pct(w.open, 0.99))} ms (${fmt(w.open.length)}), hello to welcome ${fmt(pct(w.welcome, 0.5))} / ${fmt(pct(w.welcome, 0.99))} ms (${fmt(w.welcome.length)})`;
-const health = (h: ReturnType<HealthProbe["take"]>) => `p99 ${fmt(h.p99, 1)} ms, max ${fmt(h.max, 1)} ms (${h.n} asks)  ${verdict(h.p99, 20, false)}`;
+const health = (h: ReturnType<HealthProbe["take"]>, about?: ReturnType<HealthProbe["take"]>) =>
+  `p99 ${fmt(h.p99, 1)} ms, max ${fmt(h.max, 1)} ms (${h.n} asks)  ${verdict(h.p99, 20, false)}${about ? `; /api/about p99 ${fmt(about.p99, 1)} ms, max ${fmt(about.max, 1)} ms` : ""}`;
 
 /** Creates the edges `conc` at a time. */
 async function createEdges(url: string, sk: string, names: string[], D: Record<string, string>, conc = 16) {
@@ -136,11 +139,12 @@ async function size(n: number) {
     throw new Error(`${fmt(n)} edges need at least ${Math.ceil(n / maxEdges())} nodes and simulator processes: each holds at most ${fmt(maxEdges())} links (${fmt(fdLimit())} file descriptors, \`ulimit -Hn\` ${hardFdLimit()})`);
   }
   const P = new Platform(tplDir);
-  let sim: SimFleet | null = null, real: Node | null = null, probe: HealthProbe | null = null;
+  let sim: SimFleet | null = null, real: Node | null = null, probe: HealthProbe | null = null, about: HealthProbe | null = null;
   const rows: [string, string][] = [];
   try {
     await P.start();
     probe = new HealthProbe(() => P.url);
+    about = new HealthProbe(() => P.url, "/api/about");
     const s = await setupSystem(P.url);
     const D = { "ClearBlade-DevToken": s.devToken };
     const { collectionID } = await json(`${P.url}/admin/collectionmanagement`, "POST", { name: "fleet", appID: s.systemKey, columns: COLUMNS }, D);
@@ -149,7 +153,7 @@ async function size(n: number) {
     const rss0 = P.rssKb();
 
     // 1. the herd: every simulated edge opens at once; the real edge too
-    probe.take();
+    probe.take(); about.take();
     const o0 = listenOverflows(), c0 = P.cpuMs();
     const t0 = Date.now();
     real = new Node(["--log-level", "debug", "--mode", "edge", "--platform-url", P.url, "--system-key", s.systemKey, "--edge-name", names[0]!, "--edge-token", TOKEN]);
@@ -160,7 +164,7 @@ async function size(n: number) {
       const x = await sim.stats();
       rows.push([`connect-all (${fmt(n)} at once)`, `NOT ALL SYNCED in ${CONNECT_LIMIT_MS / 1000} s: ${fmt(x.synced)} of ${fmt(n - 1)} (${fmt(x.welcomed)} welcomed); ${fmt(x.openTimeouts)} of ${fmt(x.opens)} opens timed out, ${fmt(x.closes)} links closed`]);
       rows.push(["  waits p50 / p99", waited(await sim.waits())]);
-      rows.push(["  /health", health(probe.take())]);
+      rows.push(["  /health", health(probe.take(), about!.take())]);
       return;
     }
     await real.start();
@@ -172,7 +176,7 @@ async function size(n: number) {
     rows.push(["  listen-queue overflows (the machine's) / platform CPU", `${fmt(listenOverflows() - o0)} / ${fmt(P.cpuMs() - c0)} ms`]);
     rows.push(["  waits p50 / p99", waited(await sim.waits())]);
     rows.push(["  platform RSS per edge", `${fmt(rssPerEdge, 1)} KB`]);
-    rows.push(["  /health", health(probe.take())]);
+    rows.push(["  /health", health(probe.take(), about!.take())]);
 
     // 2. one change at a time reaching every edge
     const sent: number[] = [];
@@ -194,10 +198,10 @@ async function size(n: number) {
     const realLat = liveBatches(real.out).slice(seenByReal).map((t, i) => t - sent[i]!).filter((x) => Number.isFinite(x));
     rows.push([`one change to all (${CHANGES} changes): p50 / p99`, `${fmt(pct(lat, 0.5), 1)} / ${fmt(pct(lat, 0.99), 1)} ms`]);
     rows.push(["  the real edge (its own log): p50 / max", realLat.length === CHANGES ? `${fmt(pct(realLat, 0.5), 1)} / ${fmt(Math.max(...realLat), 1)} ms` : `only ${realLat.length} of ${CHANGES} seen`]);
-    rows.push(["  /health", health(probe.take())]);
+    rows.push(["  /health", health(probe.take(), about!.take())]);
     // its baseline at once, the fleet still connected (and idle) as during the changes
     await bareFanout(n, lat, rows);
-    probe.take(); // the baseline's time is no phase of the platform's
+    probe.take(); about.take(); // the baseline's time is no phase of the platform's
 
     // 3. the whole fleet's records read while it is connected
     const reads: number[] = [];
@@ -208,7 +212,7 @@ async function size(n: number) {
       if (list.filter((e) => e.isConnected).length !== n) throw new Error(`the list shows ${list.filter((e) => e.isConnected).length} of ${n} edges connected`);
     }
     rows.push([`the edges list (${fmt(n)} records with their lag), read again for ${PHASE_MS / 1000} s`, `${fmt(pct(reads, 0.5))} ms each`]);
-    rows.push(["  /health", health(probe.take())]);
+    rows.push(["  /health", health(probe.take(), about!.take())]);
 
     // 4. a 100-row batch reaching every edge
     await sim.expect("batch", BATCH);
@@ -219,14 +223,14 @@ async function size(n: number) {
     const bl = bat.map((t) => t - bt);
     await Bun.sleep(Math.max(0, bt + PHASE_MS - Date.now()));
     rows.push([`a ${BATCH}-row batch to all: p50 / p99 / last`, `${fmt(pct(bl, 0.5))} / ${fmt(pct(bl, 0.99))} / ${fmt(Math.max(...bl))} ms`]);
-    rows.push(["  /health", health(probe.take())]);
+    rows.push(["  /health", health(probe.take(), about!.take())]);
 
     // 5. a restart, with a change written just before it (it may or may not have gone out)
     await sim.expect("restart", 1);
     await json(`${P.url}/api/v/1/data/${collectionID}`, "POST", { sensor: "restart/0", value: 0 }, D);
     await P.stop();
     await sim.reset();
-    probe.take();
+    probe.take(); about.take();
     const o1 = listenOverflows();
     const rt = Date.now();
     await P.start();
@@ -241,9 +245,10 @@ async function size(n: number) {
     rows.push(["  listen-queue overflows (the machine's) / platform CPU until all back", `${fmt(restartOverflows)} / ${fmt(restartCpu)} ms`]);
     rows.push(["  full snapshots / open timeouts", `${fmt(back.fullSnapshots)} / ${fmt(back.openTimeouts)}  ${verdict(back.fullSnapshots, 0, false)}`]);
     rows.push(["  edges that lost the change written before the restart", `${fmt(got.filter((t) => t === 0).length)}  ${verdict(got.filter((t) => t === 0).length, 0, false)}`]);
-    rows.push(["  /health (once answering)", health(probe.take())]);
+    rows.push(["  /health (once answering)", health(probe.take(), about!.take())]);
   } finally {
     probe?.stop();
+    about?.stop();
     sim?.stop();
     await real?.stop("SIGKILL");
     await P.end();
@@ -263,10 +268,18 @@ async function bareFanout(n: number, outpost: number[], rows: [string, string][]
   let bareP99 = NaN;
   const server = await startBaseline("fanout.ts");
   const names = Array.from({ length: n }, (_, i) => `bare-link-${i}`);
+  // the bare server's own answer to a plain GET while its herd opens (the floor of /health's)
+  const bareProbe = new HealthProbe(() => server.url, "/");
+  const t0 = Date.now();
   const sim = new SimFleet([server.url], "bare", names, TOKEN, simProcs(n), "ack");
   try {
     const up = await sim.until("every link open", (x) => x.welcomed === n, CONNECT_LIMIT_MS, 50).catch(() => null);
+    const bareHealth = bareProbe.take();
+    bareProbe.stop();
     if (!up) { rows.push([`  bare Bun fan-out (${fmt(n)} links)`, `NOT ALL OPEN in ${CONNECT_LIMIT_MS / 1000} s`]); return; }
+    // the floor of a herd (connect-all, a restart): the same simulator's opens, all at once, to a
+    // server that does nothing but accept and upgrade them
+    rows.push([`  bare Bun server: ${fmt(n)} links opened at once, all open`, `${fmt(up.lastWelcomeAt - t0)} ms, ${fmt(up.openTimeouts)} of ${fmt(up.opens)} opens timed out; a plain GET meanwhile p99 ${fmt(bareHealth.p99, 1)} ms, max ${fmt(bareHealth.max, 1)} ms`]);
     await Bun.sleep(2_000);
     const arrived: number[] = [], acked: number[] = [];
     for (let i = 0; i < CHANGES; i++) {
@@ -284,6 +297,7 @@ async function bareFanout(n: number, outpost: number[], rows: [string, string][]
     rows.push([`  bare Bun fan-out (${CHANGES} frames to ${fmt(n)} links): arrived p50 / p99`, `${fmt(pct(arrived, 0.5), 1)} / ${fmt(bareP99, 1)} ms`]);
     rows.push(["  bare: each acknowledgement back at the server, p50 / p99", `${fmt(pct(acked, 0.5), 1)} / ${fmt(pct(acked, 0.99), 1)} ms`]);
   } finally {
+    bareProbe.stop();
     sim.stop();
     await server.stop();
     // Outpost's p99 against the bare one, both timed where the frame arrived; the target is Outpost's own p99

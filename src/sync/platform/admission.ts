@@ -1,22 +1,32 @@
 // Hellos admitted at a bounded pace: a herd of thousands of edges opening at once (after a
 // platform restart, or a new fleet) held the event loop hello after hello, so accepts waited (opens
 // timed out and were retried, feeding the herd), and /health and the welcomed edges'
-// acknowledgements with them. Hellos wait in a queue and run a slice at a time, the loop given
-// back between.
+// acknowledgements with them. Hellos wait in a queue and run a slice at a time, in the order they
+// came, the loop given back (a macrotask: its sockets and timers run) between slices.
 import type { EdgeSession } from "./session.ts";
 
-/** Hellos started per turn of the loop: at least HELLO_SLICE, and enough for the queue to be
- *  through in HELLO_TURNS turns. A hello's cost shows only after its first await (its reads and
- *  first sends), so slices sized from how long a turn took shrank to a few hellos a turn while
- *  the herd's upgrades filled the loop; a fixed slice tied the herd's pace to the loop's turns,
- *  and the edges coming back after a restart waited for their welcome 2-5 times longer. */
-const HELLO_SLICE = 200, HELLO_TURNS = 10;
+/** How long one slice of hellos holds the loop (ms of CPU): a request arriving meanwhile (/health, the
+ *  API) waits at most about this for the hellos' part of a turn. Slices of 200 hellos, or a tenth
+ *  of the queue, held it 40-490 ms each during a herd of 10,000 (a hello is 0.2-0.4 ms of the
+ *  loop, more on a loaded machine). */
+export const HELLO_TURN_MS = 8;
+/** (at least 8: a warm loop's 2-3 ms; one slow hello, the first of a process, say, shrank the
+ *  slices to one hello, and a few edges opening together were admitted a turn each) */
+const FIRST_SLICE = 20, MIN_SLICE = 8, MAX_SLICE = 500;
+/** The process's CPU time (ms): a slice is measured by it, not by the clock, which counts the time
+ *  the machine gave other processes (at a load of 25 on 2 cores, slices timed by the clock shrank
+ *  to a hello or two while the herd's opens, not bounded, took the loop). */
+const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
 
 export class HelloAdmission {
   private readonly queue: (() => Promise<void>)[] = [];
   /** each session's hello while it waits or runs */
   private readonly waiting = new WeakMap<EdgeSession, Promise<void>>();
   private running = false;
+  /** hellos started per slice: sized from how long the last slice held the loop */
+  private slice = FIRST_SLICE;
+  /** slices run so far (tests: a herd is admitted across turns) */
+  slices = 0;
 
   /** Runs a session's hello in its turn; resolves when it has run. */
   admit(s: EdgeSession, run: () => Promise<void>): Promise<void> {
@@ -31,11 +41,29 @@ export class HelloAdmission {
   /** The session's hello, while it has not been admitted (what the edge sends after it waits). */
   pending(s: EdgeSession): Promise<void> | undefined { return this.waiting.get(s); }
 
-  /** One slice of waiting hellos. */
+  /** One slice of waiting hellos. A hello's cost shows only after its first await (its reads are
+   *  in memory: promises settled in this same turn), so the slice is timed until all of it has
+   *  settled, and only when that was within the turn (a hello that waited for the database, in a
+   *  cluster, says nothing of the loop's time); the next slice is sized from it. The loop's own
+   *  turn length is not the measure: a herd's upgrades fill it, and slices sized from it shrank
+   *  to a few hellos a turn. */
   private some() {
-    const slice = Math.max(HELLO_SLICE, Math.ceil(this.queue.length / HELLO_TURNS));
-    for (let n = 0; n < slice && this.queue.length; n++) void this.queue.shift()!();
-    if (this.queue.length) setImmediate(() => this.some());
-    else this.running = false;
+    this.slices++;
+    const t0 = cpuMs(), n = Math.min(this.slice, this.queue.length);
+    const runs: Promise<void>[] = [];
+    for (let i = 0; i < n; i++) runs.push(this.queue.shift()!());
+    let sameTurn = true;
+    void Promise.allSettled(runs).then(() => {
+      if (!sameTurn) return;
+      const ms = cpuMs() - t0;
+      // grown at most twice, and only from a full slice (a few hellos' time says little)
+      const fit = Math.round(n * HELLO_TURN_MS / Math.max(ms, 0.05));
+      this.slice = Math.max(MIN_SLICE, Math.min(MAX_SLICE, n < this.slice ? Math.min(fit, this.slice) : Math.min(fit, 2 * n)));
+    });
+    setImmediate(() => {
+      sameTurn = false;
+      if (this.queue.length) this.some();
+      else this.running = false;
+    });
   }
 }

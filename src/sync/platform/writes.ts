@@ -18,8 +18,15 @@ import type { EdgeSession } from "./session.ts";
 import type { AssetResult, HubDeps } from "./types.ts";
 
 export const FLUSH_MS = 100;
-/** edges written per transaction; the event loop is given back between transactions */
-const PER_TX = 500;
+/** Edges (and link events) written per transaction, at most and at first; the event loop is
+ *  given back between transactions. SQLite runs on the main thread: a transaction of 500 hellos
+ *  and their link events held it 30-600 ms during a herd (its statements and its commit), and
+ *  every request with it. */
+const PER_TX = 500, MIN_PER_TX = 10;
+/** How long one transaction of these writes holds the loop (ms of CPU, not the clock's: see
+ *  admission.ts): the next is sized from the last. */
+export const TX_TURN_MS = 5;
+const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
 /** the longest wait before writing again after failures */
 const RETRY_MAX_MS = 5_000;
 /** link events kept while writes fail */
@@ -33,6 +40,10 @@ export class EdgeWrites {
   private events: NewLinkEvent[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
+  /** edges per transaction: sized from how long the last one took */
+  private perTx = PER_TX;
+  /** transactions written so far (tests) */
+  transactions = 0;
 
   constructor(private readonly d: HubDeps) {}
 
@@ -127,26 +138,37 @@ export class EdgeWrites {
     const now = nowSeconds();
     // the links' events go in the same transactions as the edges' writes (a herd's hellos: each
     // commit is 3-5 ms of the loop, and a transaction of their own per 500 events doubled them)
-    for (let i = 0; i < Math.max(batch.length, events.length); i += PER_TX) {
+    for (let i = 0, per = this.perTx; i < Math.max(batch.length, events.length); i += per, per = this.perTx) {
       if (i) await new Promise((r) => setImmediate(r));
-      try { await this.slice(batch, events, i, now); } catch (err) {
+      let ms: number;
+      try { ms = await this.slice(batch, events, i, per, now); } catch (err) {
         this.putBack(batch.slice(i), events.slice(i));
         throw err;
       }
+      // (PostgreSQL's time is the server's, not the loop's)
+      if (this.d.db.driver === "postgres") continue;
+      // (a transaction with few rows says little of a larger one's time: grown at most twice)
+      const rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
+      const fit = Math.round(rows * TX_TURN_MS / Math.max(ms, 0.05));
+      this.perTx = Math.max(MIN_PER_TX, Math.min(PER_TX, rows < per ? Math.min(fit, per) : Math.min(fit, 2 * per)));
     }
     this.failures = 0;
   }
 
-  /** The transaction of one slice of a batch. */
-  private async slice(batch: Waiting[], events: NewLinkEvent[], i: number, now: number) {
+  /** The transaction of one slice of a batch: the CPU ms it took (not its wait for another
+   *  transaction). */
+  private async slice(batch: Waiting[], events: NewLinkEvent[], i: number, per: number, now: number): Promise<number> {
+    let t0 = 0;
     await this.d.db.tx(async (tx) => {
+      t0 = cpuMs();
+      this.transactions++;
       // what most edges have waiting (a position, being heard from) goes in one statement per system
       // (by name: of an edge's replaced link and its new one, the later counts)
       const plain = new Map<string, Map<string, { name: string; cursor: number | null }>>();
       // and a herd's hellos, most of which say the same of their edges, one statement per system
       // and the same changes (by name, as above)
       const hellos = new Map<string, { sk: string; changes: EdgeChanges; nodeId: string; names: Set<string> }>();
-      for (const w of batch.slice(i, i + PER_TX)) {
+      for (const w of batch.slice(i, i + per)) {
         const sk = w.s.edge.system_key, edge = w.s.edge.name;
         if (!w.hello && !w.results.length) {
           let list = plain.get(sk);
@@ -166,8 +188,9 @@ export class EdgeWrites {
       for (const { sk, changes, nodeId, names } of hellos.values()) await edgesRepo.updateMany(tx, sk, [...names], changes, nodeId);
       // (and held by this node: marked so again if another node freed them, see talked)
       for (const [sk, list] of plain) await edgesRepo.talked(tx, sk, now, [...list.values()], this.d.nodeId);
-      if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + PER_TX));
+      if (i < events.length) await writeLinkEvents(tx, events.slice(i, i + per));
     });
+    return cpuMs() - t0;
   }
 }
 

@@ -1,10 +1,14 @@
 // Hellos are admitted a slice at a time (src/sync/platform/admission.ts): what an edge sends right
 // after its hello waits for it (never "say hello first"), a herd's hellos are all welcomed, and a
-// link closed while its hello waits is not welcomed.
+// link closed while its hello waits is not welcomed. A slice holds the loop about HELLO_TURN_MS:
+// a herd's hellos run across turns, in the order they came, and a request (/health) is answered
+// between them.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { App } from "../../../../src/app.ts";
 import type { Principal } from "../../../../src/auth/principal.ts";
 import type { SyncHub } from "../../../../src/sync/platform/hub.ts";
+import { HELLO_TURN_MS, HelloAdmission } from "../../../../src/sync/platform/admission.ts";
+import type { EdgeSession } from "../../../../src/sync/platform/session.ts";
 import { settle, startHubApp } from "../hubApp.ts";
 
 let app: App;
@@ -57,4 +61,44 @@ describe("hellos admitted a slice at a time", () => {
     expect(again.got[0]?.t).toBe("welcome");
     expect(hub.isConnected(sk, "gone")).toBe(true);
   });
+});
+
+/** A herd of `n` hellos, each holding the loop `ms` after its first await (as a hello's reads,
+ *  kept in memory, settle in the same turn); the order they ran in. */
+function slowHerd(admission: HelloAdmission, n: number, ms: number) {
+  const ran: number[] = [];
+  const all = Array.from({ length: n }, (_, i) => admission.admit({} as EdgeSession, async () => {
+    await null;
+    for (const until = performance.now() + ms; performance.now() < until;) { /* the hello's work */ }
+    ran.push(i);
+  }));
+  return { ran, all: Promise.all(all) };
+}
+
+describe("a slice holds the loop a bounded time", () => {
+  test("a herd's hellos run across turns, each slice about HELLO_TURN_MS, all in the order they came", async () => {
+    const admission = new HelloAdmission();
+    const { ran, all } = slowHerd(admission, 300, 1);
+    // what a timer sees between two turns: hellos run so far
+    const seen: number[] = [];
+    const tick = setInterval(() => seen.push(ran.length), 1);
+    await all;
+    clearInterval(tick);
+    expect(ran).toEqual(Array.from({ length: 300 }, (_, i) => i));
+    // 300 ms of hellos: the loop came back many times, never after more than a few slices' worth
+    expect(admission.slices).toBeGreaterThan(10);
+    const steps = seen.slice(1).map((x, i) => x - seen[i]!);
+    expect(Math.max(...steps)).toBeLessThan(4 * HELLO_TURN_MS);
+  }, 30_000);
+
+  test("/health is answered while a herd is admitted", async () => {
+    const admission = new HelloAdmission();
+    const { ran, all } = slowHerd(admission, 400, 1);
+    const r = await fetch(`http://127.0.0.1:${app.http.port}/health`);
+    const atAnswer = ran.length;
+    expect(r.status).toBe(200);
+    await all;
+    // answered after a few slices, not after the whole herd's 400 ms
+    expect(atAnswer).toBeLessThan(200);
+  }, 30_000);
 });

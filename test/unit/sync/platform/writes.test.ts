@@ -109,6 +109,36 @@ describe("a herd's hellos in the batched writes", () => {
     expect(txs).toBe(1);
     expect(await count(sk, "herd-3")).toBe(1);
   });
+
+  test("a transaction that held the loop long makes the next ones smaller; everything is written, in order", async () => {
+    const names = Array.from({ length: 8 }, (_, i) => `slow-${i}`);
+    for (const n of names) await app.services.edges.create(dev, sk, n, { token: `${n}-token` });
+    // each transaction holds the loop 30 ms more than its statements (a commit on a slow disk)
+    const sizes: number[] = [];
+    const db = { driver: "native", tx: <T>(fn: (tx: Executor) => Promise<T>) => app.db.tx(async (tx) => {
+      let events = 0;
+      const out = await fn(new Proxy(tx, { get(t, k) {
+        if (k === "run") return (sql: string, args: unknown[]) => { if (sql.startsWith("INSERT INTO edge_link_events")) events++; return t.run(sql, args); };
+        const v = (t as unknown as Record<string | symbol, unknown>)[k];
+        return typeof v === "function" ? v.bind(t) : v;
+      } }));
+      sizes.push(events);
+      for (const until = performance.now() + 30; performance.now() < until;) { /* held */ }
+      return out;
+    }) };
+    const w = new EdgeWrites({ db, log: { warn() {} } } as unknown as HubDeps);
+    for (let i = 0; i < LINK_EVENTS_KEPT; i++) for (const n of names) w.linkEvent(sk, n, "connected", { n: i });
+    await w.flush();
+    // 800 events: 500 at first, then what fits TX_TURN_MS
+    expect(sizes[0]).toBe(500);
+    expect(sizes.length).toBeGreaterThan(3);
+    expect(Math.max(...sizes.slice(1))).toBeLessThan(500);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(names.length * LINK_EVENTS_KEPT);
+    for (const n of names) {
+      const got = await linkEventsRepo.latest(app.db, sk, n, 200);
+      expect(got.map((e) => JSON.parse(e.detail).n)).toEqual(Array.from({ length: LINK_EVENTS_KEPT }, (_, i) => LINK_EVENTS_KEPT - 1 - i));
+    }
+  });
 });
 
 describe("a write that fails", () => {

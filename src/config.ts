@@ -112,7 +112,7 @@ export const ConfigSchema = z.object({
   codeMaxShare: fraction.default(0.5),
   codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
   // the workers' scheduling priority below the event loop's (nice, 0: the same)
-  codeNice: intText.pipe(z.number().int().min(0).max(19)).default(10),
+  codeNice: intText.pipe(z.number().int().min(0).max(19)).default(0),
   codeStreamsMax: intText.pipe(z.number().int().min(0).max(100_000)).default(100),
   // outbound HTTP from code: host names, addresses and CIDR ranges allowed besides public
   // addresses (a comma list; a config file may give a list)
@@ -384,7 +384,7 @@ Code engine
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
   --code-nice N               how far below the event loop the code workers are scheduled, as
-                              nice: HTTP, MQTT and sync go first when the cores are full (10; 0-19)
+                              nice: HTTP, MQTT and sync go first when the cores are full (0; 0-19)
   --code-streams-max N        stream services (execution_timeout -1) one system may run at once (100)
   --code-egress-allow LIST    where outbound HTTP from code may go besides public addresses: a
                               comma list of host names (*.example.com too), IP addresses and

@@ -16,7 +16,16 @@ const FIRST_SLICE = 20, MIN_SLICE = 8, MAX_SLICE = 500;
 /** The process's CPU time (ms): a slice is measured by it, not by the clock, which counts the time
  *  the machine gave other processes (at a load of 25 on 2 cores, slices timed by the clock shrank
  *  to a hello or two while the herd's opens, not bounded, took the loop). */
-const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
+export const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
+
+/** The next batch's size from the last one's: `done` items in `ms` of CPU, sized to take `turnMs`,
+ *  within [min, max]. Grown at most twice, and only after a full batch (`done` reached `size`):
+ *  a few items' time says little of a larger batch's. Hello slices and the edges' write
+ *  transactions (writes.ts) are both paced by it. */
+export function sizedFromCpu(done: number, size: number, ms: number, turnMs: number, min: number, max: number): number {
+  const fit = Math.round(done * turnMs / Math.max(ms, 0.05));
+  return Math.max(min, Math.min(max, done < size ? Math.min(fit, size) : Math.min(fit, 2 * done)));
+}
 
 export class HelloAdmission {
   private readonly queue: (() => Promise<void>)[] = [];
@@ -55,10 +64,7 @@ export class HelloAdmission {
     let sameTurn = true;
     void Promise.allSettled(runs).then(() => {
       if (!sameTurn) return;
-      const ms = cpuMs() - t0;
-      // grown at most twice, and only from a full slice (a few hellos' time says little)
-      const fit = Math.round(n * HELLO_TURN_MS / Math.max(ms, 0.05));
-      this.slice = Math.max(MIN_SLICE, Math.min(MAX_SLICE, n < this.slice ? Math.min(fit, this.slice) : Math.min(fit, 2 * n)));
+      this.slice = sizedFromCpu(n, this.slice, cpuMs() - t0, HELLO_TURN_MS, MIN_SLICE, MAX_SLICE);
     });
     setImmediate(() => {
       sameTurn = false;

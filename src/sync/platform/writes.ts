@@ -14,6 +14,7 @@ import type { Executor } from "../../store/db.ts";
 import { type EdgeChanges, edgesRepo } from "../../store/edges.ts";
 import { linkEventsRepo, type NewLinkEvent } from "../../store/linkEvents.ts";
 import { changesRepo, statusRepo } from "../../store/sync.ts";
+import { cpuMs, sizedFromCpu } from "./admission.ts";
 import type { EdgeSession } from "./session.ts";
 import type { AssetResult, HubDeps } from "./types.ts";
 
@@ -26,7 +27,6 @@ const PER_TX = 500, MIN_PER_TX = 10;
 /** How long one transaction of these writes holds the loop (ms of CPU, not the clock's: see
  *  admission.ts): the next is sized from the last. */
 export const TX_TURN_MS = 5;
-const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1_000; };
 /** the longest wait before writing again after failures */
 const RETRY_MAX_MS = 5_000;
 /** link events kept while writes fail */
@@ -147,10 +147,8 @@ export class EdgeWrites {
       }
       // (PostgreSQL's time is the server's, not the loop's)
       if (this.d.db.driver === "postgres") continue;
-      // (a transaction with few rows says little of a larger one's time: grown at most twice)
       const rows = Math.max(Math.min(per, batch.length - i), Math.min(per, events.length - i));
-      const fit = Math.round(rows * TX_TURN_MS / Math.max(ms, 0.05));
-      this.perTx = Math.max(MIN_PER_TX, Math.min(PER_TX, rows < per ? Math.min(fit, per) : Math.min(fit, 2 * per)));
+      this.perTx = sizedFromCpu(rows, per, ms, TX_TURN_MS, MIN_PER_TX, PER_TX);
     }
     this.failures = 0;
   }

@@ -117,6 +117,19 @@ module.exports = { isTokenCredential: () => false, ClientSecretCredential: Refus
   };
 }
 
+/** readable-stream is Node's streams copied into a package for older Node versions; mqtt-packet's
+ *  parser reaches it (through bl), and with it every MQTT connection. The runtime's own node:stream
+ *  is the same code and is loaded anyway (node:http uses it): given it instead, a start no longer
+ *  evaluates a second copy (about 10 ms of a cold start, and its memory). */
+function runtimeStreams(): BunPlugin {
+  return {
+    name: "runtime-streams",
+    setup(build) {
+      build.onResolve({ filter: /^readable-stream$/ }, () => ({ path: "node:stream", external: true }));
+    },
+  };
+}
+
 /** Bun keeps a bundle that holds any character beyond ASCII as UTF-16 in the executable, twice its
  *  size (one copyright comment of @js-joda/core, kept as a legal comment, cost 4.5 MB). The
  *  packages' sources are given to the bundler with such characters as \u escapes, which mean the
@@ -186,7 +199,7 @@ async function compile(target: Target, outfile: string, order: string[]) {
     // src/code/syntax.ts)
     entrypoints: [join(ROOT, "src/main.ts"), join(ROOT, "src/code/worker.ts"), join(ROOT, "src/code/compileWorker.ts")],
     root: join(ROOT, "src"),
-    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources(), withoutAzureSdk(), stampedVersion(STAMP)],
+    plugins: [libsqlStaticNative(nativeSpec), embeddedConsole(await buildConsole()), asciiSources(), withoutAzureSdk(), runtimeStreams(), stampedVersion(STAMP)],
     minify: true,
     // Size (target: under 125 MB): Bun's runtime is 107 MB of it and libSQL's addon 3.2 MB
     // (compressed, see compressedAddon), so the code has about 10 MB. Bytecode of each module's
@@ -204,7 +217,7 @@ async function compile(target: Target, outfile: string, order: string[]) {
     splitting: true,
     compile: {
       target, outfile, autoloadDotenv: false, autoloadBunfig: false,
-      // The JIT a hundred times more reluctant until the node is up (src/main.ts sets it back):
+      // The JIT a hundred times more reluctant until the node is up (src/cli/main.ts sets it back):
       // a start's run-once code stays in the interpreter. An idle edge went from 71-73 to 62-64
       // MB resident (what a start compiled, and the compilers' code paged in for it), and a cold
       // start's median from 177 to 144 ms.

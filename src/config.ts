@@ -269,7 +269,9 @@ export function loadConfig(argv: string[], env: Record<string, string | undefine
   delete args.values.config;
   const fileValues = file ? fromFile(file) : {};
   const merged = { ...withTokenFile(fileValues), ...withTokenFile(envValues), ...withTokenFile(args.values) };
-  const r = ConfigSchema.safeParse(merged);
+  // read once per start: zod's compiled parser (generated and compiled on a schema's first parse)
+  // would cost more than it saves (about 5 ms of a cold start)
+  const r = ConfigSchema.safeParse(merged, { jitless: true });
   if (!r.success) {
     const lines = r.error.issues.map((i) => {
       if (i.code === "unrecognized_keys") return `unknown setting${i.keys.length > 1 ? "s" : ""}: ${i.keys.join(", ")}`;

@@ -11,7 +11,7 @@
 // below embeds the .node file in the binary and routes that require to src/store/native.ts,
 // which picks a directory the addon can be loaded from (a noexec /tmp cannot).
 import type { BunPlugin } from "bun";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -229,6 +229,22 @@ async function compile(target: Target, outfile: string, order: string[]) {
     for (const l of res.logs) console.error(l);
     process.exit(1);
   }
+  writtenInPages(outfile);
+}
+
+/** The file written again 4 KB at a time. Linux (6.x, on ext4 and others) caches a file written in
+ *  large pieces in large folios and maps those whole, 2 MB at a time, into a process that runs the
+ *  file: a binary started straight after it was built held 4 MB more of its code resident than
+ *  one read from the disk (an idle edge: 72.6 against 68.5 MB). Written page by page, it is cached
+ *  as it would be read, and only the code that runs is resident. (src/store/native.ts writes the
+ *  database engine's addon the same way.) */
+function writtenInPages(file: string) {
+  const bytes = readFileSync(file), part = `${file}.part`;
+  const fd = openSync(part, "w", statSync(file).mode);
+  try {
+    for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, Math.min(4096, bytes.length - off));
+  } finally { closeSync(fd); }
+  renameSync(part, file);
 }
 
 /** A port nothing listens on now. */

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { refuse } from "../core/errors.ts";
 
 let fallback: string | undefined;
+const PAGE = 4096;
 
 /** Where the addon goes when $TMPDIR cannot load it (the data directory's `native`). */
 export function nativeFallbackDir(dir: string) { fallback = dir; }
@@ -35,7 +36,10 @@ function loadFrom(dir: string, addon: EmbeddedAddon, name: string): unknown {
     const part = `${file}.${process.pid}.part`;
     const fd = openSync(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o700);
     try {
-      for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
+      // in pages: a file written in large pieces is cached in large folios, which Linux (6.x, on
+      // ext4 and others) then maps whole into the process, 2 MB at a time, where written page by
+      // page it maps only the parts that run (an idle edge: 4.8 MB of the addon resident, not 8.3)
+      for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, Math.min(PAGE, bytes.length - off));
       fchmodSync(fd, 0o700);
       if (!fstatSync(fd).isFile()) throw new Error(`${part} is not a regular file`);
     } finally { closeSync(fd); }

@@ -11,11 +11,12 @@
 // below embeds the .node file in the binary and routes that require to src/store/native.ts,
 // which picks a directory the addon can be loaded from (a noexec /tmp cannot).
 import type { BunPlugin } from "bun";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { buildConsole, type ConsoleFiles } from "../src/console/build.ts";
+import { writeInPages } from "../src/store/native.ts";
 import { buildStamp } from "./stamp.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -232,18 +233,13 @@ async function compile(target: Target, outfile: string, order: string[]) {
   writtenInPages(outfile);
 }
 
-/** The file written again 4 KB at a time. Linux (6.x, on ext4 and others) caches a file written in
- *  large pieces in large folios and maps those whole, 2 MB at a time, into a process that runs the
- *  file: a binary started straight after it was built held 4 MB more of its code resident than
- *  one read from the disk (an idle edge: 72.6 against 68.5 MB). Written page by page, it is cached
- *  as it would be read, and only the code that runs is resident. (src/store/native.ts writes the
- *  database engine's addon the same way.) */
+/** The file written again 4 KB at a time (writeInPages, src/store/native.ts): a binary started
+ *  straight after it was built, from the large pieces Bun wrote, held 4 MB more of its code
+ *  resident than one read from the disk. */
 function writtenInPages(file: string) {
   const bytes = readFileSync(file), part = `${file}.part`;
   const fd = openSync(part, "w", statSync(file).mode);
-  try {
-    for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, Math.min(4096, bytes.length - off));
-  } finally { closeSync(fd); }
+  try { writeInPages(fd, bytes); } finally { closeSync(fd); }
   renameSync(part, file);
 }
 

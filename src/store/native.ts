@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { refuse } from "../core/errors.ts";
 
 let fallback: string | undefined;
-const PAGE = 4096;
 
 /** Where the addon goes when $TMPDIR cannot load it (the data directory's `native`). */
 export function nativeFallbackDir(dir: string) { fallback = dir; }
@@ -36,10 +35,7 @@ function loadFrom(dir: string, addon: EmbeddedAddon, name: string): unknown {
     const part = `${file}.${process.pid}.part`;
     const fd = openSync(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o700);
     try {
-      // in pages: a file written in large pieces is cached in large folios, which Linux (6.x, on
-      // ext4 and others) then maps whole into the process, 2 MB at a time, where written page by
-      // page it maps only the parts that run (an idle edge: 4.8 MB of the addon resident, not 8.3)
-      for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, Math.min(PAGE, bytes.length - off));
+      writeInPages(fd, bytes);
       fchmodSync(fd, 0o700);
       if (!fstatSync(fd).isFile()) throw new Error(`${part} is not a regular file`);
     } finally { closeSync(fd); }
@@ -54,6 +50,15 @@ function loadFrom(dir: string, addon: EmbeddedAddon, name: string): unknown {
     throw e;
   }
   return m.exports;
+}
+
+/** Writes `bytes` to `fd` 4 KB at a time. Linux (6.x, on ext4 and others) caches a file written in
+ *  large pieces in large folios and maps those whole, 2 MB at a time, into a process that runs it;
+ *  written page by page, the file is cached as one read from the disk is, and only the code that
+ *  runs is resident (an idle edge: 4.8 MB of this addon, not 8.3; the binary itself, which
+ *  scripts/build.ts writes the same way, 4 MB less). */
+export function writeInPages(fd: number, bytes: Uint8Array) {
+  for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, Math.min(4096, bytes.length - off));
 }
 
 /** The addon as the binary carries it: zstd-compressed, decompressed only when it is written out. */

@@ -24,7 +24,12 @@ describe("the schema of a new SQLite database", () => {
   test("a new database is given it whole, every migration recorded, and has nothing left to apply", async () => {
     const expected = await stepByStep();
     await withDb(async (db) => {
+      // in one transaction after the one that makes schema_migrations (one by one: one each)
+      let transactions = 0;
+      const tx = db.tx.bind(db);
+      db.tx = (fn) => { transactions++; return tx(fn); };
       expect(await migrate(db)).toEqual(ALL);
+      expect(transactions).toBe(2);
       expect(await sqliteSchemaOf(db)).toEqual(expected);
       const recorded = await db.all<{ version: number; name: string }>(`SELECT version, name FROM schema_migrations ORDER BY version`);
       expect(recorded).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));

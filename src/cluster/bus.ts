@@ -3,6 +3,11 @@
 // publish (a burst of cache invalidations costs one round trip). A message may name the node it is
 // for (`to`); requests wait for that node's reply.
 //
+// A message longer than INLINE_MAX (a relayed request or answer of up to 8 MiB) is parked under a
+// key of its own and only a reference to it is published: its addressee alone reads it, and the
+// subscribers' output buffers stay far from Redis's pub/sub limit (32 MB by default), past which
+// Redis drops a subscriber that reads slower than the messages come.
+//
 // Redis pub/sub keeps nothing for a subscriber that is away: after the link comes back, `onResync`
 // handlers run so each node drops what it may have missed news of. ioredis (the client the MQTT
 // emitter uses too) reconnects and subscribes again by itself.
@@ -13,8 +18,13 @@ import type { Logger } from "../core/log.ts";
 export const CLUSTER_CHANNEL = "outpost:cluster";
 /** Messages kept while the link is down. */
 const OUTGOING_MAX = 10_000;
+/** A message's JSON longer than this is parked under a key; the publish carries its name. */
+export const INLINE_MAX = 64 * 1024;
+const PARKED_PREFIX = "outpost:cluster:parked:";
+/** How long a parked message waits for its reader (any request waiting for it ends sooner). */
+const PARKED_TTL_MS = 5 * 60_000;
 
-export interface BusMessage { kind: string; from: string; to?: string; id?: string; body?: unknown }
+export interface BusMessage { kind: string; from: string; to?: string; id?: string; body?: unknown; parked?: string }
 type Handler = (body: any, m: BusMessage) => void;
 type Server = (body: any) => Promise<unknown>;
 
@@ -26,6 +36,9 @@ export class ClusterBus {
   private readonly waiting = new Map<string, { resolve(v: unknown): void; reject(e: Error): void; timer: ReturnType<typeof setTimeout> }>();
   private readonly resyncs = new Set<() => void>();
   private outgoing: BusMessage[] = [];
+  /** received batches wait here behind one that has parked messages still to read (order kept) */
+  private inbound: Promise<void> = Promise.resolve();
+  private inboundWaiting = 0;
   private up = false;
   private stopped = false;
   /** messages received from other nodes (for tests and metrics) */
@@ -74,8 +87,31 @@ export class ClusterBus {
     let batch: BusMessage[];
     try { batch = JSON.parse(text) as BusMessage[]; } catch { return; }
     if (!Array.isArray(batch)) return;
+    const mine = batch.filter((m) => m && m.from !== this.nodeId && (!m.to || m.to === this.nodeId));
+    if (!mine.length) return;
+    if (!this.inboundWaiting && !mine.some((m) => m.parked)) { this.deliver(mine); return; }
+    this.inboundWaiting++;
+    this.inbound = this.inbound.then(() => this.unpark(mine)).then((ms) => this.deliver(ms))
+      .catch((err) => this.log.warn("cluster: a parked message could not be read", { err: (err as Error).message }))
+      .finally(() => { this.inboundWaiting--; });
+  }
+
+  /** Reads the parked messages of a batch (one addressed to this node is deleted as it is read;
+   *  one for every node is left to expire). */
+  private async unpark(batch: BusMessage[]): Promise<BusMessage[]> {
+    const out: BusMessage[] = [];
     for (const m of batch) {
-      if (!m || m.from === this.nodeId || (m.to && m.to !== this.nodeId)) continue;
+      if (!m.parked) { out.push(m); continue; }
+      const key = m.parked;
+      const text = m.to ? ((await this.cmd.multi().get(key).del(key).exec())?.[0]?.[1] as string | null) : await this.cmd.get(key);
+      if (text === null || text === undefined) { this.log.warn("cluster: a parked message expired before it was read", { kind: m.kind }); continue; }
+      out.push(JSON.parse(text) as BusMessage);
+    }
+    return out;
+  }
+
+  private deliver(batch: BusMessage[]) {
+    for (const m of batch) {
       this.received++;
       if (m.kind === "reply") { this.replied(m); continue; }
       const server = this.servers.get(m.kind);
@@ -118,7 +154,17 @@ export class ClusterBus {
     if (!this.outgoing.length || !this.up) return;
     const batch = this.outgoing;
     this.outgoing = [];
-    this.cmd.publish(CLUSTER_CHANNEL, JSON.stringify(batch)).catch((err) => {
+    // the parked messages are set before the publish that names them, on the same link (in order)
+    const pipe = this.cmd.pipeline();
+    const texts = batch.map((m) => {
+      const text = JSON.stringify(m);
+      if (text.length <= INLINE_MAX) return text;
+      const parked = PARKED_PREFIX + newUuid();
+      pipe.set(parked, text, "PX", PARKED_TTL_MS);
+      return JSON.stringify({ kind: m.kind, from: m.from, to: m.to, parked });
+    });
+    pipe.publish(CLUSTER_CHANNEL, `[${texts.join(",")}]`);
+    pipe.exec().then((results) => { const failed = results?.find(([err]) => err); if (failed) throw failed[0]; }).catch((err) => {
       this.log.debug("cluster: publish failed; sent again when the link is back", { err: (err as Error).message });
       this.outgoing.unshift(...batch);
       this.down();

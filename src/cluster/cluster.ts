@@ -113,7 +113,8 @@ export function joinCluster(p: ClusterParts) {
     ? fail("EDGE_OFFLINE", `edge '${edge}' was connected to node ${node}, which stopped before it answered`)
     : fail("EDGE_TIMEOUT", `edge '${edge}' is connected to node ${node}, which did not answer: ${(err as Error).message}`);
   // relayed requests and remote operations: the whole body crosses in one bus message (bounded
-  // by BODY_MAX_BYTES), answered by the node holding the edge's link
+  // by BODY_MAX_BYTES; the bus parks a large one under a key), answered by the node holding the
+  // edge's link
   type Relayed = { status: number; headers: [string, string][]; body: string } | { error: { kind: string; message: string } } | null;
   const relayElsewhere: ElsewhereHub["relay"] = async (sk, edge, req) => {
     const node = await holder(sk, edge);

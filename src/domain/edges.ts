@@ -8,7 +8,7 @@ import { LEVEL } from "../auth/permissions.ts";
 import type { Principal } from "../auth/principal.ts";
 import { fail, notFound } from "../core/errors.ts";
 import { edgeKey, hashToken, newKey, newToken, nowSeconds } from "../core/ids.ts";
-import { parseQuery } from "../core/query.ts";
+import { type ColumnMap, parseQuery, type Query } from "../core/query.ts";
 import { knownFields, objectBody } from "../core/validate.ts";
 import type { Executor } from "../store/db.ts";
 import { EDGE_COLUMNS, type EdgeChanges, type EdgeRow, type TemplateEntryRow, edgesRepo } from "../store/edges.ts";
@@ -104,6 +104,8 @@ export interface EdgeLinks {
 
 /** Edge records turned into their wire form between two turns of the event loop. */
 const WIRE_SLICE = 50;
+/** Edge records a whole-fleet list reads between two turns of the event loop. */
+const READ_PART = 1_000;
 
 export class Edges {
   readonly columnsOf: CustomColumns;
@@ -254,7 +256,7 @@ export class Edges {
     await this.links.get()?.settle();
     const schema = await this.columnsOf.schema(this.d.db, systemKey);
     const q = parseQuery(query ?? undefined, { defaultPageSize: 0 });
-    const rows = await edgesRepo.list(this.d.db, systemKey, q, schema.map, undefined, opts.failing);
+    const rows = await this.rowsOf(systemKey, q, schema.map, opts.failing);
     // their lags from reads they share (without the sync hub: none)
     const lags = await this.links.get()?.lagsOf(systemKey, rows);
     // a whole fleet's records in slices, the event loop given back between them: thousands in
@@ -265,6 +267,22 @@ export class Edges {
       out.push(...await Promise.all(rows.slice(i, i + WIRE_SLICE).map((r) => this.toWire(r, s.system_secret, lags ? lags.get(r.name) ?? null : null))));
     }
     return this.columnsOf.selected(schema, q, out);
+  }
+
+  /** The records a query selects. A whole fleet (no SORT, no page) is read a part at a time in
+   *  name order, the event loop given back between parts: 10,000 records in one read held every
+   *  other request for about 100 ms. (A record created or deleted meanwhile is in the answer or
+   *  not, as in a read just before or after; none is read twice.) */
+  private async rowsOf(systemKey: string, q: Query, columns: ColumnMap, failing?: boolean): Promise<EdgeRow[]> {
+    if (q.sort.length || q.pageSize) return edgesRepo.list(this.d.db, systemKey, q, columns, undefined, failing);
+    const rows: EdgeRow[] = [];
+    for (let after: string | null = null; ;) {
+      const part = await edgesRepo.listPart(this.d.db, systemKey, q, columns, after, READ_PART, failing);
+      rows.push(...part);
+      if (part.length < READ_PART) return rows;
+      after = part[part.length - 1]!.name;
+      await new Promise((r) => setImmediate(r));
+    }
   }
 
   /** How many edges the system has connected, never connected, disconnected after contact, and

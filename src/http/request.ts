@@ -189,11 +189,30 @@ export function flagParam(q: QueryParams, name: string): boolean | undefined {
   return v === "true";
 }
 
+/** Elements of a long array written between two turns of the event loop. */
+const JSON_SLICE = 500;
+
+/** JSON text of a value; a long array (a whole fleet's records: 8 MB for 10,000 edges, 20 ms in
+ *  one go) is written a slice at a time, the event loop given back between slices. */
+export async function jsonText(body: unknown): Promise<string> {
+  if (!Array.isArray(body) || body.length <= JSON_SLICE) return JSON.stringify(body);
+  const parts: string[] = [];
+  for (let i = 0; i < body.length; i += JSON_SLICE) {
+    if (i) await new Promise((r) => setImmediate(r));
+    const text = JSON.stringify(body.slice(i, i + JSON_SLICE));
+    parts.push(text.slice(1, -1));
+  }
+  return `[${parts.join(",")}]`;
+}
+
+/** A JSON answer, written as jsonText does. */
+export const jsonAnswer = async (body: unknown) => new Response(await jsonText(body), { headers: { "content-type": JSON_TYPE } });
+
 /** A JSON answer with an ETag of its body; a request whose If-None-Match names that tag gets 304
  *  and no body. A client polling a view (the console's fleet page) pays a few hundred bytes for
  *  an answer that did not change. */
-export function conditionalJson(req: Request, body: unknown): Response {
-  const text = JSON.stringify(body);
+export async function conditionalJson(req: Request, body: unknown): Promise<Response> {
+  const text = await jsonText(body);
   const tag = `"${Bun.hash(text).toString(36)}"`;
   const headers = { etag: tag, "cache-control": "no-cache" };
   const asked = req.headers.get("if-none-match");

@@ -52,6 +52,15 @@ export const edgesRepo = {
     const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
     return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${also}${tail}`, [systemKey, ...where.args]);
   },
+  /** What list answers for a query without SORT or page, `size` rows at a time in name order:
+   *  the next part after the name `after` (null: the first). */
+  listPart(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, after: string | null, size: number, failing?: boolean) {
+    const { where } = listClauses(ex.dialect, q, columns, undefined, { ordered: false, paged: false });
+    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    const from = after === null ? "" : " AND name > ?";
+    return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${also}${from} ORDER BY name LIMIT ${size}`,
+      [systemKey, ...where.args, ...(after === null ? [] : [after])]);
+  },
   /** A fleet's edges by link state, in one pass: never connected (no contact yet), disconnected
    *  (had contact, not connected now), failing (an asset whose sync failed). */
   async stateCounts(ex: Executor, systemKey: string) {

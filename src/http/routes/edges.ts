@@ -8,7 +8,7 @@ import { hashToken } from "../../core/ids.ts";
 
 import { SYNC_PATH } from "../../sync/protocol.ts";
 import { LINK_EVENTS_KEPT } from "../../sync/platform/hub.ts";
-import { conditionalJson, flagParam, jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
+import { conditionalJson, flagParam, jsonAnswer, jsonBody, principalOf, queryOf, tokenOf, withCaller } from "../request.ts";
 import type { Services } from "../services.ts";
 
 type P = Record<string, string>;
@@ -43,7 +43,7 @@ export const edgeRoutes = (s: Services) => {
     return hub().linkLog(systemKey, name, limit);
   };
   let app = new Elysia()
-    .get("/api/v/2/edges/:systemKey", caller((p, { request, params }) => s.edges.list(p, params.systemKey, queryOf(request).get("query"))))
+    .get("/api/v/2/edges/:systemKey", caller(async (p, { request, params }) => jsonAnswer(await s.edges.list(p, params.systemKey, queryOf(request).get("query")))))
     // a fleet view's parameters (failing; view=fleet; count's by=state) answer with an ETag
     // (If-None-Match: 304 when nothing changed)
     .get("/admin/edges/:systemKey", caller(async (p, { request, params }) => {
@@ -51,7 +51,7 @@ export const edgeRoutes = (s: Services) => {
       const failing = flagParam(q, "failing"), view = q.get("view");
       if (view !== null && view !== "fleet") throw fail("INVALID_ARGUMENT", "view must be fleet");
       const list = await s.edges.list(p, params.systemKey, q.get("query"), { failing });
-      if (failing === undefined && view === null) return list;
+      if (failing === undefined && view === null) return jsonAnswer(list);
       if (!view) return conditionalJson(request, list);
       await s.systems.accessAsDeveloper(p, params.systemKey);
       return conditionalJson(request, await Promise.all(list.map((e) => fleetRow(e, hub().status(params.systemKey, e.name as string)))));

@@ -117,6 +117,19 @@ export class CacheVersions {
   /** A posted set (`apply`, answering undefined when it applied it at once) or a ticket given up
    *  (null): applied in ticket order. */
   posted(slot: number, ticket: number, apply: (() => Promise<void> | undefined) | null) {
+    // the common case, the slot's next ticket with nothing queued: applied now, without a queue
+    // entry or a promise (a worker's run that sets a key posts one such set per run)
+    if (ticket === this.applied[slot] && !this.draining.has(slot) && !this.queued.has(slot)) {
+      const applying = apply?.();
+      if (applying) {
+        this.draining.add(slot);
+        void applying.catch(() => {}).then(() => { this.draining.delete(slot); this.advance(slot); void this.drain(slot); });
+        return;
+      }
+      this.advance(slot);
+      if (this.waiting.has(slot) || this.stalls.has(slot)) this.watch(slot);
+      return;
+    }
     let q = this.queued.get(slot);
     if (!q) this.queued.set(slot, (q = new Map()));
     q.set(ticket, apply);

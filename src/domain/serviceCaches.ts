@@ -278,13 +278,14 @@ export class ServiceCaches {
     if (!versions || !Number.isInteger(m.s) || m.s < 0 || m.s >= versions.slots || !Number.isInteger(m.n)) return;
     if (m.k === undefined || m.j === undefined || m.sk === undefined || m.id === undefined || m.ttl === undefined || m.at === undefined) { versions.posted(m.s, m.n, null); return; }
     const { s: slot, k, j, at, ttl } = m, reserved = m.r ?? 0;
-    const c: CacheRef = { systemKey: m.sk, id: m.id, ttlMs: ttl };
     // (versions are kept only over values in this node's memory, which sets them at once)
     const values = this.values as MemoryCacheValues;
     versions.posted(slot, m.n, () => {
       let o: WriteOutcome | undefined;
+      // its TTL counted from when the worker made it
+      const c: CacheRef = { systemKey: m.sk!, id: m.id!, ttlMs: Math.max(1, at + ttl - Date.now()) };
       try {
-        o = values.setNow({ ...c, ttlMs: Math.max(1, at + ttl - Date.now()) }, [[k, j]], false);
+        o = values.setNow(c, [[k, j]], false);
         // (its worker bumped the version when it made the set)
         if (o.done === "full") this.d.log.error("a cache set a code worker made could not be applied: the cache was full", { cache: m.id, bytes: o.bytes });
         else this.expiries.set(`${c.systemKey}/${c.id}`, at + ttl);

@@ -100,6 +100,31 @@ describe("sets a worker made (tickets)", () => {
     expect(v.settled(s)).toBeUndefined();
   });
 
+  test("the next ticket is applied within its post; one whose apply answers a promise holds the tickets after it until that settles", async () => {
+    const v = new CacheVersions();
+    const s = v.slotOf("sk", "id");
+    const order: string[] = [];
+    v.posted(s, ticket(v, s), () => { order.push("0"); return undefined; });
+    expect(order).toEqual(["0"]);
+    expect(v.settled(s)).toBeUndefined();
+    let finish!: () => void;
+    v.posted(s, ticket(v, s), () => { order.push("1 starts"); return new Promise<void>((r) => { finish = () => { order.push("1 ends"); r(); }; }); });
+    v.posted(s, ticket(v, s), () => { order.push("2"); return undefined; });
+    const waited = v.settled(s);
+    await flush();
+    expect(order).toEqual(["0", "1 starts"]);
+    expect(waited).toBeInstanceOf(Promise);
+    finish();
+    await waited;
+    expect(order).toEqual(["0", "1 starts", "1 ends", "2"]);
+    // a failed one, next in line, does not stop the ticket after it
+    v.posted(s, ticket(v, s), () => Promise.reject(new Error("boom")));
+    v.posted(s, ticket(v, s), () => { order.push("4"); return undefined; });
+    await v.settled(s);
+    expect(order.at(-1)).toBe("4");
+    expect(v.settled(s)).toBeUndefined();
+  });
+
   test("a call waits for the tickets issued before it, not for later ones; a ticket given up counts as applied; a failed apply does not stop the next", async () => {
     const v = new CacheVersions();
     const s = v.slotOf("sk", "id"), other = v.slotOf("sk", "other");

@@ -14,9 +14,11 @@ export const clusterRepo = {
     ex.all<NodeRow>(`SELECT node_id, started_at, heartbeat_at, clustered FROM cluster_nodes WHERE heartbeat_at >= ? ORDER BY node_id`, [since]),
   /** A node stopping: its row goes (a clean stop is not a death). */
   leave: (ex: Executor, nodeId: string) => ex.run(`DELETE FROM cluster_nodes WHERE node_id = ?`, [nodeId]),
-  /** Edges a node held are disconnected: at its start (all it held before), or once it is dead. */
-  releaseEdgesOf: (ex: Executor, nodeId: string) =>
-    ex.run(`UPDATE edges SET is_connected = 0, node_id = '' WHERE node_id = ?`, [nodeId]),
+  /** Edges a node held are disconnected: at its start (all it held before), or as it stops
+   *  (`lastTalked`: they were heard until then). */
+  releaseEdgesOf: (ex: Executor, nodeId: string, lastTalked?: number) => lastTalked === undefined
+    ? ex.run(`UPDATE edges SET is_connected = 0, node_id = '' WHERE node_id = ?`, [nodeId])
+    : ex.run(`UPDATE edges SET is_connected = 0, node_id = '', last_talked = ? WHERE node_id = ? AND is_connected = 1`, [lastTalked, nodeId]),
   /** Edges marked connected to a node that is not among the living (or to none: rows from before
    *  nodes were recorded), given the ids of the living. */
   releaseEdgesOfDead: (ex: Executor, alive: string[]) =>

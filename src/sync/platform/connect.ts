@@ -93,8 +93,9 @@ export async function close(h: HubState, ws: Socket, code?: number, reason?: str
   await h.writes.flushOne(s);
   // (a new link of the edge may have come meanwhile)
   if (!mine || h.sessions.has(s.key)) return;
-  // only while this node holds it: the edge may have moved to another node meanwhile
-  await clusterRepo.releaseEdge(h.d.db, s.edge.system_key, s.edge.name, h.d.nodeId, nowSeconds());
+  // only while this node holds it: the edge may have moved to another node meanwhile (a node
+  // stopping frees all it holds at once, see SyncHub.stop)
+  if (!h.stopping) await clusterRepo.releaseEdge(h.d.db, s.edge.system_key, s.edge.name, h.d.nodeId, nowSeconds());
   h.d.events.emit("StartConnectDisconnect::EdgeDisconnectedOnPlatform", s.edge.system_key, { edgeName: s.edge.name });
   h.d.log.info("edge disconnected", { edge: s.key });
 }

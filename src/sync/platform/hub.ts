@@ -7,6 +7,7 @@
 // shared), ack, uplink, relayDown, control, status, compaction.
 import { describeIssues } from "../../core/validate.ts";
 import { edgesRepo } from "../../store/edges.ts";
+import { nowSeconds } from "../../core/ids.ts";
 import { clusterRepo } from "../../store/cluster.ts";
 import { linkEventsRepo } from "../../store/linkEvents.ts";
 import type { ChangeRow } from "../../store/sync.ts";
@@ -112,6 +113,7 @@ export class SyncHub {
 
   async stop() {
     this.stopped = true;
+    this.st.stopping = true;
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.catchUp) clearInterval(this.catchUp);
@@ -119,8 +121,13 @@ export class SyncHub {
     for (const s of this.st.sessions.values()) { linkEnded(this.st, s, "platform stopping"); s.closed = true; s.ws.close(1001, "platform stopping"); }
     this.st.sessions.clear();
     this.st.bySystem.clear();
+    // the closes of links the listener ended before this (it stops first) are still writing: the
+    // database must outlive them (a fleet's closes used the pool after it ended, one failure each)
+    await Promise.allSettled([...this.st.closing]);
     // what the edges acknowledged and when they were heard from is kept across a clean stop
     await this.st.writes.flush();
+    // and the edges this node held are disconnected, in one statement rather than one each
+    await clusterRepo.releaseEdgesOf(this.d.db, this.d.nodeId, nowSeconds());
   }
 
   /** New changes of these assets are in a system's log (committed here or on another node):
@@ -248,7 +255,9 @@ export class SyncHub {
   close(ws: Socket, code?: number, reason?: string) {
     const s = this.st.bySocket.get(ws), peer = s && this.filePeers.get(s);
     if (peer) { this.filePeers.delete(s); void this.d.files?.peerLost(peer); }
-    return close(this.st, ws, code, reason);
+    const closing = close(this.st, ws, code, reason);
+    this.st.closing.add(closing);
+    return closing.finally(() => this.st.closing.delete(closing));
   }
 
   // ---- relay to edges, requests to one edge -----------------------------------------------------

@@ -37,6 +37,11 @@ export class HubState implements SessionHub {
    *  behind (/metrics) */
   relayDropped = 0;
 
+  /** the hub is stopping: a link's close leaves the edge's release to the stop (one statement) */
+  stopping = false;
+  /** links' closes whose writes are under way (a stop waits for them before the database goes) */
+  readonly closing = new Set<Promise<void>>();
+
   /** positions, outcomes and last_talked waiting to be written together */
   readonly writes: EdgeWrites;
 

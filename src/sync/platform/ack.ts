@@ -1,12 +1,10 @@
 // The edge's acknowledgements: a snapshot's pages and end, the log's batches. Its position moves
-// (never past what was sent), and the outcome per asset it reports is recorded: a snapshot's at
-// once, with its end; the log's with the next batch of writes (writes.ts).
-import { nowIso, nowSeconds } from "../../core/ids.ts";
-import { edgesRepo } from "../../store/edges.ts";
+// (never past what was sent), and the outcome per asset it reports is recorded with the next batch
+// of writes (writes.ts): a snapshot's once it is whole, with the template it brought.
+import { nowIso } from "../../core/ids.ts";
 import type { EdgeMessage } from "../protocol.ts";
 import type { EdgeSession } from "./session.ts";
 import type { HubState } from "./state.ts";
-import { record } from "./writes.ts";
 
 export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, { t: "ack" }>) {
   const sk = s.edge.system_key, edge = s.edge.name;
@@ -17,17 +15,13 @@ export async function ack(h: HubState, s: EdgeSession, m: Extract<EdgeMessage, {
     // a snapshot's outcomes count once it is whole
     for (const x of m.results) r.results.set(`${x.type}\u0000${x.name}`, x);
   } else if (was === "end" && r) {
-    // the outcomes of batches acknowledged before are older than the snapshot's
-    await h.writes.flushOne(s);
-    await h.d.db.tx(async (tx) => {
-      await record(tx, sk, edge, [...r.results.values()], nowIso());
-      if (r.template) await edgesRepo.snapshotDone(tx, sk, edge, s.edge.incarnation, JSON.stringify(r.template), r.job.kind === "full" ? r.seq : null);
-      if (r.job.kind === "full") await edgesRepo.update(tx, sk, edge, { last_talked: nowSeconds() });
-    });
-    // (the record kept for hellos has the applied template of before)
-    h.reads.forgetRecord(sk, edge);
+    // written with the next batch, after the outcomes of batches acknowledged before (older)
+    const full = r.job.kind === "full", template = r.template ? JSON.stringify(r.template) : null;
+    if (full) s.cursor = r.seq;
+    h.writes.snapshotEnded(s, [...r.results.values()], nowIso(), template, full);
+    // (the record kept for hellos says it now)
+    h.reads.snapshotDone(sk, edge, s.edge.incarnation, template, full ? r.seq : null);
     if (r.template) s.applied = r.template;
-    if (r.job.kind === "full") s.cursor = r.seq;
     s.running = null;
     // the template changed again meanwhile
     s.wantTemplate();

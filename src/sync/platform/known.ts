@@ -55,8 +55,16 @@ export class HelloReads {
     return e;
   }
 
-  /** The hub wrote the edge's record (its first contact, the template it applied): read again. */
+  /** The hub wrote the edge's record (its first contact): read again. */
   forgetRecord(sk: string, name: string) { this.edges.delete(`${sk}/${name}`); }
+
+  /** The edge applied a snapshot (written with the next batch of the hub's writes): the record
+   *  kept says so now (a copy: sessions may hold the one kept before). */
+  snapshotDone(sk: string, name: string, incarnation: string, template: string | null, cursor: number | null) {
+    const k = `${sk}/${name}`, e = this.edges.get(k);
+    if (!e || e.incarnation !== incarnation) return;
+    this.edges.set(k, { ...e, ...(template !== null ? { applied_template: template } : {}), ...(cursor !== null ? { cursor } : {}) });
+  }
 
   /** The edge's record or template changed (or it went): both read again at its next hello. */
   forgetEdge(sk: string, name: string) { this.forgotten++; this.edges.delete(`${sk}/${name}`); this.templates.delete(`${sk}/${name}`); }

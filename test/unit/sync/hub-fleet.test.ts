@@ -64,15 +64,32 @@ describe("a fleet on the sync hub", () => {
   const edges: FakeEdge[] = [];
   let acknowledged = 0;
 
-  test("a change reaching every edge of a fleet is read from the log once, not once per edge", async () => {
+  test("a fleet's snapshot ends are written together, a few transactions for all, and the records show them once read", async () => {
     for (let i = 0; i < FLEET; i++) {
       await app.services.edges.create(dev, sk, `e${i}`, { token: `e${i}-token` });
       await app.services.edges.changeTemplate(dev, sk, `e${i}`, { add: [{ def_module: "collection", def_name: "f", mode: "sync_to_edge" }] });
-      const e = new FakeEdge(`e${i}`);
-      await e.connect();
-      edges.push(e);
+      edges.push(new FakeEdge(`e${i}`));
+    }
+    const done = spyOn(edgesRepo, "snapshotDone");
+    const txs = spyOn(app.db as unknown as { tx: (...a: unknown[]) => unknown }, "tx");
+    try {
+      await Promise.all(edges.map((e) => e.connect()));
+      await settle(() => edges.every((e) => e.got.some((m) => m.t === "snapshot_end")));
+      await app.services.edges.list(dev, sk, null); // (writes what waits first)
+      // every edge's snapshot end recorded, in far fewer transactions than edges
+      expect(new Set(done.mock.calls.map((c) => c[1] === sk && c[2])).size).toBe(FLEET);
+      expect(txs.mock.calls.length).toBeLessThanOrEqual(FLEET / 4);
+    } finally {
+      done.mockRestore();
+      txs.mockRestore();
     }
     await settle(async () => (await Promise.all(edges.map(async (e) => (await app.services.sync!.status(sk, e.name)).every((a) => a.status === "synced")))).every(Boolean));
+    const list = await app.services.edges.list(dev, sk, null) as { name: string }[];
+    expect(list.length).toBe(FLEET);
+    for (const e of await edgesRepo.all(app.db, sk)) expect(JSON.parse(e.applied_template ?? "null")).toMatchObject([{ def_module: "collection", def_name: "f", mode: "sync_to_edge" }]);
+  });
+
+  test("a change reaching every edge of a fleet is read from the log once, not once per edge", async () => {
     const reads = spyOn(changesRepo, "after");
     try {
       const col = await app.services.collections.byIdFor(dev, collectionID);

@@ -113,7 +113,7 @@ export class SyncHub {
 
   async stop() {
     this.stopped = true;
-    this.st.stopping = true;
+    this.st.beginStop();
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.catchUp) clearInterval(this.catchUp);

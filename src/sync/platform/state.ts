@@ -38,7 +38,9 @@ export class HubState implements SessionHub {
   relayDropped = 0;
 
   /** the hub is stopping: a link's close leaves the edge's release to the stop (one statement) */
-  stopping = false;
+  private stoppingNow = false;
+  get stopping() { return this.stoppingNow; }
+  beginStop() { this.stoppingNow = true; }
   /** links' closes whose writes are under way (a stop waits for them before the database goes) */
   readonly closing = new Set<Promise<void>>();
 

@@ -117,43 +117,31 @@ export class CacheVersions {
   /** A posted set (`apply`, answering undefined when it applied it at once) or a ticket given up
    *  (null): applied in ticket order. */
   posted(slot: number, ticket: number, apply: (() => Promise<void> | undefined) | null) {
-    // the common case, the slot's next ticket with nothing queued: applied now, without a queue
-    // entry or a promise (a worker's run that sets a key posts one such set per run)
-    if (ticket === this.applied[slot] && !this.draining.has(slot) && !this.queued.has(slot)) {
-      const applying = apply?.();
-      if (applying) {
-        this.draining.add(slot);
-        void applying.catch(() => {}).then(() => { this.draining.delete(slot); this.advance(slot); void this.drain(slot); });
-        return;
-      }
-      this.advance(slot);
-      if (this.waiting.has(slot) || this.stalls.has(slot)) this.watch(slot);
-      return;
-    }
     let q = this.queued.get(slot);
     if (!q) this.queued.set(slot, (q = new Map()));
     q.set(ticket, apply);
-    void this.drain(slot);
+    this.drain(slot);
   }
 
-  private async drain(slot: number) {
+  /** Applies the slot's tickets in order, within the call, until one has not come or its apply
+   *  answers a promise (the rest go on once it settles): the sets a message brought are applied
+   *  in a row, without a promise or an await each (a worker's run that sets a key posts one). */
+  private drain(slot: number) {
     if (this.draining.has(slot)) return;
-    this.draining.add(slot);
-    try {
-      for (;;) {
-        const q = this.queued.get(slot), next = this.applied[slot]!;
-        const apply = q?.get(next);
-        if (apply === undefined) break;
-        q!.delete(next);
-        if (!q!.size) this.queued.delete(slot);
-        // (an apply reports its own failure: the tickets after it go on; one made at once is not
-        // waited for, so the sets a message brought are applied in a row)
-        const applying = apply?.();
-        if (applying) await applying.catch(() => {});
-        this.advance(slot);
+    for (;;) {
+      const q = this.queued.get(slot), next = this.applied[slot]!;
+      const apply = q?.get(next);
+      if (apply === undefined) break;
+      q!.delete(next);
+      if (!q!.size) this.queued.delete(slot);
+      // (an apply reports its own failure: the tickets after it go on)
+      const applying = apply?.();
+      if (applying) {
+        this.draining.add(slot);
+        void applying.catch(() => {}).then(() => { this.draining.delete(slot); this.advance(slot); this.drain(slot); });
+        return;
       }
-    } finally {
-      this.draining.delete(slot);
+      this.advance(slot);
     }
     this.watch(slot);
   }
@@ -182,7 +170,7 @@ export class CacheVersions {
       if (this.applied[slot] !== at || this.draining.has(slot)) { this.watch(slot); return; }
       this.onLost(slot, at);
       this.advance(slot);
-      void this.drain(slot);
+      this.drain(slot);
     }, this.ticketWaitMs);
     timer.unref?.();
     this.stalls.set(slot, timer);

@@ -34,6 +34,9 @@ export const EDGE_COLUMNS: ColumnMap = {
 
 /** An edge (a row of edges) with an asset whose sync failed. */
 const FAILING = `EXISTS (SELECT 1 FROM sync_status f WHERE f.system_key = edges.system_key AND f.edge_name = edges.name AND f.status = 'failed')`;
+/** The condition `failing` adds to a WHERE: only the edges with (true) or without (false) such an
+ *  asset; nothing when undefined. */
+const failingClause = (failing: boolean | undefined) => (failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`);
 
 export const edgesRepo = {
   get: (ex: Executor, systemKey: string, name: string) => ex.get<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND name = ?`, [systemKey, name]),
@@ -49,14 +52,14 @@ export const edgesRepo = {
    *  `failing`: only the edges with (true) or without (false) an asset whose sync failed. */
   list(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, read?: ListRead, failing?: boolean) {
     const { where, tail } = listClauses(ex.dialect, q, columns, "name", read);
-    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    const also = failingClause(failing);
     return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${also}${tail}`, [systemKey, ...where.args]);
   },
   /** What list answers for a query without SORT or page, `size` rows at a time in name order:
    *  the next part after the name `after` (null: the first). */
   listPart(ex: Executor, systemKey: string, q: Query, columns: ColumnMap, after: string | null, size: number, failing?: boolean) {
     const { where } = listClauses(ex.dialect, q, columns, undefined, { ordered: false, paged: false });
-    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    const also = failingClause(failing);
     const from = after === null ? "" : " AND name > ?";
     return ex.all<EdgeRow>(`SELECT * FROM edges WHERE system_key = ? AND (${where.sql})${also}${from} ORDER BY name LIMIT ${size}`,
       [systemKey, ...where.args, ...(after === null ? [] : [after])]);
@@ -77,7 +80,7 @@ export const edgesRepo = {
   /** The number of rows `filters` match (and `failing`, as in list). */
   async count(ex: Executor, systemKey: string, filters: Condition[][], columns: ColumnMap, failing?: boolean) {
     const where = compileWhere(filters, columns, ex.dialect);
-    const also = failing === undefined ? "" : ` AND ${failing ? "" : "NOT "}${FAILING}`;
+    const also = failingClause(failing);
     return (await ex.get<{ n: number }>(`SELECT count(*) AS n FROM edges WHERE system_key = ? AND (${where.sql})${also}`, [systemKey, ...where.args]))!.n;
   },
   insert: (ex: Executor, e: EdgeRow) => ex.run(`INSERT INTO edges(${COLS.join(", ")}) VALUES (${COLS.map(() => "?").join(", ")})`, COLS.map((c) => e[c])),

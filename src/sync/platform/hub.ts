@@ -50,7 +50,6 @@ export class SyncHub {
   private readonly filePeers = new WeakMap<EdgeSession, FilePeer>();
   /** hellos admitted at a bounded pace */
   private readonly admission = new HelloAdmission();
-  private stopped = false;
 
   constructor(readonly d: HubDeps) {
     const st = this.st = new HubState(d);
@@ -112,7 +111,6 @@ export class SyncHub {
   }
 
   async stop() {
-    this.stopped = true;
     this.st.beginStop();
     if (this.compactor) clearInterval(this.compactor);
     if (this.sweeper) clearInterval(this.sweeper);
@@ -206,7 +204,7 @@ export class SyncHub {
         const h = m;
         return await this.admission.admit(s, async () => {
           if (s.closed) return;
-          if (this.stopped) { s.closed = true; s.ws.close(1001, "platform stopping"); return; }
+          if (this.st.stopping) { s.closed = true; s.ws.close(1001, "platform stopping"); return; }
           await hello(this.st, s, h);
           // (a refused hello leaves no edge on the session)
           const peer = !s.closed && s.edge && this.st.sessions.get(s.key) === s ? this.filePeer(s, ws) : undefined;

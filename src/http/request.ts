@@ -95,7 +95,7 @@ export const plainHandlerOf = (handler: unknown): PlainHandler | undefined =>
 const encodedBodies = new WeakMap<object, { variant: unknown; base: string; body: Blob }>();
 
 /** The JSON answer `make` gives, its body encoded once for `source` while `variant` (compared by
- *  identity) and `base` (by value) stay the same: a client polling a cached answer is sent the
+ *  identity) and `base` (by value: what else `make` reads) stay the same: a client polling a cached answer is sent the
  *  same bytes without encoding them again. The answer's type is Response.json's, the Blob's: Bun
  *  gives it to the headers when they are read before the body (a listener and the edge's relay
  *  do). A Response on a Blob costs a third of Response.json's CPU (no encoding, no headers

@@ -256,4 +256,38 @@ describe("Permissions with a real database", () => {
     perms.invalidate(SK);
     expect(await perms.level(user(["late"]), { kind: "timers" })).toBe(0);
   });
+
+  test("levelNow's remembered decisions end with a role change, another name or other roles", async () => {
+    const perms = new Permissions(db);
+    await role(SK, "polling", { items: { collections: [{ name: "byname", level: READ }], services: [{ name: "svc", level: READ }] } });
+    const u = user(["polling"]);
+    const byName: Resource = { kind: "collection", id: "c7", name: "byname" };
+    const svc: Resource = { kind: "service", name: "svc" };
+    expect(perms.levelNow(u, byName)).toBeUndefined(); // the system's roles are not cached yet
+    expect(await perms.level(u, byName)).toBe(READ);
+    for (let i = 0; i < 3; i++) { expect(perms.levelNow(u, byName)).toBe(READ); expect(perms.levelNow(u, svc)).toBe(READ); }
+    // the same collection under another name (renamed): the grant by name no longer holds
+    expect(perms.levelNow(u, { kind: "collection", id: "c7", name: "renamed" })).toBe(0);
+    expect(perms.levelNow(u, byName)).toBe(READ);
+    expect(perms.levelNow(u, { kind: "service", name: "other" })).toBe(0);
+
+    await rolesRepo.update(db, SK, "polling", "polling", "", JSON.stringify({ items: { collections: [{ name: "byname", level: READ | UPDATE }] }, scalars: {} }));
+    perms.invalidate(SK);
+    await perms.level(u, { kind: "users" }); // fills the cache again
+    expect(perms.levelNow(u, byName)).toBe(READ | UPDATE);
+    expect(perms.levelNow(u, svc)).toBe(0);
+    expect(() => perms.checkedNow(u, svc, READ)).toThrow(ApiError);
+
+    // another principal of other roles decides for itself
+    const other = user(["reader"]);
+    expect(perms.levelNow(other, byName)).toBe(0);
+    expect(perms.levelNow(other, c1)).toBe(READ);
+    expect(perms.levelNow(u, c1)).toBe(0);
+    // a principal whose roles array was replaced (not the usual way, but never a stale answer)
+    const changing = user(["polling"]);
+    expect(perms.levelNow(changing, byName)).toBe(READ | UPDATE);
+    (changing as { roles: string[] }).roles = ["reader"];
+    expect(perms.levelNow(changing, byName)).toBe(0);
+    expect(perms.levelNow(changing, c1)).toBe(READ);
+  });
 });

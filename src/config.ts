@@ -111,6 +111,8 @@ export const ConfigSchema = z.object({
   codeMemoryMb: intText.pipe(z.number().int().min(32).max(65_536)).default(256),
   codeMaxShare: fraction.default(0.5),
   codeQueue: intText.pipe(z.number().int().min(1).max(100_000)).default(256),
+  // trigger runs of one system that wait for room in its code queue (past it: failed runs)
+  codeTriggerBacklog: intText.pipe(z.number().int().min(0).max(10_000_000)).default(100_000),
   // the workers' scheduling priority below the event loop's (nice, 0: the same)
   codeNice: intText.pipe(z.number().int().min(0).max(19)).default(0),
   codeStreamsMax: intText.pipe(z.number().int().min(0).max(100_000)).default(100),
@@ -385,6 +387,8 @@ Code engine
   --code-memory-mb N          memory of all sandboxes of all workers together (256)
   --code-max-share F          the share of the workers one system may hold at once (0.5)
   --code-queue N              runs of one system waiting for a worker before calls get 429 (256)
+  --code-trigger-backlog N    trigger runs of one system waiting for room in that queue; past
+                              it they are recorded as failed runs (100000)
   --code-nice N               how far below the event loop the code workers are scheduled, as
                               nice: HTTP, MQTT and sync go first when the cores are full (0; 0-19)
   --code-streams-max N        stream services (execution_timeout -1) one system may run at once (100)

@@ -18,6 +18,7 @@ import { OPS } from "./library/index.ts";
 import { type EngineDeps, type ExecOptions, type ExecResult, type HostContext, RunState } from "./library/types.ts";
 
 export type { EngineDeps, ExecOptions, ExecResult };
+export { isQueueFull } from "./pool.ts";
 import { type Instance, instanceToWire, Instances } from "./instances.ts";
 import { defaultWorkers, type PoolOutcome, WorkerPool } from "./pool.ts";
 import { platformHost } from "./ownApi.ts";
@@ -298,6 +299,17 @@ export class CodeEngine {
     this.e.d.log.warn("service run failed", { systemKey: svc.system_key, service: svc.name, error: o.error });
     if (o.killed) throw fail("SERVICE_TIMED_OUT", `service '${svc.name}': ${o.error}`);
     return { success: false, results: o.error, failed: true, ...(o.timedOut ? { timedOut: true } : {}), ...(withLogs ? { logs: o.logs ? o.logs.join("\n") : "" } : {}) };
+  }
+
+  /** Runs of a system the pool takes now before refusing them as its queue is full. */
+  queueRoom(systemKey: string): number { return this.pool.room(systemKey); }
+
+  /** A run that never ran (a trigger's that could not wait for room): recorded as a failed run,
+   *  which can be retried like any other. */
+  async recordUnrun(p: Principal, systemKey: string, service: string, params: unknown, trigger: string, why: string) {
+    await this.e.services.recordFailure({
+      system_key: systemKey, service_name: service, params: JSON.stringify(params ?? {}), error: why, user_id: principalId(p), user_type: p.kind, trigger,
+    });
   }
 
   /** Runs failed runs again with their parameters, as the caller; a success removes the record. */

@@ -32,10 +32,10 @@ import { LruMap } from "../core/cache.ts";
 import { fail, failFor } from "../core/errors.ts";
 import { newCallBuffer, writeAnswer } from "./callBuffer.ts";
 import { type AnswerStep, type BatchMessage, type BlockingCallMessage, type CacheWriteMessage, type Call, type ControlMessage, decodeOutcome, type InitMessage, type ReadyMessage, type ReportMessage, type RunStep, type Step } from "./protocol.ts";
-import { type Batch, MB, MIN_SHARE_BYTES, type PoolOptions, type PoolOutcome, type Run, type RunSpec, type Slot, type Sys } from "./poolTypes.ts";
+import { type Batch, MB, MIN_SHARE_BYTES, type PoolOptions, type PoolOutcome, queueFull, type Run, type RunSpec, type Slot, type Sys } from "./poolTypes.ts";
 import { type CompiledQuickJS, compileQuickJS } from "./sandbox.ts";
 
-export { defaultWorkers, type PoolOptions, type PoolOutcome, type RunSpec } from "./poolTypes.ts";
+export { defaultWorkers, isQueueFull, type PoolOptions, type PoolOutcome, type RunSpec } from "./poolTypes.ts";
 
 /** The worker's code: next to this file when run from source; in the binary, an entry of its own
  *  under the bundle's root, src/ (scripts/build.ts). */
@@ -111,7 +111,7 @@ export class WorkerPool {
     // runs of this turn not handed out yet wait only if no free worker takes them; runs behind
     // another in a batch wait as much as queued ones
     if (sys.queue.length + sys.behind >= this.o.queueMax) this.pump();
-    if (sys.queue.length + sys.behind >= this.o.queueMax) throw failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`);
+    if (sys.queue.length + sys.behind >= this.o.queueMax) throw queueFull(failFor(1, "THROTTLED", `too many runs of this system's code are waiting (${this.o.queueMax})`));
     const id = ++this.nextId;
     let resolve!: (o: PoolOutcome) => void;
     const done = new Promise<PoolOutcome>((r) => (resolve = r));
@@ -123,6 +123,9 @@ export class WorkerPool {
     this.pumpSoon();
     return { id, done };
   }
+
+  /** Runs of the system submit takes now before it refuses them (its queue is full). */
+  room(system: string): number { const sys = this.systems.get(system); return sys ? this.o.queueMax - sys.queue.length - sys.behind : this.o.queueMax; }
 
   /** Ends a run (a stream service stopped or changed). */
   abort(id: number, why: string) {

@@ -132,3 +132,9 @@ export interface Slot {
   blocked: number;
   blockedRun: number;
 }
+
+/** The refusals of runs because their system's queue is full (a trigger's run waits for room
+ *  then, see triggers/backlog.ts): told apart from every other THROTTLED by identity. */
+const queueFullErrors = new WeakSet<object>();
+export function queueFull<E extends Error>(e: E): E { queueFullErrors.add(e); return e; }
+export const isQueueFull = (e: unknown): boolean => typeof e === "object" && e !== null && queueFullErrors.has(e);

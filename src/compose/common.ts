@@ -223,7 +223,7 @@ export async function startRuntime(d: Domain, mode: ModeParts, started: Started)
   started.push({ name: "message-timers", stop: () => d.messageTimers.stop() });
   await code.start();
   started.push({ name: "code", stop: () => code.stop() });
-  const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log, signals);
+  const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log, signals, config.codeTriggerBacklog);
   await dispatcher.start();
   started.push({ name: "triggers", stop: () => dispatcher.stop() });
   const scheduler = new TimerScheduler(triggers, systems, code, log, (sk, topic, payload) => broker.publish(sk, topic, payload, 0, false, null));

@@ -5,10 +5,11 @@ import { topicMatches } from "../auth/permissions.ts";
 import type { DomainEvent, EventBus, EventType } from "../core/events.ts";
 import type { Logger } from "../core/log.ts";
 import type { Signals } from "../core/signals.ts";
-import type { CodeEngine } from "../code/engine.ts";
+import { type CodeEngine, isQueueFull } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
 import type { TriggerRow } from "../store/triggers.ts";
+import { TriggerBacklog } from "./backlog.ts";
 
 /** A trigger whose service causes its own event again stops after this many rounds. */
 export const MAX_TRIGGER_DEPTH = 4;
@@ -51,9 +52,12 @@ export class TriggerDispatcher {
   private off: (() => void) | null = null;
   fired = 0;
   loopsStopped = 0;
+  /** runs waiting while their system's code queue is full */
+  readonly backlog: TriggerBacklog;
 
   constructor(private readonly events: EventBus, private readonly triggers: Triggers, private readonly systems: Systems,
-    private readonly engine: CodeEngine, private readonly log: Logger, signals: Signals) {
+    private readonly engine: CodeEngine, private readonly log: Logger, signals: Signals, backlogMax?: number) {
+    this.backlog = new TriggerBacklog({ room: (sk) => engine.queueRoom(sk), isQueueFull, log }, backlogMax);
     // (before start: a change then reloads an index not yet loaded, and start loads it anyway)
     signals.on("triggers.changed", () => this.reload().catch((err) => this.log.error("trigger index reload failed", { err })));
   }
@@ -117,10 +121,19 @@ export class TriggerDispatcher {
       this.fired++;
       const params = { ...(e.payload as Record<string, unknown>), trigger: e.type };
       this.engine.runner(e.systemKey, system.owner_id, t)
-        .then((p) => this.engine.execute(p, e.systemKey, t.service_name, params, { internal: true, trigger: e.type, depth: e.depth }))
+        .then((p) => this.backlog.add(e.systemKey, {
+          trigger: t.name,
+          run: () => this.engine.execute(p, e.systemKey, t.service_name, params, { internal: true, trigger: e.type, depth: e.depth }),
+          drop: (why) => this.engine.recordUnrun(p, e.systemKey, t.service_name, params, e.type, why),
+        }))
         .catch((err) => this.log.warn("trigger run failed", { trigger: t.name, err }));
     }
   }
 
-  stop() { this.off?.(); this.off = null; }
+  /** Stops taking events; the runs still waiting are recorded as failed. */
+  async stop() {
+    this.off?.();
+    this.off = null;
+    await this.backlog.stop();
+  }
 }

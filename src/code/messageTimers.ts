@@ -15,13 +15,13 @@ import type { Users } from "../domain/users.ts";
 export interface MessageTimerLimits {
   /** timers (timeouts and intervals) a system may have waiting at once */
   perSystem: number;
-  /** the shortest period of an interval */
+  /** the shortest period of an interval (a shorter one asked for is lengthened to it) */
   minIntervalMs: number;
   /** the longest delay or period */
   maxDelayMs: number;
   /** the largest message a timer holds */
   maxPayloadBytes: number;
-  /** the most firings of one interval */
+  /** the most firings of one interval with a count (a negative count: until cancelled) */
   maxIterations: number;
 }
 
@@ -82,10 +82,12 @@ export class MessageTimers {
   add(owner: Principal, systemKey: string, kind: MessageTimerKind, r: TimerRequest): string {
     if (this.stopped) throw fail("INVALID_ARGUMENT", "the server is stopping");
     const L = this.limits;
-    const delay = r.delayMs;
-    const min = kind === "interval" ? L.minIntervalMs : 0;
-    if (typeof delay !== "number" || !Number.isFinite(delay) || delay < min || delay > L.maxDelayMs)
-      throw fail("INVALID_ARGUMENT", `timeout must be a number of milliseconds from ${min} to ${L.maxDelayMs}`);
+    const asked = r.delayMs;
+    if (typeof asked !== "number" || !Number.isFinite(asked) || asked < 0 || asked > L.maxDelayMs)
+      throw fail("INVALID_ARGUMENT", `timeout must be a number of milliseconds from 0 to ${L.maxDelayMs}`);
+    // ClearBlade's own examples repeat every 30 ms: a period that short is taken as the shortest
+    // this node keeps, rather than refused
+    const delay = kind === "interval" ? Math.max(asked, L.minIntervalMs) : asked;
     if (typeof r.topic !== "string" || !r.topic || r.topic.length > 1024 || /[+#]/.test(r.topic))
       throw fail("INVALID_ARGUMENT", "topic must be a topic name without wildcards");
     const payload = typeof r.payload === "string" ? r.payload : r.payload === undefined || r.payload === null ? "" : JSON.stringify(r.payload);
@@ -93,9 +95,10 @@ export class MessageTimers {
     let left = 1;
     if (kind === "interval") {
       const n = r.iterations;
-      if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > L.maxIterations)
-        throw fail("INVALID_ARGUMENT", `iterations must be a whole number from 1 to ${L.maxIterations}`);
-      left = n;
+      if (typeof n !== "number" || !Number.isInteger(n) || n === 0 || n > L.maxIterations)
+        throw fail("INVALID_ARGUMENT", `iterations must be a whole number from 1 to ${L.maxIterations}, or -1 (until cancelled)`);
+      // -1 (ClearBlade's "forever"): until cancelled, the system deleted or the node stopped
+      left = n < 0 ? Infinity : n;
     }
     const mine = this.bySystem.get(systemKey) ?? new Map<string, Timer>();
     if (mine.size >= L.perSystem) throw fail("INVALID_ARGUMENT", `this system already has ${L.perSystem} messaging timers waiting (cancel some first)`);

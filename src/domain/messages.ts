@@ -287,10 +287,12 @@ export class Messages {
     const count = num("count", true)!;
     if (count < 0 || !Number.isSafeInteger(count)) throw fail("INVALID_ARGUMENT", "count must be 0 (all) or a positive integer");
     const last = num("last"), start = num("start"), stop = num("stop");
-    const ms = (s: number | null) => (s === null || s < 0 ? null : s * 1000);
-    // "last" is the point in time to read back from; start/stop bound a window (-1 = unused).
+    // (0, as -1, leaves a bound out: ClearBlade's clients send last=0 for "now", its server
+    // reading an unset number as 0)
+    const ms = (s: number | null) => (s === null || s <= 0 ? null : s * 1000);
+    // "last" is the point in time to read back from; start/stop bound a window (-1 or 0 = unused).
     // Times on the wire are whole seconds: a bound's second is included entirely.
-    let before = stop === null || stop < 0 ? null : stop * 1000 + 999;
+    let before = stop === null || stop <= 0 ? null : stop * 1000 + 999;
     const lastMs = ms(last);
     if (lastMs !== null) before = before === null ? lastMs : Math.min(before, lastMs);
     return { topic, count, after: ms(start), before };

@@ -159,6 +159,15 @@ export class CodeServices {
         case "current_version":
           if (v !== null && typeof v !== "number") throw fail("INVALID_ARGUMENT", `${k} must be a number`);
           break;
+        // what ClearBlade's exports carry beside a service's settings: the name of its code's
+        // file, and the levels its roles hold on it (roles carry those here); accepted, not used
+        case "source":
+          if (v !== null && typeof v !== "string") throw fail("INVALID_ARGUMENT", `${k} must be a string (the code's file name)`);
+          break;
+        case "permissions":
+          if (v !== null && (typeof v !== "object" || Array.isArray(v) || !Object.values(v as object).every((x) => typeof x === "number")))
+            throw fail("INVALID_ARGUMENT", `${k} must be an object of role names and levels`);
+          break;
         default: throw fail("INVALID_ARGUMENT", `body: unknown field '${k}'`);
       }
     }

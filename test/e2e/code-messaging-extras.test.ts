@@ -147,6 +147,18 @@ t.test("setTimeout and setInterval publish after the run ended; cancel stops the
   t.equal(l2.got[0], '{"n":1}', "an object is published as JSON");
   l.c.end(true);
   l2.c.end(true);
+
+  // ClearBlade's own forms: iterations -1 (until cancelled), a 30 ms period (its docs' example)
+  const topic3 = uniq("tm/forever");
+  const l3 = await listen(s, topic3);
+  const forever = ok(t, await run(s, `ClearBlade.Messaging().setInterval(30, ${J(topic3)}, "again", -1, done);`), "an interval until cancelled, of 30 ms");
+  t.ok(await waitFor(() => l3.got.length >= 4, 5_000), "it keeps ticking");
+  ok(t, await run(s, `ClearBlade.Messaging().cancelCBInterval(${J(forever)}, done);`), "cancelled");
+  await sleep(300);
+  const m = l3.got.length;
+  await sleep(400);
+  t.equal(l3.got.length, m, "no more ticks after the cancel");
+  l3.c.end(true);
 });
 
 t.test("messaging timers: publish rights, bounds, wrong types, another system's ids", async (t) => {
@@ -169,7 +181,7 @@ t.test("messaging timers: publish rights, bounds, wrong types, another system's 
   l.c.end(true);
 
   for (const [code, re] of [
-    [`ClearBlade.Messaging().setInterval(10, "a", "x", 2, done);`, /from 100 to 86400000/],
+    [`ClearBlade.Messaging().setInterval(-10, "a", "x", 2, done);`, /from 0 to 86400000/],
     [`ClearBlade.Messaging().setTimeout(86400001, "a", "x", done);`, /from 0 to 86400000/],
     [`ClearBlade.Messaging().setTimeout("soon", "a", "x", done);`, /milliseconds/],
     [`ClearBlade.Messaging().setTimeout(100, "a/+", "x", done);`, /without wildcards/],

@@ -212,6 +212,14 @@ t.test("service definition failures", async (t) => {
   isErr(t, await s.dev.put(adminSvc(s, name), { execution_timeout: 86_401 }), 400, "update with a bad timeout");
   isErr(t, await s.dev.put(adminSvc(s, name), { dependencies: "ghost lib" }), 400, "update with a dependency that is no library name");
   isErr(t, await s.dev.put(adminSvc(s, name), { wat: 1 }), 400, "update with an unknown field");
+  // a service's .json as ClearBlade's exports write it, posted with its code, is taken
+  const exported = uniq("exported");
+  const ex = await s.dev.post(adminSvc(s, exported), { code: `function ${exported}(req, resp){ resp.success(1) }`, auto_balance: false, auto_restart: false, concurrency: 0,
+    current_version: 1, dependencies: "", execution_timeout: 60, logging_enabled: false, name: exported, params: [], run_user: "",
+    permissions: { Administrator: 1, Anonymous: 1, Authenticated: 1 }, source: `${exported}.js` });
+  ok200(t, ex, "an exported service's fields (permissions, source) are taken");
+  isErr(t, await s.dev.put(adminSvc(s, exported), { permissions: ["Administrator"] }), 400, "permissions that are not role levels");
+  isErr(t, await s.dev.put(adminSvc(s, exported), { source: 42 }), 400, "a source that is not a file name");
 
   // permissions
   const plain = await userWith({});

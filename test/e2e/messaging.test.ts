@@ -256,6 +256,8 @@ t.test("GET history: count, last, start, stop, newest first", async (t) => {
   t.same(payloads(await history(t, s, { topic, count: 0, start: tC, stop: tA })), [], "start after stop: none");
   t.same(payloads(await history(t, s, { topic, count: 0, last: tC - 1, start: tB - 1 })), ["b3", "b2", "b1"], "last and start together");
   t.same(payloads(await history(t, s, { topic, count: 0, last: -1, start: -1, stop: -1 })), all, "-1 means unused (as the JS SDK sends)");
+  t.same(payloads(await history(t, s, { topic, count: 10, last: 0 })), all.slice(0, 10), "last=0 means now (the Node SDK's getMessageHistory(topic, 0, count))");
+  t.same(payloads(await history(t, s, { topic, count: 0, last: 0, start: 0, stop: 0 })), all, "0 leaves any bound out");
   // second-granular bounds: a row's own `time` selects it
   t.same(payloads(await history(t, s, { topic, count: 0, stop: tB })), all.slice(3), "stop is inclusive: stop = B's second includes B");
   t.same(payloads(await history(t, s, { topic, count: 0, start: tB, stop: tB })), ["b3", "b2", "b1"], "start = stop = B's second: exactly B (rows whose time is tB)");

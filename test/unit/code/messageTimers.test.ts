@@ -82,10 +82,9 @@ describe("MessageTimers", () => {
     expect(refusal(() => timers.cancel("sk", "timeout", 42))).toMatch(/id is required/);
   });
 
-  test("bounds: per system, shortest period, longest delay, size, iterations, topic", () => {
+  test("bounds: per system, longest delay, size, iterations, topic", () => {
     const { timers } = setup();
     const bad: [Record<string, unknown>, "timeout" | "interval", RegExp][] = [
-      [{ delayMs: 50, topic: "t", payload: "", iterations: 1 }, "interval", /from 100/],
       [{ delayMs: -1, topic: "t", payload: "" }, "timeout", /from 0/],
       [{ delayMs: 10_001, topic: "t", payload: "" }, "timeout", /to 10000/],
       [{ delayMs: "100", topic: "t", payload: "" }, "timeout", /number of milliseconds/],
@@ -95,6 +94,7 @@ describe("MessageTimers", () => {
       [{ delayMs: 100, topic: "x".repeat(1025), payload: "" }, "timeout", /topic/],
       [{ delayMs: 100, topic: "t", payload: "x".repeat(17) }, "timeout", /larger than 16 bytes/],
       [{ delayMs: 100, topic: "t", payload: "", iterations: 0 }, "interval", /iterations/],
+      [{ delayMs: -1, topic: "t", payload: "", iterations: 1 }, "interval", /from 0/],
       [{ delayMs: 100, topic: "t", payload: "", iterations: 6 }, "interval", /iterations/],
       [{ delayMs: 100, topic: "t", payload: "", iterations: 1.5 }, "interval", /iterations/],
     ];
@@ -105,6 +105,23 @@ describe("MessageTimers", () => {
     // the bound is per system
     timers.add(owner, "other", "timeout", { delayMs: 1000, topic: "t", payload: "" });
     expect(timers.count("other")).toBe(1);
+  });
+
+  test("an interval shorter than the shortest period repeats at it; -1 iterations repeat until cancelled", async () => {
+    const { timers, sent, c } = setup();
+    const id = timers.add(owner, "sk", "interval", { delayMs: 30, topic: "t/fast", payload: "f", iterations: -1 });
+    await c.advance(99);
+    expect(sent).toEqual([]);
+    await c.advance(1);
+    expect(sent.length).toBe(1);
+    // far past any count (maxIterations is 5 here)
+    await c.advance(2_000);
+    expect(sent.length).toBe(21);
+    expect(timers.count("sk")).toBe(1);
+    expect(timers.cancel("sk", "interval", id)).toBe(id);
+    await c.advance(1_000);
+    expect(sent.length).toBe(21);
+    expect(c.pending()).toBe(0);
   });
 
   test("a refused publish ends the timer; forgetSystem and stop cancel everything", async () => {

@@ -226,7 +226,7 @@ export async function startRuntime(d: Domain, mode: ModeParts, started: Started)
   const dispatcher = new TriggerDispatcher(events, triggers, systems, code, log, signals, config.codeTriggerBacklog);
   await dispatcher.start();
   started.push({ name: "triggers", stop: () => dispatcher.stop() });
-  const scheduler = new TimerScheduler(triggers, systems, code, log, (sk, topic, payload) => broker.publish(sk, topic, payload, 0, false, null));
+  const scheduler = new TimerScheduler(triggers, systems, code, log, (sk, topic, payload) => broker.publish(sk, topic, payload, 0, false, null), dispatcher.backlog);
   scheduler.start();
   started.push({ name: "timers", stop: () => scheduler.stop() });
   return broker;

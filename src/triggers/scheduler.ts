@@ -1,10 +1,12 @@
 // Runs timers: a tick at the start of every second fires each due timer's service (a timer without
 // one publishes on `$timer/<name>` instead, as ClearBlade's do) and moves it to its next time. The next time counts from the firing, so after a restart (or any pause) a timer
 // fires once and continues at its frequency: never more often than asked, no catch-up bursts.
+import type { Principal } from "../auth/principal.ts";
 import type { Logger } from "../core/log.ts";
 import type { CodeEngine } from "../code/engine.ts";
 import type { Systems } from "../domain/systems.ts";
 import type { Triggers } from "../domain/triggers.ts";
+import type { TriggerBacklog } from "./backlog.ts";
 
 const TICK_SLACK_MS = 100;
 
@@ -16,9 +18,11 @@ export class TimerScheduler {
   private since = 0;
   fired = 0;
 
-  /** `publish`: a message from the platform (or edge) itself, for timers without a service */
+  /** `publish`: a message from the platform (or edge) itself, for timers without a service;
+   *  `backlog`: where a run waits while its system's code queue is full (the triggers'), rather
+   *  than being refused */
   constructor(private readonly triggers: Triggers, private readonly systems: Systems, private readonly engine: CodeEngine, private readonly log: Logger,
-    private readonly publish: (systemKey: string, topic: string, payload: Buffer) => Promise<void> = async () => {}) {}
+    private readonly publish: (systemKey: string, topic: string, payload: Buffer) => Promise<void> = async () => {}, private readonly backlog?: TriggerBacklog) {}
 
   start() {
     // ticks begin once code can run: a first run that waited for the code workers to warm up
@@ -59,8 +63,11 @@ export class TimerScheduler {
             .catch((err) => this.log.warn("timer message not published", { timer: t.name, err }));
           continue;
         }
+        const params = { timer: t.name, runs }, run = (p: Principal) => this.engine.execute(p, t.system_key, t.service_name, params, { internal: true, trigger: "Timer" });
         this.engine.runner(t.system_key, system.owner_id, t)
-          .then((p) => this.engine.execute(p, t.system_key, t.service_name, { timer: t.name, runs }, { internal: true, trigger: "Timer" }))
+          .then((p): unknown => this.backlog
+            ? this.backlog.add(t.system_key, { trigger: t.name, run: () => run(p), drop: (why) => this.engine.recordUnrun(p, t.system_key, t.service_name, params, "Timer", why) })
+            : run(p))
           .catch((err) => this.log.warn("timer run failed", { timer: t.name, err }));
       }
     } catch (err) {

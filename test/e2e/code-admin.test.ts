@@ -348,6 +348,53 @@ t.test("loginUser: a session of that user, whose rights the run then has; logout
     });`), /permission|not allowed|denied/i, undefined, "the developer's service, signed in as the user, reads only what the user may");
 });
 
+t.test("ClearBlade.init signs in as ClearBlade's docs show it (email and password, registerUser, useUser); a failure opens no session", async (t) => {
+  const u = await newUser(s);
+  const init = (opts: string) => `ClearBlade.init({ systemKey: req.systemKey, systemSecret: req.systemSecret, ${opts} });`;
+  const signed = ok(t, await run(init(`email: ${J(u.email)}, password: ${J(u.password)}, callback: function (err, body) {
+      if (err) return done(err, body);
+      ClearBlade.User().getUser(function (err, me) { resp.success({ body: body, me: me && me.email }); });
+    }`)), "init with email and password");
+  t.equal(signed.body.email, u.email, "the callback gets the user");
+  t.type(signed.body.authToken, "string", "and its token");
+  t.equal(signed.me, u.email, "later calls act as that user");
+
+  // the rights are the user's: the developer's service reads only what the user may
+  const col = await must(s.dev.post("/admin/collectionmanagement", { name: uniq("initsecret"), appID: SK }), "collection");
+  refused(t, await run(init(`email: ${J(u.email)}, password: ${J(u.password)}, callback: function (err, body) {
+      if (err) return done(err, body);
+      ClearBlade.Collection({ collectionID: ${J(col.collectionID)} }).fetch(done);
+    }`)), /permission|not allowed|denied/i, undefined, "a collection the user may not read");
+
+  const wrong = await newUser(s);
+  refused(t, await run(init(`email: ${J(wrong.email)}, password: "wrong", callback: done`)), /invalid email or password/, 401, "a wrong password reaches the callback");
+  const thrown = ok(t, await run(`try { ${init(`email: ${J(wrong.email)}, password: "wrong"`)} resp.success("no error"); }
+    catch (e) { ClearBlade.User().getUser(function (err, me) { resp.success({ message: e.message, stillCaller: err === true }); }); }`), "without a callback");
+  t.match(thrown, { message: /invalid email or password/, stillCaller: true }, "a failed sign-in without a callback throws, and the run stays the caller's");
+
+  const email = `${uniq("initreg")}@example.com`;
+  const reg = ok(t, await run(init(`registerUser: true, email: ${J(email)}, password: "pw-123456", callback: function (err, body) {
+      if (err) return done(err, body);
+      ClearBlade.User().getUser(function (err, me) { resp.success({ body: body, me: me && me.email }); });
+    }`)), "init with registerUser");
+  t.match(reg, { body: { email, authToken: /./ }, me: email }, "registered, and signed in as the new user");
+  const a = await s.app.post("/api/v/1/user/auth", { email, password: "pw-123456" });
+  t.equal(a.status, 200, "the registered user signs in over REST");
+
+  const other = await newUser(s);
+  const token = (await s.app.post("/api/v/1/user/auth", { email: other.email, password: other.password })).body.user_token;
+  const used = ok(t, await run(`${init(`useUser: { email: ${J(other.email)}, authToken: ${J(token)} }`)}
+    ClearBlade.User().getUser(function (err, me) { if (err) return done(err, me); resp.success(me.email); });`), "init with useUser");
+  t.equal(used, other.email, "later calls act as the token's holder");
+  const badToken = ok(t, await run(`try { ${init(`useUser: { email: "x@y.z", authToken: "not-a-token" }`)} resp.success("no error"); } catch (e) { resp.success(e.message); }`), "useUser with a bad token");
+  t.not(badToken, "no error", `a token that is no session is refused (${badToken})`);
+
+  refused(t, await run(`ClearBlade.init({ systemKey: ${J(s2.systemKey)}, systemSecret: "x", email: ${J(u.email)}, password: ${J(u.password)}, callback: done });`), /its own system only/, undefined, "another system's key");
+  const plainInit = ok(t, await run(`ClearBlade.init({ request: req, callback: function (err, body) {
+      ClearBlade.User().getUser(function (e2) { resp.success({ err: err, body: body, noUser: e2 === true }); }); } });`), "init({request: req})");
+  t.same(plainInit, { err: false, body: {}, noUser: true }, "plain init keeps the caller (the developer)");
+});
+
 t.test("sign-ins: wrong passwords, the lockout, registerUser, loginAnon, setUser, reauthUser", async (t) => {
   const u = await newUser(s);
   refused(t, await run(`ClearBlade.loginUser(${J(u.email)}, "wrong", done);`), /invalid email or password/, 401, "a wrong password");
@@ -410,6 +457,9 @@ t.test("deleteUser(s), ClearBladeAsync.Users: create, update, delete by query; r
       return U.update(ClearBladeAsync.Query().equalTo("user_id", id), { email: ${J(email.replace("@", "+x@"))} }).then(function () { return id; });
     }));`), "create and update");
   t.type(id, "string");
+  const read = ok(t, await run(`settle(ClearBladeAsync.Users().read(ClearBladeAsync.Query().equalTo("user_id", ${J(id)})));`), "read by query");
+  t.ok(Array.isArray(read), "read answers the users themselves (an array), as ClearBlade's types say");
+  t.equal(read[0]?.user_id, id);
   const found = await must(s.dev.get(`/admin/user/${SK}?query=${qs({ FILTERS: [[{ EQ: [{ user_id: id }] }]] })}`), "read");
   t.equal(found[0]?.email, email.replace("@", "+x@"), "updated");
   ok(t, await run(`settle(ClearBladeAsync.Users().delete(ClearBladeAsync.Query().equalTo("user_id", ${J(id)})));`), "delete by query");

@@ -498,6 +498,21 @@ t.test("runtime: Code().execute of another service", async (t) => {
   const u = await userWith(canRun(caller));
   const denied = await exec(u.client, caller, { x: 1 });
   t.equal(denied.body.results?.err, true, "the callee needs its own execute permission");
+
+  // getAllServices: the system's service names, with the REST list's rights
+  const lister = uniq("lister");
+  await service(lister, `async function ${lister}(req, resp) {
+    var names; ClearBlade.Code().getAllServices(function (err, n) { names = err ? { err: n } : n; });
+    var asyncNames; try { asyncNames = await ClearBladeAsync.Code().getAllServices(); } catch (e) { asyncNames = { err: e.message }; }
+    resp.success({ names: names, asyncNames: asyncNames });
+  }`);
+  const l = await exec(s.dev, lister);
+  t.ok(Array.isArray(l.body.results?.names), `getAllServices answers names (${JSON.stringify(l.body.results).slice(0, 200)})`);
+  for (const n of [callee, failing, caller, lister]) t.ok(l.body.results.names.includes(n), `${n} is listed`);
+  t.same([...l.body.results.asyncNames].sort(), [...l.body.results.names].sort(), "ClearBladeAsync's is the same list");
+  const runner = await userWith(canRun(lister));
+  const noList = await exec(runner.client, lister);
+  t.match(JSON.stringify(noList.body.results), /not allowed|permission/i, "a user who may only run services may not list them (as over REST)");
 });
 
 t.test("runtime: Messaging().publish reaches an MQTT subscriber", async (t) => {
@@ -681,6 +696,41 @@ t.test("runtime: Device get/create/update/delete", async (t) => {
   t.equal(h.body.type, "k");
   const dup = await exec(s.dev, mk);
   t.equal(dup.body.results.err, true, "creating it twice is an error");
+
+  // the collection-style forms of ClearBlade's docs: create(device), update(query, changes), delete(query)
+  const coll = uniq("coll"), cname = uniq("cdev");
+  await service(coll, `function ${coll}(req, resp) {
+    var D = ClearBlade.Device(), out = {};
+    D.create({ name: "${cname}", type: "Weight Sensor", state: "idle", enabled: true, active_key: "a-third-long-key", allow_key_auth: true }, function (err, d) {
+      out.createErr = err; out.created = d && d.name;
+      D.update(ClearBlade.Query().equalTo("name", "${cname}"), { state: "weighing" }, function (err, u) {
+        out.updErr = err;
+        D.fetch(ClearBlade.Query().equalTo("name", "${cname}"), function (err, rows) {
+          out.fetched = rows;
+          try { D.delete(); } catch (e) { out.noQuery = e.message; }
+          D.delete(function (err, why) { out.noQueryCb = [err, why && why.detail];
+            D.delete(ClearBlade.Query().equalTo("name", "${cname}"), function (err) {
+              out.delErr = err;
+              D.getDeviceByName("${cname}", function (err) { out.goneErr = err; resp.success(out); });
+            });
+          });
+        });
+      });
+    });
+  }`);
+  const c = await exec(s.dev, coll);
+  t.equal(c.body.success, true, `collection-style calls ran (${JSON.stringify(c.body.results).slice(0, 300)})`);
+  const co = c.body.results;
+  t.equal(co.createErr, false, "create(device)");
+  t.equal(co.created, cname);
+  t.equal(co.updErr, false, "update(query, changes)");
+  const fetched = Array.isArray(co.fetched) ? co.fetched : co.fetched?.DATA ?? co.fetched?.Data ?? [];
+  t.equal(fetched[0]?.state, "weighing", "the change was made");
+  t.match(co.noQuery, /needs a query/, "delete without a query is refused (thrown without a callback)");
+  t.same(co.noQueryCb, [true, "Device().delete needs a query (none would delete every device)"], "and through the callback");
+  t.equal(co.delErr, false, "delete(query)");
+  t.equal(co.goneErr, true, "the device is gone");
+  ok200(t, await s.dev.get(`/admin/devices/${SK}/${keep}`), "the other devices are not touched");
 });
 
 t.test("runtime: User getUser / allUsers / count", async (t) => {

@@ -1,4 +1,5 @@
-// Services calling services: ClearBlade.Code().execute and ClearBladeAsync.Code().execute.
+// Services calling services: ClearBlade.Code().execute and ClearBladeAsync.Code().execute, and the
+// system's service names (getAllServices).
 import { fail } from "../../core/errors.ts";
 import type { LibraryArea } from "./types.ts";
 
@@ -14,5 +15,7 @@ export const services: LibraryArea = {
       if (!r.success) throw fail("INVALID_ARGUMENT", typeof r.results === "string" ? r.results : JSON.stringify(r.results));
       return r.results;
     },
+    // the names of the system's services, with the REST list's rights (read on services)
+    "code.names": async (x) => (await x.e.services.names(x.p, x.systemKey)).code,
   },
 };

@@ -114,6 +114,7 @@ export const CORE_JS = String.raw`
   }
 
   var ClearBlade = globalThis.ClearBlade = {
+    // (its sign-in forms are the users area's: prelude/users.ts)
     init: function (opts) { if (opts && typeof opts.callback === "function") opts.callback(false, {}); },
     isEdge: function () { return globalThis.cbmeta.is_edge; },
     edgeId: function () { return globalThis.cbmeta.edge_id || ""; },

@@ -2,6 +2,14 @@
 import type { PreludeArea } from "./area.ts";
 
 const js = String.raw`
+  // an argument the host is not asked about: the callback's error, or thrown without one
+  function refused(cb, detail) {
+    var error = { detail: detail };
+    if (typeof cb === "function") { cb(true, error); return new Settled(undefined); }
+    var e = new Error(detail);
+    e.error = error;
+    throw e;
+  }
   function Device() {
     return {
       getDeviceByName: function (name, cb) { return classic("device.get", { name: name }, cb); },
@@ -10,6 +18,15 @@ const js = String.raw`
       createDevice: function (name, data, causeTrigger, cb) { if (typeof causeTrigger === "function") cb = causeTrigger; return classic("device.create", { name: name, data: data }, cb); },
       updateDevice: function (name, data, causeTrigger, cb) { if (typeof causeTrigger === "function") { cb = causeTrigger; causeTrigger = true; } return classic("device.update", { name: name, data: data, causeTrigger: causeTrigger !== false }, cb); },
       deleteDevice: function (name, causeTrigger, cb) { if (typeof causeTrigger === "function") cb = causeTrigger; return classic("device.delete", { name: name }, cb); },
+      // the collection-style forms of ClearBlade's docs: a device object; a query and changes; a
+      // query (required: none would be every device)
+      create: function (device, cb) { return classic("device.create", { name: device && device.name, data: device }, cb); },
+      update: function (query, changes, cb) { return classic("device.updateByQuery", { query: plainQuery(query), changes: changes, causeTrigger: true }, cb); },
+      delete: function (query, cb) {
+        if (typeof query === "function") { cb = query; query = null; }
+        if (query === undefined || query === null) return refused(cb, "Device().delete needs a query (none would delete every device)");
+        return classic("device.deleteByQuery", { query: plainQuery(query) }, cb);
+      },
     };
   }
   ClearBlade.Device = Device;

@@ -17,6 +17,41 @@ const js = String.raw`
       count: function (query, cb) { if (typeof query === "function") { cb = query; query = null; } return classic("user.count", { query: plainQuery(query) }, cb); },
     };
   };
+  // ClearBlade.init: the run's own system always; with email and password it signs in as that
+  // user (registerUser: registers them first), with useUser it acts as that token's holder, and
+  // the calls after it act as them. A sign-in that fails reaches the callback as (true, error),
+  // or, without one, is thrown: never a session it did not open. Plain init keeps the caller.
+  var plainInit = ClearBlade.init;
+  ClearBlade.init = function (opts) {
+    if (!opts || typeof opts !== "object") return plainInit(opts);
+    var cb = typeof opts.callback === "function" ? opts.callback : null;
+    if (typeof opts.systemKey === "string" && currentReq && opts.systemKey !== currentReq.systemKey)
+      return initFailed(cb, "ClearBlade.init: a service reaches its own system only (systemKey is another system's)");
+    if (opts.useUser && typeof opts.useUser === "object") {
+      var token = opts.useUser.authToken;
+      if (typeof token !== "string" || !token) return initFailed(cb, "ClearBlade.init: useUser needs an authToken");
+      return initAs("user.setToken", { email: typeof opts.useUser.email === "string" ? opts.useUser.email : null, token: token }, cb);
+    }
+    if (opts.email !== undefined || opts.password !== undefined || opts.registerUser)
+      return initAs(opts.registerUser ? "user.register" : "user.login", { email: opts.email, password: opts.password }, cb);
+    return plainInit(opts);
+  };
+  function initAs(op, args, cb) {
+    if (cb) return classic(op, args, cb);
+    var r = JSON.parse(hostSync(op, JSON.stringify(args)));
+    if (!r.ok) throwInit(r.error);
+    return new Settled(r.data);
+  }
+  function initFailed(cb, detail) {
+    var error = { detail: detail };
+    if (cb) { cb(true, error); return new Settled(undefined); }
+    throwInit(error);
+  }
+  function throwInit(error) {
+    var e = new Error(error && error.detail ? error.detail : String(error));
+    e.error = error;
+    throw e;
+  }
   ClearBlade.loginUser = function (email, password, cb) { return classic("user.login", { email: email, password: password }, cb); };
   ClearBlade.registerUser = function (email, password, cb) { return classic("user.register", { email: email, password: password }, cb); };
   ClearBlade.loginAnon = function (cb) { return classic("user.loginAnon", null, cb); };
@@ -31,7 +66,9 @@ const js = String.raw`
   ClearBladeAsync.Users = function () {
     return {
       create: function (info) { return call("users.create", { info: info }); },
-      read: function (q) { return call("user.list", { query: plainQuery(q) }); },
+      // the users themselves, as the other async reads answer rows (the classic allUsers keeps
+      // the list's {Data, Total})
+      read: function (q) { return call("user.list", { query: plainQuery(q) }).then(function (r) { return r && Array.isArray(r.Data) ? r.Data : r; }); },
       update: function (q, changes) { return call("users.update", { query: plainQuery(q), changes: changes }).then(function () {}); },
       delete: function (q) { return call("users.delete", { query: plainQuery(q) }).then(function () {}); },
       count: function (q) { return call("user.count", { query: plainQuery(q) }); },

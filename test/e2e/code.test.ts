@@ -733,6 +733,28 @@ t.test("runtime: Device get/create/update/delete", async (t) => {
   ok200(t, await s.dev.get(`/admin/devices/${SK}/${keep}`), "the other devices are not touched");
 });
 
+t.test("runtime: a documented ClearBlade call this runtime lacks fails naming itself", async (t) => {
+  const name = uniq("lacks");
+  await service(name, `function ${name}(req, resp) {
+    var out = {};
+    function tryIt(label, f) { try { f(); out[label] = "ran"; } catch (e) { out[label] = e.message; } }
+    tryIt("edges", function () { ClearBladeAsync.Edges(); });
+    tryIt("keys", function () { ClearBladeAsync.DevicePublicKeys(); });
+    tryIt("rawQuery", function () { ClearBlade.Query().rawQuery("x"); });
+    tryIt("stream", function () { ClearBladeAsync.FS("set").createReadStream("a"); });
+    tryIt("userConnections", function () { ClearBladeAsync.Users().userConnections("a@b.c"); });
+    resp.success(out);
+  }`);
+  const r = await exec(s.dev, name);
+  t.equal(r.body.success, true, `ran (${r.text.slice(0, 300)})`);
+  const out = r.body.results;
+  t.match(out.edges, /^ClearBladeAsync\.Edges\(\) .*is not provided by Outpost/);
+  t.match(out.keys, /DevicePublicKeys\(\) is not provided/);
+  t.match(out.rawQuery, /Query\(\)\.rawQuery .*is not provided/);
+  t.match(out.stream, /FS\(\)\.createReadStream .*is not provided/);
+  t.match(out.userConnections, /userConnections is not provided/);
+});
+
 t.test("runtime: User getUser / allUsers / count", async (t) => {
   const name = uniq("users");
   await service(name, `function ${name}(req, resp) {

@@ -887,6 +887,21 @@ t.test("connections: /api/v/4/devices/{sk}/connections, /connections/{name}, /co
   const c1 = await count();
   t.same(c1.body, { total_devices: 3, total_device_connections: 3, unique_device_connections: 2 }, "exact counts");
 
+  // the same from code: ClearBladeAsync.Devices().connectedDevices / deviceConnections / connectedDeviceCount, ClearBlade.deviceConnections
+  const svc = uniq("conns");
+  ok200(t, await M.dev.post(`/admin/code/v/1/${M.systemKey}/${svc}`, { code: `async function ${svc}(req, resp) {
+    var D = ClearBladeAsync.Devices(), classic;
+    ClearBlade.deviceConnections("m2", function (err, d) { classic = err ? { err: d } : d; });
+    resp.success({ all: await D.connectedDevices(), m1: await D.deviceConnections("m1"), count: await D.connectedDeviceCount(), classic: classic });
+  }`, parameters: [] }), "a service reading connections");
+  const fromCode = await M.dev.post(`/api/v/1/code/${M.systemKey}/${svc}`, {});
+  t.equal(fromCode.body?.success, true, `ran (${fromCode.text.slice(0, 200)})`);
+  const r = fromCode.body.results;
+  t.same(Object.keys(r.all).sort(), ["m1", "m2"], "connectedDevices: by name");
+  t.same(r.m1.connections.map((c: any) => c.client_id).sort(), [ids.a, ids.b].sort(), "deviceConnections");
+  t.same(r.count, c1.body, "connectedDeviceCount");
+  t.same(r.classic.connections.map((c: any) => c.client_id), [ids.c], "ClearBlade.deviceConnections");
+
   const reader = await userWith(M, 1);
   ok200(t, await reader.get(`${base}/connections`), "a user with devices:1 lists connections");
   ok200(t, await reader.get(`${base}/connectioncount`), "and counts them");

@@ -1,4 +1,5 @@
-// Devices: ClearBlade.Device and its ClearBlade.* shortcuts, ClearBladeAsync.Devices.
+// Devices: ClearBlade.Device and its ClearBlade.* shortcuts, ClearBladeAsync.Devices, and their
+// live MQTT connections.
 import type { LibraryArea } from "./types.ts";
 import { queryText } from "./types.ts";
 
@@ -11,5 +12,9 @@ export const devices: LibraryArea = {
     "device.delete": (x, a) => x.e.devices.remove(x.p, x.systemKey, String(a.name)),
     "device.updateByQuery": (x, a) => x.e.devices.bulkUpdate(x.p, x.systemKey, { query: a.query ?? [], $set: { ...(a.changes ?? {}), ...(a.causeTrigger === false ? { causeTrigger: false } : {}) } }),
     "device.deleteByQuery": (x, a) => x.e.devices.bulkDelete(x.p, x.systemKey, queryText(a.query) ?? "[]"),
+    // live MQTT connections, as /api/v/4/devices/{systemKey}/connections[/{name}] and connectioncount
+    "device.connections": (x) => x.e.devices.connectionsList(x.p, x.systemKey),
+    "device.connectionInfo": (x, a) => x.e.devices.connectionInfo(x.p, x.systemKey, String(a.name)),
+    "device.connectionCount": (x) => x.e.devices.connectionCount(x.p, x.systemKey),
   },
 };

@@ -53,6 +53,11 @@ export const CORE_JS = String.raw`
     e.error = r.error;
     return Promise.reject(e);
   }
+  // a call ClearBlade documents that this runtime does not provide: an error that names it (a
+  // missing method would say only "not a function")
+  function notProvided(what) {
+    return function () { throw new Error(what + " is not provided by Outpost's code runtime (its runtime docs list what differs from ClearBlade)"); };
+  }
   function failRun(e) { if (e !== DONE) finish("failed", JSON.stringify(e && e.message ? (e.name || "Error") + ": " + e.message : String(e))); }
   function text(args) {
     var out = [];
@@ -99,8 +104,8 @@ export const CORE_JS = String.raw`
       if (loaded) return;
       loaded = true;
       paths.forEach(function (p) { var at = place(p); delete at.obj[at.key]; });
-      lazyHelpers = lazyHelpers || { call: call, classic: classic, Settled: Settled, callSync: callSync, replyOf: replyOf, hostSync: hostSync, local: local, cacheLocal: cacheLocal, plainQuery: plainQuery, ClearBlade: ClearBlade, ClearBladeAsync: ClearBladeAsync, log: log, Query: Query, failRun: failRun };
-      new Function("h", "var call = h.call, classic = h.classic, Settled = h.Settled, callSync = h.callSync, replyOf = h.replyOf, hostSync = h.hostSync, local = h.local, cacheLocal = h.cacheLocal, plainQuery = h.plainQuery, ClearBlade = h.ClearBlade, ClearBladeAsync = h.ClearBladeAsync, log = h.log, Query = h.Query, failRun = h.failRun;\n" + source)(lazyHelpers);
+      lazyHelpers = lazyHelpers || { notProvided: notProvided, call: call, classic: classic, Settled: Settled, callSync: callSync, replyOf: replyOf, hostSync: hostSync, local: local, cacheLocal: cacheLocal, plainQuery: plainQuery, ClearBlade: ClearBlade, ClearBladeAsync: ClearBladeAsync, log: log, Query: Query, failRun: failRun };
+      new Function("h", "var notProvided = h.notProvided, call = h.call, classic = h.classic, Settled = h.Settled, callSync = h.callSync, replyOf = h.replyOf, hostSync = h.hostSync, local = h.local, cacheLocal = h.cacheLocal, plainQuery = h.plainQuery, ClearBlade = h.ClearBlade, ClearBladeAsync = h.ClearBladeAsync, log = h.log, Query = h.Query, failRun = h.failRun;\n" + source)(lazyHelpers);
     }
     function place(p) { var parts = p.split("."); return parts.length === 1 ? { obj: globalThis, key: p } : { obj: globalThis[parts[0]], key: parts[1] }; }
     paths.forEach(function (p) {

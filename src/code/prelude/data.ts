@@ -28,6 +28,7 @@ const js = String.raw`
   Query.prototype.descending = function (f) { this.query.SORT.push({ DESC: f }); return this; };
   Query.prototype.setPage = function (size, num) { this.query.PAGESIZE = size; this.query.PAGENUM = num; return this; };
   Query.prototype.columns = function (cols) { this.query.SELECTCOLUMNS = cols; return this; };
+  Query.prototype.rawQuery = notProvided("Query().rawQuery (build the query with its methods, or use ClearBlade.Database)");
   Query.prototype.or = function (other) { var q = other instanceof Query ? other.query : other; for (var i = 0; i < q.FILTERS.length; i++) this.query.FILTERS.push(q.FILTERS[i]); return this; };
   Query.prototype.toJSON = function () { return plainQuery(this); };
   Query.prototype.fetch = function (cb) { return classic("collection.fetch", { collection: this.collection, query: plainQuery(this) }, cb); };

@@ -1,4 +1,5 @@
-// Devices: ClearBlade.Device and its ClearBlade.* shortcuts, ClearBladeAsync.Devices.
+// Devices: ClearBlade.Device and its ClearBlade.* shortcuts, ClearBladeAsync.Devices, and their
+// live MQTT connections.
 import type { PreludeArea } from "./area.ts";
 
 const js = String.raw`
@@ -35,12 +36,16 @@ const js = String.raw`
   ClearBlade.createDevice = function (n, d, t, cb) { return Device().createDevice(n, d, t, cb); };
   ClearBlade.updateDevice = function (n, d, t, cb) { return Device().updateDevice(n, d, t, cb); };
   ClearBlade.deleteDevice = function (n, t, cb) { return Device().deleteDevice(n, t, cb); };
+  ClearBlade.deviceConnections = function (name, cb) { return classic("device.connectionInfo", { name: name }, cb); };
   ClearBladeAsync.Devices = function () {
     return {
       read: function (q) { return call("device.list", { query: plainQuery(q) }); },
       create: function (d) { return call("device.create", { name: d && d.name, data: d }); },
       update: function (q, changes, causeTrigger) { return call("device.updateByQuery", { query: plainQuery(q), changes: changes, causeTrigger: causeTrigger !== false }); },
       delete: function (q) { return call("device.deleteByQuery", { query: plainQuery(q) }); },
+      connectedDevices: function () { return call("device.connections", null); },
+      deviceConnections: function (name) { return call("device.connectionInfo", { name: name }); },
+      connectedDeviceCount: function () { return call("device.connectionCount", null); },
     };
   };
 `;

@@ -42,6 +42,8 @@ const js = String.raw`
       deleteFile: function (path) { return call("fs.deleteFile", { set: set, path: path }).then(nothing); },
       stat: function (path) { return call("fs.stat", { set: set, path: path }); },
       syncFileToEdge: function (path, edge) { return call("fs.syncFileToEdge", { set: set, path: path, edge: edge }).then(nothing); },
+      createReadStream: notProvided("FS().createReadStream (read the file whole: readFile)"),
+      createWriteStream: notProvided("FS().createWriteStream (write the file whole: writeFile)"),
     };
   };
   ClearBladeAsync.File = function (set, path) {
@@ -53,6 +55,8 @@ const js = String.raw`
       rename: function (to) { return fs.renameFile(path, to); },
       copy: function (to) { return fs.copyFile(path, to); },
       delete: function () { return fs.deleteFile(path); },
+      createReadStream: notProvided("File().createReadStream (read the file whole: read)"),
+      createWriteStream: notProvided("File().createWriteStream (write the file whole: write)"),
     };
   };
   ClearBladeAsync.FileStore = function (store) {
@@ -66,6 +70,8 @@ const js = String.raw`
         opts = opts || {};
         return call("filestore.list", { store: store, prefix: opts.prefix || opts.path || "", depth: opts.depth, limit: opts.limit, continuation_token: opts.continuation_token || opts.continuationToken || "" });
       },
+      createReadStream: notProvided("FileStore().createReadStream (read the file whole: read)"),
+      createWriteStream: notProvided("FileStore().createWriteStream (write the file whole: write)"),
     };
   };
 `;

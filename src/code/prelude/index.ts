@@ -17,13 +17,14 @@ import { globals } from "./globals.ts";
 import { http } from "./http.ts";
 import { lock } from "./lock.ts";
 import { messaging } from "./messaging.ts";
+import { missing } from "./missing.ts";
 import { mqtt } from "./mqtt.ts";
 import { roles } from "./roles.ts";
 import { services } from "./services.ts";
 import { triggers } from "./triggers.ts";
 import { users } from "./users.ts";
 
-const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, adapters, buffer];
+const AREAS: PreludeArea[] = [globals, data, messaging, mqtt, services, devices, users, triggers, roles, database, cache, lock, http, files, deployments, secrets, adapters, buffer, missing];
 
 /** An area's part of the prelude: its code, or the names that compile it on first use. */
 const areaJs = (a: PreludeArea) => (a.lazy ? `lazyArea(${JSON.stringify(a.lazy)}, ${JSON.stringify(a.js)});` : a.js);

@@ -72,6 +72,7 @@ const js = String.raw`
       update: function (q, changes) { return call("users.update", { query: plainQuery(q), changes: changes }).then(function () {}); },
       delete: function (q) { return call("users.delete", { query: plainQuery(q) }).then(function () {}); },
       count: function (q) { return call("user.count", { query: plainQuery(q) }); },
+      userConnections: notProvided("ClearBladeAsync.Users().userConnections"),
     };
   };
   ClearBladeAsync.Auth = function () {

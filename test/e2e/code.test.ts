@@ -755,6 +755,27 @@ t.test("runtime: a documented ClearBlade call this runtime lacks fails naming it
   t.match(out.userConnections, /userConnections is not provided/);
 });
 
+t.test("runtime: ClearBlade's query helpers and small helpers", async (t) => {
+  const col = await collectionWith(s, [["k", "string"], ["n", "int"]], uniq("helpers"));
+  for (const [k, n] of [["a", 1], ["b", 2], ["c", 3], ["b", 4]] as const) await s.dev.post(`/api/v/1/data/${col.id}`, { k, n });
+  const name = uniq("helpers");
+  await service(name, `function ${name}(req, resp) {
+    var q = ClearBlade.Query({ collectionName: "${col.name}" });
+    ClearBlade.addFilterToQuery(q, "EQ", "k", "b");
+    ClearBlade.addSortToQuery(q, "DESC", "n");
+    var rows; q.fetch(function (err, d) { rows = err ? d : d.DATA.map(function (r) { return r.n; }); });
+    var q2 = ClearBlade.Query({ collectionName: "${col.name}" }).andFilter("GT", "n", 1).andFilter("LT", "n", 4).ascending("n");
+    var rows2; q2.fetch(function (err, d) { rows2 = err ? d : d.DATA.map(function (r) { return r.n; }); });
+    var called; ClearBlade.execute(false, { x: 1 }, function (err, r) { called = [err, r]; });
+    var bad; try { ClearBlade.validateEmailPassword("a@b.c", 42); } catch (e) { bad = e.message; }
+    resp.success({ rows: rows, rows2: rows2, empty: [ClearBlade.isObjectEmpty({}), ClearBlade.isObjectEmpty({ a: 1 })], kv: ClearBlade.makeKVPair("k", "v"),
+      called: called, bad: bad, about: typeof ClearBlade.about() });
+  }`);
+  const r = await exec(s.dev, name);
+  t.equal(r.body.success, true, `ran (${r.text.slice(0, 300)})`);
+  t.same(r.body.results, { rows: [4, 2], rows2: [2, 3], empty: [true, false], kv: { k: "v" }, called: [false, { x: 1 }], bad: "Password must be given and must be a string", about: "string" });
+});
+
 t.test("runtime: User getUser / allUsers / count", async (t) => {
   const name = uniq("users");
   await service(name, `function ${name}(req, resp) {

@@ -29,6 +29,11 @@ const js = String.raw`
   Query.prototype.setPage = function (size, num) { this.query.PAGESIZE = size; this.query.PAGENUM = num; return this; };
   Query.prototype.columns = function (cols) { this.query.SELECTCOLUMNS = cols; return this; };
   Query.prototype.rawQuery = notProvided("Query().rawQuery (build the query with its methods, or use ClearBlade.Database)");
+  Query.prototype.andFilter = function (op, field, value) { return add(op).call(this, field, value); };
+  // the query helpers ClearBlade's library has beside Query's methods
+  ClearBlade.addFilterToQuery = function (q, condition, key, value) { add(condition).call(q, key, value); };
+  ClearBlade.addSortToQuery = function (q, direction, column) { var s = {}; s[direction] = column; (q.query.SORT = q.query.SORT || []).push(s); };
+  ClearBlade.addToQuery = function (q, key, value) { q.query[key] = value; };
   Query.prototype.or = function (other) { var q = other instanceof Query ? other.query : other; for (var i = 0; i < q.FILTERS.length; i++) this.query.FILTERS.push(q.FILTERS[i]); return this; };
   Query.prototype.toJSON = function () { return plainQuery(this); };
   Query.prototype.fetch = function (cb) { return classic("collection.fetch", { collection: this.collection, query: plainQuery(this) }, cb); };

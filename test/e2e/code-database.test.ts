@@ -94,7 +94,7 @@ t.test("Database() without externalDBName: the system's collections, never the p
   refused(t, await run(s, `ClearBlade.Database().query("SELECT * FROM users", done);`), /collection .users. does not exist/, 404, "classic");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database().exec("DELETE FROM systems")`)), /collection .systems. does not exist/, 404, "async");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database().performOperation("SELECT 1")`)), /needs Database\(\{externalDBName/, 400, "performOperation");
-  refused(t, await run(s, settleAs(`ClearBladeAsync.Database({}).transaction([])`)), /externalDBName/, 400, "an empty options object");
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database({}).transaction([["DELETE FROM systems"]])`)), /collection .systems. does not exist/, 404, "a transaction with an empty options object: the system's collections too");
   refused(t, await run(s, `ClearBlade.Database({ externalDBName: 42 }).query("SELECT 1", done);`), /name of an external database/, 400, "a name that is not a string");
 });
 

@@ -73,7 +73,6 @@ t.test("only the caller's collections; statements outside the allow-list refused
   t.notMatch(e.text, /c_[0-9a-f]{30}/, "no table name of the platform in the error");
   t.notMatch(e.text, /at .*\.ts:\d+/, "no stack");
   refused(t, await run(s, settleAs(`ClearBladeAsync.Database().query("SELECT * FROM ${assets.name} WHERE n = $2", 1)`)), /uses \$1 to \$2 and was given 1/, 400, "parameters counted");
-  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().transaction([["SELECT 1"]])`)), /externalDBName/, 400, "transactions need an external database");
   t.same((await fetchAll(foreign.id, s2.dev)).map((r) => r.secret), ["other system"], "the other system's rows are untouched");
 });
 
@@ -88,6 +87,40 @@ t.test("rights as the REST API's: read for SELECT, create, update, delete for wr
   const writer = await userWith(s, { collections: [{ itemInfo: { id: history.id }, permissions: 2 }, { itemInfo: { id: assets.id }, permissions: 1 }] });
   ok(t, await run(s, `ClearBlade.Database().exec("INSERT INTO ${history.name} (item_id, asset) SELECT item_id, type FROM ${assets.name}", done);`, writer.client), "create on the target, read on the source");
   t.equal((await fetchAll(history.id)).length, 3, "the rows went in");
+});
+
+t.test("transaction: statements on the system's collections written together or not at all", async (t) => {
+  const ledger = await collectionWith(s, [["who", "string"], ["amount", "int"]], uniq("ledger"));
+  const audit = await collectionWith(s, [["who", "string"], ["action", "string"]], uniq("audit"));
+  await must(s.dev.post(`/api/v/4/data/${s.systemKey}/${ledger.name}/uniqueindex?columnName=who`, undefined), "a unique index on who");
+  // ClearBlade's documented example: db.transaction([db.statement(...), db.statement(...)])
+  ok(t, await run(s, `var db = ClearBladeAsync.Database();
+    settle(db.transaction([
+      db.statement("INSERT INTO ${ledger.name} (who, amount) VALUES ($1, $2)", "ann", 10),
+      db.statement("INSERT INTO ${audit.name} (who, action) VALUES ($1, $2)", "ann", "opened"),
+      db.statement("UPDATE ${ledger.name} SET amount = amount + $1 WHERE who = $2", 5, "ann"),
+    ]));`), "three statements on two collections");
+  t.same((await fetchAll(ledger.id)).map((r) => [r.who, r.amount]), [["ann", 15]], "the ledger row, updated in the same transaction");
+  t.same((await fetchAll(audit.id)).map((r) => r.action), ["opened"], "the audit row");
+
+  // the second statement fails when it runs (a unique value taken): the first is not kept
+  refused(t, await run(s, `ClearBlade.Database().transaction([
+      ["INSERT INTO ${audit.name} (who, action) VALUES ($1, $2)", "bob", "tried"],
+      ["INSERT INTO ${ledger.name} (who, amount) VALUES ($1, $2)", "ann", 1],
+    ], done);`), /duplicate value for unique column 'who'/, 400, "a failing statement");
+  t.same((await fetchAll(audit.id)).map((r) => r.action), ["opened"], "nothing of a failed transaction is kept");
+  // a statement refused when checked: none runs
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().transaction([["INSERT INTO ${audit.name} (who, action) VALUES ('c', 'x')"], ["DROP TABLE ${audit.name}"]])`)), /SQL not allowed/, 400, "a statement outside the allow-list");
+  t.same((await fetchAll(audit.id)).length, 1, "and the one before it did not run");
+  // every statement's rights are asked before any runs
+  const writer = await userWith(s, { collections: [{ itemInfo: { id: audit.id }, permissions: 2 }] });
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().transaction([["INSERT INTO ${audit.name} (who, action) VALUES ('d', 'x')"], ["DELETE FROM ${ledger.name}"]])`), writer.client), /delete/i, 401, "a statement the caller may not run");
+  t.same((await fetchAll(audit.id)).length, 1, "nothing ran");
+  for (const [code, re] of [
+    [`ClearBladeAsync.Database().transaction([])`, /1 to 100 statements/],
+    [`ClearBladeAsync.Database().transaction([[42]])`, /comes first/],
+  ] as [string, RegExp][]) refused(t, await run(s, settleAs(code)), re, 400, code.slice(0, 60));
+  refused(t, await run(s, settleAs(`ClearBladeAsync.Database().transaction([["SELECT * FROM ${foreign.name}"]])`)), /not found|does not exist/i, 404, "another system's collection");
 });
 
 t.test("a write fires the collection's item triggers", async (t) => {

@@ -2,8 +2,8 @@
 // statement, performOperation, performOperationAsync) and ClearBladeAsync.Database. Statements
 // and their arguments go to the database apart ($1, $2... placeholders), never spliced together,
 // through the external-databases domain with the rights of its data route. Database() without a
-// name runs one statement on the system's own collections (query and exec), checked and rewritten
-// so it reaches nothing else (domain/collectionSql.ts).
+// name runs statements on the system's own collections (query, exec, and transaction: all or
+// none), checked and rewritten so they reach nothing else (domain/collectionSql.ts).
 import { fail } from "../../core/errors.ts";
 import { CollectionSql } from "../../domain/collectionSql.ts";
 import type { HostContext, LibraryArea } from "./types.ts";
@@ -16,7 +16,7 @@ const ownCollections = (v: unknown) => v === undefined || v === null || v === ""
 /** The external database named in Database({externalDBName}). */
 function databaseName(v: unknown, what: string): string {
   if (ownCollections(v))
-    throw fail("INVALID_ARGUMENT", `${what} needs Database({externalDBName: <name>}): Database() without a name runs query and exec (one SELECT, INSERT, UPDATE or DELETE) on the system's collections`);
+    throw fail("INVALID_ARGUMENT", `${what} needs Database({externalDBName: <name>}): Database() without a name runs query, exec and transaction (SELECT, INSERT, UPDATE or DELETE) on the system's collections`);
   if (typeof v !== "string" || v.length > 128) throw fail("INVALID_ARGUMENT", "externalDBName must be the name of an external database connection");
   return v;
 }
@@ -47,9 +47,14 @@ export const database: LibraryArea = {
   ops: {
     "database.run": run,
     "database.transaction": async (x, a) => {
-      const name = databaseName(a.db, "transaction");
       const list = Array.isArray(a.statements) ? a.statements.map((s: unknown, i: number) => operation(s, `statement ${i}`)) : a.statements;
-      await x.e.externalDbs.transaction(x.p, x.systemKey, name, list);
+      if (ownCollections(a.db)) {
+        if (!Array.isArray(list)) throw fail("INVALID_ARGUMENT", "transaction: a list of statements is required");
+        for (const [i, op] of (list as unknown[][]).entries()) if (typeof op[0] !== "string") throw fail("INVALID_ARGUMENT", `statement ${i}: the SQL statement (a string) comes first`);
+        await new CollectionSql(x.e.d, x.e.collections).transaction(x.p, x.systemKey, (list as unknown[][]).map((op) => ({ sql: op[0], params: op.slice(1) })));
+        return null;
+      }
+      await x.e.externalDbs.transaction(x.p, x.systemKey, databaseName(a.db, "transaction"), list);
       return null;
     },
   },

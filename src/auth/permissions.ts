@@ -103,10 +103,10 @@ export const ROLE_CACHE_MS = 5_000;
 interface Decided {
   all: Map<string, RolePermissions>;
   roles: readonly string[];
-  /** by collection id: the name it had (a role may grant a collection by name alone) and the level */
+  /** by collection id with the name it had (a role may grant a collection by name alone), and by
+   *  service name */
   collections: Map<string, { name: string | undefined; level: number }>;
-  /** by service name */
-  services: Map<string, number>;
+  services: Map<string, { name: string | undefined; level: number }>;
 }
 /** Resources remembered per principal (past this, its memory starts over). */
 const DECIDED_MAX = 256;
@@ -142,19 +142,13 @@ export class Permissions {
     if (res.kind !== "collection" && res.kind !== "service") return grantedLevel(this.permsOf(p.roles, all), res);
     let d = this.decided.get(p);
     if (!d || d.all !== all || d.roles !== p.roles) this.decided.set(p, (d = { all, roles: p.roles, collections: new Map(), services: new Map() }));
-    if (res.kind === "collection") {
-      const known = d.collections.get(res.id);
-      if (known !== undefined && known.name === res.name) return known.level;
-      const level = grantedLevel(this.permsOf(p.roles, all), res);
-      if (d.collections.size >= DECIDED_MAX) d.collections.clear();
-      d.collections.set(res.id, { name: res.name, level });
-      return level;
-    }
-    const known = d.services.get(res.name);
-    if (known !== undefined) return known;
+    const collection = res.kind === "collection";
+    const memo = collection ? d.collections : d.services, key = collection ? res.id : res.name, name = collection ? res.name : undefined;
+    const known = memo.get(key);
+    if (known !== undefined && known.name === name) return known.level;
     const level = grantedLevel(this.permsOf(p.roles, all), res);
-    if (d.services.size >= DECIDED_MAX) d.services.clear();
-    d.services.set(res.name, level);
+    if (memo.size >= DECIDED_MAX) memo.clear();
+    memo.set(key, { name, level });
     return level;
   }
 

@@ -51,9 +51,6 @@ export class TriggerBacklog {
   private seq = 0;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private stopped = false;
-  /** runs that had to wait, and runs recorded as failed without running */
-  held = 0;
-  dropped = 0;
 
   constructor(private readonly d: BacklogDeps, private readonly max = BACKLOG_MAX) {}
 
@@ -65,7 +62,7 @@ export class TriggerBacklog {
   add(systemKey: string, job: TriggerJob) {
     if (this.stopped) { void this.drop(job, "the node was stopping when its event came"); return; }
     const line = this.lineOf(systemKey), seq = ++this.seq;
-    if (line.size > 0 || !this.hasRoom(systemKey, line)) this.hold(systemKey, line, seq, job, false);
+    if (line.size > 0 || !this.hasRoom(systemKey, line)) this.hold(systemKey, line, seq, job);
     else this.start(systemKey, line, seq, job);
   }
 
@@ -93,7 +90,7 @@ export class TriggerBacklog {
     job.run().then(() => { line.inFlight--; this.ended(systemKey, line); }, (err) => {
       line.inFlight--;
       // refused: others took the room between the look and the run; it keeps its place
-      if (this.d.isQueueFull(err) && !this.stopped) this.hold(systemKey, line, seq, job, true);
+      if (this.d.isQueueFull(err) && !this.stopped) this.hold(systemKey, line, seq, job);
       else if (this.d.isQueueFull(err)) void this.drop(job, "the node stopped before it ran");
       else { this.d.log.warn("trigger run failed", { trigger: job.trigger, err }); this.ended(systemKey, line); }
     });
@@ -104,13 +101,12 @@ export class TriggerBacklog {
     if (line.size === 0 && line.inFlight === 0 && this.lines.get(systemKey) === line) this.lines.delete(systemKey);
   }
 
-  private hold(systemKey: string, line: Line, seq: number, job: TriggerJob, refused: boolean) {
+  private hold(systemKey: string, line: Line, seq: number, job: TriggerJob) {
     if (line.size >= this.max) {
       void this.drop(job, `${this.max} runs of this system's triggers were waiting for room in its code queue (--code-queue)`);
       return;
     }
     line.put(seq, job);
-    if (!refused) this.held++;
     this.timer ??= setTimeout(() => this.pump(), RETRY_MS);
   }
 
@@ -126,7 +122,6 @@ export class TriggerBacklog {
   }
 
   private drop(job: TriggerJob, why: string): Promise<void> {
-    this.dropped++;
     this.d.log.warn("trigger run not run: recorded as a failed run", { trigger: job.trigger, why });
     return job.drop(`not run: ${why}`).catch((err) => this.d.log.error("could not record a trigger run that did not run", { trigger: job.trigger, err }));
   }

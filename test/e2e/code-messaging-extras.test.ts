@@ -4,7 +4,7 @@
 // (setTimeout/cancelCBTimeout, setInterval/cancelCBInterval) that publish after the run ended,
 // seen by a real MQTT subscriber; with missing rights, wrong types, bounds and other systems.
 import mqtt, { type MqttClient } from "mqtt";
-import t from "tap";
+import t, { type Test } from "tap";
 import { J, ok, refused, run, settleAs, userWith } from "./code-run.ts";
 import { type DevSystem, devWithSystem, must, sleep, startOutpost, uniq, waitFor } from "./harness.ts";
 
@@ -115,6 +115,15 @@ t.test("getCurrentTopics: the topics with live subscriptions, of this system", a
   l2.c.end(true);
 });
 
+/** Cancels an interval from another run, then checks its topic gets no more ticks. */
+async function cancelledInterval(t: Test, id: string, l: { got: string[] }, what: string) {
+  ok(t, await run(s, `ClearBlade.Messaging().cancelCBInterval(${J(id)}, done);`), what);
+  await sleep(300);
+  const n = l.got.length;
+  await sleep(500);
+  t.equal(l.got.length, n, "no more ticks after the cancel");
+}
+
 t.test("setTimeout and setInterval publish after the run ended; cancel stops them", async (t) => {
   const topic = uniq("tm/t");
   const l = await listen(s, topic);
@@ -139,11 +148,7 @@ t.test("setTimeout and setInterval publish after the run ended; cancel stops the
   const l2 = await listen(s, topic2);
   const id = ok(t, await run(s, `ClearBlade.Messaging().setInterval(100, ${J(topic2)}, { n: 1 }, 1000, done);`), "a long interval");
   t.ok(await waitFor(() => l2.got.length >= 2, 5_000), "it ticks");
-  ok(t, await run(s, `ClearBlade.Messaging().cancelCBInterval(${J(id)}, done);`), "cancelled by another run");
-  await sleep(300);
-  const n = l2.got.length;
-  await sleep(500);
-  t.equal(l2.got.length, n, "no more ticks after the cancel");
+  await cancelledInterval(t, id, l2, "cancelled by another run");
   t.equal(l2.got[0], '{"n":1}', "an object is published as JSON");
   l.c.end(true);
   l2.c.end(true);
@@ -153,11 +158,7 @@ t.test("setTimeout and setInterval publish after the run ended; cancel stops the
   const l3 = await listen(s, topic3);
   const forever = ok(t, await run(s, `ClearBlade.Messaging().setInterval(30, ${J(topic3)}, "again", -1, done);`), "an interval until cancelled, of 30 ms");
   t.ok(await waitFor(() => l3.got.length >= 4, 5_000), "it keeps ticking");
-  ok(t, await run(s, `ClearBlade.Messaging().cancelCBInterval(${J(forever)}, done);`), "cancelled");
-  await sleep(300);
-  const m = l3.got.length;
-  await sleep(400);
-  t.equal(l3.got.length, m, "no more ticks after the cancel");
+  await cancelledInterval(t, forever, l3, "cancelled");
   l3.c.end(true);
 });
 

@@ -49,9 +49,20 @@ export const CORE_JS = String.raw`
       return new Settled(r.data);
     }
     if (typeof cb === "function") { cb(true, r.error); return new Settled(undefined); }
-    var e = new Error(r.error && r.error.detail ? r.error.detail : String(r.error));
-    e.error = r.error;
-    return Promise.reject(e);
+    return Promise.reject(errorOf(r.error));
+  }
+  // the host's error as code catches it: its detail the message, the error itself on .error
+  function errorOf(error) {
+    var e = new Error(error && error.detail ? error.detail : String(error));
+    e.error = error;
+    return e;
+  }
+  // a classic call refused before the host is asked: (true, error) to the callback, or thrown
+  // without one
+  function refused(cb, detail) {
+    var error = { detail: detail };
+    if (typeof cb === "function") { cb(true, error); return new Settled(undefined); }
+    throw errorOf(error);
   }
   // a call ClearBlade documents that this runtime does not provide: an error that names it (a
   // missing method would say only "not a function")
@@ -119,8 +130,7 @@ export const CORE_JS = String.raw`
   }
 
   var ClearBlade = globalThis.ClearBlade = {
-    // (its sign-in forms are the users area's: prelude/users.ts)
-    init: function (opts) { if (opts && typeof opts.callback === "function") opts.callback(false, {}); },
+    // (init is the users area's: it may sign in)
     isEdge: function () { return globalThis.cbmeta.is_edge; },
     edgeId: function () { return globalThis.cbmeta.edge_id || ""; },
   };

@@ -3,14 +3,6 @@
 import type { PreludeArea } from "./area.ts";
 
 const js = String.raw`
-  // an argument the host is not asked about: the callback's error, or thrown without one
-  function refused(cb, detail) {
-    var error = { detail: detail };
-    if (typeof cb === "function") { cb(true, error); return new Settled(undefined); }
-    var e = new Error(detail);
-    e.error = error;
-    throw e;
-  }
   function Device() {
     return {
       getDeviceByName: function (name, cb) { return classic("device.get", { name: name }, cb); },

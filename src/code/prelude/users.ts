@@ -21,36 +21,26 @@ const js = String.raw`
   // user (registerUser: registers them first), with useUser it acts as that token's holder, and
   // the calls after it act as them. A sign-in that fails reaches the callback as (true, error),
   // or, without one, is thrown: never a session it did not open. Plain init keeps the caller.
-  var plainInit = ClearBlade.init;
   ClearBlade.init = function (opts) {
-    if (!opts || typeof opts !== "object") return plainInit(opts);
-    var cb = typeof opts.callback === "function" ? opts.callback : null;
+    var cb = opts && typeof opts.callback === "function" ? opts.callback : null;
+    if (!opts || typeof opts !== "object") return undefined;
     if (typeof opts.systemKey === "string" && currentReq && opts.systemKey !== currentReq.systemKey)
-      return initFailed(cb, "ClearBlade.init: a service reaches its own system only (systemKey is another system's)");
+      return refused(cb, "ClearBlade.init: a service reaches its own system only (systemKey is another system's)");
     if (opts.useUser && typeof opts.useUser === "object") {
       var token = opts.useUser.authToken;
-      if (typeof token !== "string" || !token) return initFailed(cb, "ClearBlade.init: useUser needs an authToken");
+      if (typeof token !== "string" || !token) return refused(cb, "ClearBlade.init: useUser needs an authToken");
       return initAs("user.setToken", { email: typeof opts.useUser.email === "string" ? opts.useUser.email : null, token: token }, cb);
     }
     if (opts.email !== undefined || opts.password !== undefined || opts.registerUser)
       return initAs(opts.registerUser ? "user.register" : "user.login", { email: opts.email, password: opts.password }, cb);
-    return plainInit(opts);
+    if (cb) cb(false, {});
   };
+  // a classic call whose failure, without a callback, is thrown (init's: it must not go unseen)
   function initAs(op, args, cb) {
     if (cb) return classic(op, args, cb);
     var r = JSON.parse(hostSync(op, JSON.stringify(args)));
-    if (!r.ok) throwInit(r.error);
+    if (!r.ok) throw errorOf(r.error);
     return new Settled(r.data);
-  }
-  function initFailed(cb, detail) {
-    var error = { detail: detail };
-    if (cb) { cb(true, error); return new Settled(undefined); }
-    throwInit(error);
-  }
-  function throwInit(error) {
-    var e = new Error(error && error.detail ? error.detail : String(error));
-    e.error = error;
-    throw e;
   }
   ClearBlade.loginUser = function (email, password, cb) { return classic("user.login", { email: email, password: password }, cb); };
   ClearBlade.registerUser = function (email, password, cb) { return classic("user.register", { email: email, password: password }, cb); };
